@@ -1,0 +1,132 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// ErrPaused is returned instead of calling the venue while calls are paused
+// after the venue asked us to slow down or kept failing.
+var ErrPaused = errors.New("venue calls paused")
+
+// ErrNoBudget is returned instead of calling the venue when the call would
+// exceed the weight budget.
+var ErrNoBudget = errors.New("venue weight budget spent")
+
+// Pauses the venue's answers impose when they do not say how long.
+const (
+	defaultRateLimitPause = 60 * time.Second // 429 or 418 without Retry-After
+	defaultForbiddenPause = 5 * time.Minute  // 403: the venue's firewall
+	restrictedPause       = 15 * time.Minute // 451: retried rarely in case it lifts
+	backoffBase           = 500 * time.Millisecond
+	backoffCap            = 30 * time.Second
+)
+
+// backoff is the venue-wide gate: after a rate-limit answer every call waits
+// for the venue's Retry-After, and after repeated transient failures calls
+// space out exponentially with jitter.
+type backoff struct {
+	mu        sync.Mutex
+	until     time.Time
+	reason    string
+	failures  int    // consecutive transient failures
+	permanent string // why the venue refuses us for good (451), until a call succeeds
+	pauses    int    // pauses started, for metrics and tests
+	jitter    func(d time.Duration) time.Duration
+}
+
+func newBackoff() *backoff {
+	return &backoff{jitter: func(d time.Duration) time.Duration {
+		// Half fixed, half random: spreads retries of many replicas without
+		// ever retrying sooner than half the period.
+		return d/2 + rand.N(d/2+1)
+	}}
+}
+
+// check returns ErrPaused, wrapped with the reason, while calls are paused.
+func (b *backoff) check(now time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Before(b.until) {
+		return fmt.Errorf("%w for %s: %s", ErrPaused, b.until.Sub(now).Round(time.Millisecond), b.reason)
+	}
+	return nil
+}
+
+// record updates the gate with the outcome of a venue call and returns the
+// pause it started, if any.
+func (b *backoff) record(now time.Time, err error) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err == nil {
+		b.failures = 0
+		b.permanent = ""
+		return 0
+	}
+	var pause time.Duration
+	var reason string
+	var se *StatusError
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrPaused), errors.Is(err, ErrNoBudget):
+		return 0 // we stopped the call ourselves; the venue said nothing
+	case errors.As(err, &se):
+		switch {
+		case se.Status == http.StatusTooManyRequests || se.Status == http.StatusTeapot:
+			pause = se.RetryAfter
+			if pause <= 0 {
+				pause = defaultRateLimitPause
+			}
+			reason = fmt.Sprintf("venue rate limit (%d)", se.Status)
+		case se.Status == http.StatusForbidden:
+			pause = max(se.RetryAfter, defaultForbiddenPause)
+			reason = "venue firewall refused us (403)"
+		case se.Status == http.StatusUnavailableForLegalReasons:
+			pause = restrictedPause
+			reason = "venue refuses this region (451)"
+			b.permanent = reason
+		case se.Status >= 500 || se.Status == http.StatusRequestTimeout:
+			pause, reason = b.transient(fmt.Sprintf("venue error %d", se.Status))
+		default:
+			return 0 // a request-level refusal (400 unknown symbol): nothing to pause
+		}
+	case errors.Is(err, ErrBadData):
+		return 0 // the venue answered; its data was unusable for this read only
+	default:
+		pause, reason = b.transient("venue unreachable or too slow")
+	}
+	if until := now.Add(pause); until.After(b.until) {
+		b.until = until
+		b.reason = reason
+		b.pauses++
+	}
+	return pause
+}
+
+// transient returns the next exponential back-off period. Called with mu held.
+func (b *backoff) transient(reason string) (time.Duration, string) {
+	b.failures++
+	d := backoffCap
+	if b.failures < 16 {
+		d = min(backoffCap, backoffBase<<(b.failures-1))
+	}
+	return b.jitter(d), reason
+}
+
+// Permanent returns why the venue refuses us for good, or "".
+func (b *backoff) Permanent() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.permanent
+}
+
+// Pauses returns how many pauses have started.
+func (b *backoff) Pauses() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pauses
+}

@@ -1,0 +1,97 @@
+package poller
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// hotPair is one pair's stream as the poller tracks it.
+type hotPair struct {
+	id string
+	// wanted is when a request last asked for the stream (Unix ns).
+	wanted atomic.Int64
+	// started is when the last read began (Unix ns): the scheduled tick for
+	// reads of a round, the actual time for a cold load. Reads of one stream
+	// are spaced by at least the cadence from it.
+	started atomic.Int64
+}
+
+// hotSet is the set of pairs whose stream is refreshed at full cadence. Reads
+// (Want, on every request) are one atomic load and one map lookup; writes copy
+// the map, which happens only when a pair turns hot or cools.
+type hotSet struct {
+	mu    sync.Mutex // serialises writers
+	pairs atomic.Pointer[map[string]*hotPair]
+}
+
+func newHotSet() *hotSet {
+	h := new(hotSet)
+	empty := make(map[string]*hotPair)
+	h.pairs.Store(&empty)
+	return h
+}
+
+// want marks id as asked for at now, adding it to the set if needed.
+func (h *hotSet) want(id []byte, now time.Time) {
+	ns := now.UnixNano()
+	if p := (*h.pairs.Load())[string(id)]; p != nil {
+		// Skip the store when the mark is recent: under heavy traffic on one
+		// pair, every request writing one cache line would make the cores
+		// fight over it for no information.
+		if ns-p.wanted.Load() > int64(time.Second) {
+			p.wanted.Store(ns)
+		}
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := *h.pairs.Load()
+	if p := old[string(id)]; p != nil {
+		p.wanted.Store(ns)
+		return
+	}
+	p := &hotPair{id: string(id)}
+	p.wanted.Store(ns)
+	next := make(map[string]*hotPair, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[p.id] = p
+	h.pairs.Store(&next)
+}
+
+// get returns the tracked state of id, or nil.
+func (h *hotSet) get(id string) *hotPair { return (*h.pairs.Load())[id] }
+
+// snapshot returns the hot pairs, dropping those not wanted since cutoff or
+// for which keep returns false (pairs that left the catalog).
+func (h *hotSet) snapshot(cutoff time.Time, keep func(id string) bool) []*hotPair {
+	cut := cutoff.UnixNano()
+	cur := *h.pairs.Load()
+	list := make([]*hotPair, 0, len(cur))
+	drop := false
+	for _, p := range cur {
+		if p.wanted.Load() < cut || !keep(p.id) {
+			drop = true
+			continue
+		}
+		list = append(list, p)
+	}
+	if drop {
+		h.mu.Lock()
+		old := *h.pairs.Load()
+		next := make(map[string]*hotPair, len(old))
+		for k, p := range old {
+			if p.wanted.Load() >= cut && keep(k) {
+				next[k] = p
+			}
+		}
+		h.pairs.Store(&next)
+		h.mu.Unlock()
+	}
+	return list
+}
+
+// Len returns how many pairs are hot.
+func (h *hotSet) Len() int { return len(*h.pairs.Load()) }

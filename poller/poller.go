@@ -1,0 +1,662 @@
+// Package poller owns everything that reads the venue: the Venue interface
+// adapters implement, the schedules that drive reads, the weight budget that
+// stretches cadence instead of exceeding the venue's limit, the back-off that
+// obeys the venue's rate-limit answers, the hot set of pairs that requests
+// keep alive, and the single-flight cold loads of a pair's first request.
+//
+// Every read turns into an immutable snapshot published through a
+// snapshot.Store; a failed read publishes nothing, so the last good snapshot
+// stays in place until the server judges it too old. The refresh functions are
+// synchronous and tested directly; cron only schedules them.
+package poller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"marketfeed/snapshot"
+)
+
+// Config is what a Poller needs; zero durations take the defaults.
+type Config struct {
+	Venue  Venue
+	Store  *snapshot.Store
+	Logger *slog.Logger // nil: discard
+
+	// Spot lists the platform's spot pairs as ticker ids.
+	Spot []string
+	// Quotes, when not empty, allows perp items only with these quote assets.
+	Quotes []string
+	// Budget is the fraction of the venue's weight limit the poller may spend
+	// (default 0.5), leaving the rest to anything else on the same address.
+	Budget float64
+
+	BookEvery    time.Duration // per hot pair; default 350 ms
+	TradesEvery  time.Duration // per hot pair; default 1 s
+	TickersEvery time.Duration // bulk statistics and quotes at most this often; default 1 s
+	CatalogEvery time.Duration // default 1 min
+	HotTTL       time.Duration // a pair cools after this long without a request; default 60 s
+	MaxStale     time.Duration // the oldest snapshot the server serves; bulk reads are planned to stay well inside it; default 10 s
+	CallTimeout  time.Duration // bounds one venue call; default 10 s
+	Parallel     int           // per-pair reads in flight at once; default 8
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.BookEvery, 350*time.Millisecond)
+	def(&c.TradesEvery, time.Second)
+	def(&c.TickersEvery, time.Second)
+	def(&c.CatalogEvery, time.Minute)
+	def(&c.HotTTL, time.Minute)
+	def(&c.MaxStale, 10*time.Second)
+	def(&c.CallTimeout, 10*time.Second)
+	if c.Budget <= 0 || c.Budget > 1 {
+		c.Budget = 0.5
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 8
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Poller reads the venue on schedules and publishes snapshots.
+type Poller struct {
+	cfg    Config
+	venue  Venue
+	store  *snapshot.Store
+	log    *slog.Logger
+	budget *budget
+	gate   *backoff
+	logs   *logThrottle
+	hot    [2]*hotSet // by snapshot.Stream
+
+	ctx    context.Context // the poller's lifetime: cold loads run under it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	flights     map[flightKey]*flight
+	spot        []string
+	markets     []Market // the last catalog, to rebuild pairs when the spot list changes
+	stats       []Stat
+	quotes      []Quote
+	statsAt     time.Time // when the stats in use were read
+	quotesAt    time.Time
+	statsTried  time.Time // when a stats read was last attempted
+	quotesTried time.Time
+	tickersFrom uint64 // version of the pairs the current tickers were built from
+	statsEvery  time.Duration
+	quotesEvery time.Duration
+	bulkReserve int // weight per minute the bulk calls are planned to spend
+
+	stretched atomic.Int64 // reads a round could not afford
+	omitted   atomic.Int64 // spot tickers left out of the last build
+}
+
+type flightKey struct {
+	stream snapshot.Stream
+	id     string
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// New returns a poller; Run starts it.
+func New(cfg Config) *Poller {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Poller{
+		cfg:     cfg,
+		venue:   cfg.Venue,
+		store:   cfg.Store,
+		log:     cfg.Logger.With("component", "poller", "venue", cfg.Venue.Name()),
+		budget:  newBudget(),
+		gate:    newBackoff(),
+		logs:    newLogThrottle(time.Minute),
+		hot:     [2]*hotSet{newHotSet(), newHotSet()},
+		ctx:     ctx,
+		cancel:  cancel,
+		flights: make(map[flightKey]*flight),
+		spot:    slices.Clone(cfg.Spot),
+	}
+	p.plan(0)
+	return p
+}
+
+// Run reads the catalog and tickers once, then refreshes everything on its
+// schedules until ctx is done. It returns after every read it started has
+// finished.
+func (p *Poller) Run(ctx context.Context) error {
+	defer p.wg.Wait()
+	defer p.cancel()
+	if err := p.RefreshCatalog(ctx); err != nil {
+		p.log.Warn("first catalog read failed; retrying on schedule", "err", err)
+	}
+	if err := p.RefreshTickers(ctx); err != nil {
+		p.log.Warn("first tickers read failed; retrying on schedule", "err", err)
+	}
+	logger := cronLogger{p.log}
+	c := cron.New(cron.WithLogger(logger))
+	chain := cron.NewChain(cron.Recover(logger), cron.SkipIfStillRunning(logger))
+	every := func(d time.Duration, f func(context.Context)) {
+		c.Schedule(Every(d), chain.Then(cron.FuncJob(func() { f(ctx) })))
+	}
+	every(p.cfg.CatalogEvery, func(ctx context.Context) { _ = p.RefreshCatalog(ctx) })
+	every(p.cfg.TickersEvery, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
+	every(p.cfg.BookEvery, p.RefreshBooks)
+	every(p.cfg.TradesEvery, p.RefreshTrades)
+	c.Start()
+	<-ctx.Done()
+	<-c.Stop().Done()
+	return nil
+}
+
+// cronLogger routes cron's own messages (recovered panics above all) to slog.
+type cronLogger struct{ log *slog.Logger }
+
+func (l cronLogger) Info(string, ...any) {} // cron's scheduling chatter
+func (l cronLogger) Error(err error, msg string, kv ...any) {
+	l.log.Error(msg, append([]any{"err", err}, kv...)...)
+}
+
+// plan derives how often the bulk calls run from the venue's weight limit:
+// statistics may take 30 % of the budget and quotes 10 %, but both run at
+// least twice per max-stale period so tickers never go stale on schedule.
+// What the bulk calls are planned to spend is held back from per-pair reads.
+func (p *Poller) plan(limit int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ceiling := max(p.cfg.TickersEvery, p.cfg.MaxStale/2)
+	interval := func(weight int, share float64) time.Duration {
+		if limit == 0 || weight == 0 {
+			return p.cfg.TickersEvery
+		}
+		d := time.Duration(float64(weight) * float64(time.Minute) / (share * float64(limit)))
+		return min(max(d, p.cfg.TickersEvery), ceiling)
+	}
+	p.statsEvery = interval(p.venue.Weight(CallStats), 0.3)
+	p.quotesEvery = interval(p.venue.Weight(CallQuotes), 0.1)
+	perMinute := func(weight int, every time.Duration) int {
+		return int(math.Ceil(float64(weight) * float64(time.Minute) / float64(every)))
+	}
+	p.bulkReserve = perMinute(p.venue.Weight(CallStats), p.statsEvery) +
+		perMinute(p.venue.Weight(CallQuotes), p.quotesEvery) +
+		perMinute(p.venue.Weight(CallCatalog), p.cfg.CatalogEvery)
+}
+
+// caps returns how much of the budget per-pair book and trade reads may
+// spend. When the hot pairs want less than is left after the bulk calls, each
+// stream may use all the other does not need; when they want more, the rest
+// is split in proportion to demand, so neither stream starves the other.
+func (p *Poller) caps() (book, trades int) {
+	limit := p.budget.Limit()
+	if limit == 0 {
+		return math.MaxInt, math.MaxInt
+	}
+	p.mu.Lock()
+	left := max(limit-p.bulkReserve, 0)
+	p.mu.Unlock()
+	demand := func(s snapshot.Stream, c Call, every time.Duration) float64 {
+		return float64(p.hot[s].Len()*p.venue.Weight(c)) * float64(time.Minute) / float64(every)
+	}
+	db := demand(snapshot.StreamBook, CallBook, p.cfg.BookEvery)
+	dt := demand(snapshot.StreamTrades, CallTrades, p.cfg.TradesEvery)
+	if db+dt <= float64(left) {
+		return left - int(dt), left - int(db)
+	}
+	book = int(float64(left) * db / (db + dt))
+	return book, left - book
+}
+
+// call runs one venue call of kind c whose weight is already spent: it
+// refuses while calls are paused, reconciles the budget with the venue's own
+// count, and feeds the outcome to the back-off.
+func (p *Poller) call(ctx context.Context, c Call, fn func(context.Context) error) error {
+	if err := p.gate.check(time.Now()); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	err := fn(ctx)
+	cancel()
+	now := time.Now()
+	if r, ok := p.venue.(UsedWeightReporter); ok {
+		if used, ok := r.UsedWeight(); ok {
+			p.budget.observe(now, used)
+		}
+	}
+	if pause := p.gate.record(now, err); pause > 0 {
+		p.logs.log(p.log, slog.LevelWarn, "pause", "venue calls paused",
+			slog.String("call", c.String()), slog.Duration("for", pause), slog.String("err", err.Error()))
+	}
+	if err == nil {
+		p.logs.forget("pause")
+	}
+	return err
+}
+
+// bulk spends the weight of a bulk call and runs it.
+func (p *Poller) bulk(ctx context.Context, c Call, fn func(context.Context) error) error {
+	if err := p.gate.check(time.Now()); err != nil {
+		return err
+	}
+	if !p.budget.take(time.Now(), p.venue.Weight(c), classBulk, math.MaxInt) {
+		return fmt.Errorf("%s: %w", c, ErrNoBudget)
+	}
+	return p.call(ctx, c, fn)
+}
+
+// RefreshCatalog reads the venue's markets and publishes the pair list.
+func (p *Poller) RefreshCatalog(ctx context.Context) error {
+	var cat Catalog
+	start := time.Now()
+	err := p.bulk(ctx, CallCatalog, func(ctx context.Context) (err error) {
+		cat, err = p.venue.Catalog(ctx)
+		return err
+	})
+	if err != nil {
+		p.logs.log(p.log, slog.LevelWarn, "catalog", "catalog read failed", slog.String("err", err.Error()))
+		return fmt.Errorf("read catalog: %w", err)
+	}
+	p.logs.forget("catalog")
+	limit := int(float64(cat.WeightLimit) * p.cfg.Budget)
+	if cat.WeightLimit > 0 && limit == 0 {
+		limit = 1
+	}
+	if limit != p.budget.Limit() {
+		p.budget.setLimit(limit)
+		p.plan(limit)
+		p.log.Info("venue weight budget", "limit_per_minute", cat.WeightLimit, "budget_per_minute", limit)
+	}
+	p.mu.Lock()
+	p.markets = cat.Markets
+	spot := p.spot
+	p.mu.Unlock()
+	p.publishPairs(cat.Markets, spot, start)
+	return nil
+}
+
+func (p *Poller) publishPairs(markets []Market, spot []string, readAt time.Time) {
+	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{
+		Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes,
+	}, readAt)
+	p.store.PutPairs(pairs)
+}
+
+// SetSpot replaces the platform's spot list and republishes the pairs from
+// the last catalog read, without calling the venue.
+func (p *Poller) SetSpot(ids []string) {
+	p.mu.Lock()
+	p.spot = slices.Clone(ids)
+	markets := p.markets
+	p.mu.Unlock()
+	if prev := p.store.Pairs(); prev != nil {
+		p.publishPairs(markets, ids, time.Unix(0, prev.ReadAt()))
+	}
+}
+
+// RefreshTickers reads whichever of the bulk statistics and quotes are due
+// and publishes new tickers when anything changed.
+func (p *Poller) RefreshTickers(ctx context.Context) error {
+	pairs := p.store.Pairs()
+	if pairs == nil {
+		return errors.New("no pairs yet")
+	}
+	now := time.Now()
+	p.mu.Lock()
+	quotesDue := now.Sub(p.quotesTried) >= p.quotesEvery
+	statsDue := now.Sub(p.statsTried) >= p.statsEvery
+	if quotesDue {
+		p.quotesTried = now
+	}
+	if statsDue {
+		p.statsTried = now
+	}
+	p.mu.Unlock()
+
+	var errs []error
+	read := false
+	if quotesDue {
+		var quotes []Quote
+		err := p.bulk(ctx, CallQuotes, func(ctx context.Context) (err error) {
+			quotes, err = p.venue.Quotes(ctx)
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read quotes: %w", err))
+		} else {
+			p.mu.Lock()
+			p.quotes, p.quotesAt = quotes, now
+			p.mu.Unlock()
+			read = true
+		}
+	}
+	if statsDue {
+		var stats []Stat
+		err := p.bulk(ctx, CallStats, func(ctx context.Context) (err error) {
+			stats, err = p.venue.Stats(ctx)
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read stats: %w", err))
+		} else {
+			p.mu.Lock()
+			p.stats, p.statsAt = stats, now
+			p.mu.Unlock()
+			read = true
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		p.logs.log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String("err", err.Error()))
+	} else {
+		p.logs.forget("tickers")
+	}
+
+	p.mu.Lock()
+	stats, quotes := p.stats, p.quotes
+	readAt := p.statsAt
+	if p.quotesAt.Before(readAt) {
+		readAt = p.quotesAt
+	}
+	rebuild := (read || p.tickersFrom != pairs.Version()) && stats != nil && quotes != nil
+	if rebuild {
+		p.tickersFrom = pairs.Version()
+	}
+	p.mu.Unlock()
+	if rebuild {
+		t, omitted := snapshot.NewTickers(pairs, stats, quotes, readAt)
+		p.store.PutTickers(t)
+		p.omitted.Store(int64(len(omitted)))
+		if len(omitted) > 0 {
+			p.logs.log(p.log, slog.LevelWarn, "omitted", "spot tickers left out",
+				slog.Int("count", len(omitted)), slog.String("first", omitted[0].TickerID+": "+omitted[0].Reason))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RefreshBooks runs one round of book reads over the hot pairs.
+func (p *Poller) RefreshBooks(ctx context.Context) { p.round(ctx, snapshot.StreamBook) }
+
+// RefreshTrades runs one round of trade reads over the hot pairs.
+func (p *Poller) RefreshTrades(ctx context.Context) { p.round(ctx, snapshot.StreamTrades) }
+
+func (p *Poller) every(s snapshot.Stream) time.Duration {
+	if s == snapshot.StreamTrades {
+		return p.cfg.TradesEvery
+	}
+	return p.cfg.BookEvery
+}
+
+func streamCall(s snapshot.Stream) (Call, spendClass) {
+	if s == snapshot.StreamTrades {
+		return CallTrades, classTrades
+	}
+	return CallBook, classBook
+}
+
+// round reads the stream of every hot pair that is due, oldest read first,
+// while the budget allows. A pair is due when its last read began at least
+// one period before this round's tick; ticks are aligned to the period, so
+// round reads of a pair are spaced by whole periods however late a round runs.
+func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
+	pairs := p.store.Pairs()
+	if pairs == nil {
+		return
+	}
+	now := time.Now()
+	every := p.every(s)
+	tick := now.Truncate(every).UnixNano()
+	hot := p.hot[s].snapshot(now.Add(-p.cfg.HotTTL), func(id string) bool {
+		_, ok := pairs.Lookup(id)
+		return ok
+	})
+	due := hot[:0]
+	for _, hp := range hot {
+		if tick-hp.started.Load() >= int64(every) {
+			due = append(due, hp)
+		}
+	}
+	slices.SortFunc(due, func(a, b *hotPair) int { return cmp.Compare(a.started.Load(), b.started.Load()) })
+
+	c, class := streamCall(s)
+	bookCap, tradesCap := p.caps()
+	classCap := bookCap
+	if s == snapshot.StreamTrades {
+		classCap = tradesCap
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, p.cfg.Parallel)
+	for i, hp := range due {
+		if p.gate.check(time.Now()) != nil {
+			break
+		}
+		if !p.budget.take(time.Now(), p.venue.Weight(c), class, classCap) {
+			left := len(due) - i
+			p.stretched.Add(int64(left))
+			p.logs.log(p.log, slog.LevelInfo, "stretch-"+s.String(), "weight budget stretches cadence",
+				slog.String("stream", s.String()), slog.Int("hot", len(hot)), slog.Int("deferred", left))
+			break
+		}
+		pair, _ := pairs.Lookup(hp.id)
+		hp.started.Store(tick)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil {
+				p.logs.log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
+					slog.String("stream", s.String()), slog.String("pair", pair.TickerID), slog.String("err", err.Error()))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// read reads one pair's stream and publishes it. start is when the read
+// began by the service's clock; it becomes the snapshot's read time.
+func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair, start time.Time) error {
+	if s == snapshot.StreamTrades {
+		var trades []Trade
+		err := p.call(ctx, CallTrades, func(ctx context.Context) (err error) {
+			trades, err = p.venue.Trades(ctx, pair.Symbol, snapshot.MaxTrades)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read trades %s: %w", pair.TickerID, err)
+		}
+		t, err := snapshot.NewTrades(pair.TickerID, trades, start)
+		if err != nil {
+			return fmt.Errorf("read trades %s: %w", pair.TickerID, err)
+		}
+		p.store.PutTrades(t)
+		return nil
+	}
+	var book Book
+	err := p.call(ctx, CallBook, func(ctx context.Context) (err error) {
+		book, err = p.venue.Book(ctx, pair.Symbol, snapshot.MaxDepth)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read book %s: %w", pair.TickerID, err)
+	}
+	b, err := snapshot.NewBook(pair.TickerID, book.Time, book.Bids, book.Asks, start)
+	if err != nil {
+		return fmt.Errorf("read book %s: %w", pair.TickerID, err)
+	}
+	p.store.PutBook(b)
+	return nil
+}
+
+// Want marks a pair's stream as asked for by a request, keeping it hot. It
+// does not allocate once the pair is hot.
+func (p *Poller) Want(id []byte, s snapshot.Stream) { p.hot[s].want(id, time.Now()) }
+
+// ErrUnlisted is returned by Load for a pair the current pair list lacks.
+var ErrUnlisted = errors.New("pair not listed")
+
+// Load reads a pair's stream now and returns once it is published or the
+// read failed, or ctx is done. Concurrent callers for the same pair and
+// stream share one read, which runs to its end even if they stop waiting.
+// The read keeps the venue's spacing for the pair and the weight budget: it
+// waits for both rather than calling early.
+func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
+	key := flightKey{s, id}
+	p.mu.Lock()
+	f := p.flights[key]
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		p.flights[key] = f
+		p.wg.Go(func() {
+			f.err = p.load(p.ctx, id, s)
+			p.mu.Lock()
+			delete(p.flights, key)
+			p.mu.Unlock()
+			close(f.done)
+		})
+	}
+	p.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
+	pairs := p.store.Pairs()
+	if pairs == nil {
+		return ErrUnlisted
+	}
+	pair, ok := pairs.Lookup(id)
+	if !ok {
+		return ErrUnlisted
+	}
+	every := p.every(s)
+	hp := p.hot[s].get(id)
+	if hp != nil {
+		if wait := time.Until(time.Unix(0, hp.started.Load()).Add(every)); wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+		}
+		// A round may have read the pair while we waited.
+		if p.fresh(id, s) {
+			return nil
+		}
+	}
+	if err := p.gate.check(time.Now()); err != nil {
+		return err
+	}
+	c, class := streamCall(s)
+	for {
+		bookCap, tradesCap := p.caps()
+		classCap := bookCap
+		if s == snapshot.StreamTrades {
+			classCap = tradesCap
+		}
+		now := time.Now()
+		if p.budget.take(now, p.venue.Weight(c), class, classCap) {
+			break
+		}
+		at := p.budget.freeAt(now, p.venue.Weight(c), class, classCap)
+		if at.IsZero() {
+			return fmt.Errorf("load %s %s: %w", s, id, ErrNoBudget)
+		}
+		if err := sleep(ctx, at.Sub(now)); err != nil {
+			return fmt.Errorf("load %s %s: %w: %w", s, id, ErrNoBudget, err)
+		}
+	}
+	start := time.Now()
+	if hp != nil {
+		hp.started.Store(start.UnixNano())
+	}
+	return p.read(ctx, s, pair, start)
+}
+
+// fresh reports whether the store holds a snapshot of the stream read within
+// max-stale.
+func (p *Poller) fresh(id string, s snapshot.Stream) bool {
+	var readAt int64
+	if s == snapshot.StreamTrades {
+		t, _ := p.store.Trades([]byte(id))
+		if t == nil {
+			return false
+		}
+		readAt = t.ReadAt()
+	} else {
+		b, _ := p.store.Book([]byte(id))
+		if b == nil {
+			return false
+		}
+		readAt = b.ReadAt()
+	}
+	return time.Since(time.Unix(0, readAt)) < p.cfg.MaxStale
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Status is what the poller reports to operators.
+type Status struct {
+	Ready       bool   // pairs and tickers loaded and the venue not refusing us for good
+	Reason      string // why not ready, or "ok"
+	HotBooks    int
+	HotTrades   int
+	BudgetLimit int // weight per minute the poller may spend; 0: unlimited
+	BudgetSpent int // weight spent in the last minute
+	Stretched   int64
+	Pauses      int
+	Omitted     int64 // spot tickers left out of the last build
+}
+
+// Status returns the poller's current state.
+func (p *Poller) Status() Status {
+	st := Status{
+		HotBooks:    p.hot[snapshot.StreamBook].Len(),
+		HotTrades:   p.hot[snapshot.StreamTrades].Len(),
+		BudgetLimit: p.budget.Limit(),
+		BudgetSpent: p.budget.Spent(time.Now()),
+		Stretched:   p.stretched.Load(),
+		Pauses:      p.gate.Pauses(),
+		Omitted:     p.omitted.Load(),
+	}
+	switch perm := p.gate.Permanent(); {
+	case perm != "":
+		st.Reason = perm
+	case p.store.Pairs() == nil:
+		st.Reason = "pairs not loaded"
+	case p.store.Tickers() == nil:
+		st.Reason = "tickers not loaded"
+	default:
+		st.Ready, st.Reason = true, "ok"
+	}
+	return st
+}

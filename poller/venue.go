@@ -1,0 +1,113 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"marketfeed/snapshot"
+)
+
+// Venue is what the poller reads market data from: the embedded simulator or
+// a Binance-compatible REST API. Implementations must be safe for concurrent
+// use. Every method reads the venue once; none retries or sleeps, because
+// pacing and back-off belong to the poller.
+type Venue interface {
+	// Name is the lowercase venue name used in price_source ("sim", "binance").
+	Name() string
+	// Catalog lists every market the venue has, tradable or not.
+	Catalog(ctx context.Context) (Catalog, error)
+	// Stats returns 24 h statistics for every market.
+	Stats(ctx context.Context) ([]Stat, error)
+	// Quotes returns the best bid and ask of every market.
+	Quotes(ctx context.Context) ([]Quote, error)
+	// Book returns up to depth levels per side of one market, best first.
+	Book(ctx context.Context, symbol string, depth int) (Book, error)
+	// Trades returns up to limit recent trades of one market, oldest first.
+	Trades(ctx context.Context, symbol string, limit int) ([]Trade, error)
+	// Weight is what one call of the given kind costs against the venue's
+	// per-minute weight limit; 0 for a venue without one.
+	Weight(c Call) int
+}
+
+// UsedWeightReporter is implemented by venues that report the weight the
+// venue itself has counted for this client (Binance: X-MBX-USED-WEIGHT-1M).
+// The poller reconciles its own budget with it after every call.
+type UsedWeightReporter interface {
+	// UsedWeight returns the last weight the venue reported for its current
+	// minute, and false when it has reported none yet.
+	UsedWeight() (int, bool)
+}
+
+// Call names one kind of venue call, for weights and metrics.
+type Call int
+
+// The venue calls, one per Venue method.
+const (
+	CallCatalog Call = iota
+	CallStats
+	CallQuotes
+	CallBook
+	CallTrades
+	numCalls
+)
+
+var callNames = [numCalls]string{"catalog", "stats", "quotes", "book", "trades"}
+
+func (c Call) String() string {
+	if c < 0 || c >= numCalls {
+		return fmt.Sprintf("call(%d)", int(c))
+	}
+	return callNames[c]
+}
+
+// Catalog is the venue's market list and its request-weight limit.
+type Catalog struct {
+	Markets []Market
+	// WeightLimit is the venue's request weight allowed per minute; 0 means
+	// the venue has no limit (the simulator).
+	WeightLimit int
+}
+
+// Book is one order book as the venue sent it.
+type Book struct {
+	Time int64 // the venue's clock for this book, ms since the Unix epoch
+	Bids []Level
+	Asks []Level
+}
+
+// The venue's values are the snapshot package's inputs; the aliases let a
+// venue adapter depend on this package alone.
+type (
+	// Market is one venue market.
+	Market = snapshot.Market
+	// Level is one order book level.
+	Level = snapshot.Level
+	// Trade is one venue trade.
+	Trade = snapshot.Trade
+	// Stat is one market's 24 h statistics.
+	Stat = snapshot.Stat
+	// Quote is one market's best bid and ask.
+	Quote = snapshot.Quote
+)
+
+// StatusError is a venue answer with an HTTP status other than 200. The
+// venue's body is deliberately not kept: it must never reach a response.
+type StatusError struct {
+	Status int
+	// RetryAfter is the venue's Retry-After header; 0 when absent.
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("venue answered %d (retry after %s)", e.Status, e.RetryAfter)
+	}
+	return fmt.Sprintf("venue answered %d", e.Status)
+}
+
+// ErrBadData marks a venue answer that arrived but cannot be used: a body that
+// is not JSON, JSON of the wrong shape, or a value that is not a plain decimal.
+// Adapters wrap it with the detail.
+var ErrBadData = errors.New("unusable venue data")

@@ -1,0 +1,153 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// MaxDepth is the most levels per side a book response carries, and the depth
+// served when a request names none.
+const MaxDepth = 100
+
+// Book is one pair's order book, pre-serialized at MaxDepth. A smaller depth
+// is served as three slices of the same bytes (see Parts). A Book is never
+// mutated after Store publishes it.
+type Book struct {
+	tickerID string
+	time     int64 // the venue's clock for this book, ms
+	readAt   int64 // the service's clock when it was read, Unix ns
+	version  uint64
+
+	body      []byte
+	bidEnds   []int32 // bidEnds[i]: end offset of bid level i+1 in body
+	askEnds   []int32
+	bidsOpen  int32 // just after `"bids":[`
+	bidsClose int32 // at the `]` that closes the bids
+	asksOpen  int32
+	asksClose int32
+}
+
+// ErrBadBook reports a book that must not be published.
+var ErrBadBook = errors.New("unusable order book")
+
+// NewBook checks and serializes a book read from the venue. At most MaxDepth
+// levels per side are kept. Every price and size must be a positive plain
+// decimal and each side must be strictly ordered best first (bids falling,
+// asks rising); otherwise the read is unusable and nothing of it is published.
+func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.Time) (*Book, error) {
+	bids = bids[:min(len(bids), MaxDepth)]
+	asks = asks[:min(len(asks), MaxDepth)]
+	if err := checkSide(bids, 1); err != nil {
+		return nil, fmt.Errorf("%w: %s bids: %w", ErrBadBook, tickerID, err)
+	}
+	if err := checkSide(asks, -1); err != nil {
+		return nil, fmt.Errorf("%w: %s asks: %w", ErrBadBook, tickerID, err)
+	}
+	b := &Book{
+		tickerID: tickerID,
+		time:     venueTime,
+		readAt:   readAt.UnixNano(),
+		version:  nextVersion(),
+		bidEnds:  make([]int32, len(bids)),
+		askEnds:  make([]int32, len(asks)),
+	}
+	size := 64 + len(tickerID)
+	for _, l := range bids {
+		size += len(l.Price) + len(l.Size) + 8
+	}
+	for _, l := range asks {
+		size += len(l.Price) + len(l.Size) + 8
+	}
+	body := make([]byte, 0, size)
+	body = append(body, '{')
+	body = appendStringField(body, "ticker_id", tickerID, true)
+	body = appendIntField(body, "timestamp", venueTime, false)
+	body = appendKey(body, "bids", false)
+	body = append(body, '[')
+	b.bidsOpen = int32(len(body))
+	body = appendLevels(body, bids, b.bidEnds)
+	b.bidsClose = int32(len(body))
+	body = append(body, ']')
+	body = appendKey(body, "asks", false)
+	body = append(body, '[')
+	b.asksOpen = int32(len(body))
+	body = appendLevels(body, asks, b.askEnds)
+	b.asksClose = int32(len(body))
+	body = append(body, ']', '}')
+	b.body = body
+	return b, nil
+}
+
+func checkSide(levels []Level, order int) error {
+	for i, l := range levels {
+		if !isPositive(l.Price) {
+			return fmt.Errorf("level %d: price %q is not a positive plain decimal", i+1, l.Price)
+		}
+		if !isPositive(l.Size) {
+			return fmt.Errorf("level %d: size %q is not a positive plain decimal", i+1, l.Size)
+		}
+		if i > 0 && comparePositive(levels[i-1].Price, l.Price) != order {
+			return fmt.Errorf("level %d: price %s is out of order", i+1, l.Price)
+		}
+	}
+	return nil
+}
+
+func appendLevels(dst []byte, levels []Level, ends []int32) []byte {
+	for i, l := range levels {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = appendString(dst, l.Price)
+		dst = append(dst, ',')
+		dst = appendString(dst, l.Size)
+		dst = append(dst, ']')
+		ends[i] = int32(len(dst))
+	}
+	return dst
+}
+
+// TickerID is the pair this book belongs to.
+func (b *Book) TickerID() string { return b.tickerID }
+
+// Time is the venue's clock for this book, in ms since the Unix epoch.
+func (b *Book) Time() int64 { return b.time }
+
+// ReadAt is when the service read this book, in Unix nanoseconds.
+func (b *Book) ReadAt() int64 { return b.readAt }
+
+// Version identifies this value among every value the process has built.
+func (b *Book) Version() uint64 { return b.version }
+
+// Levels returns how many bid and ask levels the book holds.
+func (b *Book) Levels() (bids, asks int) { return len(b.bidEnds), len(b.askEnds) }
+
+// Body is the response at full depth.
+func (b *Book) Body() []byte { return b.body }
+
+// Parts returns the response for depth levels per side as three slices of the
+// full body, to be written in order: the head through the last kept bid, the
+// bids' close through the last kept ask, and the close of the asks and the
+// object. depth outside 1..MaxDepth means MaxDepth. Nothing is copied.
+func (b *Book) Parts(depth int) (head, middle, tail []byte) {
+	if depth <= 0 || depth > MaxDepth {
+		depth = MaxDepth
+	}
+	bidEnd := b.bidsOpen
+	if n := min(depth, len(b.bidEnds)); n > 0 {
+		bidEnd = b.bidEnds[n-1]
+	}
+	askEnd := b.asksOpen
+	if n := min(depth, len(b.askEnds)); n > 0 {
+		askEnd = b.askEnds[n-1]
+	}
+	return b.body[:bidEnd], b.body[b.bidsClose:askEnd], b.body[b.asksClose:]
+}
+
+// String describes the book for logs.
+func (b *Book) String() string {
+	return b.tickerID + " book @" + strconv.FormatInt(b.time, 10)
+}

@@ -1,0 +1,203 @@
+package snapshot
+
+import (
+	"fmt"
+
+	"github.com/ericlagergren/decimal"
+)
+
+// IsPlain reports whether s is a decimal in plain notation: an optional '-',
+// digits, and optionally '.' followed by digits. Exponents, a leading '+',
+// spaces, "NaN", "Inf" and the empty string are not plain. Only plain strings
+// are ever copied from a venue into a response.
+func IsPlain(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	start := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == start {
+		return false
+	}
+	if i == len(s) {
+		return true
+	}
+	if s[i] != '.' {
+		return false
+	}
+	i++
+	start = i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i > start && i == len(s)
+}
+
+// isPositive reports whether s is a plain decimal greater than zero.
+func isPositive(s string) bool {
+	if !IsPlain(s) || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '1' && s[i] <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// isZero reports whether the plain decimal s is zero.
+func isZero(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '1' && s[i] <= '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// comparePositive compares two non-negative plain decimals without parsing
+// them, so that checking a book's order costs no allocation: -1 if a < b,
+// 0 if equal, +1 if a > b.
+func comparePositive(a, b string) int {
+	ai, af := splitPlain(a)
+	bi, bf := splitPlain(b)
+	ai, bi = trimLeadingZeros(ai), trimLeadingZeros(bi)
+	if len(ai) != len(bi) {
+		if len(ai) < len(bi) {
+			return -1
+		}
+		return 1
+	}
+	if ai != bi {
+		if ai < bi {
+			return -1
+		}
+		return 1
+	}
+	n := max(len(af), len(bf))
+	for i := 0; i < n; i++ {
+		ca, cb := byte('0'), byte('0')
+		if i < len(af) {
+			ca = af[i]
+		}
+		if i < len(bf) {
+			cb = bf[i]
+		}
+		if ca != cb {
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+func splitPlain(s string) (intPart, frac string) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
+}
+
+func trimLeadingZeros(s string) string {
+	for len(s) > 1 && s[0] == '0' {
+		s = s[1:]
+	}
+	return s
+}
+
+// exact is the arithmetic context for computed values: wide enough that sums,
+// halves and products of venue decimals are exact, and truncating so that the
+// base-volume fallback rounds toward zero as the contract requires.
+var exact = decimal.Context{Precision: 200, RoundingMode: decimal.ToZero}
+
+func parse(s string) (*decimal.Big, error) {
+	if !IsPlain(s) {
+		return nil, fmt.Errorf("not a plain decimal: %q", s)
+	}
+	x, ok := new(decimal.Big).SetString(s)
+	if !ok {
+		return nil, fmt.Errorf("not a plain decimal: %q", s)
+	}
+	return x, nil
+}
+
+// plain formats x in plain notation with trailing zeros trimmed.
+func plain(x *decimal.Big) string {
+	x.Reduce()
+	if x.Sign() == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%f", x)
+}
+
+// Mid returns (bid + ask) / 2 exactly, in plain notation. Halving a finite
+// decimal always terminates, so no digit is lost.
+func Mid(bid, ask string) (string, error) {
+	b, err := parse(bid)
+	if err != nil {
+		return "", err
+	}
+	a, err := parse(ask)
+	if err != nil {
+		return "", err
+	}
+	z := new(decimal.Big)
+	exact.Add(z, b, a)
+	exact.Quo(z, z, decimal.New(2, 0))
+	return plain(z), nil
+}
+
+// Product returns x × y exactly, in plain notation.
+func Product(x, y string) (string, error) {
+	a, err := parse(x)
+	if err != nil {
+		return "", err
+	}
+	b, err := parse(y)
+	if err != nil {
+		return "", err
+	}
+	z := new(decimal.Big)
+	exact.Mul(z, a, b)
+	return plain(z), nil
+}
+
+// BaseVolumeDecimals is how many decimal places the computed base-volume
+// fallback keeps.
+const BaseVolumeDecimals = 8
+
+// BaseVolumeFallback returns targetVolume / lastPrice truncated toward zero to
+// eight decimal places, for venues that do not send a base volume. With a zero
+// last price the answer is "0" when the target volume is zero too, and an
+// error otherwise: such a ticker is not published until the venue sends
+// usable values.
+func BaseVolumeFallback(targetVolume, lastPrice string) (string, error) {
+	t, err := parse(targetVolume)
+	if err != nil {
+		return "", err
+	}
+	p, err := parse(lastPrice)
+	if err != nil {
+		return "", err
+	}
+	if p.Sign() == 0 {
+		if t.Sign() == 0 {
+			return "0", nil
+		}
+		return "", fmt.Errorf("last price is zero with target volume %s", targetVolume)
+	}
+	z := new(decimal.Big)
+	// Truncating to 200 significant digits and then to 8 places is the same
+	// as truncating once to 8 places: truncations toward zero compose.
+	exact.Quo(z, t, p)
+	exact.Quantize(z, BaseVolumeDecimals)
+	return plain(z), nil
+}

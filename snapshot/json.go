@@ -1,0 +1,50 @@
+package snapshot
+
+import (
+	"strconv"
+	"sync/atomic"
+)
+
+// appendString appends s as a JSON string. Everything the service writes is
+// already restricted to ticker-id characters, plain decimals and fixed words,
+// but escaping keeps the output valid JSON whatever a future caller passes.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// appendField appends `"name":` preceded by a comma unless it opens the object.
+func appendKey(dst []byte, name string, first bool) []byte {
+	if !first {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, '"')
+	dst = append(dst, name...)
+	return append(dst, '"', ':')
+}
+
+func appendStringField(dst []byte, name, value string, first bool) []byte {
+	return appendString(appendKey(dst, name, first), value)
+}
+
+func appendIntField(dst []byte, name string, value int64, first bool) []byte {
+	return strconv.AppendInt(appendKey(dst, name, first), value, 10)
+}
+
+// versions numbers every value the process builds, so that two values never
+// share a version and an ETag derived from it changes with every refresh.
+var versions atomic.Uint64
+
+func nextVersion() uint64 { return versions.Add(1) }

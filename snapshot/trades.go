@@ -1,0 +1,179 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// MaxTrades is the most trades a response carries, and the limit served when
+// a request names none.
+const MaxTrades = 100
+
+// Side selects trades by aggressor side.
+type Side int
+
+// The trade views a request can ask for.
+const (
+	SideAll  Side = iota // both sides
+	SideBuy              // the aggressor bought
+	SideSell             // the aggressor sold
+	numSides
+)
+
+// Trades is one pair's recent trades, newest first, pre-serialized three
+// times: all, buys only, sells only. A smaller limit is a prefix of one of them
+// plus a closing bracket (see Parts). Trades is never mutated after Store
+// publishes it.
+type Trades struct {
+	tickerID string
+	readAt   int64
+	version  uint64
+	views    [numSides]tradeView
+}
+
+type tradeView struct {
+	body []byte  // `[{...},{...}]`
+	ends []int32 // ends[i]: end offset of item i+1 in body
+}
+
+// ErrBadTrades reports a trade list that must not be published.
+var ErrBadTrades = errors.New("unusable trades")
+
+// closeArray ends a prefix of a trade view.
+var closeArray = []byte("]")
+
+// NewTrades checks and serializes trades read from the venue, oldest first as
+// venues send them. The MaxTrades newest are kept. Every price and size must be
+// a positive plain decimal and a quote quantity, when sent, a plain decimal;
+// otherwise the read is unusable and nothing of it is published.
+//
+// target_volume is the venue's quote quantity when it sends one, otherwise
+// price × size computed exactly. trade_id is derived as TradeID describes.
+func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
+	trades = trades[max(0, len(trades)-MaxTrades):]
+	ids, err := tradeIDs(trades)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
+	}
+	targets := make([]string, len(trades))
+	for i, tr := range trades {
+		switch {
+		case tr.QuoteQty == "":
+			if targets[i], err = Product(tr.Price, tr.Size); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
+			}
+		case IsPlain(tr.QuoteQty) && tr.QuoteQty[0] != '-':
+			targets[i] = tr.QuoteQty
+		default:
+			return nil, fmt.Errorf("%w: %s: quote quantity %q is not a plain decimal", ErrBadTrades, tickerID, tr.QuoteQty)
+		}
+	}
+	t := &Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion()}
+	for side := range numSides {
+		v := &t.views[side]
+		v.body = append(make([]byte, 0, 200*len(trades)+2), '[')
+		for i := len(trades) - 1; i >= 0; i-- { // newest first
+			tr := trades[i]
+			if (side == SideBuy && tr.Sell) || (side == SideSell && !tr.Sell) {
+				continue
+			}
+			if len(v.ends) > 0 {
+				v.body = append(v.body, ',')
+			}
+			v.body = appendTrade(v.body, ids[i], tr, targets[i])
+			v.ends = append(v.ends, int32(len(v.body)))
+		}
+		v.body = append(v.body, ']')
+	}
+	return t, nil
+}
+
+func sideName(sell bool) string {
+	if sell {
+		return "sell"
+	}
+	return "buy"
+}
+
+func appendTrade(dst []byte, id string, tr Trade, target string) []byte {
+	dst = append(dst, '{')
+	dst = appendStringField(dst, "trade_id", id, true)
+	dst = appendStringField(dst, "price", tr.Price, false)
+	dst = appendStringField(dst, "base_volume", tr.Size, false)
+	dst = appendStringField(dst, "target_volume", target, false)
+	dst = appendIntField(dst, "trade_timestamp", tr.Time, false)
+	dst = appendStringField(dst, "type", sideName(tr.Sell), false)
+	return append(dst, '}')
+}
+
+// tradeIDs derives every trade's id, oldest first, numbering trades that share
+// time, side, price and size so that ids stay unique within one read.
+func tradeIDs(trades []Trade) ([]string, error) {
+	ids := make([]string, len(trades))
+	seen := make(map[string]int, len(trades))
+	for i, tr := range trades {
+		if !isPositive(tr.Price) {
+			return nil, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
+		}
+		if !isPositive(tr.Size) {
+			return nil, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
+		}
+		key := tradeKey(tr)
+		n := seen[key]
+		seen[key] = n + 1
+		ids[i] = hashID(key, n)
+	}
+	return ids, nil
+}
+
+func tradeKey(tr Trade) string {
+	return strconv.FormatInt(tr.Time, 10) + "|" + sideName(tr.Sell) + "|" + tr.Price + "|" + tr.Size
+}
+
+// TradeID is the published id of a trade: the lowercase hex of the first 8
+// bytes of SHA-256 over "trade_timestamp|type|price|base_volume" (the
+// published strings). The n-th repeat (n ≥ 1, counted oldest first within one
+// read) of a trade with the same four fields hashes that text with "#n"
+// appended, so ids are unique within a response and stable across reads.
+func TradeID(tr Trade, n int) string { return hashID(tradeKey(tr), n) }
+
+func hashID(key string, n int) string {
+	if n > 0 {
+		key += "#" + strconv.Itoa(n)
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// TickerID is the pair these trades belong to.
+func (t *Trades) TickerID() string { return t.tickerID }
+
+// ReadAt is when the service read these trades, in Unix nanoseconds.
+func (t *Trades) ReadAt() int64 { return t.readAt }
+
+// Version identifies this value among every value the process has built.
+func (t *Trades) Version() uint64 { return t.version }
+
+// Len returns how many trades of a side the value holds.
+func (t *Trades) Len(side Side) int { return len(t.views[side].ends) }
+
+// Body is the response for a side at the full limit.
+func (t *Trades) Body(side Side) []byte { return t.views[side].body }
+
+// Parts returns the response for up to limit trades of a side as two slices
+// to be written in order: a prefix of the pre-built array and its closing
+// bracket. limit outside 1..MaxTrades means MaxTrades. Nothing is copied.
+func (t *Trades) Parts(side Side, limit int) (head, tail []byte) {
+	if limit <= 0 || limit > MaxTrades {
+		limit = MaxTrades
+	}
+	v := &t.views[side]
+	if limit >= len(v.ends) {
+		return v.body, nil
+	}
+	return v.body[:v.ends[limit-1]], closeArray
+}
