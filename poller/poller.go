@@ -237,11 +237,7 @@ func (p *Poller) call(ctx context.Context, c Call, fn func(context.Context) erro
 	err := fn(ctx)
 	cancel()
 	now := time.Now()
-	if r, ok := p.venue.(UsedWeightReporter); ok {
-		if used, ok := r.UsedWeight(); ok {
-			p.budget.observe(now, used)
-		}
-	}
+	p.reconcile(now)
 	if pause := p.gate.record(now, err); pause > 0 {
 		p.logs.log(p.log, slog.LevelWarn, "pause", "venue calls paused",
 			slog.String("call", c.String()), slog.Duration("for", pause), slog.String("err", err.Error()))
@@ -250,6 +246,15 @@ func (p *Poller) call(ctx context.Context, c Call, fn func(context.Context) erro
 		p.logs.forget("pause")
 	}
 	return err
+}
+
+// reconcile feeds the venue's own count of our weight to the budget.
+func (p *Poller) reconcile(now time.Time) {
+	if r, ok := p.venue.(UsedWeightReporter); ok {
+		if used, ok := r.UsedWeight(); ok {
+			p.budget.observe(now, used)
+		}
+	}
 }
 
 // bulk spends the weight of a bulk call and runs it.
@@ -283,6 +288,7 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 	if limit != p.budget.Limit() {
 		p.budget.setLimit(limit)
 		p.plan(limit)
+		p.reconcile(time.Now()) // the count that came with the catalog, now that there is a limit
 		p.log.Info("venue weight budget", "limit_per_minute", cat.WeightLimit, "budget_per_minute", limit)
 	}
 	p.mu.Lock()
@@ -423,7 +429,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	}
 	now := time.Now()
 	every := p.every(s)
-	tick := now.Truncate(every).UnixNano()
+	tick := alignDown(now, every)
 	hot := p.hot[s].snapshot(now.Add(-p.cfg.HotTTL), func(id string) bool {
 		_, ok := pairs.Lookup(id)
 		return ok

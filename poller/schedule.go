@@ -21,5 +21,17 @@ func (e Every) Next(t time.Time) time.Time {
 	if d <= 0 {
 		d = time.Second
 	}
-	return t.Truncate(d).Add(d)
+	return time.Unix(0, alignDown(t, d)+int64(d)).In(t.Location())
+}
+
+// alignDown returns the last multiple of d since the Unix epoch at or before
+// t, in Unix nanoseconds. time.Time.Truncate would align to year 1 instead,
+// which for periods that do not divide a day puts ticks at odd instants.
+func alignDown(t time.Time, d time.Duration) int64 {
+	ns := t.UnixNano()
+	r := ns % int64(d)
+	if r < 0 {
+		r += int64(d)
+	}
+	return ns - r
 }

@@ -1,0 +1,500 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"marketfeed/snapshot"
+)
+
+func TestEveryNextIsTheNextMultipleOfThePeriod(t *testing.T) {
+	e := Every(350 * time.Millisecond)
+	base := time.UnixMilli(1_700_000_000_050) // 1_700_000_000_050 = 350 × 4_857_142_857 + 100
+	for _, tc := range []struct{ at, want int64 }{
+		{0, 250}, {249, 250}, {250, 600}, {251, 600}, {599, 600},
+	} {
+		got := e.Next(base.Add(time.Duration(tc.at) * time.Millisecond)).Sub(base).Milliseconds()
+		if got != tc.want {
+			t.Errorf("Next(base+%dms) = base+%dms, want base+%dms", tc.at, got, tc.want)
+		}
+	}
+}
+
+func TestEveryFiresEvery350msUnderCron(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var fired []time.Time
+		c := cron.New()
+		c.Schedule(Every(350*time.Millisecond), cron.FuncJob(func() {
+			mu.Lock()
+			fired = append(fired, time.Now())
+			mu.Unlock()
+		}))
+		c.Start()
+		time.Sleep(3500 * time.Millisecond)
+		synctest.Wait()
+		<-c.Stop().Done()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(fired) != 10 {
+			t.Fatalf("fired %d times in 3.5 s, want 10 (cron's @every would fire 3 times)", len(fired))
+		}
+		for i := 1; i < len(fired); i++ {
+			if d := fired[i].Sub(fired[i-1]); d != 350*time.Millisecond {
+				t.Errorf("interval %d = %s, want 350ms", i, d)
+			}
+		}
+	})
+}
+
+func TestRoundReadsOnlyHotPairs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(5)
+		p, store := newTestPoller(v, Config{})
+		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.RefreshBooks(t.Context())
+		p.RefreshTrades(t.Context())
+		if n := v.count(CallBook, ""); n != 1 {
+			t.Fatalf("book calls = %d, want 1 (only the wanted pair)", n)
+		}
+		if n := v.count(CallTrades, ""); n != 0 {
+			t.Fatalf("trade calls = %d, want 0 (nobody asked for trades)", n)
+		}
+		if b, _ := store.Book([]byte(pairID(1))); b == nil {
+			t.Fatal("wanted pair has no book after a round")
+		}
+		if b, _ := store.Book([]byte(pairID(2))); b != nil {
+			t.Fatal("unwanted pair has a book")
+		}
+	})
+}
+
+func TestHotPairCoolsAfterQuietPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(2)
+		p, _ := newTestPoller(v, Config{HotTTL: time.Minute})
+		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.RefreshBooks(t.Context())
+		time.Sleep(61 * time.Second)
+		p.RefreshBooks(t.Context())
+		if n := v.count(CallBook, ""); n != 1 {
+			t.Fatalf("book calls = %d, want 1: a pair nobody asked for in 61 s must not be read", n)
+		}
+		if hot := p.Status().HotBooks; hot != 0 {
+			t.Fatalf("hot books = %d after the quiet period, want 0", hot)
+		}
+	})
+}
+
+// TestRunReadsAHotPairAtMostOncePerPeriod runs the real schedules for three
+// simulated seconds while the pair is asked for continuously.
+func TestRunReadsAHotPairAtMostOncePerPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(3)
+		store := snapshot.NewStore()
+		p := New(Config{Venue: v, Store: store})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = p.Run(ctx); close(done) }()
+		synctest.Wait() // the first catalog and tickers reads
+		id := []byte(pairID(1))
+		start := time.Now()
+		for time.Since(start) < 3*time.Second {
+			p.Want(id, snapshot.StreamBook)
+			p.Want(id, snapshot.StreamTrades)
+			if b, _ := store.Book(id); b == nil {
+				_ = p.Load(ctx, pairID(1), snapshot.StreamBook)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		books, trades := v.count(CallBook, "P001USDT"), v.count(CallTrades, "P001USDT")
+		if books > 3000/350+1 || books < 3000/350-1 {
+			t.Errorf("book reads in 3 s = %d, want about 3000/350 and at most %d", books, 3000/350+1)
+		}
+		if trades > 3+1 || trades < 2 {
+			t.Errorf("trade reads in 3 s = %d, want about 3 and at most 4", trades)
+		}
+		for _, c := range v.log() {
+			if c.call == CallBook && c.symbol != "P001USDT" {
+				t.Errorf("read %s, which nobody asked for", c.symbol)
+			}
+		}
+	})
+}
+
+func TestLoadSharesOneReadAmongConcurrentCallers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(2)
+		v.gate = make(chan struct{})
+		p, store := newTestPoller(v, Config{})
+		var wg sync.WaitGroup
+		var failed atomic.Int32
+		for range 100 {
+			wg.Go(func() {
+				p.Want([]byte(pairID(1)), snapshot.StreamBook)
+				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); err != nil {
+					failed.Add(1)
+				}
+			})
+		}
+		synctest.Wait() // every caller is waiting on the one read
+		if n := v.count(CallBook, ""); n != 1 {
+			t.Fatalf("book calls while 100 callers wait = %d, want 1", n)
+		}
+		close(v.gate)
+		wg.Wait()
+		if failed.Load() != 0 {
+			t.Fatalf("%d callers failed", failed.Load())
+		}
+		if b, _ := store.Book([]byte(pairID(1))); b == nil {
+			t.Fatal("no book published after the shared read")
+		}
+	})
+}
+
+func TestLoadWaitsNoLongerThanItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(2)
+		v.gate = make(chan struct{}) // the venue never answers
+		p, _ := newTestPoller(v, Config{CallTimeout: 5 * time.Second})
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := p.Load(ctx, pairID(1), snapshot.StreamBook)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Load = %v, want deadline exceeded", err)
+		}
+		if waited := time.Since(start); waited != 2*time.Second {
+			t.Fatalf("waited %s, want the caller's 2s", waited)
+		}
+		p.cancel() // the read itself ends with the poller
+		p.wg.Wait()
+	})
+}
+
+func TestLoadOfUnlistedPairFails(t *testing.T) {
+	v := newFakeVenue(1)
+	p, _ := newTestPoller(v, Config{})
+	if err := p.Load(t.Context(), "NOPE_USDT", snapshot.StreamBook); !errors.Is(err, ErrUnlisted) {
+		t.Fatalf("Load(unlisted) = %v, want ErrUnlisted", err)
+	}
+}
+
+func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(1)
+		p, store := newTestPoller(v, Config{})
+		id := []byte(pairID(1))
+		p.Want(id, snapshot.StreamBook)
+		p.RefreshBooks(t.Context())
+		good, _ := store.Book(id)
+		if good == nil {
+			t.Fatal("no book after the first read")
+		}
+		for _, fail := range []error{
+			&StatusError{Status: 400},
+			errors.Join(ErrBadData, errors.New("price is 1e3")),
+		} {
+			v.setFail(func(Call, string) error { return fail })
+			time.Sleep(350 * time.Millisecond)
+			before := v.count(CallBook, "")
+			p.RefreshBooks(t.Context())
+			if v.count(CallBook, "") != before+1 {
+				t.Fatalf("%v: no read was attempted", fail)
+			}
+			if b, _ := store.Book(id); b != good {
+				t.Fatalf("%v: the failed read replaced the last good book", fail)
+			}
+		}
+	})
+}
+
+func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   *StatusError
+		pause time.Duration
+	}{
+		{"429 with Retry-After", &StatusError{Status: 429, RetryAfter: 30 * time.Second}, 30 * time.Second},
+		{"429 without Retry-After", &StatusError{Status: 429}, 60 * time.Second},
+		{"418 with Retry-After", &StatusError{Status: 418, RetryAfter: 120 * time.Second}, 120 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				v := newFakeVenue(2)
+				p, store := newTestPoller(v, Config{})
+				id := []byte(pairID(1))
+				p.Want(id, snapshot.StreamBook)
+				p.Want(id, snapshot.StreamTrades)
+				p.RefreshBooks(t.Context())
+				good, _ := store.Book(id)
+
+				time.Sleep(350 * time.Millisecond)
+				var once sync.Once
+				v.setFail(func(Call, string) error {
+					var err error
+					once.Do(func() { err = tc.err })
+					return err
+				})
+				p.RefreshBooks(t.Context()) // answered with the rate-limit status
+				pausedAt := time.Now()
+				calls := len(v.log())
+				for time.Since(pausedAt) < tc.pause-time.Millisecond {
+					p.Want(id, snapshot.StreamBook)
+					p.RefreshBooks(t.Context())
+					p.RefreshTrades(t.Context())
+					_ = p.RefreshTickers(t.Context())
+					_ = p.RefreshCatalog(t.Context())
+					if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook); !errors.Is(err, ErrPaused) {
+						t.Fatalf("Load during the pause = %v, want ErrPaused", err)
+					}
+					time.Sleep(350 * time.Millisecond)
+				}
+				if n := len(v.log()) - calls; n != 0 {
+					t.Fatalf("%d venue calls during the %s pause, want 0", n, tc.pause)
+				}
+				if b, _ := store.Book(id); b != good {
+					t.Fatal("the pause dropped or replaced the last good book")
+				}
+				time.Sleep(tc.pause - time.Since(pausedAt) + 350*time.Millisecond)
+				p.RefreshBooks(t.Context())
+				if n := len(v.log()) - calls; n == 0 {
+					t.Fatal("no venue call after the pause ended")
+				}
+			})
+		})
+	}
+}
+
+func TestBackoffGrowsExponentiallyToACap(t *testing.T) {
+	b := newBackoff()
+	b.jitter = func(d time.Duration) time.Duration { return d }
+	now := time.Unix(0, 0)
+	var got []time.Duration
+	for range 9 {
+		got = append(got, b.record(now, &StatusError{Status: 503}))
+	}
+	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second,
+		8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("pauses = %v, want %v", got, want)
+		}
+	}
+	b.record(now, nil)
+	if d := b.record(now, errors.New("connection reset")); d != 500*time.Millisecond {
+		t.Fatalf("first pause after a success = %s, want 500ms", d)
+	}
+}
+
+func TestBackoffJitterStaysWithinHalfAndFullPeriod(t *testing.T) {
+	b := newBackoff()
+	for range 1000 {
+		d := b.jitter(30 * time.Second)
+		if d < 15*time.Second || d > 30*time.Second {
+			t.Fatalf("jitter(30s) = %s, want within [15s, 30s]", d)
+		}
+	}
+}
+
+func TestBackoffByVenueAnswer(t *testing.T) {
+	now := time.Unix(0, 0)
+	for _, tc := range []struct {
+		name      string
+		err       error
+		pause     time.Duration
+		permanent bool
+	}{
+		{"403 firewall", &StatusError{Status: 403}, 5 * time.Minute, false},
+		{"451 region", &StatusError{Status: 451}, restrictedPause, true},
+		{"408 timeout", &StatusError{Status: 408}, backoffBase, false},
+		{"transport", context.DeadlineExceeded, backoffBase, false},
+		{"400 bad symbol", &StatusError{Status: 400}, 0, false},
+		{"bad data", ErrBadData, 0, false},
+		{"our cancel", context.Canceled, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackoff()
+			b.jitter = func(d time.Duration) time.Duration { return d }
+			if d := b.record(now, tc.err); d != tc.pause {
+				t.Fatalf("pause = %s, want %s", d, tc.pause)
+			}
+			if got := b.Permanent() != ""; got != tc.permanent {
+				t.Fatalf("permanent = %v, want %v", got, tc.permanent)
+			}
+			if err := b.check(now.Add(tc.pause)); err != nil {
+				t.Fatalf("still paused when the pause ends: %v", err)
+			}
+		})
+	}
+}
+
+func TestRegionRefusalMakesThePollerNotReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(1)
+		p, _ := newTestPoller(v, Config{Spot: []string{pairID(1)}})
+		if err := p.RefreshTickers(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if st := p.Status(); !st.Ready {
+			t.Fatalf("not ready with pairs and tickers loaded: %s", st.Reason)
+		}
+		v.setFail(func(Call, string) error { return &StatusError{Status: 451} })
+		time.Sleep(time.Minute)
+		_ = p.RefreshCatalog(t.Context())
+		if st := p.Status(); st.Ready || st.Reason == "" {
+			t.Fatalf("ready after a 451: %+v", st)
+		}
+	})
+}
+
+// TestBudgetHolds200HotPairsWithinTheLimit keeps 200 pairs hot on a budget
+// of 1,200 weight per minute for three simulated minutes: the venue must
+// never count more than 1,200 in any minute, and every pair must still be
+// refreshed, the oldest first.
+func TestBudgetHolds200HotPairsWithinTheLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(200)
+		v.limit = 2400
+		v.weights = [numCalls]int{CallCatalog: 1, CallStats: 40, CallQuotes: 2, CallBook: 2, CallTrades: 1}
+		store := snapshot.NewStore()
+		p := New(Config{Venue: v, Store: store, Budget: 0.5, Spot: []string{pairID(1)}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = p.Run(ctx); close(done) }()
+		start := time.Now()
+		for time.Since(start) < 3*time.Minute {
+			for i := 1; i <= 200; i++ {
+				p.Want([]byte(pairID(i)), snapshot.StreamBook)
+				p.Want([]byte(pairID(i)), snapshot.StreamTrades)
+			}
+			time.Sleep(10 * time.Second)
+		}
+		cancel()
+		<-done
+
+		calls := v.log()
+		const budget = 1200
+		maxWindow := 0
+		for i, c := range calls {
+			sum := 0
+			for _, prev := range calls[:i+1] {
+				if c.at.Sub(prev.at) < time.Minute {
+					sum += prev.weight
+				}
+			}
+			maxWindow = max(maxWindow, sum)
+		}
+		if maxWindow > budget {
+			t.Fatalf("the venue counted %d weight in one minute, budget %d", maxWindow, budget)
+		}
+		if maxWindow < budget*8/10 {
+			t.Errorf("spent at most %d of %d per minute: the budget is not used", maxWindow, budget)
+		}
+		for i := 1; i <= 200; i++ {
+			sym := pairID(i)[:4] + "USDT"
+			if v.count(CallBook, sym) == 0 || v.count(CallTrades, sym) == 0 {
+				t.Fatalf("%s was never refreshed in 3 minutes (books %d, trades %d)",
+					sym, v.count(CallBook, sym), v.count(CallTrades, sym))
+			}
+		}
+		if p.Status().Stretched == 0 {
+			t.Error("the stretch was not counted")
+		}
+		if tk := store.Tickers(); tk == nil || time.Since(time.Unix(0, tk.ReadAt())) > 10*time.Second {
+			t.Error("tickers went stale: bulk reads were starved by per-pair reads")
+		}
+	})
+}
+
+// usedWeightVenue reports a weight the venue counted that the poller did not.
+type usedWeightVenue struct {
+	*fakeVenue
+	used int
+}
+
+func (u usedWeightVenue) UsedWeight() (int, bool) { return u.used, true }
+
+func TestBudgetReconcilesWithTheVenuesCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(3)
+		v.limit = 2400
+		v.weights = [numCalls]int{CallCatalog: 1, CallBook: 5}
+		store := snapshot.NewStore()
+		p := New(Config{Venue: usedWeightVenue{v, 1195}, Store: store})
+		if err := p.RefreshCatalog(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 3; i++ {
+			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+		}
+		p.RefreshBooks(t.Context())
+		if n := v.count(CallBook, ""); n != 1 {
+			t.Fatalf("book calls = %d, want 1: the venue already counted 1195 of our 1200, room for one weight-5 read", n)
+		}
+	})
+}
+
+func TestSetSpotRepublishesPairsWithoutCallingTheVenue(t *testing.T) {
+	v := newFakeVenue(2)
+	p, store := newTestPoller(v, Config{})
+	if pair, _ := store.Pairs().Lookup(pairID(1)); pair.Kind != snapshot.KindPerp {
+		t.Fatalf("kind = %q before the spot list, want perp", pair.Kind)
+	}
+	calls := len(v.log())
+	p.SetSpot([]string{pairID(1)})
+	if pair, _ := store.Pairs().Lookup(pairID(1)); pair.Kind != snapshot.KindSpot {
+		t.Fatalf("kind = %q after the spot list, want spot", pair.Kind)
+	}
+	if len(v.log()) != calls {
+		t.Fatal("SetSpot called the venue")
+	}
+}
+
+func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(2)
+		p, store := newTestPoller(v, Config{})
+		p.Want([]byte(pairID(2)), snapshot.StreamBook)
+		p.RefreshBooks(t.Context())
+		v.mu.Lock()
+		v.markets = v.markets[:1]
+		v.mu.Unlock()
+		if err := p.RefreshCatalog(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if store.Listed([]byte(pairID(2))) {
+			t.Fatal("a pair that left the catalog is still listed")
+		}
+		time.Sleep(time.Second)
+		before := v.count(CallBook, "")
+		p.RefreshBooks(t.Context())
+		if v.count(CallBook, "") != before {
+			t.Fatal("a pair that left the catalog is still read")
+		}
+		if p.Status().HotBooks != 0 {
+			t.Fatal("a pair that left the catalog is still hot")
+		}
+	})
+}
+
+func TestTickersPublishedForSpotPairs(t *testing.T) {
+	v := newFakeVenue(3)
+	p, store := newTestPoller(v, Config{Spot: []string{pairID(2)}})
+	if err := p.RefreshTickers(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tk := store.Tickers()
+	if tk == nil || tk.Len() != 1 {
+		t.Fatalf("tickers = %v, want one for the one spot pair", tk)
+	}
+}
