@@ -113,10 +113,14 @@ func trimLeadingZeros(s string) string {
 	return s
 }
 
-// exact is the arithmetic context for computed values: wide enough that sums,
-// halves and products of venue decimals are exact, and truncating so that the
-// base-volume fallback rounds toward zero as the contract requires.
-var exact = decimal.Context{Precision: 200, RoundingMode: decimal.ToZero}
+// exactFor returns the arithmetic context of an operation whose exact result
+// has at most digits significant digits. Sizing it from the operands keeps
+// every sum, half and product exact however long the venue's strings are, and
+// its truncating mode makes the base-volume fallback round toward zero as the
+// contract requires. A fixed precision would silently round long results.
+func exactFor(digits int) decimal.Context {
+	return decimal.Context{Precision: max(digits, 1), RoundingMode: decimal.ToZero}
+}
 
 func parse(s string) (*decimal.Big, error) {
 	if !IsPlain(s) {
@@ -129,13 +133,18 @@ func parse(s string) (*decimal.Big, error) {
 	return x, nil
 }
 
-// plain formats x in plain notation with trailing zeros trimmed.
-func plain(x *decimal.Big) string {
-	x.Reduce()
-	if x.Sign() == 0 {
-		return "0"
+// plain formats x in plain notation with trailing zeros trimmed. Reducing
+// goes through ctx: x's own context has the library's default precision of
+// 16 digits and would round longer results.
+func plain(ctx decimal.Context, x *decimal.Big) (string, error) {
+	if !x.IsFinite() {
+		return "", fmt.Errorf("decimal arithmetic failed: %v", ctx.Conditions|x.Context.Conditions)
 	}
-	return fmt.Sprintf("%f", x)
+	ctx.Reduce(x)
+	if x.Sign() == 0 {
+		return "0", nil
+	}
+	return fmt.Sprintf("%f", x), nil
 }
 
 // Mid returns (bid + ask) / 2 exactly, in plain notation. Halving a finite
@@ -149,10 +158,13 @@ func Mid(bid, ask string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The sum has at most one digit more than the longer operand and the half
+	// one more again; the two lengths together bound both.
+	ctx := exactFor(len(bid) + len(ask) + 1)
 	z := new(decimal.Big)
-	exact.Add(z, b, a)
-	exact.Quo(z, z, decimal.New(2, 0))
-	return plain(z), nil
+	ctx.Add(z, b, a)
+	ctx.Quo(z, z, decimal.New(2, 0))
+	return plain(ctx, z)
 }
 
 // Product returns x × y exactly, in plain notation.
@@ -165,9 +177,10 @@ func Product(x, y string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	ctx := exactFor(len(x) + len(y))
 	z := new(decimal.Big)
-	exact.Mul(z, a, b)
-	return plain(z), nil
+	ctx.Mul(z, a, b)
+	return plain(ctx, z)
 }
 
 // BaseVolumeDecimals is how many decimal places the computed base-volume
@@ -194,10 +207,14 @@ func BaseVolumeFallback(targetVolume, lastPrice string) (string, error) {
 		}
 		return "", fmt.Errorf("last price is zero with target volume %s", targetVolume)
 	}
+	// A nonzero p is at least one unit of its last place, so the quotient has
+	// fewer integer digits than the two strings together; the context keeps
+	// those and eight decimals more. Truncating to that many significant
+	// digits and then to eight places is the same as truncating once to eight
+	// places: truncations toward zero compose.
+	ctx := exactFor(len(targetVolume) + len(lastPrice) + BaseVolumeDecimals + 1)
 	z := new(decimal.Big)
-	// Truncating to 200 significant digits and then to 8 places is the same
-	// as truncating once to 8 places: truncations toward zero compose.
-	exact.Quo(z, t, p)
-	exact.Quantize(z, BaseVolumeDecimals)
-	return plain(z), nil
+	ctx.Quo(z, t, p)
+	ctx.Quantize(z, BaseVolumeDecimals)
+	return plain(ctx, z)
 }

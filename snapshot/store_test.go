@@ -1,0 +1,194 @@
+package snapshot
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func pairsOf(ids ...string) *Pairs {
+	var markets []Market
+	for _, id := range ids {
+		base, quote, _ := strings.Cut(id, "_")
+		markets = append(markets, perp(base, quote))
+	}
+	return NewPairs(markets, PairsConfig{Venue: "sim"}, readAt)
+}
+
+func bookFor(t *testing.T, id string) *Book {
+	t.Helper()
+	b, err := NewBook(id, bookTime, ladder(3, true), ladder(3, false), readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func tradesFor(t *testing.T, id string) *Trades {
+	t.Helper()
+	tr, err := NewTrades(id, tradeTape(3), readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestStoreEmpty(t *testing.T) {
+	s := NewStore()
+	if s.Pairs() != nil || s.Tickers() != nil {
+		t.Error("a new store has pairs or tickers")
+	}
+	id := []byte("BTC_USDT")
+	if s.Listed(id) {
+		t.Error("a new store lists BTC_USDT")
+	}
+	if b, ok := s.Book(id); b != nil || ok {
+		t.Errorf("Book = %v, %v before any pairs", b, ok)
+	}
+	if tr, ok := s.Trades(id); tr != nil || ok {
+		t.Errorf("Trades = %v, %v before any pairs", tr, ok)
+	}
+	if s.PutBook(bookFor(t, "BTC_USDT")) || s.PutTrades(tradesFor(t, "BTC_USDT")) {
+		t.Error("a book or trades were accepted before any pairs")
+	}
+}
+
+func TestStoreListedPairWithoutData(t *testing.T) {
+	// Listed but never read: the server must tell this apart from unknown.
+	s := NewStore()
+	s.PutPairs(pairsOf("BTC_USDT"))
+	if b, ok := s.Book([]byte("BTC_USDT")); b != nil || !ok {
+		t.Errorf("Book = %v, %v; want nil, true", b, ok)
+	}
+	if tr, ok := s.Trades([]byte("BTC_USDT")); tr != nil || !ok {
+		t.Errorf("Trades = %v, %v; want nil, true", tr, ok)
+	}
+}
+
+func TestStorePutPairsKeepsStillListed(t *testing.T) {
+	s := NewStore()
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"))
+	btcBook, btcTrades, ethBook := bookFor(t, "BTC_USDT"), tradesFor(t, "BTC_USDT"), bookFor(t, "ETH_USDT")
+	if !s.PutBook(btcBook) || !s.PutTrades(btcTrades) || !s.PutBook(ethBook) {
+		t.Fatal("a put for a listed pair was refused")
+	}
+
+	next := pairsOf("BTC_USDT", "SOL_USDT")
+	s.PutPairs(next)
+	if s.Pairs() != next {
+		t.Fatal("Pairs() is not the list just put")
+	}
+	if b, ok := s.Book([]byte("BTC_USDT")); b != btcBook || !ok {
+		t.Errorf("BTC_USDT book after a new list = %v, %v; want the same book", b, ok)
+	}
+	if tr, ok := s.Trades([]byte("BTC_USDT")); tr != btcTrades || !ok {
+		t.Errorf("BTC_USDT trades after a new list = %v, %v; want the same trades", tr, ok)
+	}
+	if b, ok := s.Book([]byte("ETH_USDT")); b != nil || ok || s.Listed([]byte("ETH_USDT")) {
+		t.Errorf("ETH_USDT left the list but Book = %v, %v", b, ok)
+	}
+	if b, ok := s.Book([]byte("SOL_USDT")); b != nil || !ok {
+		t.Errorf("SOL_USDT joined the list: Book = %v, %v; want nil, true", b, ok)
+	}
+
+	// A pair that comes back starts empty: its old book is stale and would
+	// be served as if it were current.
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"))
+	if b, ok := s.Book([]byte("ETH_USDT")); b != nil || !ok {
+		t.Errorf("ETH_USDT relisted: Book = %v, %v; want nil, true", b, ok)
+	}
+}
+
+func TestStorePutUnlisted(t *testing.T) {
+	s := NewStore()
+	s.PutPairs(pairsOf("BTC_USDT"))
+	if s.PutBook(bookFor(t, "ETH_USDT")) {
+		t.Error("PutBook accepted an unlisted pair")
+	}
+	if s.PutTrades(tradesFor(t, "ETH_USDT")) {
+		t.Error("PutTrades accepted an unlisted pair")
+	}
+	if s.Listed([]byte("ETH_USDT")) {
+		t.Error("a refused put listed the pair")
+	}
+	if b, ok := s.Book([]byte("BTC_USDT")); b != nil || !ok {
+		t.Errorf("a put for another pair touched BTC_USDT: %v, %v", b, ok)
+	}
+}
+
+func TestStorePutTickers(t *testing.T) {
+	s := NewStore()
+	tk, _ := NewTickers(tickerPairs(), tickerStats(), tickerQuotes(), readAt)
+	s.PutTickers(tk)
+	if s.Tickers() != tk {
+		t.Error("Tickers() is not the value just put")
+	}
+}
+
+func TestStoreConcurrent(t *testing.T) {
+	// Readers and writers at once, for the race detector: every pair list
+	// keeps BTC_USDT, so readers must always find it listed and any book or
+	// trades they load must be whole values of that pair.
+	s := NewStore()
+	s.PutPairs(pairsOf("BTC_USDT"))
+	lists := [][]string{{"BTC_USDT", "ETH_USDT"}, {"BTC_USDT", "SOL_USDT"}, {"BTC_USDT"}}
+	books := []*Book{bookFor(t, "BTC_USDT"), bookFor(t, "BTC_USDT")}
+	trades := []*Trades{tradesFor(t, "BTC_USDT"), tradesFor(t, "BTC_USDT")}
+	tk, _ := NewTickers(tickerPairs(), tickerStats(), tickerQuotes(), readAt)
+	id := []byte("BTC_USDT")
+	const rounds = 2000
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range rounds {
+			// A fresh value each time, as the poller builds one per read.
+			s.PutPairs(pairsOf(lists[i%len(lists)]...))
+			s.PutTickers(tk)
+		}
+	})
+	wg.Go(func() {
+		for i := range rounds {
+			s.PutBook(books[i%len(books)])
+			s.PutTrades(trades[i%len(trades)])
+		}
+	})
+	errs := make(chan string, 4*rounds)
+	for range 4 {
+		wg.Go(func() {
+			for range rounds {
+				if !s.Listed(id) {
+					errs <- "BTC_USDT not listed"
+				}
+				if b, ok := s.Book(id); !ok {
+					errs <- "no BTC_USDT book cell"
+				} else if b != nil {
+					head, middle, tail := b.Parts(2)
+					if b.TickerID() != "BTC_USDT" || !bytes.HasPrefix(head, []byte(`{"ticker_id":"BTC_USDT"`)) || len(middle) == 0 || len(tail) == 0 {
+						errs <- "torn book"
+					}
+				}
+				if tr, ok := s.Trades(id); ok && tr != nil {
+					if head, _ := tr.Parts(SideAll, 1); len(head) == 0 || head[0] != '[' {
+						errs <- "torn trades"
+					}
+				}
+				if p := s.Pairs(); p == nil || len(p.Body()) == 0 {
+					errs <- "no pairs"
+				}
+				_ = s.Tickers()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
+
+func TestStreamString(t *testing.T) {
+	if StreamBook.String() != "book" || StreamTrades.String() != "trades" {
+		t.Errorf("streams named %q and %q", StreamBook, StreamTrades)
+	}
+}
