@@ -1,0 +1,155 @@
+package server
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// hotCase is one 200 request on the hot path.
+type hotCase struct {
+	name string
+	uri  string
+}
+
+var hotCases = []hotCase{
+	{"pairs", "/api/public/pairs"},
+	{"tickers", "/api/public/tickers"},
+	{"orderbook_full", "/api/public/orderbook?ticker_id=BTC_USDT"},
+	{"orderbook_depth5", "/api/public/orderbook?ticker_id=BTC_USDT&depth=5"},
+	{"orderbook_depth1", "/api/public/orderbook?ticker_id=BTC_USDT&depth=1"},
+	{"orderbook_depth99", "/api/public/orderbook?ticker_id=BTC_USDT&depth=99&_=1767323045"},
+	{"trades_full", "/api/public/trades?ticker_id=BTC_USDT"},
+	{"trades_sell_limit10", "/api/public/trades?ticker_id=BTC_USDT&type=sell&limit=10"},
+	{"trades_buy_all", "/api/public/trades?ticker_id=BTC_USDT&type=buy&limit=100"},
+	{"historical_trades_limit5", "/api/public/historical_trades/?ticker_id=BTC_USDT&limit=5"},
+}
+
+// hotClient is how the request arrives: directly, or through a trusted proxy.
+type hotClient struct {
+	name    string
+	peer    string
+	headers []string
+}
+
+var hotClients = []hotClient{
+	{"direct_v4", "192.0.2.1:40000", nil},
+	{"direct_v6", "[2001:db8:1:2::77]:40000", nil},
+	{"proxy_xff", "10.0.0.1:40000", []string{"X-Forwarded-For", "198.51.100.7, 203.0.113.9, 10.0.0.2"}},
+}
+
+// hotFixture is the fixture with everything on that a request can pay for:
+// a rate limit (too high to trip), trusted proxies, exempt prefixes that do
+// not match, and a feed that records Want.
+func hotFixture(tb testing.TB) *fixture {
+	return newFixture(tb, func(c *Config) {
+		c.RateLimit = 1 << 30
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+		c.RateLimitExempt = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}
+	})
+}
+
+// hotCtx returns a RequestCtx set up once, and a function that serves the
+// request on it again the way fasthttp does for each request on a
+// keep-alive connection: the URI parsed anew, the response reset, the
+// response's body buffer kept (as with fasthttp.Server's default
+// ReduceMemoryUsage false).
+func hotCtx(srv *Server, cl hotClient, uri string) (*fasthttp.RequestCtx, func()) {
+	addr, err := net.ResolveTCPAddr("tcp", cl.peer)
+	if err != nil {
+		panic(err)
+	}
+	ctx := new(fasthttp.RequestCtx)
+	ctx.Init2(peerConn{remote: addr}, nil, false)
+	ctx.Request.SetRequestURI(uri)
+	for i := 0; i+1 < len(cl.headers); i += 2 {
+		ctx.Request.Header.Add(cl.headers[i], cl.headers[i+1])
+	}
+	return ctx, func() {
+		ctx.Request.SetRequestURI(uri)
+		ctx.Response.Reset()
+		srv.Handler(ctx)
+	}
+}
+
+// peerConn is a connection that only knows its addresses, which is all a
+// RequestCtx asks of it outside a server.
+type peerConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c peerConn) RemoteAddr() net.Addr { return c.remote }
+func (c peerConn) LocalAddr() net.Addr  { return c.remote }
+
+func BenchmarkHandler(b *testing.B) {
+	f := hotFixture(b)
+	for _, hc := range hotCases {
+		b.Run(hc.name, func(b *testing.B) {
+			ctx, serve := hotCtx(f.srv, hotClients[0], hc.uri)
+			serve()
+			if ctx.Response.StatusCode() != 200 {
+				b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(ctx.Response.Body())))
+			for b.Loop() {
+				serve()
+			}
+		})
+	}
+}
+
+func BenchmarkHandlerClientIP(b *testing.B) {
+	f := hotFixture(b)
+	for _, cl := range hotClients {
+		b.Run(cl.name, func(b *testing.B) {
+			_, serve := hotCtx(f.srv, cl, "/api/public/orderbook?ticker_id=BTC_USDT&depth=5")
+			b.ReportAllocs()
+			for b.Loop() {
+				serve()
+			}
+		})
+	}
+}
+
+func BenchmarkHandlerParallel(b *testing.B) {
+	f := hotFixture(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		_, serve := hotCtx(f.srv, hotClients[0], "/api/public/orderbook?ticker_id=BTC_USDT&depth=5")
+		for pb.Next() {
+			serve()
+		}
+	})
+}
+
+func BenchmarkLimiter(b *testing.B) {
+	l := newLimiter(1<<30, DefaultRateLimitKeys)
+	now := t0.UnixNano()
+	b.ReportAllocs()
+	var k uint64
+	for b.Loop() {
+		k++
+		l.allow(k&1023, now)
+	}
+}
+
+func BenchmarkErrors(b *testing.B) {
+	f := hotFixture(b)
+	for _, hc := range []hotCase{
+		{"bad_ticker", "/api/public/orderbook?ticker_id=btc"},
+		{"unknown_ticker", "/api/public/trades?ticker_id=NOPE_USDT"},
+		{"not_found", "/api/public/fees"},
+	} {
+		b.Run(hc.name, func(b *testing.B) {
+			_, serve := hotCtx(f.srv, hotClients[0], hc.uri)
+			b.ReportAllocs()
+			for b.Loop() {
+				serve()
+			}
+		})
+	}
+}

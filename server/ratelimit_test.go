@@ -1,0 +1,380 @@
+package server
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// Rate limit: 600 requests a minute per client address, every route, above
+// it 429 with Retry-After.
+
+func limited(mod func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.RateLimit = 600
+		if mod != nil {
+			mod(c)
+		}
+	}
+}
+
+func TestRateLimitAllows600ThenAnswers429WithRetryAfter(t *testing.T) {
+	f := newFixture(t, limited(nil))
+	for i := range 600 {
+		if resp := f.get(t, "/api/public/pairs"); resp.StatusCode() != 200 {
+			t.Fatalf("request %d: %d, want 200", i+1, resp.StatusCode())
+		}
+	}
+	resp := f.get(t, "/api/public/pairs")
+	wantError(t, resp, errRateLimited)
+	if got := header(resp, "Retry-After"); got != "1" {
+		t.Fatalf("Retry-After %q, want 1 (one emission interval, 100ms, rounded up)", got)
+	}
+	golden(t, "error_rate_limited.json", resp.Body())
+}
+
+func TestRateLimitRecoversAsTimePasses(t *testing.T) {
+	f := newFixture(t, limited(func(c *Config) { c.MaxStale = time.Hour; c.PairsMaxStale = time.Hour }))
+	for range 600 {
+		f.get(t, "/api/public/pairs")
+	}
+	wantStatus(t, f.get(t, "/api/public/pairs"), 429)
+	f.clock.Advance(100 * time.Millisecond) // one interval: one request
+	wantStatus(t, f.get(t, "/api/public/pairs"), 200)
+	wantStatus(t, f.get(t, "/api/public/pairs"), 429)
+	f.clock.Advance(time.Second) // ten intervals: ten requests
+	for i := range 10 {
+		if resp := f.get(t, "/api/public/pairs"); resp.StatusCode() != 200 {
+			t.Fatalf("request %d after 1s: %d", i+1, resp.StatusCode())
+		}
+	}
+	wantStatus(t, f.get(t, "/api/public/pairs"), 429)
+	f.clock.Advance(time.Minute) // a full minute: the whole allowance again
+	for i := range 600 {
+		if resp := f.get(t, "/api/public/pairs"); resp.StatusCode() != 200 {
+			t.Fatalf("request %d after a minute: %d", i+1, resp.StatusCode())
+		}
+	}
+	wantStatus(t, f.get(t, "/api/public/pairs"), 429)
+}
+
+func TestRetryAfterIsWholeSecondsAtLeastOne(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.RateLimit = 2; c.MaxStale = time.Hour; c.PairsMaxStale = time.Hour })
+	f.get(t, "/api/public/pairs")
+	f.get(t, "/api/public/pairs")
+	resp := f.get(t, "/api/public/pairs")
+	wantStatus(t, resp, 429)
+	if got := header(resp, "Retry-After"); got != "30" {
+		t.Fatalf("Retry-After %q, want 30 (2 a minute)", got)
+	}
+	f.clock.Advance(29*time.Second + 500*time.Millisecond)
+	if got := header(f.get(t, "/api/public/pairs"), "Retry-After"); got != "1" {
+		t.Fatalf("Retry-After %q with 0.5s left, want 1", got)
+	}
+	f.clock.Advance(499 * time.Millisecond)
+	if got := header(f.get(t, "/api/public/pairs"), "Retry-After"); got != "1" {
+		t.Fatalf("Retry-After %q with 1ms left, want 1", got)
+	}
+	f.clock.Advance(time.Millisecond)
+	wantStatus(t, f.get(t, "/api/public/pairs"), 200)
+}
+
+func TestRateLimitAppliesToEveryRouteAndToErrors(t *testing.T) {
+	f := newFixture(t, limited(nil))
+	uris := []string{
+		"/api/public/nope", "/api/public/orderbook?ticker_id=bad", "/api/public/trades?ticker_id=NOPE_USDT",
+		"/api/public/tickers", "/api/public/orderbook?ticker_id=BTC_USDT", "/api/public/trades?ticker_id=BTC_USDT",
+	}
+	for i := range 600 {
+		f.get(t, uris[i%len(uris)])
+	}
+	for _, uri := range append(uris, "/api/public/pairs", "/api/public/fees") {
+		wantError(t, f.get(t, uri), errRateLimited)
+	}
+	wantError(t, f.do(t, request{method: "POST", uri: "/api/public/pairs"}), errRateLimited)
+}
+
+func TestRateLimitDoesNotCountPreflight(t *testing.T) {
+	f := newFixture(t, limited(nil))
+	for range 1000 {
+		wantStatus(t, f.do(t, request{method: "OPTIONS", uri: "/api/public/pairs"}), 204)
+	}
+	wantStatus(t, f.get(t, "/api/public/pairs"), 200)
+	for range 599 {
+		f.get(t, "/api/public/pairs")
+	}
+	wantStatus(t, f.get(t, "/api/public/pairs"), 429)
+	wantStatus(t, f.do(t, request{method: "OPTIONS", uri: "/api/public/pairs"}), 204)
+}
+
+func TestRateLimitExemptPrefixIsNotLimited(t *testing.T) {
+	f := newFixture(t, limited(func(c *Config) {
+		c.RateLimitExempt = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:aa::/48")}
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	}))
+	for _, r := range []request{
+		{uri: "/api/public/pairs", peer: "198.51.100.77:1"},
+		{uri: "/api/public/pairs", peer: "[2001:db8:aa:1::5]:1"},
+		{uri: "/api/public/pairs", peer: "[::ffff:198.51.100.8]:1"},
+		// the exempt robot behind our proxy: the client address decides
+		{uri: "/api/public/pairs", peer: "10.1.1.1:1", headers: []string{"X-Forwarded-For", "198.51.100.9"}},
+	} {
+		for i := range 1500 {
+			if resp := f.do(t, r); resp.StatusCode() != 200 {
+				t.Fatalf("%s request %d: %d", r.peer, i+1, resp.StatusCode())
+			}
+		}
+	}
+	// not exempt: a client whose claimed address is exempt but whose peer is untrusted
+	r := request{uri: "/api/public/pairs", peer: "192.0.2.200:1", headers: []string{"X-Forwarded-For", "198.51.100.9"}}
+	for range 600 {
+		f.do(t, r)
+	}
+	wantStatus(t, f.do(t, r), 429)
+}
+
+func TestRateLimitOffWhenZero(t *testing.T) {
+	f := newFixture(t, nil)
+	for i := range 2000 {
+		if resp := f.get(t, "/api/public/pairs"); resp.StatusCode() != 200 {
+			t.Fatalf("request %d: %d", i+1, resp.StatusCode())
+		}
+	}
+}
+
+// sameClient reports whether b is counted against the same key as a, with
+// a limit of one request a minute: a passes, and b is refused only if it
+// shares a's key.
+func sameClient(t *testing.T, mod func(*Config), a, b request) bool {
+	t.Helper()
+	f := newFixture(t, func(c *Config) {
+		c.RateLimit = 1
+		if mod != nil {
+			mod(c)
+		}
+	})
+	a.uri, b.uri = "/api/public/pairs", "/api/public/pairs"
+	wantStatus(t, f.do(t, a), 200)
+	switch st := f.do(t, b).StatusCode(); st {
+	case 429:
+		return true
+	case 200:
+		return false
+	default:
+		t.Fatalf("status %d", st)
+		return false
+	}
+}
+
+func behind(mod func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+		if mod != nil {
+			mod(c)
+		}
+	}
+}
+
+func xff(peer string, values ...string) request {
+	r := request{peer: peer}
+	for _, v := range values {
+		r.headers = append(r.headers, "X-Forwarded-For", v)
+	}
+	return r
+}
+
+func TestClientIPIsThePeerByDefault(t *testing.T) {
+	if !sameClient(t, nil, request{peer: "192.0.2.1:1000"}, request{peer: "192.0.2.1:2000"}) {
+		t.Error("two ports of one address are two clients")
+	}
+	if sameClient(t, nil, request{peer: "192.0.2.1:1000"}, request{peer: "192.0.2.2:1000"}) {
+		t.Error("two addresses share a key")
+	}
+}
+
+func TestClientIPUntrustedPeersHeaderIsIgnored(t *testing.T) {
+	if !sameClient(t, behind(nil), xff("192.0.2.1:1", "203.0.113.1"), xff("192.0.2.1:2", "203.0.113.2")) {
+		t.Error("an untrusted peer chose its key through X-Forwarded-For")
+	}
+	if !sameClient(t, func(c *Config) { c.ClientIPHeader = "CF-Connecting-IP" },
+		request{peer: "192.0.2.1:1", headers: []string{"CF-Connecting-IP", "203.0.113.1"}},
+		request{peer: "192.0.2.1:1", headers: []string{"CF-Connecting-IP", "203.0.113.2"}}) {
+		t.Error("an untrusted peer chose its key through CF-Connecting-IP")
+	}
+}
+
+func TestClientIPTrustedProxyRightmostUntrustedHop(t *testing.T) {
+	// The proxy 10.0.0.1 appended 203.0.113.9; 198.51.100.7 was written by the client.
+	a := xff("10.0.0.1:1", "198.51.100.7, 203.0.113.9")
+	if !sameClient(t, behind(nil), a, xff("10.0.0.2:1", "1.2.3.4,203.0.113.9")) {
+		t.Error("the client's own part of X-Forwarded-For changed its key")
+	}
+	if !sameClient(t, behind(nil), a, request{peer: "203.0.113.9:5"}) {
+		t.Error("the client through the proxy and directly are two keys")
+	}
+	// Trusted hops on the right are skipped: two proxies in a chain.
+	if !sameClient(t, behind(nil), a, xff("10.0.0.1:1", "198.51.100.7, 203.0.113.9, 10.0.0.5")) {
+		t.Error("a trusted hop was taken for the client")
+	}
+	// Several header lines are one list; the rightmost hop is in the last line.
+	if !sameClient(t, behind(nil), a, xff("10.0.0.1:1", "6.6.6.6, 7.7.7.7", "203.0.113.9", "10.0.0.3")) {
+		t.Error("the last X-Forwarded-For line was not read as the rightmost")
+	}
+	if sameClient(t, behind(nil), a, xff("10.0.0.1:1", "203.0.113.9, 203.0.113.10")) {
+		t.Error("a hop left of the rightmost untrusted one was taken")
+	}
+	// Every hop trusted: the leftmost is the furthest known client.
+	if !sameClient(t, behind(nil), xff("10.0.0.1:1", "10.9.9.9, 10.0.0.2"), request{peer: "10.9.9.9:1"}) {
+		t.Error("an all-trusted chain was not keyed by its leftmost hop")
+	}
+	// No header: the proxy itself.
+	if !sameClient(t, behind(nil), request{peer: "10.0.0.1:1"}, request{peer: "10.0.0.1:2"}) {
+		t.Error("a proxy without a header is not its own client")
+	}
+	// Ports and brackets as some proxies write them.
+	if !sameClient(t, behind(nil), a, xff("10.0.0.1:1", "203.0.113.9:4711")) {
+		t.Error("IPv4 with a port not read")
+	}
+	if !sameClient(t, behind(nil), xff("10.0.0.1:1", "[2001:db8::1]:443"), request{peer: "[2001:db8::2]:1"}) {
+		t.Error("bracketed IPv6 with a port not read")
+	}
+}
+
+func TestClientIPUnparsableHeaderFallsBackToPeer(t *testing.T) {
+	for _, v := range []string{"unknown", "203.0.113.9, garbage", "203.0.113.9, 10.0.0.2, _hidden", "fe80::1%eth0", "999.1.1.1", "[::1", "ff02::1", "0.0.0.0", "::"} {
+		if !sameClient(t, behind(nil), xff("10.0.0.1:1", v), request{peer: "10.0.0.1:2"}) {
+			t.Errorf("X-Forwarded-For %q: not keyed by the peer", v)
+		}
+	}
+}
+
+func TestClientIPSingleValueHeader(t *testing.T) {
+	cf := behind(func(c *Config) { c.ClientIPHeader = "CF-Connecting-IP" })
+	a := request{peer: "10.0.0.1:1", headers: []string{"CF-Connecting-IP", "203.0.113.9", "X-Forwarded-For", "1.1.1.1"}}
+	if !sameClient(t, cf, a, request{peer: "203.0.113.9:1"}) {
+		t.Error("CF-Connecting-IP not used")
+	}
+	if sameClient(t, cf, a, request{peer: "1.1.1.1:1"}) {
+		t.Error("X-Forwarded-For used although CF-Connecting-IP is configured")
+	}
+	lower := behind(func(c *Config) { c.ClientIPHeader = "cf-connecting-ip" })
+	if !sameClient(t, lower, request{peer: "10.0.0.1:1", headers: []string{"cf-CONNECTING-ip", "2001:db8::7"}}, request{peer: "[2001:db8::9]:1"}) {
+		t.Error("header names are not matched case-insensitively")
+	}
+	if !sameClient(t, cf, request{peer: "10.0.0.1:1", headers: []string{"CF-Connecting-IP", "1.2.3.4, 5.6.7.8"}}, request{peer: "10.0.0.1:1"}) {
+		t.Error("a list in a single-value header was not refused")
+	}
+}
+
+func TestClientIPv6SharesKeyPer64(t *testing.T) {
+	if !sameClient(t, nil, request{peer: "[2001:db8:1:2::1]:1"}, request{peer: "[2001:db8:1:2:ffff:ffff:ffff:ffff]:1"}) {
+		t.Error("two addresses of one /64 are two clients")
+	}
+	if sameClient(t, nil, request{peer: "[2001:db8:1:2::1]:1"}, request{peer: "[2001:db8:1:3::1]:1"}) {
+		t.Error("two /64s share a key")
+	}
+	if !sameClient(t, nil, request{peer: "[::ffff:192.0.2.9]:1"}, request{peer: "192.0.2.9:1"}) {
+		t.Error("an IPv4-mapped peer is not its IPv4 address")
+	}
+	if sameClient(t, nil, request{peer: "192.0.2.9:1"}, request{peer: "192.0.2.10:1"}) {
+		t.Error("IPv4 is not keyed by the whole address")
+	}
+}
+
+func TestKeysOfIPv4AndIPv6NeverCollide(t *testing.T) {
+	v4 := key(netip.MustParseAddr("192.0.2.1"))
+	for _, s := range []string{"::", "::c000:201", "::ffff:0:0", "c000:201::", "2001:db8::", "ffff:ffff:c000:201::"} {
+		a := netip.MustParseAddr(s)
+		if !a.IsMulticast() && key(a) == v4 {
+			t.Errorf("%s shares the key of 192.0.2.1", s)
+		}
+	}
+}
+
+func TestLimiterGCRA(t *testing.T) {
+	l := newLimiter(600, DefaultRateLimitKeys)
+	now := t0.UnixNano()
+	for i := range 600 {
+		if ok, _ := l.allow(1, now); !ok {
+			t.Fatalf("request %d of the burst refused", i+1)
+		}
+	}
+	ok, wait := l.allow(1, now)
+	if ok || wait != int64(100*time.Millisecond) {
+		t.Fatalf("601st: ok=%v wait=%v, want refused for one interval", ok, time.Duration(wait))
+	}
+	if ok, _ := l.allow(1, now+int64(100*time.Millisecond)-1); ok {
+		t.Fatal("allowed before the interval passed")
+	}
+	if ok, _ := l.allow(1, now+int64(100*time.Millisecond)); !ok {
+		t.Fatal("refused after the interval passed")
+	}
+	if ok, _ := l.allow(2, now); !ok {
+		t.Fatal("another key was refused")
+	}
+}
+
+func TestLimiterEvictsIdleKeys(t *testing.T) {
+	l := newLimiter(600, DefaultRateLimitKeys)
+	now := t0.UnixNano()
+	for k := range uint64(10000) {
+		l.allow(k, now)
+	}
+	if n := l.len(); n != 10000 {
+		t.Fatalf("%d keys, want 10000", n)
+	}
+	// One request leaves a TAT one interval ahead; a sweep period later
+	// every key is idle. Touch every shard once with a fresh key.
+	now += int64(sweepEvery)
+	touched := map[*shard]bool{}
+	fresh := 0
+	for k := uint64(1 << 40); len(touched) < numShards; k++ {
+		touched[l.shardOf(k)] = true
+		l.allow(k, now)
+		fresh++
+	}
+	if n := l.len(); n != fresh {
+		t.Fatalf("%d keys after the sweep, want only the %d fresh ones", n, fresh)
+	}
+	// A key still inside its window is kept.
+	l = newLimiter(600, DefaultRateLimitKeys)
+	for range 600 {
+		l.allow(7, now)
+	}
+	for k := uint64(1 << 40); k < 1<<40+10000; k++ {
+		l.allow(k, now+int64(sweepEvery)) // sweeps every shard
+	}
+	// 10s later key 7 has earned 100 requests, not a fresh 600.
+	allowed := 0
+	for {
+		if ok, _ := l.allow(7, now+int64(sweepEvery)); !ok {
+			break
+		}
+		allowed++
+	}
+	if allowed != 100 {
+		t.Fatalf("busy key allowed %d requests after the sweep, want 100: it lost its state", allowed)
+	}
+}
+
+func TestLimiterHardCapBoundsKeys(t *testing.T) {
+	const maxKeys = 64 * 1024
+	l := newLimiter(600, maxKeys)
+	now := t0.UnixNano()
+	// A million distinct addresses at one instant: none is idle, so only
+	// the cap holds the table.
+	for i := range uint64(1_000_000) {
+		k := key(netip.AddrFrom4([4]byte{byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}))
+		if ok, _ := l.allow(k, now); !ok {
+			t.Fatalf("new key %d refused", i)
+		}
+		if i%100_000 == 0 {
+			if n := l.len(); n > maxKeys {
+				t.Fatalf("%d keys after %d addresses, cap %d", n, i, maxKeys)
+			}
+		}
+	}
+	if n := l.len(); n > maxKeys || n < maxKeys/2 {
+		t.Fatalf("%d keys, want at most the cap %d and most of it used", n, maxKeys)
+	}
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Header names and values are package-level bytes so that writing them costs
+// a copy into the response's reused buffers and nothing else. Names are in
+// canonical form, which lets them go through SetCanonical unnormalised.
+var (
+	headerACAO         = []byte("Access-Control-Allow-Origin")
+	headerACAM         = []byte("Access-Control-Allow-Methods")
+	headerACAH         = []byte("Access-Control-Allow-Headers")
+	headerACMA         = []byte("Access-Control-Max-Age")
+	headerACRH         = []byte("Access-Control-Request-Headers")
+	headerAllow        = []byte("Allow")
+	headerCacheControl = []byte("Cache-Control")
+	headerRetryAfter   = []byte("Retry-After")
+	headerVary         = []byte("Vary")
+
+	valueJSON       = []byte("application/json")
+	valueAnyOrigin  = []byte("*")
+	valueGet        = []byte("GET")
+	valueAllow      = []byte("GET, OPTIONS")
+	valueMaxAge     = []byte("86400")
+	valuePublic     = []byte("public, max-age=5")
+	valueNoStore    = []byte("no-store")
+	valueVaryACRH   = []byte("Access-Control-Request-Headers")
+	valueRetryAfter = []byte("1")
+)
+
+// apiError is one error answer: its status and its complete body. Every
+// message is a fixed string of ours, so no request and no venue can put text
+// into a response. The values are package-level and never mutated, which is
+// what lets the body go out with SetBodyRaw.
+type apiError struct {
+	status int
+	body   []byte
+}
+
+func validation(message string) *apiError {
+	return &apiError{fasthttp.StatusBadRequest, []byte(`{"code":"VALIDATION_ERROR","message":"` + message + `"}`)}
+}
+
+func upstream(message string) *apiError {
+	return &apiError{fasthttp.StatusBadGateway, []byte(`{"code":"UPSTREAM_UNAVAILABLE","message":"` + message + `"}`)}
+}
+
+func coded(status int, code, message string) *apiError {
+	return &apiError{status, []byte(`{"code":"` + code + `","message":"` + message + `"}`)}
+}
+
+// The error answers. 400 messages name the parameter and say what is wrong.
+var (
+	errTickerMissing  = validation("ticker_id is required")
+	errTickerRepeated = validation("ticker_id is given more than once")
+	errTickerEmpty    = validation("ticker_id is empty")
+	errTickerForm     = validation("ticker_id must have the form BASE_TARGET, each side 2 to 15 uppercase letters or digits")
+	errDepthRepeated  = validation("depth is given more than once")
+	errDepthSyntax    = validation("depth must be an integer: digits only, optionally preceded by -")
+	errDepthNegative  = validation("depth must not be negative")
+	errLimitRepeated  = validation("limit is given more than once")
+	errLimitSyntax    = validation("limit must be an integer: digits only, optionally preceded by -")
+	errLimitNegative  = validation("limit must not be negative")
+	errTypeRepeated   = validation("type is given more than once")
+	errType           = validation("type must be buy or sell")
+
+	errUnknownTicker = &apiError{fasthttp.StatusNotFound, []byte(`{"error":"UNKNOWN_TICKER","message":"ticker_id is not listed by /api/public/pairs"}`)}
+	errNotFound      = coded(fasthttp.StatusNotFound, "NOT_FOUND", "no such route; the routes are /api/public/pairs, tickers, orderbook, trades and historical_trades")
+	errMethod        = coded(fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "only GET is allowed")
+	errRateLimited   = &apiError{fasthttp.StatusTooManyRequests, []byte(`{"statusCode":429,"code":"RATE_LIMITED","message":"too many requests from this address; retry after the number of seconds in Retry-After"}`)}
+	errInternal      = coded(fasthttp.StatusInternalServerError, "INTERNAL", "internal error")
+
+	errNoCatalog      = upstream("the pair list has not been read from the venue yet")
+	errCatalogStale   = upstream("the pair list could not be refreshed from the venue")
+	errNoTickers      = upstream("tickers could not be read from the venue")
+	errNoBook         = upstream("the order book could not be read from the venue")
+	errNoTrades       = upstream("trades could not be read from the venue")
+	errBadRequest     = coded(fasthttp.StatusBadRequest, "BAD_REQUEST", "the request could not be parsed")
+	errRequestTimeout = coded(fasthttp.StatusRequestTimeout, "REQUEST_TIMEOUT", "the request was not received in time")
+	errBodyTooLarge   = coded(fasthttp.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "the request body is too large")
+	errHeaderTooLarge = coded(fasthttp.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "the request headers are too large")
+)
+
+// succeed writes the headers every 200 carries. The body follows.
+func succeed(resp *fasthttp.Response) {
+	resp.SetStatusCode(fasthttp.StatusOK)
+	resp.Header.SetContentTypeBytes(valueJSON)
+	resp.Header.SetCanonical(headerACAO, valueAnyOrigin)
+	resp.Header.SetCanonical(headerCacheControl, valuePublic)
+}
+
+// fail writes an error answer. Non-2xx answers must not be cached anywhere:
+// a failed read that a CDN kept would hide the recovery.
+func fail(resp *fasthttp.Response, e *apiError) {
+	resp.SetStatusCode(e.status)
+	resp.Header.SetContentTypeBytes(valueJSON)
+	resp.Header.SetCanonical(headerACAO, valueAnyOrigin)
+	resp.Header.SetCanonical(headerCacheControl, valueNoStore)
+	if e == errMethod {
+		resp.Header.SetCanonical(headerAllow, valueAllow)
+	}
+	resp.SetBodyRaw(e.body)
+}
+
+// rateLimited writes the 429 answer; wait is how long until the client's next
+// request would pass, in nanoseconds, sent as whole seconds rounded up.
+func rateLimited(resp *fasthttp.Response, wait int64) {
+	fail(resp, errRateLimited)
+	secs := (wait + 1e9 - 1) / 1e9
+	if secs <= 1 {
+		resp.Header.SetCanonical(headerRetryAfter, valueRetryAfter)
+		return
+	}
+	var buf [20]byte
+	resp.Header.SetCanonical(headerRetryAfter, strconv.AppendInt(buf[:0], secs, 10))
+}
+
+// preflight answers a CORS preflight. It has no body, so no Content-Type.
+// The echoed request headers make the answer depend on them; Vary says so to
+// any cache in front, since 2xx answers are public.
+func preflight(ctx *fasthttp.RequestCtx) {
+	resp := &ctx.Response
+	resp.SetStatusCode(fasthttp.StatusNoContent)
+	resp.Header.SetNoDefaultContentType(true)
+	resp.Header.SetCanonical(headerACAO, valueAnyOrigin)
+	resp.Header.SetCanonical(headerACAM, valueGet)
+	if h := ctx.Request.Header.PeekBytes(headerACRH); len(h) > 0 {
+		resp.Header.SetCanonical(headerACAH, h)
+	}
+	resp.Header.SetCanonical(headerACMA, valueMaxAge)
+	resp.Header.SetCanonical(headerCacheControl, valuePublic)
+	resp.Header.SetCanonical(headerVary, valueVaryACRH)
+	resp.ResetBody()
+}

@@ -1,0 +1,473 @@
+// Package server owns the public HTTP API: routing, query validation, the
+// error bodies, the caching and cross-origin headers, the per-client rate
+// limit and the choice of client address behind trusted proxies.
+//
+// It serves the pre-serialized snapshots a snapshot.Store holds and computes
+// no JSON: a request picks a snapshot, slices its bytes and writes them. A 200
+// answer allocates nothing at steady state. The venue is never called on a
+// request's behalf except through Feed.Load, when a pair has no fresh
+// snapshot yet.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"marketfeed/snapshot"
+)
+
+// Feed is the server's view of the poller.
+type Feed interface {
+	// Want marks a pair's stream as asked for, keeping it hot. It is called
+	// on every /orderbook and /trades request for a listed pair, so it must
+	// not allocate. tickerID is valid only during the call.
+	Want(tickerID []byte, s snapshot.Stream)
+	// Load reads the stream from the venue now (one read shared by
+	// concurrent callers) and returns once it is published or has failed,
+	// or ctx is done.
+	Load(ctx context.Context, tickerID string, s snapshot.Stream) error
+}
+
+// Config configures a Server. Zero values select the documented defaults.
+type Config struct {
+	// Store holds the snapshots to serve. Required.
+	Store *snapshot.Store
+	// Feed marks pairs hot and loads cold ones. nil: no hot marking and no
+	// cold loads, so a pair without a fresh snapshot is answered with 502.
+	Feed Feed
+	// Logger receives panics and cold-load failures. nil: discard.
+	Logger *slog.Logger
+
+	// MaxStale is the age past which a book, trades or tickers snapshot is
+	// not served (502). For books and trades one Load is tried first.
+	// Default 10s.
+	MaxStale time.Duration
+	// PairsMaxStale is the age past which /pairs is not served (502). The
+	// catalog is refreshed about once a minute. Default 10m.
+	PairsMaxStale time.Duration
+	// ColdTimeout is how long a request waits on Load. Default 2s.
+	ColdTimeout time.Duration
+
+	// RateLimit is the number of requests a minute allowed per client
+	// address, all of which may be spent at once. 0 or less: no limit.
+	RateLimit int
+	// RateLimitKeys bounds how many client keys the rate limiter holds, and
+	// so its memory: at most about 40 bytes a key, under 40 MiB at the
+	// default DefaultRateLimitKeys, however many addresses call. When more
+	// clients are active at once than it holds, arbitrary ones are forgotten
+	// and start afresh.
+	RateLimitKeys int
+	// RateLimitExempt lists client addresses that are not limited.
+	RateLimitExempt []netip.Prefix
+	// TrustedProxies lists peers whose ClientIPHeader is believed.
+	TrustedProxies []netip.Prefix
+	// ClientIPHeader names the header that carries the client address when
+	// the peer is a trusted proxy: "X-Forwarded-For" (the default; the
+	// rightmost hop that is not a trusted proxy is the client) or a
+	// single-value header such as "CF-Connecting-IP".
+	ClientIPHeader string
+
+	// Now is the clock. nil: the time fasthttp took when the request arrived
+	// (or time.Now outside a fasthttp server).
+	Now func() time.Time
+
+	// ReadTimeout, WriteTimeout and IdleTimeout guard against slow clients.
+	// Defaults 5s, 5s and 60s.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConns is the most connections served at once. Default 10000.
+	MaxConns int
+}
+
+// Defaults for the zero values of Config.
+const (
+	DefaultMaxStale       = 10 * time.Second
+	DefaultPairsMaxStale  = 10 * time.Minute
+	DefaultColdTimeout    = 2 * time.Second
+	DefaultReadTimeout    = 5 * time.Second
+	DefaultWriteTimeout   = 5 * time.Second
+	DefaultIdleTimeout    = 60 * time.Second
+	DefaultMaxConns       = 10000
+	DefaultClientIPHeader = "X-Forwarded-For"
+
+	// The API takes no request body and small headers; anything larger is
+	// refused before it costs memory.
+	maxBodySize   = 1 << 10
+	maxHeaderSize = 8 << 10
+)
+
+// Server answers the public API. Handler is safe for concurrent use.
+type Server struct {
+	store         *snapshot.Store
+	feed          Feed
+	log           *slog.Logger
+	now           func() time.Time
+	maxStale      int64 // ns
+	pairsMaxStale int64 // ns
+	coldTimeout   time.Duration
+	limit         *limiter // nil: no rate limit
+	exempt        []netip.Prefix
+	ip            clientIP
+
+	srv *fasthttp.Server
+
+	mu     sync.Mutex
+	closed bool
+	lns    []*onceCloseListener
+}
+
+// New returns a Server for cfg. It panics if cfg.Store is nil.
+func New(cfg Config) *Server {
+	if cfg.Store == nil {
+		panic("server: nil Store")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	header := cfg.ClientIPHeader
+	if header == "" {
+		header = DefaultClientIPHeader
+	}
+	canonical := []byte(header)
+	normalizeHeaderName(canonical)
+	s := &Server{
+		store:         cfg.Store,
+		feed:          cfg.Feed,
+		log:           log.With("component", "server"),
+		now:           cfg.Now,
+		maxStale:      int64(orDefault(cfg.MaxStale, DefaultMaxStale)),
+		pairsMaxStale: int64(orDefault(cfg.PairsMaxStale, DefaultPairsMaxStale)),
+		coldTimeout:   orDefault(cfg.ColdTimeout, DefaultColdTimeout),
+		exempt:        normalizePrefixes(cfg.RateLimitExempt),
+		ip: clientIP{
+			trusted: normalizePrefixes(cfg.TrustedProxies),
+			header:  canonical,
+			xff:     string(canonical) == fasthttp.HeaderXForwardedFor,
+		},
+	}
+	if cfg.RateLimit > 0 {
+		keys := cfg.RateLimitKeys
+		if keys <= 0 {
+			keys = DefaultRateLimitKeys
+		}
+		s.limit = newLimiter(cfg.RateLimit, keys)
+	}
+	maxConns := cfg.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	s.srv = &fasthttp.Server{
+		Handler:               s.Handler,
+		ErrorHandler:          requestError,
+		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
+		Concurrency:           maxConns,
+		MaxRequestBodySize:    maxBodySize,
+		ReadBufferSize:        maxHeaderSize,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		CloseOnShutdown:       true,
+		Logger:                fasthttpLogger{s.log},
+	}
+	return s
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// normalizeHeaderName writes a header name the way fasthttp stores parsed
+// request headers: upper case at the start and after each '-', lower case
+// elsewhere ("CF-Connecting-IP" is stored as "Cf-Connecting-Ip").
+func normalizeHeaderName(b []byte) {
+	upper := true
+	for i, c := range b {
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case !upper && 'A' <= c && c <= 'Z':
+			b[i] = c - 'A' + 'a'
+		}
+		upper = c == '-'
+	}
+}
+
+// Serve answers requests on ln until Shutdown. It returns nil once the server
+// is shut down, also when Shutdown came first.
+func (s *Server) Serve(ln net.Listener) error {
+	l := &onceCloseListener{Listener: ln}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = l.Close()
+		return nil
+	}
+	s.lns = append(s.lns, l)
+	s.mu.Unlock()
+	return s.srv.Serve(l)
+}
+
+// Shutdown stops accepting connections and waits until the requests in
+// flight are answered, or ctx is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	lns := s.lns
+	s.mu.Unlock()
+	// Closing the listeners here as well covers a Serve that has not yet
+	// handed its listener to fasthttp, which would otherwise serve on.
+	for _, l := range lns {
+		_ = l.Close()
+	}
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+// onceCloseListener lets Shutdown and fasthttp both close a listener.
+type onceCloseListener struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+func (l *onceCloseListener) Close() error {
+	l.once.Do(func() { l.err = l.Listener.Close() })
+	return l.err
+}
+
+// Handler answers one request. It is the whole request path, usable on a
+// fasthttp.RequestCtx directly.
+func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
+	defer s.recoverPanic(ctx)
+	s.serve(ctx)
+}
+
+// recoverPanic turns a panic into a 500 and a logged stack: a bug in one
+// request must not take the process, and every other request, down.
+func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	s.log.Error("panic in handler",
+		slog.Any("panic", r),
+		slog.String("method", string(ctx.Method())),
+		slog.String("uri", string(ctx.RequestURI())),
+		slog.String("stack", string(debug.Stack())))
+	ctx.Response.Reset()
+	fail(&ctx.Response, errInternal)
+}
+
+func (s *Server) serve(ctx *fasthttp.RequestCtx) {
+	now := s.clock(ctx)
+	options := ctx.IsOptions()
+	// Every request counts against the limit, errors included, except a
+	// CORS preflight: browsers send those on their own, they carry no data
+	// and Access-Control-Max-Age keeps them rare.
+	if s.limit != nil && !options {
+		if a := s.ip.addr(ctx); !containsAddr(s.exempt, a) {
+			if ok, wait := s.limit.allow(key(a), now); !ok {
+				rateLimited(&ctx.Response, wait)
+				return
+			}
+		}
+	}
+	r := routeOf(ctx.Path())
+	switch {
+	case r == routeNone:
+		fail(&ctx.Response, errNotFound)
+		return
+	case options:
+		preflight(ctx)
+		return
+	case !ctx.IsGet():
+		fail(&ctx.Response, errMethod)
+		return
+	}
+	switch r {
+	case routePairs:
+		s.pairs(ctx, now)
+	case routeTickers:
+		s.tickers(ctx, now)
+	case routeBook:
+		s.book(ctx, now)
+	case routeTrades:
+		s.trades(ctx, now)
+	}
+}
+
+// clock returns now in Unix ns. Without an injected clock it uses the time
+// fasthttp already took for the request rather than reading the clock again.
+func (s *Server) clock(ctx *fasthttp.RequestCtx) int64 {
+	if s.now != nil {
+		return s.now().UnixNano()
+	}
+	if t := ctx.Time(); !t.IsZero() {
+		return t.UnixNano()
+	}
+	return time.Now().UnixNano()
+}
+
+// fresh reports whether a snapshot read at readAt may still be served.
+func fresh(readAt, now, maxStale int64) bool { return now-readAt <= maxStale }
+
+func (s *Server) pairs(ctx *fasthttp.RequestCtx, now int64) {
+	p := s.store.Pairs()
+	switch {
+	case p == nil:
+		fail(&ctx.Response, errNoCatalog)
+	case !fresh(p.ReadAt(), now, s.pairsMaxStale):
+		fail(&ctx.Response, errCatalogStale)
+	default:
+		succeed(&ctx.Response)
+		ctx.Response.SetBodyRaw(p.Body())
+	}
+}
+
+func (s *Server) tickers(ctx *fasthttp.RequestCtx, now int64) {
+	t := s.store.Tickers()
+	if t == nil || !fresh(t.ReadAt(), now, s.maxStale) {
+		fail(&ctx.Response, errNoTickers)
+		return
+	}
+	succeed(&ctx.Response)
+	ctx.Response.SetBodyRaw(t.Body())
+}
+
+func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
+	raw := readQuery(ctx.QueryArgs())
+	q, e := parseBook(&raw)
+	if e != nil {
+		fail(&ctx.Response, e)
+		return
+	}
+	if s.store.Pairs() == nil {
+		fail(&ctx.Response, errNoCatalog) // no catalog: listed or not is unknown
+		return
+	}
+	b, listed := s.store.Book(q.id)
+	if !listed {
+		fail(&ctx.Response, errUnknownTicker)
+		return
+	}
+	if s.feed != nil {
+		s.feed.Want(q.id, snapshot.StreamBook)
+	}
+	if b == nil || !fresh(b.ReadAt(), now, s.maxStale) {
+		s.load(q.id, snapshot.StreamBook)
+		if b, listed = s.store.Book(q.id); !listed {
+			fail(&ctx.Response, errUnknownTicker) // delisted while loading
+			return
+		}
+		if b == nil || !fresh(b.ReadAt(), now, s.maxStale) {
+			fail(&ctx.Response, errNoBook)
+			return
+		}
+	}
+	succeed(&ctx.Response)
+	bids, asks := b.Levels()
+	if q.depth >= max(bids, asks) {
+		ctx.Response.SetBodyRaw(b.Body()) // the whole book: no copy
+		return
+	}
+	head, middle, tail := b.Parts(q.depth)
+	ctx.Response.AppendBody(head)
+	ctx.Response.AppendBody(middle)
+	ctx.Response.AppendBody(tail)
+}
+
+func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
+	raw := readQuery(ctx.QueryArgs())
+	q, e := parseTrades(&raw)
+	if e != nil {
+		fail(&ctx.Response, e)
+		return
+	}
+	if s.store.Pairs() == nil {
+		fail(&ctx.Response, errNoCatalog)
+		return
+	}
+	t, listed := s.store.Trades(q.id)
+	if !listed {
+		fail(&ctx.Response, errUnknownTicker)
+		return
+	}
+	if s.feed != nil {
+		s.feed.Want(q.id, snapshot.StreamTrades)
+	}
+	if t == nil || !fresh(t.ReadAt(), now, s.maxStale) {
+		s.load(q.id, snapshot.StreamTrades)
+		if t, listed = s.store.Trades(q.id); !listed {
+			fail(&ctx.Response, errUnknownTicker)
+			return
+		}
+		if t == nil || !fresh(t.ReadAt(), now, s.maxStale) {
+			fail(&ctx.Response, errNoTrades)
+			return
+		}
+	}
+	succeed(&ctx.Response)
+	head, tail := t.Parts(q.side, q.limit)
+	if tail == nil {
+		ctx.Response.SetBodyRaw(head) // every trade of the side: no copy
+		return
+	}
+	ctx.Response.AppendBody(head)
+	ctx.Response.AppendBody(tail)
+}
+
+// load asks the feed for one read of a pair's stream and waits for it, at
+// most ColdTimeout. Whatever it returns, the caller reads the store again:
+// the store, not the error, says whether there is something to serve. The
+// error is the venue's and never reaches a response.
+func (s *Server) load(id []byte, stream snapshot.Stream) {
+	if s.feed == nil {
+		return
+	}
+	// Not the request's context: fasthttp reuses it after the handler
+	// returns, and a shared read may outlive this request.
+	ctx, cancel := context.WithTimeout(context.Background(), s.coldTimeout)
+	defer cancel()
+	if err := s.feed.Load(ctx, string(id), stream); err != nil {
+		s.log.Debug("cold load failed", slog.String("ticker_id", string(id)),
+			slog.String("stream", stream.String()), slog.Any("error", err))
+	}
+}
+
+// requestError answers a request fasthttp could not read, in the API's own
+// error format.
+func requestError(ctx *fasthttp.RequestCtx, err error) {
+	e := errBadRequest
+	var small *fasthttp.ErrSmallBuffer
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &small):
+		e = errHeaderTooLarge
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = errBodyTooLarge
+	case errors.As(err, &timeout) && timeout.Timeout():
+		e = errRequestTimeout
+	}
+	ctx.Response.Reset()
+	fail(&ctx.Response, e)
+}
+
+// fasthttpLogger passes fasthttp's own messages (accept errors, connection
+// errors) to slog.
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn(fmt.Sprintf(format, args...), slog.String("source", "fasthttp"))
+}
