@@ -1,0 +1,50 @@
+package binance
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The decoders run once per venue read, not per API request; these
+// benchmarks keep their cost visible next to the read cadence (a book every
+// 350 ms per hot pair, bulk calls every second).
+
+func BenchmarkDecodeBook100(b *testing.B) {
+	var bids, asks []string
+	for i := range 100 {
+		bids = append(bids, `["`+strconv.Itoa(64820-i)+`.30","1.`+strconv.Itoa(i)+`"]`)
+		asks = append(asks, `["`+strconv.Itoa(64821+i)+`.40","0.`+strconv.Itoa(i+1)+`"]`)
+	}
+	body := []byte(`{"lastUpdateId":8812345679100,"E":1767225600456,"T":1767225600450,"bids":[` +
+		strings.Join(bids, ",") + `],"asks":[` + strings.Join(asks, ",") + `]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeBook(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeStats(b *testing.B) {
+	body := readFixture(b, "ticker_24hr.json")
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeStats(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeTrades(b *testing.B) {
+	body := readFixture(b, "trades.json")
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeTrades(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+// Package binance reads market data from a Binance USDⓈ-M futures compatible
+// REST API and turns it into the poller's values. One Client serves every
+// venue that speaks that API (Binance itself, Aster): a Preset gives the
+// venue's name, public URL and call weights.
+//
+// The package owns the venue's wire format and nothing else. Each call reads
+// the venue once: pacing, budgets and back-off belong to the poller, which
+// tells failures apart by their error kind:
+//
+//   - a venue answer with a status other than 200 is a *poller.StatusError
+//     carrying the status and Retry-After;
+//   - an answer that arrived but cannot be used (not JSON, wrong shape, a
+//     value that is not a plain decimal, an oversize body) wraps
+//     poller.ErrBadData;
+//   - anything else is a transport error or the context's error, wrapped
+//     so that errors.Is still finds context.DeadlineExceeded or
+//     context.Canceled.
+//
+// No error ever carries bytes of a venue body: bodies can be HTML pages from
+// a firewall, and errors end up in logs.
+package binance
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"marketfeed/poller"
+)
+
+// Weights is what each call costs against the venue's per-minute request
+// weight limit.
+type Weights struct {
+	Catalog int // /fapi/v1/exchangeInfo
+	Stats   int // /fapi/v1/ticker/24hr for all symbols
+	Quotes  int // /fapi/v1/ticker/bookTicker for all symbols
+	Book    int // /fapi/v1/depth at limit 100, the depth the poller reads
+	Trades  int // /fapi/v1/trades
+}
+
+// Preset describes one Binance-compatible venue.
+type Preset struct {
+	// Name is the lowercase venue name, as used in price_source.
+	Name string
+	// URL is the venue's public base URL, without a trailing slash.
+	URL string
+	// Weights are the venue's published call weights.
+	Weights Weights
+}
+
+// Binance is Binance USDⓈ-M futures.
+var Binance = Preset{
+	Name:    "binance",
+	URL:     "https://fapi.binance.com",
+	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 5, Book: 5, Trades: 5},
+}
+
+// Aster is Aster perpetual futures, which serves Binance's paths and fields
+// with its own weights.
+var Aster = Preset{
+	Name:    "aster",
+	URL:     "https://fapi.asterdex.com",
+	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 2, Book: 5, Trades: 1},
+}
+
+// PresetByName returns the preset whose Name is exactly name.
+func PresetByName(name string) (Preset, bool) {
+	for _, p := range []Preset{Binance, Aster} {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Preset{}, false
+}
+
+// DefaultTimeout bounds one venue call, from sending the request to the
+// last byte of the body, when Options.Timeout is not set.
+const DefaultTimeout = 5 * time.Second
+
+// Options adjust a Client. The zero value is ready to use.
+type Options struct {
+	// BaseURL replaces the preset's URL, e.g. for a proxy or a test server.
+	BaseURL string
+	// HTTPClient sends the requests; nil means a client of the package's
+	// own. Its Timeout should be unset: each call has its own deadline.
+	HTTPClient *http.Client
+	// Timeout bounds one call; zero or negative means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Client reads one Binance-compatible venue. It implements poller.Venue and
+// poller.UsedWeightReporter and is safe for concurrent use.
+type Client struct {
+	name    string
+	base    string
+	weights Weights
+	hc      *http.Client
+	timeout time.Duration
+
+	// used is the venue's last X-MBX-USED-WEIGHT-1M; -1 until one arrives.
+	used atomic.Int64
+}
+
+var (
+	_ poller.Venue              = (*Client)(nil)
+	_ poller.UsedWeightReporter = (*Client)(nil)
+)
+
+// New returns a client for the venue p describes. A malformed BaseURL is not
+// reported here but by every call, as an error that is none of the venue
+// kinds.
+func New(p Preset, opts Options) *Client {
+	base := p.URL
+	if opts.BaseURL != "" {
+		base = opts.BaseURL
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: newTransport()}
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	c := &Client{
+		name:    p.Name,
+		base:    strings.TrimRight(base, "/"),
+		weights: p.Weights,
+		hc:      hc,
+		timeout: timeout,
+	}
+	c.used.Store(-1)
+	return c
+}
+
+// newTransport is the default transport with room for the concurrent calls
+// the poller makes to a single host (one book and one trades read per hot
+// pair), so that they reuse connections instead of opening new ones.
+func newTransport() http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultTransport
+	}
+	t = t.Clone()
+	t.MaxIdleConnsPerHost = 32
+	return t
+}
+
+// Name returns the lowercase venue name ("binance", "aster").
+func (c *Client) Name() string { return c.name }
+
+// Weight returns the preset's weight for one call of kind k. For
+// poller.CallBook it is the weight at limit 100, the depth the poller reads;
+// BookWeight gives it for other depths.
+func (c *Client) Weight(k poller.Call) int {
+	switch k {
+	case poller.CallCatalog:
+		return c.weights.Catalog
+	case poller.CallStats:
+		return c.weights.Stats
+	case poller.CallQuotes:
+		return c.weights.Quotes
+	case poller.CallBook:
+		return c.weights.Book
+	case poller.CallTrades:
+		return c.weights.Trades
+	}
+	return 0
+}
+
+// BookWeight returns the weight of a Book call for depth. The venue charges
+// by the limit actually sent (see depthLimits): 2 up to 50 levels, the
+// preset's Book weight at 100, 10 at 500 and 20 at 1000.
+func (c *Client) BookWeight(depth int) int {
+	switch limit := depthLimit(depth); {
+	case limit <= 50:
+		return 2
+	case limit <= 100:
+		return c.weights.Book
+	case limit <= 500:
+		return 10
+	default:
+		return 20
+	}
+}
+
+// UsedWeight returns the weight the venue last reported as used in its
+// current minute (X-MBX-USED-WEIGHT-1M), taken from every answer whatever
+// its status, and false before any answer carried it. Concurrent calls can
+// finish out of order, so the value may briefly lag by one answer.
+func (c *Client) UsedWeight() (int, bool) {
+	v := c.used.Load()
+	if v < 0 {
+		return 0, false
+	}
+	return int(v), true
+}
+
+// The venue's paths.
+const (
+	pathExchangeInfo = "/fapi/v1/exchangeInfo"
+	pathTicker24h    = "/fapi/v1/ticker/24hr"
+	pathBookTicker   = "/fapi/v1/ticker/bookTicker"
+	pathDepth        = "/fapi/v1/depth"
+	pathTrades       = "/fapi/v1/trades"
+)
+
+// Body size caps. exchangeInfo lists every symbol with its filters (about
+// 2 MB on Binance today); the other bodies are far smaller. A body over its
+// cap is refused as bad data rather than read without bound.
+const (
+	maxCatalogBody = 32 << 20
+	maxBody        = 8 << 20
+)
+
+// Catalog reads /fapi/v1/exchangeInfo: every listed symbol, and the
+// REQUEST_WEIGHT limit normalised to a minute (see decodeCatalog).
+func (c *Client) Catalog(ctx context.Context) (poller.Catalog, error) {
+	body, err := c.get(ctx, pathExchangeInfo, "", maxCatalogBody)
+	if err != nil {
+		return poller.Catalog{}, fmt.Errorf("fetch exchangeInfo: %w", err)
+	}
+	cat, err := decodeCatalog(body)
+	if err != nil {
+		return poller.Catalog{}, fmt.Errorf("fetch exchangeInfo: %w", err)
+	}
+	return cat, nil
+}
+
+// Stats reads /fapi/v1/ticker/24hr for all symbols. Items with unusable
+// values are left out (see decodeStats).
+func (c *Client) Stats(ctx context.Context) ([]poller.Stat, error) {
+	body, err := c.get(ctx, pathTicker24h, "", maxBody)
+	if err != nil {
+		return nil, fmt.Errorf("fetch ticker/24hr: %w", err)
+	}
+	stats, err := decodeStats(body)
+	if err != nil {
+		return nil, fmt.Errorf("fetch ticker/24hr: %w", err)
+	}
+	return stats, nil
+}
+
+// Quotes reads /fapi/v1/ticker/bookTicker for all symbols. A side that is
+// empty or zero is returned as "" (see decodeQuotes).
+func (c *Client) Quotes(ctx context.Context) ([]poller.Quote, error) {
+	body, err := c.get(ctx, pathBookTicker, "", maxBody)
+	if err != nil {
+		return nil, fmt.Errorf("fetch bookTicker: %w", err)
+	}
+	quotes, err := decodeQuotes(body)
+	if err != nil {
+		return nil, fmt.Errorf("fetch bookTicker: %w", err)
+	}
+	return quotes, nil
+}
+
+// depthLimits are the only limits /fapi/v1/depth accepts.
+var depthLimits = []int{5, 10, 20, 50, 100, 500, 1000}
+
+// depthLimit is the limit sent for a depth: the smallest the venue accepts
+// that covers it, at most 1000. The limit is always sent because an omitted
+// one means 500 and costs twice the weight of 100.
+func depthLimit(depth int) int {
+	for _, l := range depthLimits {
+		if depth <= l {
+			return l
+		}
+	}
+	return depthLimits[len(depthLimits)-1]
+}
+
+// Book reads /fapi/v1/depth?symbol=S&limit=N, N being the smallest limit
+// the venue accepts that covers depth (at most 1000), and returns at most
+// depth levels per side, best first. Book.Time is the venue's engine time T
+// (its output time E only when T is absent).
+func (c *Client) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
+	if symbol == "" || depth < 1 {
+		return poller.Book{}, fmt.Errorf("fetch depth %s: invalid request (depth %d)", symbol, depth)
+	}
+	query := "symbol=" + url.QueryEscape(symbol) + "&limit=" + strconv.Itoa(depthLimit(depth))
+	body, err := c.get(ctx, pathDepth, query, maxBody)
+	if err != nil {
+		return poller.Book{}, fmt.Errorf("fetch depth %s: %w", symbol, err)
+	}
+	book, err := decodeBook(body)
+	if err != nil {
+		return poller.Book{}, fmt.Errorf("fetch depth %s: %w", symbol, err)
+	}
+	book.Bids = book.Bids[:min(len(book.Bids), depth)]
+	book.Asks = book.Asks[:min(len(book.Asks), depth)]
+	return book, nil
+}
+
+// maxTradesLimit is the largest limit /fapi/v1/trades accepts.
+const maxTradesLimit = 1000
+
+// Trades reads /fapi/v1/trades?symbol=S&limit=N with N = limit (at most
+// 1000) and returns the most recent trades, oldest first.
+func (c *Client) Trades(ctx context.Context, symbol string, limit int) ([]poller.Trade, error) {
+	if symbol == "" || limit < 1 {
+		return nil, fmt.Errorf("fetch trades %s: invalid request (limit %d)", symbol, limit)
+	}
+	limit = min(limit, maxTradesLimit)
+	query := "symbol=" + url.QueryEscape(symbol) + "&limit=" + strconv.Itoa(limit)
+	body, err := c.get(ctx, pathTrades, query, maxBody)
+	if err != nil {
+		return nil, fmt.Errorf("fetch trades %s: %w", symbol, err)
+	}
+	trades, err := decodeTrades(body)
+	if err != nil {
+		return nil, fmt.Errorf("fetch trades %s: %w", symbol, err)
+	}
+	if len(trades) > limit {
+		trades = slices.Clip(trades[len(trades)-limit:])
+	}
+	return trades, nil
+}

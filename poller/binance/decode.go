@@ -1,0 +1,579 @@
+package binance
+
+import (
+	"cmp"
+	stdjson "encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-json"
+
+	"marketfeed/poller"
+)
+
+// This file turns venue bodies into poller values. The functions are pure
+// (bytes in, values out) so that tests and fuzzing reach them without HTTP.
+//
+// Rules shared by every decoder:
+//   - A body that is not JSON, or JSON of the wrong shape (an object where an
+//     array belongs, an array of numbers), is bad data.
+//   - Unknown fields are ignored; the venue adds fields over time.
+//   - A decimal must be a JSON string in plain notation (isPlain). A number,
+//     an exponent, spaces, quotes, "" or "NaN" is not a decimal.
+//   - A field sent as null counts as absent.
+//   - Errors name the item and the field, never the value: no venue byte
+//     reaches an error string.
+
+// field is one JSON value exactly as the venue sent it. Decoding into fields
+// rather than Go strings and numbers keeps what the checks need: an absent
+// (or null) field apart from an empty string, a string apart from a number,
+// and a decimal's own bytes. It also means a value of the wrong JSON type
+// spoils only the item it belongs to, never the decoding of the whole body,
+// which is what lets the bulk calls skip a bad item.
+type field struct {
+	raw string // the JSON value; "" when absent or null
+}
+
+// UnmarshalJSON keeps a copy of the value's bytes; it never fails.
+func (f *field) UnmarshalJSON(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if s == "null" {
+		s = ""
+	}
+	f.raw = s
+	return nil
+}
+
+func (f field) present() bool { return f.raw != "" }
+
+// text returns the field when it is a JSON string.
+func (f field) text() (string, bool) {
+	r := f.raw
+	if len(r) < 2 || r[0] != '"' || r[len(r)-1] != '"' {
+		return "", false
+	}
+	if !strings.Contains(r, `\`) {
+		return r[1 : len(r)-1], true
+	}
+	var s string
+	if stdjson.Unmarshal([]byte(r), &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// decimal returns the field's string when it is a JSON string holding a
+// plain decimal. The check runs on the raw bytes: no escape sequence is part
+// of a plain decimal, so "\u0031" is refused rather than decoded.
+func (f field) decimal() (string, bool) {
+	r := f.raw
+	if len(r) < 2 || r[0] != '"' || r[len(r)-1] != '"' {
+		return "", false
+	}
+	s := r[1 : len(r)-1]
+	return s, isPlain(s)
+}
+
+// nonNegative returns the field when it is a plain decimal without a sign.
+func (f field) nonNegative() (string, bool) {
+	s, ok := f.decimal()
+	return s, ok && s[0] != '-'
+}
+
+// positive returns the field when it is a plain decimal greater than zero.
+func (f field) positive() (string, bool) {
+	s, ok := f.nonNegative()
+	return s, ok && !isZero(s)
+}
+
+// natural returns the field when it is a JSON integer without a sign,
+// fraction or exponent that fits an int64.
+func (f field) natural() (int64, bool) {
+	if !allDigits(f.raw) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(f.raw, 10, 64)
+	return n, err == nil
+}
+
+// boolean returns the field when it is JSON true or false.
+func (f field) boolean() (v, ok bool) {
+	switch f.raw {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// isPlain reports whether s is a decimal in plain notation: an optional
+// minus sign, one or more digits, and optionally a dot and one or more
+// digits (^-?[0-9]+(\.[0-9]+)?$).
+func isPlain(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, dot := strings.Cut(s, ".")
+	return allDigits(whole) && (!dot || allDigits(frac))
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isZero reports whether the plain decimal s is zero ("0", "0.000").
+func isZero(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '1' && s[i] <= '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// badData is an error that wraps poller.ErrBadData.
+func badData(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), poller.ErrBadData)
+}
+
+// unmarshal decodes a venue body whose top-level value must open with kind
+// ('{' or '[') into v.
+//
+// The body is first checked with the standard library's validator so that
+// goccy/go-json, which decodes faster, only ever sees well-formed JSON: it
+// has had panics and out-of-bounds reads on malformed input, and a venue, or
+// whatever answers in its place, may send anything. The recover is the last
+// line of the same defence; a decoder panic becomes bad data, not a crash.
+func unmarshal(body []byte, kind byte, v any) (err error) {
+	if !stdjson.Valid(body) {
+		return badData("body is not JSON")
+	}
+	if first(body) != kind {
+		return badData("body is not a JSON %s", kindName(kind))
+	}
+	defer func() {
+		if recover() != nil {
+			err = badData("body could not be decoded")
+		}
+	}()
+	if json.Unmarshal(body, v) != nil {
+		return badData("body is not of the expected shape")
+	}
+	return nil
+}
+
+// first returns the first byte of valid JSON after leading whitespace.
+func first(body []byte) byte {
+	for _, c := range body {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+func kindName(kind byte) string {
+	if kind == '[' {
+		return "array"
+	}
+	return "object"
+}
+
+// exchangeInfo is the part of /fapi/v1/exchangeInfo the catalog uses.
+type exchangeInfo struct {
+	RateLimits []rateLimit  `json:"rateLimits"`
+	Symbols    []symbolInfo `json:"symbols"`
+}
+
+type rateLimit struct {
+	Type        field `json:"rateLimitType"`
+	Interval    field `json:"interval"`
+	IntervalNum field `json:"intervalNum"`
+	Limit       field `json:"limit"`
+}
+
+type symbolInfo struct {
+	Symbol       field `json:"symbol"`
+	ContractType field `json:"contractType"`
+	Status       field `json:"status"`
+	BaseAsset    field `json:"baseAsset"`
+	QuoteAsset   field `json:"quoteAsset"`
+}
+
+// defaultWeightLimit is the per-minute weight assumed when exchangeInfo
+// states no usable REQUEST_WEIGHT limit: Binance's documented limit, which
+// Aster shares. The poller spends only a fraction of it.
+const defaultWeightLimit = 2400
+
+// decodeCatalog decodes /fapi/v1/exchangeInfo.
+//
+// Every symbol entry becomes a Market, tradable or not: Perpetual is
+// contractType PERPETUAL (dated futures such as BTCUSDT_261225 are not),
+// Trading is status TRADING (a delisted perpetual stays listed as SETTLING).
+// An entry without a symbol, baseAsset or quoteAsset string is skipped:
+// nothing could be published for it. A body with no usable entry is bad
+// data, so that a broken answer never empties the market list.
+//
+// WeightLimit is the most restrictive REQUEST_WEIGHT limit, normalised to a
+// minute (see perMinute); defaultWeightLimit when none is usable.
+func decodeCatalog(body []byte) (poller.Catalog, error) {
+	var info exchangeInfo
+	if err := unmarshal(body, '{', &info); err != nil {
+		return poller.Catalog{}, err
+	}
+	markets := make([]poller.Market, 0, len(info.Symbols))
+	for _, s := range info.Symbols {
+		sym, ok1 := s.Symbol.text()
+		base, ok2 := s.BaseAsset.text()
+		quote, ok3 := s.QuoteAsset.text()
+		if !ok1 || !ok2 || !ok3 || sym == "" || base == "" || quote == "" {
+			continue
+		}
+		contract, _ := s.ContractType.text()
+		status, _ := s.Status.text()
+		markets = append(markets, poller.Market{
+			Symbol:    sym,
+			Base:      base,
+			Quote:     quote,
+			Perpetual: contract == "PERPETUAL",
+			Trading:   status == "TRADING",
+		})
+	}
+	if len(markets) == 0 {
+		return poller.Catalog{}, badData("exchangeInfo lists no usable symbol")
+	}
+	return poller.Catalog{Markets: markets, WeightLimit: weightLimit(info.RateLimits)}, nil
+}
+
+// weightLimit returns the smallest per-minute REQUEST_WEIGHT limit, or
+// defaultWeightLimit when there is none.
+func weightLimit(limits []rateLimit) int {
+	best := 0
+	for _, rl := range limits {
+		if t, _ := rl.Type.text(); t != "REQUEST_WEIGHT" {
+			continue
+		}
+		if n, ok := perMinute(rl); ok && (best == 0 || n < best) {
+			best = n
+		}
+	}
+	if best == 0 {
+		return defaultWeightLimit
+	}
+	return best
+}
+
+// maxWeightLimit keeps an absurd venue limit within an int on any platform.
+const maxWeightLimit = math.MaxInt32
+
+// perMinute converts a limit per intervalNum × interval (SECOND, MINUTE,
+// HOUR or DAY) to a limit per minute, rounded down and at least 1. An absent
+// intervalNum means 1. The result is a rate, not a window: the poller spreads
+// its calls evenly, so "50 per 10 s" and "300 per minute" spend alike.
+func perMinute(rl rateLimit) (int, bool) {
+	limit, ok := rl.Limit.natural()
+	if !ok || limit == 0 {
+		return 0, false
+	}
+	num := int64(1)
+	if rl.IntervalNum.present() {
+		if num, ok = rl.IntervalNum.natural(); !ok || num == 0 {
+			return 0, false
+		}
+	}
+	var seconds float64
+	switch interval, _ := rl.Interval.text(); interval {
+	case "SECOND":
+		seconds = 1
+	case "MINUTE":
+		seconds = 60
+	case "HOUR":
+		seconds = 3600
+	case "DAY":
+		seconds = 86400
+	default:
+		return 0, false
+	}
+	// float64 is exact for any limit a venue publishes and cannot overflow
+	// on absurd ones; this is a rate budget, not money.
+	per := math.Floor(float64(limit) * 60 / (float64(num) * seconds))
+	return int(min(max(per, 1), maxWeightLimit)), true
+}
+
+// tickerItem is one item of /fapi/v1/ticker/24hr.
+type tickerItem struct {
+	Symbol      field `json:"symbol"`
+	LastPrice   field `json:"lastPrice"`
+	HighPrice   field `json:"highPrice"`
+	LowPrice    field `json:"lowPrice"`
+	Volume      field `json:"volume"`
+	QuoteVolume field `json:"quoteVolume"`
+}
+
+// decodeStats decodes /fapi/v1/ticker/24hr for all symbols.
+//
+// lastPrice, highPrice, lowPrice and quoteVolume are required non-negative
+// plain decimals (zero is kept: a market without trades in 24 h reports
+// zeros). volume is optional: absent or null gives BaseVolume "", which the
+// snapshot fills in from quoteVolume / lastPrice; present, it must be a
+// non-negative plain decimal.
+//
+// One bad item does not spoil the others: an item without a symbol or with
+// an unusable value is left out and its market simply has no ticker values
+// until the venue sends usable ones. A body that is not a JSON array of
+// objects, or in which no item is usable, is bad data.
+func decodeStats(body []byte) ([]poller.Stat, error) {
+	var items []tickerItem
+	if err := unmarshal(body, '[', &items); err != nil {
+		return nil, err
+	}
+	stats := make([]poller.Stat, 0, len(items))
+	for _, it := range items {
+		if st, ok := statOf(it); ok {
+			stats = append(stats, st)
+		}
+	}
+	if len(stats) == 0 {
+		return nil, badData("ticker/24hr has no usable item")
+	}
+	return stats, nil
+}
+
+func statOf(it tickerItem) (poller.Stat, bool) {
+	sym, ok := it.Symbol.text()
+	if !ok || sym == "" {
+		return poller.Stat{}, false
+	}
+	last, ok1 := it.LastPrice.nonNegative()
+	high, ok2 := it.HighPrice.nonNegative()
+	low, ok3 := it.LowPrice.nonNegative()
+	quoteVol, ok4 := it.QuoteVolume.nonNegative()
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return poller.Stat{}, false
+	}
+	baseVol := ""
+	if it.Volume.present() {
+		if baseVol, ok = it.Volume.nonNegative(); !ok {
+			return poller.Stat{}, false
+		}
+	}
+	return poller.Stat{
+		Symbol:      sym,
+		LastPrice:   last,
+		High:        high,
+		Low:         low,
+		BaseVolume:  baseVol,
+		QuoteVolume: quoteVol,
+	}, true
+}
+
+// bookTickerItem is one item of /fapi/v1/ticker/bookTicker.
+type bookTickerItem struct {
+	Symbol   field `json:"symbol"`
+	BidPrice field `json:"bidPrice"`
+	BidQty   field `json:"bidQty"`
+	AskPrice field `json:"askPrice"`
+	AskQty   field `json:"askQty"`
+}
+
+// decodeQuotes decodes /fapi/v1/ticker/bookTicker for all symbols.
+//
+// A side whose price or quantity is absent, null, "" or zero is empty and
+// comes out as "" (Bid or Ask): the item is kept so that the consumer sees
+// the market has no mid right now, rather than a stale one. A side value
+// that is there but is not a non-negative plain decimal makes the item
+// unusable; like an item without a symbol, it is left out. A body that is
+// not a JSON array of objects, or in which no item is usable, is bad data.
+func decodeQuotes(body []byte) ([]poller.Quote, error) {
+	var items []bookTickerItem
+	if err := unmarshal(body, '[', &items); err != nil {
+		return nil, err
+	}
+	quotes := make([]poller.Quote, 0, len(items))
+	for _, it := range items {
+		sym, ok := it.Symbol.text()
+		if !ok || sym == "" {
+			continue
+		}
+		bid, ok1 := side(it.BidPrice, it.BidQty)
+		ask, ok2 := side(it.AskPrice, it.AskQty)
+		if !ok1 || !ok2 {
+			continue
+		}
+		quotes = append(quotes, poller.Quote{Symbol: sym, Bid: bid, Ask: ask})
+	}
+	if len(quotes) == 0 {
+		return nil, badData("bookTicker has no usable item")
+	}
+	return quotes, nil
+}
+
+// side returns one side's price, or "" when the side is empty. ok is false
+// when the price or quantity is there but is not a usable decimal.
+func side(price, qty field) (string, bool) {
+	p, ok1 := optional(price)
+	q, ok2 := optional(qty)
+	if !ok1 || !ok2 {
+		return "", false
+	}
+	if p == "" || q == "" || isZero(p) || isZero(q) {
+		return "", true
+	}
+	return p, true
+}
+
+// optional returns a non-negative plain decimal, or "" for a value that is
+// absent, null or the empty string.
+func optional(f field) (string, bool) {
+	if !f.present() || f.raw == `""` {
+		return "", true
+	}
+	return f.nonNegative()
+}
+
+// depthBody is /fapi/v1/depth.
+type depthBody struct {
+	T field `json:"T"` // engine time: the book's timestamp
+	E field `json:"E"` // output time: the fallback
+	// The venue sends no lowercase t or e. Declaring them keeps one that
+	// appears from landing in T or E: the decoder matches keys without
+	// regard to case when no field matches exactly.
+	LowerT field `json:"t"`
+	LowerE field `json:"e"`
+	// A level is [price, quantity]. A fixed array costs no allocation per
+	// level; a missing element stays absent and fails the check, and later
+	// elements, if the venue ever adds any, are ignored.
+	Bids [][2]field `json:"bids"`
+	Asks [][2]field `json:"asks"`
+}
+
+// decodeBook decodes /fapi/v1/depth.
+//
+// Book.Time is T, or E when T is absent; a present T or E that is not a
+// positive integer, or neither being sent, is bad data. Every level is a
+// [price, quantity] array of positive plain decimals. A book with no bid or no ask is bad
+// data: it cannot have a mid and is more likely a broken answer than a real
+// market state. Levels keep the venue's order, best first.
+func decodeBook(body []byte) (poller.Book, error) {
+	var d depthBody
+	if err := unmarshal(body, '{', &d); err != nil {
+		return poller.Book{}, err
+	}
+	var (
+		t  int64
+		ok bool
+	)
+	switch {
+	case d.T.present():
+		if t, ok = d.T.natural(); !ok || t == 0 {
+			return poller.Book{}, badData("depth T is not a positive integer")
+		}
+	case d.E.present():
+		if t, ok = d.E.natural(); !ok || t == 0 {
+			return poller.Book{}, badData("depth E is not a positive integer")
+		}
+	default:
+		return poller.Book{}, badData("depth has neither T nor E")
+	}
+	bids, err := levels(d.Bids, "bid")
+	if err != nil {
+		return poller.Book{}, err
+	}
+	asks, err := levels(d.Asks, "ask")
+	if err != nil {
+		return poller.Book{}, err
+	}
+	return poller.Book{Time: t, Bids: bids, Asks: asks}, nil
+}
+
+func levels(raw [][2]field, name string) ([]poller.Level, error) {
+	if len(raw) == 0 {
+		return nil, badData("depth has no %ss", name)
+	}
+	out := make([]poller.Level, len(raw))
+	for i, lv := range raw {
+		price, ok := lv[0].positive()
+		if !ok {
+			return nil, badData("%s %d price is not a positive plain decimal", name, i)
+		}
+		size, ok := lv[1].positive()
+		if !ok {
+			return nil, badData("%s %d quantity is not a positive plain decimal", name, i)
+		}
+		out[i] = poller.Level{Price: price, Size: size}
+	}
+	return out, nil
+}
+
+// tradeItem is one item of /fapi/v1/trades.
+type tradeItem struct {
+	Price        field `json:"price"`
+	Qty          field `json:"qty"`
+	QuoteQty     field `json:"quoteQty"`
+	Time         field `json:"time"`
+	IsBuyerMaker field `json:"isBuyerMaker"`
+}
+
+// decodeTrades decodes /fapi/v1/trades and returns the trades oldest first.
+//
+// price and qty are required positive plain decimals, time a required
+// positive integer, isBuyerMaker a required boolean: true means the buyer
+// rested and the taker sold, so Sell is true. quoteQty is optional: absent
+// or null gives QuoteQty "" and the snapshot computes price × size; a zero
+// quoteQty is a rounding artefact of a tiny trade and is treated the same
+// way; otherwise it must be a non-negative plain decimal.
+//
+// Unlike the bulk calls, one bad trade makes the whole body bad data:
+// dropping it would publish a trade list with a silent hole. An empty array
+// is a market without recent trades, not an error. The venue sends trades
+// oldest first; a stable sort by time keeps that order and repairs any
+// other.
+func decodeTrades(body []byte) ([]poller.Trade, error) {
+	var items []tradeItem
+	if err := unmarshal(body, '[', &items); err != nil {
+		return nil, err
+	}
+	trades := make([]poller.Trade, len(items))
+	for i, it := range items {
+		price, ok := it.Price.positive()
+		if !ok {
+			return nil, badData("trade %d price is not a positive plain decimal", i)
+		}
+		size, ok := it.Qty.positive()
+		if !ok {
+			return nil, badData("trade %d qty is not a positive plain decimal", i)
+		}
+		quoteQty := ""
+		if it.QuoteQty.present() {
+			if quoteQty, ok = it.QuoteQty.nonNegative(); !ok {
+				return nil, badData("trade %d quoteQty is not a plain decimal", i)
+			}
+			if isZero(quoteQty) {
+				quoteQty = ""
+			}
+		}
+		t, ok := it.Time.natural()
+		if !ok || t == 0 {
+			return nil, badData("trade %d time is not a positive integer", i)
+		}
+		sell, ok := it.IsBuyerMaker.boolean()
+		if !ok {
+			return nil, badData("trade %d isBuyerMaker is not a boolean", i)
+		}
+		trades[i] = poller.Trade{Time: t, Price: price, Size: size, QuoteQty: quoteQty, Sell: sell}
+	}
+	slices.SortStableFunc(trades, func(a, b poller.Trade) int { return cmp.Compare(a.Time, b.Time) })
+	return trades, nil
+}
