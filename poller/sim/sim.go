@@ -1,0 +1,304 @@
+// Package sim is the embedded default venue: a simulated perpetual-futures
+// exchange that implements poller.Venue without a network, so the service
+// runs, demonstrates and load-tests with no external dependency.
+//
+// The simulation is stateless. Every answer is a pure function of the seed,
+// the market and the venue clock: prices follow a smooth seeded path of time,
+// the book is redrawn around it every 100 ms heartbeat, and each heartbeat's
+// trades are drawn from a hash of (seed, market, heartbeat). Two reads at the
+// same instant agree whatever order they are made in, later reads extend the
+// trade history instead of rewriting it, and concurrent calls need no locks.
+//
+// All arithmetic is integer: prices are counted in ticks and sizes in lots,
+// and decimals are printed with strconv, never through a float, so every
+// decimal string is plain (no exponent) and positive.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"marketfeed/poller"
+)
+
+// Book and trade limits, as a Binance-compatible venue applies them.
+const (
+	defaultDepth = 500  // levels per side when depth is not positive
+	maxDepth     = 1000 // the most levels per side the venue holds
+	defaultLimit = 500  // trades when limit is not positive
+	maxLimit     = 1000 // the most trades one call returns
+)
+
+// Config sets up a simulated venue.
+type Config struct {
+	// Seed selects the simulated world; equal seeds give equal answers.
+	Seed int64
+	// Now is the venue clock; nil means time.Now. Tests inject a fixed or
+	// stepped clock instead of sleeping.
+	Now func() time.Time
+	// Extra adds synthetic perpetuals SIM001USDT, SIM002USDT, ... (base
+	// "SIM001", ...) after the built-in markets, for load tests with hundreds
+	// of hot pairs. Zero or negative adds none.
+	Extra int
+}
+
+// Venue is the simulated venue. It is immutable after New and safe for
+// concurrent use.
+type Venue struct {
+	now      func() time.Time
+	markets  []market
+	bySymbol map[string]*market
+}
+
+// New returns a simulated venue with the built-in markets plus cfg.Extra
+// synthetic ones.
+func New(cfg Config) *Venue {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	extra := max(cfg.Extra, 0)
+	v := &Venue{
+		now:      now,
+		markets:  make([]market, 0, len(builtin)+extra),
+		bySymbol: make(map[string]*market, len(builtin)+extra),
+	}
+	for _, s := range builtin {
+		v.markets = append(v.markets, newMarket(s, cfg.Seed))
+	}
+	for i := 1; i <= extra; i++ {
+		v.markets = append(v.markets, newMarket(extraSpec(i), cfg.Seed))
+	}
+	for i := range v.markets {
+		v.bySymbol[v.markets[i].info.Symbol] = &v.markets[i]
+	}
+	return v
+}
+
+// Name returns "sim", the venue name used in price_source.
+func (v *Venue) Name() string { return "sim" }
+
+// Weight returns 0: the simulator has no request-weight limit, so the poller
+// never stretches its cadence for it.
+func (v *Venue) Weight(poller.Call) int { return 0 }
+
+// Catalog lists every market, tradable or not, with no weight limit. The
+// slice is the caller's to keep.
+func (v *Venue) Catalog(ctx context.Context) (poller.Catalog, error) {
+	if err := ctx.Err(); err != nil {
+		return poller.Catalog{}, err
+	}
+	markets := make([]poller.Market, len(v.markets))
+	for i := range v.markets {
+		markets[i] = v.markets[i].info
+	}
+	return poller.Catalog{Markets: markets}, nil
+}
+
+// Book returns up to depth levels per side of symbol at the current instant,
+// best first. A depth that is not positive means 500 and a larger one is
+// capped at 1000, as on Binance. The book is redrawn every 100 ms heartbeat;
+// Time is the venue clock in ms. An unknown symbol is a 400 StatusError, as
+// Binance answers an invalid symbol.
+func (v *Venue) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
+	if err := ctx.Err(); err != nil {
+		return poller.Book{}, err
+	}
+	m, err := v.market("book", symbol)
+	if err != nil {
+		return poller.Book{}, err
+	}
+	n := depth
+	if n <= 0 {
+		n = defaultDepth
+	}
+	n = min(n, maxDepth)
+
+	now := v.now().UnixMilli()
+	k := floorDiv(now, tickMs)
+	bid, ask := m.top(k)
+	w := text{buf: make([]byte, 0, 2*n*m.levelBytes)}
+	nb := m.side(&w, m.bidKey, k, bid, -1, n)
+	na := m.side(&w, m.askKey, k, ask, +1, n)
+
+	// One string and one level slice for the whole book: the poller may read
+	// hundreds of books a second.
+	c := cutter{string(w.buf)}
+	levels := make([]poller.Level, nb+na)
+	for i := range levels {
+		levels[i].Price = c.next()
+		levels[i].Size = c.next()
+	}
+	return poller.Book{Time: now, Bids: levels[:nb:nb], Asks: levels[nb:]}, nil
+}
+
+// Trades returns the last limit trades of symbol at or before the current
+// instant, oldest first, as Binance does. A limit that is not positive means
+// 500 and a larger one is capped at 1000. Trades of the past never change:
+// a later call returns the same trades plus newer ones. QuoteQty is price ×
+// size exactly, except on DOGEUSDT, whose trades leave it "" as a venue
+// without quote quantities would. Now and then two consecutive trades agree
+// in time, side, price and size.
+func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]poller.Trade, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m, err := v.market("trades", symbol)
+	if err != nil {
+		return nil, err
+	}
+	n := limit
+	if n <= 0 {
+		n = defaultLimit
+	}
+	n = min(n, maxLimit)
+
+	now := v.now().UnixMilli()
+	out := make([]poller.Trade, n)
+	w := text{buf: make([]byte, 0, n*m.tradeBytes)}
+	// Walk back from the newest heartbeat, filling out from its end, so the
+	// result comes out oldest first without a second buffer.
+	i := n
+	var bt [maxBucketTrades]rawTrade
+	first := floorDiv(now, tickMs)
+	for b := first; i > 0 && b > first-lookback; b-- {
+		for j := m.bucket(b, &bt) - 1; j >= 0 && i > 0; j-- {
+			t := &bt[j]
+			if t.time > now {
+				continue // later in the current heartbeat: not happened yet
+			}
+			i--
+			out[i].Time = t.time
+			out[i].Sell = t.sell
+			w.decimal(t.price*m.tick, m.priceDec)
+			w.decimal(t.lots, m.qtyDec)
+			if m.noQuoteQty {
+				w.empty()
+			} else {
+				w.decimal(t.price*m.tick*t.lots, m.priceDec+m.qtyDec)
+			}
+		}
+	}
+	out = out[i:]
+	c := cutter{string(w.buf)}
+	for j := len(out) - 1; j >= 0; j-- {
+		out[j].Price = c.next()
+		out[j].Size = c.next()
+		out[j].QuoteQty = c.next()
+	}
+	return out, nil
+}
+
+// Stats returns the rolling 24 h statistics of every market. LastPrice is
+// the price of the market's newest trade; High and Low cover the price path
+// sampled every 15 minutes over the day, and the last price. ADAUSDT's base
+// volume is absent ("") as a venue sometimes omits it.
+func (v *Venue) Stats(ctx context.Context) ([]poller.Stat, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := v.now().UnixMilli()
+	out := make([]poller.Stat, len(v.markets))
+	w := text{buf: make([]byte, 0, len(v.markets)*96)}
+	for i := range v.markets {
+		m := &v.markets[i]
+		s := m.stat(now)
+		w.decimal(s.last*m.tick, m.priceDec)
+		w.decimal(s.high*m.tick, m.priceDec)
+		w.decimal(s.low*m.tick, m.priceDec)
+		if m.noBaseVolume {
+			w.empty()
+		} else {
+			w.decimal(s.baseLots, m.qtyDec)
+		}
+		w.decimal(s.quoteCents, 2)
+	}
+	c := cutter{string(w.buf)}
+	for i := range out {
+		out[i] = poller.Stat{
+			Symbol:      v.markets[i].info.Symbol,
+			LastPrice:   c.next(),
+			High:        c.next(),
+			Low:         c.next(),
+			BaseVolume:  c.next(),
+			QuoteVolume: c.next(),
+		}
+	}
+	return out, nil
+}
+
+// Quotes returns the best bid and ask of every market, the same as the top
+// level of Book at the same instant.
+func (v *Venue) Quotes(ctx context.Context) ([]poller.Quote, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k := floorDiv(v.now().UnixMilli(), tickMs)
+	out := make([]poller.Quote, len(v.markets))
+	w := text{buf: make([]byte, 0, len(v.markets)*32)}
+	for i := range v.markets {
+		m := &v.markets[i]
+		bid, ask := m.top(k)
+		w.decimal(bid*m.tick, m.priceDec)
+		w.decimal(ask*m.tick, m.priceDec)
+	}
+	c := cutter{string(w.buf)}
+	for i := range out {
+		out[i] = poller.Quote{Symbol: v.markets[i].info.Symbol, Bid: c.next(), Ask: c.next()}
+	}
+	return out, nil
+}
+
+func (v *Venue) market(call, symbol string) (*market, error) {
+	m, ok := v.bySymbol[symbol]
+	if !ok {
+		return nil, fmt.Errorf("%s %s: invalid symbol: %w", call, symbol, &poller.StatusError{Status: 400})
+	}
+	return m, nil
+}
+
+// stat is one market's 24 h statistics before formatting.
+type stat struct {
+	last, high, low int64 // ticks
+	baseLots        int64
+	quoteCents      int64 // quote volume in hundredths
+}
+
+// statSamples is how many points of the path the 24 h high, low and average
+// price are taken from: one every 15 minutes, aligned to the clock so the
+// figures are a pure function of the instant and cheap for a bulk call.
+const (
+	statSamples = 96
+	statStep    = 24 * 3600 * 1000 / statSamples
+)
+
+func (m *market) stat(now int64) stat {
+	var s stat
+	if t, ok := m.lastTrade(now); ok {
+		s.last = t.price
+	} else {
+		s.last = m.path(now)
+	}
+	s.high, s.low = s.last, s.last
+	var sum int64
+	at := floorDiv(now, statStep) * statStep
+	for j := range statSamples {
+		p := m.path(at - int64(j)*statStep)
+		s.high = max(s.high, p)
+		s.low = min(s.low, p)
+		sum += p
+	}
+	// The day's volume swings ±35 % around the market's typical volume,
+	// slowly, as activity follows the sessions.
+	s.baseLots = max(m.dayLots*(10_000+3_500*wave(m.volumeKey, 24, now)>>15)/10_000, 1)
+	// Quote volume at the day's average price, in hundredths of the quote.
+	avg := sum / statSamples * m.tick    // in price units of 10^-priceDec
+	lotsByPrice := m.qtyDec + m.priceDec // decimals of lots × price units
+	if lotsByPrice >= 2 {
+		s.quoteCents = mulDiv(s.baseLots, avg, pow10(lotsByPrice-2))
+	} else {
+		s.quoteCents = mulDiv(s.baseLots*pow10(2-lotsByPrice), avg, 1)
+	}
+	return s
+}
