@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary builds a command of this module into dir.
+func buildBinary(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+var (
+	servingURL = regexp.MustCompile(`msg=serving .*?url=(http://[0-9.:]+)`)
+	opsAddr    = regexp.MustCompile(` ops=([0-9.:]+)`)
+)
+
+// startBinary starts a built command and returns the URL (and ops address)
+// from its "serving" log line. The process is stopped with SIGTERM when the
+// test ends, and must exit cleanly.
+func startBinary(t *testing.T, bin string, args ...string) (url, ops string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			if m := servingURL.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				var ops string
+				if o := opsAddr.FindStringSubmatch(sc.Text()); o != nil {
+					ops = o[1]
+				}
+				found <- [2]string{m[1], ops}
+				sent = true
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("%s did not stop cleanly on SIGTERM: %v", filepath.Base(bin), err)
+		}
+	})
+	select {
+	case m := <-found:
+		return m[0], m[1]
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s printed no serving line", filepath.Base(bin))
+		return "", ""
+	}
+}
+
+// TestRealBinaryAgainstVenuesim runs marketfeed -venue binance against
+// cmd/venuesim, both real binaries over HTTP: every route answers; during a
+// 429 pause the venue sees no call, a hot pair keeps its last good book and a
+// cold pair is 502; after the pause reads resume.
+func TestRealBinaryAgainstVenuesim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two binaries")
+	}
+	dir := t.TempDir()
+	venuesim := buildBinary(t, dir, "marketfeed/cmd/venuesim")
+	marketfeed := buildBinary(t, dir, "marketfeed/cmd/marketfeed")
+	venue, _ := startBinary(t, venuesim, "-listen", "127.0.0.1:0")
+	api, ops := startBinary(t, marketfeed, "-venue", "binance", "-venue-url", venue,
+		"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-spot", "BTC_USDT,ETH_USDT,ADA_USDT")
+	waitReady(t, "http://"+ops)
+	base := api + "/api/public"
+
+	resp, body := get(t, base+"/pairs")
+	checkOK(t, resp)
+	var pairs []pairItem
+	decode(t, body, &pairs)
+	if len(pairs) < 40 || pairs[0].PriceSource != "binance-perp" {
+		t.Fatalf("%d pairs, first %+v", len(pairs), pairs[0])
+	}
+	resp, body = get(t, base+"/tickers")
+	checkOK(t, resp)
+	var tickers []tickerItem
+	decode(t, body, &tickers)
+	if len(tickers) != 3 {
+		t.Fatalf("%d tickers, want one per spot pair (3)", len(tickers))
+	}
+	for _, route := range []string{"/orderbook?ticker_id=BTC_USDT&depth=3", "/trades?ticker_id=BTC_USDT&limit=3",
+		"/historical_trades?ticker_id=BTC_USDT&type=sell"} {
+		resp, _ := get(t, base+route)
+		checkOK(t, resp)
+	}
+
+	stats := func() map[string]int {
+		_, body := get(t, venue+"/_control/stats")
+		var s struct{ Served map[string]int }
+		if err := json.Unmarshal(body, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Served
+	}
+	total := func(m map[string]int) int {
+		n := 0
+		for _, v := range m {
+			n += v
+		}
+		return n
+	}
+	post(t, venue+"/_control/fault?status=429&retry_after=3s")
+	// The next read meets the 429 and pauses every call for 3 s.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, body = get(t, venue+"/_control/stats")
+		var s struct{ Faulted int }
+		_ = json.Unmarshal(body, &s)
+		if s.Faulted > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no venue call met the fault")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pausedAt := time.Now()
+	before := total(stats())
+	resp, body = get(t, base+"/orderbook?ticker_id=BTC_USDT&depth=1")
+	if resp.StatusCode != 200 {
+		t.Fatalf("hot pair during the pause: %d %s, want its last good book", resp.StatusCode, body)
+	}
+	resp, body = get(t, base+"/orderbook?ticker_id=SOL_USDT")
+	if resp.StatusCode != 502 || !strings.Contains(string(body), "UPSTREAM_UNAVAILABLE") || strings.Contains(string(body), "html") {
+		t.Fatalf("cold pair during the pause: %d %s, want 502 UPSTREAM_UNAVAILABLE", resp.StatusCode, body)
+	}
+	if time.Since(pausedAt) < 2500*time.Millisecond {
+		if n := total(stats()) - before; n != 0 {
+			t.Fatalf("%d venue calls during the Retry-After pause", n)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodDelete, venue+"/_control/fault", nil)
+	if _, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		resp, _ := get(t, base+"/orderbook?ticker_id=SOL_USDT&depth=1")
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cold pair still %d 8 s after the venue healed", resp.StatusCode)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func post(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %d", url, resp.StatusCode)
+	}
+}

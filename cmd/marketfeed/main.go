@@ -1,0 +1,282 @@
+// Command marketfeed serves the public market-data API (pairs, tickers, order
+// books and trades) from snapshots a background poller keeps fresh from a
+// perpetual-futures venue: the embedded simulated venue by default, or a
+// Binance-compatible REST API.
+//
+// Every flag can also be set as MARKETFEED_<NAME>, the flag's name in upper
+// case with dashes as underscores. SIGHUP re-reads -spot-file; SIGINT and
+// SIGTERM stop accepting connections, drain the requests in flight, then stop
+// the poller.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"marketfeed/poller"
+	"marketfeed/poller/binance"
+	"marketfeed/poller/sim"
+	"marketfeed/server"
+	"marketfeed/snapshot"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "marketfeed:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// run is the whole program: parse, wire, serve until ctx is done, shut down.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.version {
+		fmt.Fprintln(stdout, "marketfeed", buildVersion())
+		return nil
+	}
+	venue, err := newVenue(cfg)
+	if err != nil {
+		return err
+	}
+	a, err := newApp(cfg, newLogger(cfg, stderr), venue)
+	if err != nil {
+		return err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return a.run(ctx, hup)
+}
+
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && version == "dev" {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				return version + "+" + s.Value
+			}
+		}
+	}
+	return version
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(cfg *config, w io.Writer) *slog.Logger {
+	level, _ := parseLevel(cfg.logLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// app is the wired program: one store, one poller, the public server and the
+// operator endpoints.
+type app struct {
+	cfg    *config
+	log    *slog.Logger
+	store  *snapshot.Store
+	poller *poller.Poller
+	srv    *server.Server
+	api    net.Listener
+	ops    net.Listener // nil when -ops-listen is empty
+}
+
+func newVenue(cfg *config) (poller.Venue, error) {
+	if cfg.venue == "sim" {
+		return sim.New(sim.Config{Seed: cfg.simSeed, Extra: cfg.simExtra}), nil
+	}
+	preset, ok := binance.PresetByName(cfg.venue)
+	if !ok {
+		return nil, fmt.Errorf("unknown venue %q", cfg.venue)
+	}
+	return binance.New(preset, binance.Options{BaseURL: cfg.venueURL}), nil
+}
+
+// newApp wires the program around venue and opens its listeners.
+func newApp(cfg *config, log *slog.Logger, venue poller.Venue) (*app, error) {
+	spot := cfg.spot
+	if !cfg.spotSet && cfg.venue == "sim" {
+		spot = sim.DefaultSpot
+	}
+	store := snapshot.NewStore()
+	p := poller.New(poller.Config{
+		Venue:    venue,
+		Store:    store,
+		Logger:   log,
+		Spot:     spot,
+		Quotes:   cfg.quotes,
+		Budget:   cfg.venueBudget,
+		MaxStale: cfg.maxStale,
+	})
+	srv := server.New(server.Config{
+		Store:           store,
+		Feed:            p,
+		Logger:          log,
+		MaxStale:        cfg.maxStale,
+		ColdTimeout:     cfg.coldTimeout,
+		RateLimit:       cfg.rateLimit,
+		RateLimitExempt: cfg.rateLimitExempt,
+		TrustedProxies:  cfg.trustedProxies,
+		ClientIPHeader:  cfg.clientIPHeader,
+	})
+	a := &app{cfg: cfg, log: log, store: store, poller: p, srv: srv}
+	var err error
+	if a.api, err = net.Listen("tcp", cfg.listen); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.listen, err)
+	}
+	if cfg.opsListen != "" {
+		if a.ops, err = net.Listen("tcp", cfg.opsListen); err != nil {
+			a.api.Close()
+			return nil, fmt.Errorf("ops listen %s: %w", cfg.opsListen, err)
+		}
+	}
+	return a, nil
+}
+
+// shutdownGrace bounds how long in-flight requests may take to drain.
+const shutdownGrace = 10 * time.Second
+
+// run serves until ctx is done, re-reading the spot file on every value from
+// reload, then shuts down in order: stop accepting and drain the API, stop
+// the poller, close the operator endpoints.
+func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
+	pollCtx, stopPoll := context.WithCancel(context.Background())
+	defer stopPoll()
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.poller.Run(pollCtx) })
+
+	errc := make(chan error, 2)
+	wg.Go(func() {
+		if err := a.srv.Serve(a.api); err != nil {
+			errc <- fmt.Errorf("serve api: %w", err)
+		}
+	})
+	var ops *http.Server
+	if a.ops != nil {
+		ops = &http.Server{Handler: a.opsHandler(), ReadHeaderTimeout: 5 * time.Second}
+		wg.Go(func() {
+			if err := ops.Serve(a.ops); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve ops: %w", err)
+			}
+		})
+	}
+	a.log.Info("serving", "url", "http://"+a.api.Addr().String()+"/api/public/pairs",
+		"venue", a.cfg.venue, "ops", a.opsAddr(), "version", buildVersion())
+
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-errc:
+			runErr = err
+			break loop
+		case <-reload:
+			a.reloadSpot()
+		}
+	}
+	a.log.Info("shutting down: draining requests")
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := a.srv.Shutdown(shutCtx); err != nil {
+		a.log.Warn("api drain", "err", err)
+	}
+	stopPoll()
+	if ops != nil {
+		_ = ops.Shutdown(shutCtx)
+	}
+	wg.Wait()
+	a.log.Info("stopped")
+	return runErr
+}
+
+func (a *app) opsAddr() string {
+	if a.ops == nil {
+		return ""
+	}
+	return a.ops.Addr().String()
+}
+
+// reloadSpot re-reads -spot-file; a bad file is rejected and the list in use
+// is kept.
+func (a *app) reloadSpot() {
+	if a.cfg.spotFile == "" {
+		a.log.Warn("SIGHUP ignored: no -spot-file to re-read")
+		return
+	}
+	ids, err := readSpotFile(a.cfg.spotFile)
+	if err != nil {
+		a.log.Error("spot file rejected; keeping the current spot list", "err", err)
+		return
+	}
+	a.poller.SetSpot(append(slices.Clip(a.cfg.spotFlag), ids...))
+	a.log.Info("spot list reloaded", "file", a.cfg.spotFile, "pairs", len(ids))
+}
+
+// opsHandler serves the operator endpoints: liveness, readiness and pprof.
+func (a *app) opsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		st := a.poller.Status()
+		status := http.StatusOK
+		if !st.Ready {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, readiness{Ready: st.Ready, Reason: st.Reason})
+	})
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// readiness is the /readyz body.
+type readiness struct {
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"marketfeed/poller"
+	"marketfeed/poller/sim"
+)
+
+// countingVenue counts the per-pair reads that reach the venue.
+type countingVenue struct {
+	poller.Venue
+	books, trades sync.Map // symbol → *atomic.Int64
+}
+
+func (c *countingVenue) counter(m *sync.Map, symbol string) *atomic.Int64 {
+	v, _ := m.LoadOrStore(symbol, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
+func (c *countingVenue) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
+	c.counter(&c.books, symbol).Add(1)
+	return c.Venue.Book(ctx, symbol, depth)
+}
+
+func (c *countingVenue) Trades(ctx context.Context, symbol string, limit int) ([]poller.Trade, error) {
+	c.counter(&c.trades, symbol).Add(1)
+	return c.Venue.Trades(ctx, symbol, limit)
+}
+
+// startApp runs the program on loopback with args and returns the API and
+// ops base URLs; it stops when the test ends.
+func startApp(t *testing.T, venue poller.Venue, args ...string) (api, ops string, a *app, reload chan os.Signal) {
+	t.Helper()
+	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)
+	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if venue == nil {
+		if venue, err = newVenue(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err = newApp(cfg, slog.New(slog.DiscardHandler), venue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	reload = make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() { done <- a.run(ctx, reload) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	api = "http://" + a.api.Addr().String()
+	ops = "http://" + a.ops.Addr().String()
+	waitReady(t, ops)
+	return api, ops, a, reload
+}
+
+// waitReady polls /readyz until the first catalog and tickers are loaded.
+func waitReady(t *testing.T, ops string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(ops + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling a real process for readiness, not synchronising test logic
+	}
+	t.Fatal("not ready within 10s")
+}
+
+func get(t *testing.T, url string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+func decode(t *testing.T, body []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+}
+
+type pairItem struct {
+	TickerID    string `json:"ticker_id"`
+	Base        string `json:"base"`
+	Target      string `json:"target"`
+	Kind        string `json:"kind"`
+	PriceSource string `json:"price_source"`
+}
+
+type tickerItem struct {
+	TickerID       string `json:"ticker_id"`
+	BaseCurrency   string `json:"base_currency"`
+	TargetCurrency string `json:"target_currency"`
+	LastPrice      string `json:"last_price"`
+	BaseVolume     string `json:"base_volume"`
+	TargetVolume   string `json:"target_volume"`
+	Bid            string `json:"bid"`
+	Ask            string `json:"ask"`
+	High           string `json:"high"`
+	Low            string `json:"low"`
+	Timestamp      int64  `json:"timestamp"`
+}
+
+type bookBody struct {
+	TickerID  string      `json:"ticker_id"`
+	Timestamp int64       `json:"timestamp"`
+	Bids      [][2]string `json:"bids"`
+	Asks      [][2]string `json:"asks"`
+}
+
+type tradeItem struct {
+	TradeID        string `json:"trade_id"`
+	Price          string `json:"price"`
+	BaseVolume     string `json:"base_volume"`
+	TargetVolume   string `json:"target_volume"`
+	TradeTimestamp int64  `json:"trade_timestamp"`
+	Type           string `json:"type"`
+}
+
+func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
+	api, ops, _, _ := startApp(t, nil)
+	base := api + "/api/public"
+
+	resp, body := get(t, base+"/pairs")
+	checkOK(t, resp)
+	var pairs []pairItem
+	decode(t, body, &pairs)
+	kinds := map[string]string{}
+	for _, p := range pairs {
+		kinds[p.TickerID] = p.Kind
+		if p.PriceSource != "sim-perp" {
+			t.Errorf("%s price_source = %q", p.TickerID, p.PriceSource)
+		}
+	}
+	if kinds["BTC_USDT"] != "spot" || kinds["1000PEPE_USDT"] != "perp" {
+		t.Errorf("BTC_USDT kind %q, 1000PEPE_USDT kind %q: want spot and perp", kinds["BTC_USDT"], kinds["1000PEPE_USDT"])
+	}
+	if _, ok := kinds["PEPE_USDT"]; ok {
+		t.Error("PEPE_USDT is published though the venue only has 1000PEPEUSDT")
+	}
+
+	resp, body = get(t, base+"/tickers")
+	checkOK(t, resp)
+	var tickers []tickerItem
+	decode(t, body, &tickers)
+	if len(tickers) == 0 {
+		t.Fatal("no tickers")
+	}
+	for _, tk := range tickers {
+		if kinds[tk.TickerID] != "spot" {
+			t.Errorf("ticker for %s, which is not a spot pair", tk.TickerID)
+		}
+		if tk.Bid != tk.Ask {
+			t.Errorf("%s bid %s != ask %s: both are the mid", tk.TickerID, tk.Bid, tk.Ask)
+		}
+	}
+
+	for _, route := range []string{"/trades", "/historical_trades"} {
+		resp, body = get(t, base+route+"?ticker_id=BTC_USDT&limit=7&type=buy")
+		checkOK(t, resp)
+		var trades []tradeItem
+		decode(t, body, &trades)
+		if len(trades) == 0 || len(trades) > 7 {
+			t.Fatalf("%s limit=7 gave %d trades", route, len(trades))
+		}
+		for i, tr := range trades {
+			if tr.Type != "buy" {
+				t.Errorf("%s type=buy gave a %s trade", route, tr.Type)
+			}
+			if i > 0 && tr.TradeTimestamp > trades[i-1].TradeTimestamp {
+				t.Errorf("%s trades not newest first", route)
+			}
+		}
+	}
+
+	resp, body = get(t, base+"/orderbook?ticker_id=1000PEPE_USDT&depth=5")
+	checkOK(t, resp)
+	var book bookBody
+	decode(t, body, &book)
+	if book.TickerID != "1000PEPE_USDT" || len(book.Bids) != 5 || len(book.Asks) != 5 {
+		t.Fatalf("depth=5 book: %s with %d bids, %d asks", book.TickerID, len(book.Bids), len(book.Asks))
+	}
+	resp, body = get(t, base+"/orderbook?ticker_id=BTC_USDT")
+	checkOK(t, resp)
+	decode(t, body, &book)
+	if len(book.Bids) != 100 || len(book.Asks) != 100 {
+		t.Fatalf("default depth gave %d bids, %d asks; want 100", len(book.Bids), len(book.Asks))
+	}
+
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{"/orderbook?ticker_id=btc_usdt", 400},
+		{"/orderbook?ticker_id=PEPE_USDT", 404},
+		{"/trades?ticker_id=BTC_USDT&type=BUY", 400},
+		{"/fees", 404},
+	} {
+		resp, _ := get(t, base+tc.path)
+		if resp.StatusCode != tc.status || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: %d %q, want %d no-store", tc.path, resp.StatusCode, resp.Header.Get("Cache-Control"), tc.status)
+		}
+	}
+
+	resp, body = get(t, ops+"/healthz")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"ok"`) {
+		t.Errorf("/healthz: %d %s", resp.StatusCode, body)
+	}
+	resp, body = get(t, ops+"/readyz")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"ready":true`) {
+		t.Errorf("/readyz: %d %s", resp.StatusCode, body)
+	}
+}
+
+func checkOK(t *testing.T, resp *http.Response) {
+	t.Helper()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: status %d", resp.Request.URL, resp.StatusCode)
+	}
+	for h, want := range map[string]string{
+		"Content-Type":                "application/json",
+		"Cache-Control":               "public, max-age=5",
+		"Access-Control-Allow-Origin": "*",
+	} {
+		if got := resp.Header.Get(h); got != want {
+			t.Errorf("%s: %s = %q, want %q", resp.Request.URL, h, got, want)
+		}
+	}
+}
+
+// TestThousandClientsCauseBoundedVenueReads hammers one pair's book and
+// trades from 1,000 concurrent clients for 3 s: the venue must see no more
+// reads than the refresh cadences allow, whatever the number of callers.
+func TestThousandClientsCauseBoundedVenueReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3 s of load")
+	}
+	venue := &countingVenue{Venue: sim.New(sim.Config{Seed: 1})}
+	api, _, _, _ := startApp(t, venue, "-rate-limit", "0")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 1000}}
+	const clients = 1000
+	const period = 3 * time.Second
+	var ok, failed atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(period)
+	start := time.Now()
+	for i := range clients {
+		wg.Go(func() {
+			url := api + "/api/public/orderbook?ticker_id=BTC_USDT&depth=10"
+			if i%2 == 1 {
+				url = api + "/api/public/trades?ticker_id=BTC_USDT&limit=10"
+			}
+			for time.Now().Before(stop) {
+				resp, err := client.Get(url)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					ok.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	books := venue.counter(&venue.books, "BTCUSDT").Load()
+	trades := venue.counter(&venue.trades, "BTCUSDT").Load()
+	maxBooks := int64(elapsed/(350*time.Millisecond)) + 1
+	maxTrades := int64(elapsed/time.Second) + 1
+	t.Logf("%d clients, %s: %d answers 200, %d failed; venue reads: %d books (bound %d), %d trades (bound %d)",
+		clients, elapsed.Round(time.Millisecond), ok.Load(), failed.Load(), books, maxBooks, trades, maxTrades)
+	if books > maxBooks || trades > maxTrades {
+		t.Fatalf("venue reads: %d books (bound %d), %d trades (bound %d)", books, maxBooks, trades, maxTrades)
+	}
+	if books == 0 || trades == 0 || ok.Load() == 0 {
+		t.Fatal("the load did not reach the venue or got no answers")
+	}
+	if failed.Load() > 0 {
+		t.Errorf("%d requests failed", failed.Load())
+	}
+}
+
+func TestSIGHUPReloadsTheSpotFileAndKeepsTheListOnABadFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "spot.txt")
+	write := func(s string) {
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# platform coins\nBTC_USDT\n")
+	api, _, a, reload := startApp(t, nil, "-spot-file", file)
+	kind := func(id string) string {
+		_, body := get(t, api+"/api/public/pairs")
+		var pairs []pairItem
+		decode(t, body, &pairs)
+		for _, p := range pairs {
+			if p.TickerID == id {
+				return p.Kind
+			}
+		}
+		return ""
+	}
+	if kind("BTC_USDT") != "spot" || kind("ETH_USDT") != "perp" {
+		t.Fatalf("at start: BTC_USDT %q, ETH_USDT %q", kind("BTC_USDT"), kind("ETH_USDT"))
+	}
+	write("BTC_USDT\nETH_USDT # added\n")
+	reload <- syscall.SIGHUP
+	// The reload runs on the app's goroutine; poll the public route, as an
+	// operator would, until it shows or the deadline passes.
+	deadline := time.Now().Add(5 * time.Second)
+	for kind("ETH_USDT") != "spot" {
+		if time.Now().After(deadline) {
+			t.Fatalf("after SIGHUP ETH_USDT is %q, want spot", kind("ETH_USDT"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	write("BTC_USDT\nnot a ticker\n")
+	a.reloadSpot() // the same call the signal makes, synchronously: nothing to wait for
+	if kind("ETH_USDT") != "spot" {
+		t.Fatal("a bad spot file replaced the list in use")
+	}
+}
+
+func TestEnvironmentSetsFlagsAndFlagsWin(t *testing.T) {
+	env := map[string]string{
+		"MARKETFEED_RATE_LIMIT":      "42",
+		"MARKETFEED_VENUE":           "aster",
+		"MARKETFEED_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1",
+		"MARKETFEED_MAX_STALE":       "3s",
+	}
+	cfg, err := parseConfig([]string{"-rate-limit", "7"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.rateLimit != 7 || cfg.venue != "aster" || cfg.maxStale != 3*time.Second || len(cfg.trustedProxies) != 2 {
+		t.Fatalf("config = %+v", cfg)
+	}
+	if cfg.trustedProxies[1].String() != "192.0.2.1/32" {
+		t.Fatalf("bare address became %s, want a /32", cfg.trustedProxies[1])
+	}
+}
+
+func TestBadConfigurationIsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-venue", "kraken"},
+		{"-venue-url", "http://127.0.0.1:1"},
+		{"-spot", "btc_usdt"},
+		{"-trusted-proxies", "10.0.0.0/33"},
+		{"-venue-budget", "1.5"},
+		{"-rate-limit", "-1"},
+		{"-spot-file", "/nonexistent/spot.txt"},
+		{"extra-argument"},
+	} {
+		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}
+
+func TestRunPrintsTheVersion(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-version"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "marketfeed ") {
+		t.Fatalf("-version printed %q", out.String())
+	}
+}

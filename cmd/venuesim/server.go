@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"marketfeed/poller"
+	"marketfeed/poller/sim"
+)
+
+// fault is what the server does instead of answering with data.
+type fault struct {
+	Status     int           // HTTP status to answer; 0: none
+	RetryAfter time.Duration // Retry-After with Status; 0: none
+	Delay      time.Duration // wait before answering
+	Body       string        // garbage | truncated | html | empty | drip | reset
+	Rate       float64       // fraction of calls hit; 0 or 1: all
+}
+
+func (f fault) active() bool { return f.Status != 0 || f.Delay > 0 || f.Body != "" }
+
+// weights are Binance's: the simulator charges what the real venue would.
+var weights = map[string]int{
+	"/fapi/v1/exchangeInfo":      1,
+	"/fapi/v1/ticker/24hr":       40,
+	"/fapi/v1/ticker/bookTicker": 5,
+	"/fapi/v1/depth":             5,
+	"/fapi/v1/trades":            5,
+}
+
+// venueServer answers Binance's market-data paths from a simulated venue.
+type venueServer struct {
+	venue *sim.Venue
+	limit int
+
+	mu      sync.Mutex
+	fault   fault
+	until   time.Time // the fault heals at until; zero: when told
+	minute  int64     // the venue's current minute
+	used    int       // weight used in it
+	served  map[string]int
+	faulted int
+}
+
+func newVenueServer(v *sim.Venue, limit int) *venueServer {
+	return &venueServer{venue: v, limit: limit, served: make(map[string]int)}
+}
+
+func (s *venueServer) setFault(f fault, until time.Time) {
+	s.mu.Lock()
+	s.fault, s.until = f, until
+	s.mu.Unlock()
+}
+
+// admit charges the call's weight and decides its fault. It returns the
+// weight used this minute, and whether the limit was exceeded.
+func (s *venueServer) admit(path string) (used int, over bool, f fault, hit bool) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := now.Unix() / 60; m != s.minute {
+		s.minute, s.used = m, 0
+	}
+	s.used += weights[path]
+	s.served[path]++
+	if !s.until.IsZero() && now.After(s.until) {
+		s.fault, s.until = fault{}, time.Time{}
+	}
+	f = s.fault
+	hit = f.active() && (f.Rate <= 0 || f.Rate >= 1 || rand.Float64() < f.Rate)
+	if hit {
+		s.faulted++
+	}
+	return s.used, s.limit > 0 && s.used > s.limit, f, hit
+}
+
+func (s *venueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/_control/fault" || r.URL.Path == "/_control/stats" {
+		s.control(w, r)
+		return
+	}
+	if _, ok := weights[r.URL.Path]; !ok || r.Method != http.MethodGet {
+		writeError(w, http.StatusNotFound, -1000, "unknown path")
+		return
+	}
+	used, over, f, hit := s.admit(r.URL.Path)
+	w.Header().Set("X-MBX-USED-WEIGHT-1M", strconv.Itoa(used))
+	if over {
+		w.Header().Set("Retry-After", strconv.Itoa(60-int(time.Now().Unix()%60)))
+		writeError(w, http.StatusTooManyRequests, -1003, "too many requests")
+		return
+	}
+	if hit && f.Delay > 0 {
+		select {
+		case <-time.After(f.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if hit && f.Status != 0 {
+		if f.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
+		}
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(f.Status)
+		fmt.Fprintf(w, "<html><body><h1>%d</h1>venue fault</body></html>", f.Status)
+		return
+	}
+	body, status := s.answer(r)
+	if hit && f.Body != "" {
+		s.corrupt(w, r, f.Body, body)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// corrupt answers 200 with a broken body.
+func (s *venueServer) corrupt(w http.ResponseWriter, r *http.Request, kind string, body []byte) {
+	switch kind {
+	case "reset":
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				if tc, ok := conn.(interface{ SetLinger(int) error }); ok {
+					_ = tc.SetLinger(0) // close with RST, not FIN
+				}
+				conn.Close()
+				return
+			}
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	case "html":
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("<html><body>Attention required</body></html>"))
+	case "empty":
+		w.WriteHeader(http.StatusOK)
+	case "truncated":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body[:len(body)/2])
+	case "drip":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		flusher, _ := w.(http.Flusher)
+		for _, b := range body {
+			if _, err := w.Write([]byte{b}); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			select {
+			case <-time.After(time.Second):
+			case <-r.Context().Done():
+				return
+			}
+		}
+	default: // garbage
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"symbols":[{"symbol":1e999,"bids":"NaN"`))
+	}
+}
+
+func writeError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"code": code, "msg": msg})
+}
+
+// answer renders the venue's data for the request in Binance's shapes.
+func (s *venueServer) answer(r *http.Request) ([]byte, int) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	var v any
+	var err error
+	switch r.URL.Path {
+	case "/fapi/v1/exchangeInfo":
+		v, err = s.exchangeInfo(ctx)
+	case "/fapi/v1/ticker/24hr":
+		v, err = s.stats(ctx)
+	case "/fapi/v1/ticker/bookTicker":
+		v, err = s.quotes(ctx)
+	case "/fapi/v1/depth":
+		v, err = s.depth(ctx, q.Get("symbol"), atoi(q.Get("limit")))
+	case "/fapi/v1/trades":
+		v, err = s.trades(ctx, q.Get("symbol"), atoi(q.Get("limit")))
+	}
+	if err != nil {
+		return []byte(`{"code":-1121,"msg":"Invalid symbol."}`), http.StatusBadRequest
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		return []byte(`{"code":-1000,"msg":"internal"}`), http.StatusInternalServerError
+	}
+	return body, http.StatusOK
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func (s *venueServer) exchangeInfo(ctx context.Context) (any, error) {
+	cat, err := s.venue.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type symbol struct {
+		Symbol       string `json:"symbol"`
+		ContractType string `json:"contractType"`
+		Status       string `json:"status"`
+		BaseAsset    string `json:"baseAsset"`
+		QuoteAsset   string `json:"quoteAsset"`
+	}
+	symbols := make([]symbol, 0, len(cat.Markets))
+	for _, m := range cat.Markets {
+		ct, st := "PERPETUAL", "TRADING"
+		if !m.Perpetual {
+			ct = "CURRENT_QUARTER"
+		}
+		if !m.Trading {
+			st = "SETTLING"
+		}
+		symbols = append(symbols, symbol{m.Symbol, ct, st, m.Base, m.Quote})
+	}
+	limits := []map[string]any{}
+	if s.limit > 0 {
+		limits = append(limits, map[string]any{
+			"rateLimitType": "REQUEST_WEIGHT", "interval": "MINUTE", "intervalNum": 1, "limit": s.limit,
+		})
+	}
+	return map[string]any{"timezone": "UTC", "rateLimits": limits, "symbols": symbols}, nil
+}
+
+func (s *venueServer) stats(ctx context.Context) (any, error) {
+	stats, err := s.venue.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type item struct {
+		Symbol      string  `json:"symbol"`
+		LastPrice   string  `json:"lastPrice"`
+		HighPrice   string  `json:"highPrice"`
+		LowPrice    string  `json:"lowPrice"`
+		Volume      *string `json:"volume,omitempty"`
+		QuoteVolume string  `json:"quoteVolume"`
+		CloseTime   int64   `json:"closeTime"`
+	}
+	now := time.Now().UnixMilli()
+	out := make([]item, 0, len(stats))
+	for _, st := range stats {
+		it := item{Symbol: st.Symbol, LastPrice: st.LastPrice, HighPrice: st.High, LowPrice: st.Low, QuoteVolume: st.QuoteVolume, CloseTime: now}
+		if st.BaseVolume != "" {
+			vol := st.BaseVolume
+			it.Volume = &vol
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+func (s *venueServer) quotes(ctx context.Context) (any, error) {
+	quotes, err := s.venue.Quotes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type item struct {
+		Symbol   string `json:"symbol"`
+		BidPrice string `json:"bidPrice"`
+		BidQty   string `json:"bidQty"`
+		AskPrice string `json:"askPrice"`
+		AskQty   string `json:"askQty"`
+		Time     int64  `json:"time"`
+	}
+	now := time.Now().UnixMilli()
+	out := make([]item, 0, len(quotes))
+	for _, q := range quotes {
+		out = append(out, item{q.Symbol, q.Bid, "1", q.Ask, "1", now})
+	}
+	return out, nil
+}
+
+func (s *venueServer) depth(ctx context.Context, symbol string, limit int) (any, error) {
+	if limit <= 0 {
+		limit = 500
+	}
+	b, err := s.venue.Book(ctx, symbol, limit)
+	if err != nil {
+		return nil, err
+	}
+	levels := func(ls []poller.Level) [][2]string {
+		out := make([][2]string, len(ls))
+		for i, l := range ls {
+			out[i] = [2]string{l.Price, l.Size}
+		}
+		return out
+	}
+	return map[string]any{
+		"lastUpdateId": b.Time, "E": b.Time + 3, "T": b.Time,
+		"bids": levels(b.Bids), "asks": levels(b.Asks),
+	}, nil
+}
+
+func (s *venueServer) trades(ctx context.Context, symbol string, limit int) (any, error) {
+	if limit <= 0 {
+		limit = 500
+	}
+	trades, err := s.venue.Trades(ctx, symbol, limit)
+	if err != nil {
+		return nil, err
+	}
+	type item struct {
+		ID           int64  `json:"id"`
+		Price        string `json:"price"`
+		Qty          string `json:"qty"`
+		QuoteQty     string `json:"quoteQty,omitempty"`
+		Time         int64  `json:"time"`
+		IsBuyerMaker bool   `json:"isBuyerMaker"`
+	}
+	out := make([]item, len(trades))
+	for i, t := range trades {
+		// The taker sold when the resting buyer was the maker.
+		out[i] = item{ID: t.Time*10 + int64(i%10), Price: t.Price, Qty: t.Size, QuoteQty: t.QuoteQty, Time: t.Time, IsBuyerMaker: t.Sell}
+	}
+	return out, nil
+}
+
+// control sets, clears and reports faults.
+func (s *venueServer) control(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/_control/stats" && r.Method == http.MethodGet:
+		s.mu.Lock()
+		body, _ := json.Marshal(map[string]any{"served": s.served, "faulted": s.faulted, "used_weight": s.used})
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	case r.Method == http.MethodDelete:
+		s.setFault(fault{}, time.Time{})
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodPost:
+		q := r.URL.Query()
+		var f fault
+		var err error
+		parse := func(name string, into func(string) error) {
+			if v := q.Get(name); v != "" && err == nil {
+				if e := into(v); e != nil {
+					err = fmt.Errorf("%s: %w", name, e)
+				}
+			}
+		}
+		var lasting time.Duration
+		parse("status", func(v string) (e error) { f.Status, e = strconv.Atoi(v); return })
+		parse("retry_after", func(v string) (e error) { f.RetryAfter, e = time.ParseDuration(v); return })
+		parse("delay", func(v string) (e error) { f.Delay, e = time.ParseDuration(v); return })
+		parse("rate", func(v string) (e error) { f.Rate, e = strconv.ParseFloat(v, 64); return })
+		parse("for", func(v string) (e error) { lasting, e = time.ParseDuration(v); return })
+		f.Body = q.Get("body")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var until time.Time
+		if lasting > 0 {
+			until = time.Now().Add(lasting)
+		}
+		s.setFault(f, until)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}
+}
