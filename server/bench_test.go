@@ -153,3 +153,29 @@ func BenchmarkErrors(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandlerConditional measures the default bodies served from their
+// gzip forms, and revalidations answered 304.
+func BenchmarkHandlerConditional(b *testing.B) {
+	f := hotFixture(b)
+	for _, uri := range []string{"/api/public/pairs", "/api/public/orderbook?ticker_id=BTC_USDT", "/api/public/trades?ticker_id=BTC_USDT"} {
+		gz := hotClient{"gzip", "192.0.2.1:40000", []string{"Accept-Encoding", "gzip"}}
+		ctx, serve := hotCtx(f.srv, gz, uri)
+		serve()
+		b.Run("gzip"+uri[len("/api/public"):], func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(ctx.Response.Body())))
+			for b.Loop() {
+				serve()
+			}
+		})
+		_, serve304 := hotCtx(f.srv, hotClient{"304", "192.0.2.1:40000",
+			[]string{"Accept-Encoding", "gzip", "If-None-Match", header(&ctx.Response, "ETag")}}, uri)
+		b.Run("304"+uri[len("/api/public"):], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				serve304()
+			}
+		})
+	}
+}

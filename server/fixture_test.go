@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,7 +265,17 @@ func serveOne(srv *Server, r request) *fasthttp.Response {
 	return &ctx.Response
 }
 
-func header(resp *fasthttp.Response, name string) string { return string(resp.Header.Peek(name)) }
+// header returns a response header by name, compared without case as HTTP
+// does: fasthttp's Peek normalises "ETag" to "Etag" and would miss it.
+func header(resp *fasthttp.Response, name string) string {
+	var v string
+	for k, val := range resp.Header.All() {
+		if strings.EqualFold(string(k), name) {
+			v = string(val)
+		}
+	}
+	return v
+}
 
 func checkResponse(t testing.TB, uri string, resp *fasthttp.Response) {
 	t.Helper()

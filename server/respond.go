@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/valyala/fasthttp"
@@ -19,6 +20,10 @@ var (
 	headerCacheControl = []byte("Cache-Control")
 	headerRetryAfter   = []byte("Retry-After")
 	headerVary         = []byte("Vary")
+	headerETag         = []byte("ETag")
+	headerContentEnc   = []byte("Content-Encoding")
+	headerIfNoneMatch  = []byte("If-None-Match")
+	headerAcceptEnc    = []byte("Accept-Encoding")
 
 	valueJSON       = []byte("application/json")
 	valueAnyOrigin  = []byte("*")
@@ -29,6 +34,10 @@ var (
 	valueNoStore    = []byte("no-store")
 	valueVaryACRH   = []byte("Access-Control-Request-Headers")
 	valueRetryAfter = []byte("1")
+	valueGzip       = []byte("gzip")
+	valueVaryAE     = []byte("Accept-Encoding")
+	weakPrefix      = []byte("W/")
+	gzipSuffix      = []byte("-gz")
 )
 
 // apiError is one error answer: its status and its complete body. Every
@@ -84,12 +93,116 @@ var (
 	errHeaderTooLarge = coded(fasthttp.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "the request headers are too large")
 )
 
-// succeed writes the headers every 200 carries. The body follows.
-func succeed(resp *fasthttp.Response) {
-	resp.SetStatusCode(fasthttp.StatusOK)
-	resp.Header.SetContentTypeBytes(valueJSON)
+// answer starts the answer for one variant of a snapshot: a 304 when the
+// client's If-None-Match already names it, the pre-built gzip form when the
+// variant has one (gz not nil) and the client accepts gzip, and otherwise a
+// 200 whose identity body the caller writes, which answer reports by
+// returning true.
+//
+// The entity tag is the snapshot's tag plus suffix, which names the variant
+// (depth, side, limit), plus "-gz" for the compressed form: a strong tag
+// must differ between two representations. Every 200 and 304 says Vary:
+// Accept-Encoding, because a cache in front must not hand gzip to a client
+// that did not ask for it, or the reverse.
+func answer(ctx *fasthttp.RequestCtx, tag, suffix, gz []byte) (writeBody bool) {
+	resp := &ctx.Response
+	useGzip := gz != nil && acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc))
+	var buf [96]byte
+	etag := append(buf[:0], '"')
+	etag = append(etag, tag...)
+	etag = append(etag, suffix...)
+	if useGzip {
+		etag = append(etag, gzipSuffix...)
+	}
+	etag = append(etag, '"')
 	resp.Header.SetCanonical(headerACAO, valueAnyOrigin)
 	resp.Header.SetCanonical(headerCacheControl, valuePublic)
+	resp.Header.SetCanonical(headerETag, etag)
+	resp.Header.SetCanonical(headerVary, valueVaryAE)
+	if etagMatches(ctx.Request.Header.PeekBytes(headerIfNoneMatch), etag) {
+		resp.SetStatusCode(fasthttp.StatusNotModified)
+		resp.Header.SetNoDefaultContentType(true)
+		return false
+	}
+	resp.SetStatusCode(fasthttp.StatusOK)
+	resp.Header.SetContentTypeBytes(valueJSON)
+	if useGzip {
+		resp.Header.SetCanonical(headerContentEnc, valueGzip)
+		resp.SetBodyRaw(gz)
+		return false
+	}
+	return true
+}
+
+// etagMatches reports whether an If-None-Match value names etag. The
+// comparison is weak, as RFC 9110 prescribes for If-None-Match: W/"x"
+// matches "x"; "*" matches any current representation.
+func etagMatches(header, etag []byte) bool {
+	for len(header) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(header, ','); i >= 0 {
+			item, header = header[:i], header[i+1:]
+		} else {
+			item, header = header, nil
+		}
+		item = bytes.TrimSpace(item)
+		if len(item) == 1 && item[0] == '*' {
+			return true
+		}
+		if bytes.Equal(bytes.TrimPrefix(item, weakPrefix), etag) {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptsGzip reports whether an Accept-Encoding value accepts gzip: it
+// names gzip (or x-gzip) without q=0. "*" is not taken as consent: identity
+// is always acceptable, so answering uncompressed is never wrong.
+func acceptsGzip(header []byte) bool {
+	for len(header) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(header, ','); i >= 0 {
+			item, header = header[:i], header[i+1:]
+		} else {
+			item, header = header, nil
+		}
+		name, params, _ := bytes.Cut(item, []byte{';'})
+		name = bytes.TrimSpace(name)
+		if !bytes.EqualFold(name, valueGzip) && !bytes.EqualFold(name, []byte("x-gzip")) {
+			continue
+		}
+		return !qZero(params)
+	}
+	return false
+}
+
+// qZero reports whether coding parameters carry a zero quality (q=0, q=0.0,
+// q=0.000), which refuses the coding.
+func qZero(params []byte) bool {
+	for len(params) > 0 {
+		var p []byte
+		if i := bytes.IndexByte(params, ';'); i >= 0 {
+			p, params = params[:i], params[i+1:]
+		} else {
+			p, params = params, nil
+		}
+		p = bytes.TrimSpace(p)
+		if len(p) < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=' {
+			continue
+		}
+		v := p[2:]
+		if len(v) == 0 || v[0] != '0' {
+			return false
+		}
+		for _, c := range v[1:] {
+			if c != '0' && c != '.' {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // fail writes an error answer. Non-2xx answers must not be cached anywhere:

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -331,8 +332,9 @@ func (s *Server) pairs(ctx *fasthttp.RequestCtx, now int64) {
 	case !fresh(p.ReadAt(), now, s.pairsMaxStale):
 		fail(&ctx.Response, errCatalogStale)
 	default:
-		succeed(&ctx.Response)
-		ctx.Response.SetBodyRaw(p.Body())
+		if answer(ctx, p.Tag(), nil, p.Gzip()) {
+			ctx.Response.SetBodyRaw(p.Body())
+		}
 	}
 }
 
@@ -342,8 +344,9 @@ func (s *Server) tickers(ctx *fasthttp.RequestCtx, now int64) {
 		fail(&ctx.Response, errNoTickers)
 		return
 	}
-	succeed(&ctx.Response)
-	ctx.Response.SetBodyRaw(t.Body())
+	if answer(ctx, t.Tag(), nil, t.Gzip()) {
+		ctx.Response.SetBodyRaw(t.Body())
+	}
 }
 
 func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
@@ -376,10 +379,15 @@ func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
 			return
 		}
 	}
-	succeed(&ctx.Response)
 	bids, asks := b.Levels()
 	if q.depth >= max(bids, asks) {
-		ctx.Response.SetBodyRaw(b.Body()) // the whole book: no copy
+		if answer(ctx, b.Tag(), nil, b.Gzip()) {
+			ctx.Response.SetBodyRaw(b.Body()) // the whole book: no copy
+		}
+		return
+	}
+	var buf [8]byte
+	if !answer(ctx, b.Tag(), strconv.AppendInt(append(buf[:0], '-', 'd'), int64(q.depth), 10), nil) {
 		return
 	}
 	head, middle, tail := b.Parts(q.depth)
@@ -418,8 +426,19 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 			return
 		}
 	}
-	succeed(&ctx.Response)
 	head, tail := t.Parts(q.side, q.limit)
+	var buf [8]byte
+	suffix := append(buf[:0], sideSuffix[q.side]...)
+	if tail != nil {
+		suffix = strconv.AppendInt(append(suffix, '-', 'l'), int64(q.limit), 10)
+	}
+	var gz []byte
+	if tail == nil && q.side == snapshot.SideAll {
+		gz = t.Gzip() // only the default body has a compressed form
+	}
+	if !answer(ctx, t.Tag(), suffix, gz) {
+		return
+	}
 	if tail == nil {
 		ctx.Response.SetBodyRaw(head) // every trade of the side: no copy
 		return
@@ -427,6 +446,9 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 	ctx.Response.AppendBody(head)
 	ctx.Response.AppendBody(tail)
 }
+
+// sideSuffix names a trade side in entity tags.
+var sideSuffix = [...]string{snapshot.SideAll: "", snapshot.SideBuy: "-b", snapshot.SideSell: "-s"}
 
 // load asks the feed for one read of a pair's stream and waits for it, at
 // most ColdTimeout. Whatever it returns, the caller reads the store again:

@@ -21,6 +21,8 @@ type Book struct {
 	version  uint64
 
 	body      []byte
+	gzipped   []byte // body, gzipped
+	tag       []byte
 	bidEnds   []int32 // bidEnds[i]: end offset of bid level i+1 in body
 	askEnds   []int32
 	bidsOpen  int32 // just after `"bids":[`
@@ -77,6 +79,8 @@ func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.T
 	b.asksClose = int32(len(body))
 	body = append(body, ']', '}')
 	b.body = body
+	b.gzipped = compress(body)
+	b.tag = newTag(b.version)
 	return b, nil
 }
 
@@ -127,6 +131,13 @@ func (b *Book) Levels() (bids, asks int) { return len(b.bidEnds), len(b.askEnds)
 
 // Body is the response at full depth.
 func (b *Book) Body() []byte { return b.body }
+
+// Gzip is Body, the full-depth response, compressed with gzip.
+func (b *Book) Gzip() []byte { return b.gzipped }
+
+// Tag is the entity tag of this value, unquoted; responses of a smaller depth
+// add the depth to it.
+func (b *Book) Tag() []byte { return b.tag }
 
 // Parts returns the response for depth levels per side as three slices of the
 // full body, to be written in order: the head through the last kept bid, the

@@ -70,6 +70,8 @@ type PairsConfig struct {
 type Pairs struct {
 	list    []Pair
 	body    []byte
+	gzipped []byte
+	tag     []byte
 	readAt  int64
 	version uint64
 	cells   map[string]*cell // set once by Store.PutPairs, before publication
@@ -141,11 +143,19 @@ func NewPairs(markets []Market, cfg PairsConfig, readAt time.Time) *Pairs {
 		body = append(body, '}')
 	}
 	body = append(body, ']')
-	return &Pairs{list: list, body: body, readAt: readAt.UnixNano(), version: nextVersion()}
+	version := nextVersion()
+	return &Pairs{list: list, body: body, gzipped: compress(body), tag: newTag(version), readAt: readAt.UnixNano(), version: version}
 }
 
 // Body is the /pairs response.
 func (p *Pairs) Body() []byte { return p.body }
+
+// Gzip is Body compressed with gzip.
+func (p *Pairs) Gzip() []byte { return p.gzipped }
+
+// Tag is the entity tag of Body, unquoted. It changes only when the bytes do:
+// Store.PutPairs keeps the tag of a pair list whose bytes are unchanged.
+func (p *Pairs) Tag() []byte { return p.tag }
 
 // List is the published pairs, sorted by ticker_id. Callers must not modify it.
 func (p *Pairs) List() []Pair { return p.list }

@@ -9,6 +9,8 @@ import (
 // ticker_id order. It is never mutated after Store publishes it.
 type Tickers struct {
 	body    []byte
+	gzipped []byte
+	tag     []byte
 	count   int
 	readAt  int64
 	version uint64
@@ -56,7 +58,9 @@ func NewTickers(pairs *Pairs, stats []Stat, quotes []Quote, readAt time.Time) (*
 		count++
 	}
 	body = append(body, ']')
-	return &Tickers{body: body, count: count, readAt: readAt.UnixNano(), version: nextVersion()}, omitted
+	version := nextVersion()
+	return &Tickers{body: body, gzipped: compress(body), tag: newTag(version), count: count,
+		readAt: readAt.UnixNano(), version: version}, omitted
 }
 
 func tickerItem(p Pair, st *Stat, q *Quote, ms int64) ([]byte, error) {
@@ -107,6 +111,12 @@ func tickerItem(p Pair, st *Stat, q *Quote, ms int64) ([]byte, error) {
 
 // Body is the /tickers response.
 func (t *Tickers) Body() []byte { return t.body }
+
+// Gzip is Body compressed with gzip.
+func (t *Tickers) Gzip() []byte { return t.gzipped }
+
+// Tag is the entity tag of this value, unquoted.
+func (t *Tickers) Tag() []byte { return t.tag }
 
 // Len is how many tickers the value holds.
 func (t *Tickers) Len() int { return t.count }

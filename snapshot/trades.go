@@ -32,6 +32,8 @@ type Trades struct {
 	tickerID string
 	readAt   int64
 	version  uint64
+	tag      []byte
+	gzipped  []byte // the response for both sides at the full limit, gzipped
 	views    [numSides]tradeView
 }
 
@@ -89,6 +91,8 @@ func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, erro
 		}
 		v.body = append(v.body, ']')
 	}
+	t.gzipped = compress(t.views[SideAll].body)
+	t.tag = newTag(t.version)
 	return t, nil
 }
 
@@ -163,6 +167,13 @@ func (t *Trades) Len(side Side) int { return len(t.views[side].ends) }
 
 // Body is the response for a side at the full limit.
 func (t *Trades) Body(side Side) []byte { return t.views[side].body }
+
+// Gzip is Body(SideAll), the default response, compressed with gzip.
+func (t *Trades) Gzip() []byte { return t.gzipped }
+
+// Tag is the entity tag of this value, unquoted; responses for one side or a
+// smaller limit add those to it.
+func (t *Trades) Tag() []byte { return t.tag }
 
 // Parts returns the response for up to limit trades of a side as two slices
 // to be written in order: a prefix of the pre-built array and its closing
