@@ -140,12 +140,7 @@ func answer(ctx *fasthttp.RequestCtx, tag, suffix, gz []byte) (writeBody bool) {
 func etagMatches(header, etag []byte) bool {
 	for len(header) > 0 {
 		var item []byte
-		if i := bytes.IndexByte(header, ','); i >= 0 {
-			item, header = header[:i], header[i+1:]
-		} else {
-			item, header = header, nil
-		}
-		item = bytes.TrimSpace(item)
+		item, header = nextItem(header, ',')
 		if len(item) == 1 && item[0] == '*' {
 			return true
 		}
@@ -162,13 +157,8 @@ func etagMatches(header, etag []byte) bool {
 func acceptsGzip(header []byte) bool {
 	for len(header) > 0 {
 		var item []byte
-		if i := bytes.IndexByte(header, ','); i >= 0 {
-			item, header = header[:i], header[i+1:]
-		} else {
-			item, header = header, nil
-		}
-		name, params, _ := bytes.Cut(item, []byte{';'})
-		name = bytes.TrimSpace(name)
+		item, header = nextItem(header, ',')
+		name, params := nextItem(item, ';')
 		if !bytes.EqualFold(name, valueGzip) && !bytes.EqualFold(name, []byte("x-gzip")) {
 			continue
 		}
@@ -177,17 +167,21 @@ func acceptsGzip(header []byte) bool {
 	return false
 }
 
+// nextItem splits the first item off a header list separated by sep and
+// returns it without surrounding spaces, and the rest of the list.
+func nextItem(list []byte, sep byte) (item, rest []byte) {
+	if i := bytes.IndexByte(list, sep); i >= 0 {
+		return bytes.TrimSpace(list[:i]), list[i+1:]
+	}
+	return bytes.TrimSpace(list), nil
+}
+
 // qZero reports whether coding parameters carry a zero quality (q=0, q=0.0,
 // q=0.000), which refuses the coding.
 func qZero(params []byte) bool {
 	for len(params) > 0 {
 		var p []byte
-		if i := bytes.IndexByte(params, ';'); i >= 0 {
-			p, params = params[:i], params[i+1:]
-		} else {
-			p, params = params, nil
-		}
-		p = bytes.TrimSpace(p)
+		p, params = nextItem(params, ';')
 		if len(p) < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=' {
 			continue
 		}
