@@ -318,6 +318,19 @@ func (p *Poller) SetSpot(ids []string) {
 	}
 }
 
+// readBulk runs one bulk call that returns a list.
+func readBulk[T any](ctx context.Context, p *Poller, c Call, read func(context.Context) ([]T, error)) ([]T, error) {
+	var out []T
+	err := p.bulk(ctx, c, func(ctx context.Context) (err error) {
+		out, err = read(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", c, err)
+	}
+	return out, nil
+}
+
 // RefreshTickers reads whichever of the bulk statistics and quotes are due
 // and publishes new tickers when anything changed.
 func (p *Poller) RefreshTickers(ctx context.Context) error {
@@ -340,13 +353,8 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	var errs []error
 	read := false
 	if quotesDue {
-		var quotes []Quote
-		err := p.bulk(ctx, CallQuotes, func(ctx context.Context) (err error) {
-			quotes, err = p.venue.Quotes(ctx)
-			return err
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read quotes: %w", err))
+		if quotes, err := readBulk(ctx, p, CallQuotes, p.venue.Quotes); err != nil {
+			errs = append(errs, err)
 		} else {
 			p.mu.Lock()
 			p.quotes, p.quotesAt = quotes, now
@@ -355,13 +363,8 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		}
 	}
 	if statsDue {
-		var stats []Stat
-		err := p.bulk(ctx, CallStats, func(ctx context.Context) (err error) {
-			stats, err = p.venue.Stats(ctx)
-			return err
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read stats: %w", err))
+		if stats, err := readBulk(ctx, p, CallStats, p.venue.Stats); err != nil {
+			errs = append(errs, err)
 		} else {
 			p.mu.Lock()
 			p.stats, p.statsAt = stats, now
