@@ -27,6 +27,19 @@ const (
 	backoffCap            = 30 * time.Second
 )
 
+// pauseKind says why calls were paused, for metrics.
+type pauseKind int
+
+const (
+	pauseRateLimit  pauseKind = iota // 429 or 418
+	pauseForbidden                   // 403
+	pauseRestricted                  // 451
+	pauseTransient                   // 5xx, 408, timeouts, transport errors
+	numPauseKinds
+)
+
+var pauseKindNames = [numPauseKinds]string{"rate_limit", "forbidden", "restricted", "transient"}
+
 // backoff is the venue-wide gate: after a rate-limit answer every call waits
 // for the venue's Retry-After, and after repeated transient failures calls
 // space out exponentially with jitter.
@@ -37,6 +50,7 @@ type backoff struct {
 	failures  int    // consecutive transient failures
 	permanent string // why the venue refuses us for good (451), until a call succeeds
 	pauses    int    // pauses started, for metrics and tests
+	byKind    [numPauseKinds]int
 	jitter    func(d time.Duration) time.Duration
 }
 
@@ -70,6 +84,7 @@ func (b *backoff) record(now time.Time, err error) time.Duration {
 	}
 	var pause time.Duration
 	var reason string
+	var kind pauseKind
 	var se *StatusError
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrPaused), errors.Is(err, ErrNoBudget):
@@ -82,15 +97,19 @@ func (b *backoff) record(now time.Time, err error) time.Duration {
 				pause = defaultRateLimitPause
 			}
 			reason = fmt.Sprintf("venue rate limit (%d)", se.Status)
+			kind = pauseRateLimit
 		case se.Status == http.StatusForbidden:
 			pause = max(se.RetryAfter, defaultForbiddenPause)
 			reason = "venue firewall refused us (403)"
+			kind = pauseForbidden
 		case se.Status == http.StatusUnavailableForLegalReasons:
 			pause = restrictedPause
 			reason = "venue refuses this region (451)"
+			kind = pauseRestricted
 			b.permanent = reason
 		case se.Status >= 500 || se.Status == http.StatusRequestTimeout:
 			pause, reason = b.transient(fmt.Sprintf("venue error %d", se.Status))
+			kind = pauseTransient
 		default:
 			return 0 // a request-level refusal (400 unknown symbol): nothing to pause
 		}
@@ -98,11 +117,13 @@ func (b *backoff) record(now time.Time, err error) time.Duration {
 		return 0 // the venue answered; its data was unusable for this read only
 	default:
 		pause, reason = b.transient("venue unreachable or too slow")
+		kind = pauseTransient
 	}
 	if until := now.Add(pause); until.After(b.until) {
 		b.until = until
 		b.reason = reason
 		b.pauses++
+		b.byKind[kind]++
 	}
 	return pause
 }
@@ -122,6 +143,20 @@ func (b *backoff) Permanent() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.permanent
+}
+
+// PausesOf returns how many pauses of one kind have started.
+func (b *backoff) PausesOf(k pauseKind) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.byKind[k]
+}
+
+// Paused reports whether calls are paused at now.
+func (b *backoff) Paused(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.Before(b.until)
 }
 
 // Pauses returns how many pauses have started.

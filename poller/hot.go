@@ -9,6 +9,9 @@ import (
 // hotPair is one pair's stream as the poller tracks it.
 type hotPair struct {
 	id string
+	// since is when the pair turned hot (Unix ns): until its first read, the
+	// age of its data.
+	since int64
 	// wanted is when a request last asked for the stream (Unix ns).
 	wanted atomic.Int64
 	// started is when the last read began (Unix ns): the scheduled tick for
@@ -51,7 +54,7 @@ func (h *hotSet) want(id []byte, now time.Time) {
 		p.wanted.Store(ns)
 		return
 	}
-	p := &hotPair{id: string(id)}
+	p := &hotPair{id: string(id), since: ns}
 	p.wanted.Store(ns)
 	next := make(map[string]*hotPair, len(old)+1)
 	for k, v := range old {

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/robfig/cron/v3"
 
 	"marketfeed/snapshot"
@@ -32,6 +33,11 @@ type Config struct {
 	Venue  Venue
 	Store  *snapshot.Store
 	Logger *slog.Logger // nil: discard
+	// Metrics receives the poller's metrics: venue calls, weight, pauses,
+	// snapshot ages, hot pairs, cold loads. nil: a private set, so that
+	// pollers in tests do not share counters. One set holds the metrics of
+	// one Poller: the names would collide.
+	Metrics *metrics.Set
 
 	// Spot lists the platform's spot pairs as ticker ids.
 	Spot []string
@@ -77,14 +83,16 @@ func (c *Config) setDefaults() {
 
 // Poller reads the venue on schedules and publishes snapshots.
 type Poller struct {
-	cfg    Config
-	venue  Venue
-	store  *snapshot.Store
-	log    *slog.Logger
-	budget *budget
-	gate   *backoff
-	logs   *logThrottle
-	hot    [2]*hotSet // by snapshot.Stream
+	cfg     Config
+	venue   Venue
+	store   *snapshot.Store
+	log     *slog.Logger
+	budget  *budget
+	gate    *backoff
+	logs    *logThrottle
+	hot     [2]*hotSet // by snapshot.Stream
+	metrics *pollerMetrics
+	born    time.Time // when New ran: the age of data never read
 
 	ctx    context.Context // the poller's lifetime: cold loads run under it
 	cancel context.CancelFunc
@@ -105,8 +113,9 @@ type Poller struct {
 	quotesEvery time.Duration
 	bulkReserve int // weight per minute the bulk calls are planned to spend
 
-	stretched atomic.Int64 // reads a round could not afford
-	omitted   atomic.Int64 // spot tickers left out of the last build
+	stretched  atomic.Int64 // reads a round could not afford
+	omitted    atomic.Int64 // spot tickers left out of the last build
+	venueLimit atomic.Int64 // the venue's weight limit per minute; 0: none
 }
 
 type flightKey struct {
@@ -136,7 +145,13 @@ func New(cfg Config) *Poller {
 		cancel:  cancel,
 		flights: make(map[flightKey]*flight),
 		spot:    slices.Clone(cfg.Spot),
+		born:    time.Now(),
 	}
+	set := cfg.Metrics
+	if set == nil {
+		set = metrics.NewSet()
+	}
+	p.metrics = newPollerMetrics(set, p)
 	p.plan(0)
 	return p
 }
@@ -234,9 +249,12 @@ func (p *Poller) call(ctx context.Context, c Call, fn func(context.Context) erro
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	start := time.Now()
 	err := fn(ctx)
 	cancel()
 	now := time.Now()
+	p.metrics.calls[c][outcomeOf(err)].Inc()
+	p.metrics.callTime[c].observe(now.Sub(start))
 	p.reconcile(now)
 	if pause := p.gate.record(now, err); pause > 0 {
 		p.logs.log(p.log, slog.LevelWarn, "pause", "venue calls paused",
@@ -281,6 +299,7 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 		return fmt.Errorf("read catalog: %w", err)
 	}
 	p.logs.forget("catalog")
+	p.venueLimit.Store(int64(cat.WeightLimit))
 	limit := int(float64(cat.WeightLimit) * p.cfg.Budget)
 	if cat.WeightLimit > 0 && limit == 0 {
 		limit = 1
@@ -460,6 +479,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 		if !p.budget.take(time.Now(), p.venue.Weight(c), class, classCap) {
 			left := len(due) - i
 			p.stretched.Add(int64(left))
+			p.metrics.deferred[s].Add(left)
 			p.logs.log(p.log, slog.LevelInfo, "stretch-"+s.String(), "weight budget stretches cadence",
 				slog.String("stream", s.String()), slog.Int("hot", len(hot)), slog.Int("deferred", left))
 			break
@@ -526,6 +546,8 @@ var ErrUnlisted = errors.New("pair not listed")
 // The read keeps the venue's spacing for the pair and the weight budget: it
 // waits for both rather than calling early.
 func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
+	start := time.Now()
+	defer func() { p.metrics.coldWait[s].observe(time.Since(start)) }()
 	key := flightKey{s, id}
 	p.mu.Lock()
 	f := p.flights[key]
@@ -534,6 +556,11 @@ func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
 		p.flights[key] = f
 		p.wg.Go(func() {
 			f.err = p.load(p.ctx, id, s)
+			failed := 0
+			if f.err != nil {
+				failed = 1
+			}
+			p.metrics.coldLoads[s][failed].Inc()
 			p.mu.Lock()
 			delete(p.flights, key)
 			p.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"marketfeed/snapshot"
@@ -47,6 +48,11 @@ type Config struct {
 	Feed Feed
 	// Logger receives panics and cold-load failures. nil: discard.
 	Logger *slog.Logger
+	// Metrics receives the server's metrics (requests by route and status,
+	// their latency, the clients the rate limiter holds). nil: a private
+	// set, so that servers in tests do not share counters. One set holds
+	// the metrics of one Server: the names would collide.
+	Metrics *metrics.Set
 
 	// MaxStale is the age past which a book, trades or tickers snapshot is
 	// not served (502). For books and trades one Load is tried first.
@@ -117,6 +123,7 @@ type Server struct {
 	limit         *limiter // nil: no rate limit
 	exempt        []netip.Prefix
 	ip            clientIP
+	metrics       *serverMetrics
 
 	srv *fasthttp.Server
 
@@ -162,13 +169,23 @@ func New(cfg Config) *Server {
 		}
 		s.limit = newLimiter(cfg.RateLimit, keys)
 	}
+	set := cfg.Metrics
+	if set == nil {
+		set = metrics.NewSet()
+	}
+	s.metrics = newServerMetrics(set, func() int {
+		if s.limit == nil {
+			return 0
+		}
+		return s.limit.len()
+	})
 	maxConns := cfg.MaxConns
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
 	}
 	s.srv = &fasthttp.Server{
 		Handler:               s.Handler,
-		ErrorHandler:          requestError,
+		ErrorHandler:          s.requestError,
 		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
 		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
 		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
@@ -251,24 +268,31 @@ func (l *onceCloseListener) Close() error {
 // Handler answers one request. It is the whole request path, usable on a
 // fasthttp.RequestCtx directly.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
-	defer s.recoverPanic(ctx)
+	// fasthttp reads the clock just before calling the handler; only a
+	// context built outside a server (tests) lacks that time.
+	start := ctx.Time()
+	if start.IsZero() {
+		start = time.Now()
+	}
+	defer s.finish(ctx, start)
 	s.serve(ctx)
 }
 
-// recoverPanic turns a panic into a 500 and a logged stack: a bug in one
-// request must not take the process, and every other request, down.
-func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx) {
-	r := recover()
-	if r == nil {
-		return
+// finish counts the answer and its latency, after turning a panic into a
+// 500 and a logged stack: a bug in one request must not take the process,
+// and every other request, down. recover works only when called by the
+// deferred function itself, which is why both live here.
+func (s *Server) finish(ctx *fasthttp.RequestCtx, start time.Time) {
+	if r := recover(); r != nil {
+		s.log.Error("panic in handler",
+			slog.Any("panic", r),
+			slog.String("method", string(ctx.Method())),
+			slog.String("uri", string(ctx.RequestURI())),
+			slog.String("stack", string(debug.Stack())))
+		ctx.Response.Reset()
+		fail(&ctx.Response, errInternal)
 	}
-	s.log.Error("panic in handler",
-		slog.Any("panic", r),
-		slog.String("method", string(ctx.Method())),
-		slog.String("uri", string(ctx.RequestURI())),
-		slog.String("stack", string(debug.Stack())))
-	ctx.Response.Reset()
-	fail(&ctx.Response, errInternal)
+	s.metrics.observe(ctx.ConnID(), routeLabel(ctx.Path()), ctx.Response.StatusCode(), time.Since(start))
 }
 
 func (s *Server) serve(ctx *fasthttp.RequestCtx) {
@@ -469,8 +493,9 @@ func (s *Server) load(id []byte, stream snapshot.Stream) {
 }
 
 // requestError answers a request fasthttp could not read, in the API's own
-// error format.
-func requestError(ctx *fasthttp.RequestCtx, err error) {
+// error format, and counts it under the route "other": the path may not
+// have been read.
+func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
 	e := errBadRequest
 	var small *fasthttp.ErrSmallBuffer
 	var timeout interface{ Timeout() bool }
@@ -484,6 +509,7 @@ func requestError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	ctx.Response.Reset()
 	fail(&ctx.Response, e)
+	s.metrics.count(ctx.ConnID(), labelOther, e.status)
 }
 
 // fasthttpLogger passes fasthttp's own messages (accept errors, connection

@@ -22,11 +22,15 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"marketfeed/poller"
 	"marketfeed/poller/binance"
@@ -104,13 +108,16 @@ func newLogger(cfg *config, w io.Writer) *slog.Logger {
 // app is the wired program: one store, one poller, the public server and the
 // operator endpoints.
 type app struct {
-	cfg    *config
-	log    *slog.Logger
-	store  *snapshot.Store
-	poller *poller.Poller
-	srv    *server.Server
-	api    net.Listener
-	ops    net.Listener // nil when -ops-listen is empty
+	cfg     *config
+	log     *slog.Logger
+	store   *snapshot.Store
+	poller  *poller.Poller
+	srv     *server.Server
+	metrics *metrics.Set // the server's, the poller's and the program's own
+	spotOK  *metrics.Counter
+	spotBad *metrics.Counter
+	api     net.Listener
+	ops     net.Listener // nil when -ops-listen is empty
 }
 
 func newVenue(cfg *config) (poller.Venue, error) {
@@ -131,10 +138,14 @@ func newApp(cfg *config, log *slog.Logger, venue poller.Venue) (*app, error) {
 		spot = sim.DefaultSpot
 	}
 	store := snapshot.NewStore()
+	// One set per app rather than the library's global registry: tests run
+	// several apps in one process, and each must scrape only its own.
+	set := metrics.NewSet()
 	p := poller.New(poller.Config{
 		Venue:    venue,
 		Store:    store,
 		Logger:   log,
+		Metrics:  set,
 		Spot:     spot,
 		Quotes:   cfg.quotes,
 		Budget:   cfg.venueBudget,
@@ -144,6 +155,7 @@ func newApp(cfg *config, log *slog.Logger, venue poller.Venue) (*app, error) {
 		Store:           store,
 		Feed:            p,
 		Logger:          log,
+		Metrics:         set,
 		MaxStale:        cfg.maxStale,
 		ColdTimeout:     cfg.coldTimeout,
 		RateLimit:       cfg.rateLimit,
@@ -151,7 +163,15 @@ func newApp(cfg *config, log *slog.Logger, venue poller.Venue) (*app, error) {
 		TrustedProxies:  cfg.trustedProxies,
 		ClientIPHeader:  cfg.clientIPHeader,
 	})
-	a := &app{cfg: cfg, log: log, store: store, poller: p, srv: srv}
+	// The build as a series of constant 1, so that a dashboard can join it
+	// to any other metric and see which version produced it.
+	set.NewGauge(`marketfeed_build_info{version="`+labelValue(buildVersion())+`",goversion="`+labelValue(runtime.Version())+`"}`,
+		func() float64 { return 1 })
+	a := &app{
+		cfg: cfg, log: log, store: store, poller: p, srv: srv, metrics: set,
+		spotOK:  set.NewCounter(`marketfeed_spot_reloads_total{outcome="ok"}`),
+		spotBad: set.NewCounter(`marketfeed_spot_reloads_total{outcome="rejected"}`),
+	}
 	var err error
 	if a.api, err = net.Listen("tcp", cfg.listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.listen, err)
@@ -239,18 +259,29 @@ func (a *app) reloadSpot() {
 	}
 	ids, err := readSpotFile(a.cfg.spotFile)
 	if err != nil {
+		a.spotBad.Inc()
 		a.log.Error("spot file rejected; keeping the current spot list", "err", err)
 		return
 	}
+	a.spotOK.Inc()
 	a.poller.SetSpot(append(slices.Clip(a.cfg.spotFlag), ids...))
 	a.log.Info("spot list reloaded", "file", a.cfg.spotFile, "pairs", len(ids))
 }
 
-// opsHandler serves the operator endpoints: liveness, readiness and pprof.
+// opsHandler serves the operator endpoints: metrics, liveness, readiness
+// and pprof.
 func (a *app) opsHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		a.metrics.WritePrometheus(w)
+		metrics.WriteProcessMetrics(w)
+	})
+	// Liveness says only that the process answers: restarting it would not
+	// bring back a venue that fails, which is what /readyz reports.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, liveness{Status: "ok", Reason: "the process is running", Version: buildVersion()})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		st := a.poller.Status()
@@ -268,10 +299,23 @@ func (a *app) opsHandler() http.Handler {
 	return mux
 }
 
+// liveness is the /healthz body.
+type liveness struct {
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Version string `json:"version"`
+}
+
 // readiness is the /readyz body.
 type readiness struct {
 	Ready  bool   `json:"ready"`
 	Reason string `json:"reason"`
+}
+
+// labelValue escapes a Prometheus label value: the version comes from the
+// build and may hold anything.
+func labelValue(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"marketfeed/poller"
+	"marketfeed/poller/sim"
+)
+
+// launchApp runs the program on loopback like startApp, without waiting for
+// it to be ready: what /readyz says before that is under test.
+func launchApp(t *testing.T, venue poller.Venue, args ...string) (api, ops string, a *app) {
+	t.Helper()
+	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)
+	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = newApp(cfg, slog.New(slog.DiscardHandler), venue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.run(ctx, make(chan os.Signal)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return "http://" + a.api.Addr().String(), "http://" + a.ops.Addr().String(), a
+}
+
+// opsVenue is the simulated venue, held before its first catalog read until
+// released, and refusing the region (HTTP 451) when told.
+type opsVenue struct {
+	poller.Venue
+	release chan struct{}
+	refuse  atomic.Bool
+}
+
+func (v *opsVenue) err() error {
+	if v.refuse.Load() {
+		return &poller.StatusError{Status: http.StatusUnavailableForLegalReasons}
+	}
+	return nil
+}
+
+func (v *opsVenue) Catalog(ctx context.Context) (poller.Catalog, error) {
+	select {
+	case <-v.release:
+	case <-ctx.Done():
+		return poller.Catalog{}, ctx.Err()
+	}
+	if err := v.err(); err != nil {
+		return poller.Catalog{}, err
+	}
+	return v.Venue.Catalog(ctx)
+}
+
+func (v *opsVenue) Stats(ctx context.Context) ([]poller.Stat, error) {
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	return v.Venue.Stats(ctx)
+}
+
+func (v *opsVenue) Quotes(ctx context.Context) ([]poller.Quote, error) {
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	return v.Venue.Quotes(ctx)
+}
+
+// opsSpec validates the operator endpoints' answers against
+// docs/openapi.yaml and records which documented answers were seen.
+type opsSpec struct {
+	doc    *openapi3.T
+	router routers.Router
+	seen   map[string]bool
+}
+
+func loadOpsSpec(t *testing.T) *opsSpec {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile(filepath.Join("..", "..", "docs", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Servers = nil // match by path: the test listens on ephemeral ports
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &opsSpec{doc: doc, router: router, seen: map[string]bool{}}
+}
+
+// get fetches url and validates the answer; it returns the status and body.
+func (s *opsSpec) get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, body := get(t, url)
+	route, params, err := s.router.FindRoute(resp.Request)
+	if err != nil {
+		t.Fatalf("%s: not in docs/openapi.yaml: %v", url, err)
+	}
+	s.seen[route.Path+" "+strconv.Itoa(resp.StatusCode)] = true
+	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: resp.Request, PathParams: params, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	})
+	if err != nil {
+		t.Errorf("%s: %d does not match docs/openapi.yaml: %v\nbody: %.300s", url, resp.StatusCode, err, body)
+	}
+	return resp.StatusCode, body
+}
+
+// unseen returns the documented operator answers no request produced.
+func (s *opsSpec) unseen() []string {
+	var missing []string
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		for status := range s.doc.Paths.Value(path).Get.Responses.Map() {
+			if !s.seen[path+" "+status] {
+				missing = append(missing, path+" "+status)
+			}
+		}
+	}
+	return missing
+}
+
+// pollReadyz polls /readyz until cond holds for its status and body, or
+// fails after 10 s.
+func pollReadyz(t *testing.T, spec *opsSpec, ops string, cond func(status int, body string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, body := spec.get(t, ops+"/readyz")
+		if cond(status, string(body)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d %s after 10 s", status, body)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a running program, not synchronising the test
+	}
+}
+
+func TestHealthzAndReadyzSayWhy(t *testing.T) {
+	spec := loadOpsSpec(t)
+	venue := &opsVenue{Venue: sim.New(sim.Config{Seed: 1}), release: make(chan struct{})}
+	_, ops, _ := launchApp(t, venue)
+
+	status, body := spec.get(t, ops+"/healthz")
+	if status != 200 || !strings.Contains(string(body), `"status":"ok"`) || !strings.Contains(string(body), `"reason":"the process is running"`) {
+		t.Errorf("/healthz: %d %s", status, body)
+	}
+	status, body = spec.get(t, ops+"/readyz")
+	if want := `{"ready":false,"reason":"pairs not loaded"}`; status != 503 || strings.TrimSpace(string(body)) != want {
+		t.Errorf("/readyz before the first catalog read: %d %s, want 503 %s", status, body, want)
+	}
+
+	close(venue.release)
+	pollReadyz(t, spec, ops, func(status int, body string) bool {
+		return status == 200 && strings.TrimSpace(body) == `{"ready":true,"reason":"ok"}`
+	})
+
+	// A venue that refuses this region is a permanent failure: not ready,
+	// and the reason says so. The process itself is alive.
+	venue.refuse.Store(true)
+	pollReadyz(t, spec, ops, func(status int, body string) bool {
+		return status == 503 && strings.Contains(body, `"ready":false`) && strings.Contains(body, "451")
+	})
+	if status, body := spec.get(t, ops+"/healthz"); status != 200 {
+		t.Errorf("/healthz while the venue refuses us: %d %s, want 200", status, body)
+	}
+	if status, body := spec.get(t, ops+"/metrics"); status != 200 ||
+		!strings.Contains(string(body), "\nmarketfeed_venue_permanent_failure 1\n") ||
+		!strings.Contains(string(body), "\nmarketfeed_ready 0\n") {
+		t.Errorf("/metrics does not show the permanent failure: %d", status)
+	}
+	if missing := spec.unseen(); len(missing) > 0 {
+		t.Errorf("documented operator answers not seen: %v", missing)
+	}
+}
+
+// metricNames are the service's metrics, as the README lists them.
+var metricNames = []string{
+	"marketfeed_build_info",
+	"marketfeed_http_requests_total",
+	"marketfeed_http_request_duration_seconds_bucket",
+	"marketfeed_http_request_duration_seconds_sum",
+	"marketfeed_http_request_duration_seconds_count",
+	"marketfeed_ratelimit_clients",
+	"marketfeed_venue_calls_total",
+	"marketfeed_venue_call_duration_seconds_bucket",
+	"marketfeed_venue_weight_limit",
+	"marketfeed_venue_weight_budget",
+	"marketfeed_venue_weight_spent",
+	"marketfeed_venue_reads_deferred_total",
+	"marketfeed_venue_pauses_total",
+	"marketfeed_venue_paused",
+	"marketfeed_venue_permanent_failure",
+	"marketfeed_snapshot_age_seconds",
+	"marketfeed_hot_pairs",
+	"marketfeed_cold_loads_total",
+	"marketfeed_cold_load_wait_seconds_bucket",
+	"marketfeed_tickers_omitted",
+	"marketfeed_ready",
+	"marketfeed_spot_reloads_total",
+}
+
+// scrapeOps fetches /metrics and returns series → value.
+func scrapeOps(t *testing.T, spec *opsSpec, ops string) map[string]float64 {
+	t.Helper()
+	status, body := spec.get(t, ops+"/metrics")
+	if status != 200 {
+		t.Fatalf("/metrics: %d", status)
+	}
+	out := map[string]float64{}
+	for line := range strings.Lines(string(body)) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if i < 0 || err != nil {
+			t.Fatalf("bad sample line %q", line)
+		}
+		if _, dup := out[line[:i]]; dup {
+			t.Errorf("series %s written twice", line[:i])
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+func TestMetricsEndpointShowsTheService(t *testing.T) {
+	spec := loadOpsSpec(t)
+	file := filepath.Join(t.TempDir(), "spot.txt")
+	if err := os.WriteFile(file, []byte("BTC_USDT\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	api, ops, a, _ := startApp(t, nil, "-spot-file", file)
+	for _, path := range []string{
+		"/api/public/pairs", "/api/public/orderbook?ticker_id=BTC_USDT&depth=5",
+		"/api/public/trades?ticker_id=ETH_USDT", "/api/public/fees",
+	} {
+		get(t, api+path)
+	}
+	a.reloadSpot()
+	if err := os.WriteFile(file, []byte("not a ticker\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.reloadSpot()
+
+	got := scrapeOps(t, spec, ops)
+	for _, name := range metricNames {
+		found := false
+		for series := range got {
+			if series == name || strings.HasPrefix(series, name+"{") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("metric %s is not exposed", name)
+		}
+	}
+	info := `marketfeed_build_info{version="` + buildVersion() + `",goversion="` + runtime.Version() + `"}`
+	for series, want := range map[string]float64{
+		info: 1,
+		`marketfeed_http_requests_total{route="pairs",status="200"}`:        1,
+		`marketfeed_http_requests_total{route="orderbook",status="200"}`:    1,
+		`marketfeed_http_requests_total{route="trades",status="200"}`:       1,
+		`marketfeed_http_requests_total{route="other",status="404"}`:        1,
+		`marketfeed_http_request_duration_seconds_count{route="orderbook"}`: 1,
+		`marketfeed_hot_pairs{stream="book"}`:                               1,
+		`marketfeed_hot_pairs{stream="trades"}`:                             1,
+		`marketfeed_cold_loads_total{stream="book",outcome="ok"}`:           1,
+		`marketfeed_cold_load_wait_seconds_count{stream="trades"}`:          1,
+		`marketfeed_spot_reloads_total{outcome="ok"}`:                       1,
+		`marketfeed_spot_reloads_total{outcome="rejected"}`:                 1,
+		`marketfeed_ready`:                   1,
+		`marketfeed_venue_permanent_failure`: 0,
+	} {
+		if got[series] != want {
+			t.Errorf("%s = %v, want %v", series, got[series], want)
+		}
+	}
+	if got[`marketfeed_venue_calls_total{call="catalog",outcome="ok"}`] < 1 ||
+		got[`marketfeed_venue_calls_total{call="book",outcome="ok"}`] < 1 {
+		t.Error("venue calls are not counted")
+	}
+	for _, kind := range []string{"pairs", "tickers", "books", "trades"} {
+		age := got[`marketfeed_snapshot_age_seconds{kind="`+kind+`"}`]
+		if age < 0 || age > 10 {
+			t.Errorf("%s are %v s old on a healthy venue", kind, age)
+		}
+	}
+	for _, series := range []string{"process_cpu_seconds_total", "process_resident_memory_bytes", "go_goroutines"} {
+		if _, ok := got[series]; !ok {
+			t.Errorf("process metric %s is not exposed", series)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"marketfeed/snapshot"
+)
+
+// outcome classifies the answer to one venue call, for metrics. The classes
+// follow what the back-off does with them, so a dashboard shows why calls
+// paused.
+type outcome int
+
+const (
+	outcomeOK          outcome = iota
+	outcomeRateLimited         // 429, 418: paused for Retry-After
+	outcomeForbidden           // 403: paused for minutes
+	outcomeRestricted          // 451: not ready until a call succeeds
+	outcomeServerError         // 5xx, 408: exponential back-off
+	outcomeRefused             // any other status: this request only
+	outcomeBadData             // an answer that could not be used
+	outcomeTimeout             // the call's deadline passed
+	outcomeCanceled            // the poller stopped
+	outcomeUnreachable         // transport errors
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	"ok", "rate_limited", "forbidden", "restricted", "server_error",
+	"refused", "bad_data", "timeout", "canceled", "unreachable",
+}
+
+func outcomeOf(err error) outcome {
+	var se *StatusError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case err == nil:
+		return outcomeOK
+	case errors.As(err, &se):
+		switch {
+		case se.Status == http.StatusTooManyRequests || se.Status == http.StatusTeapot:
+			return outcomeRateLimited
+		case se.Status == http.StatusForbidden:
+			return outcomeForbidden
+		case se.Status == http.StatusUnavailableForLegalReasons:
+			return outcomeRestricted
+		case se.Status >= 500 || se.Status == http.StatusRequestTimeout:
+			return outcomeServerError
+		}
+		return outcomeRefused
+	case errors.Is(err, ErrBadData):
+		return outcomeBadData
+	case errors.Is(err, context.Canceled):
+		return outcomeCanceled
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &timeout) && timeout.Timeout():
+		return outcomeTimeout
+	}
+	return outcomeUnreachable
+}
+
+// histogram is a Prometheus histogram built from the library's counters,
+// one per cumulative bucket. An observation costs one atomic add per bucket
+// at or above the value, which is nothing at the poller's few events a
+// second, and the series are the plain `le` buckets Prometheus reads.
+type histogram struct {
+	bounds  []float64
+	buckets []*metrics.Counter // buckets[i] counts values <= bounds[i]; the last one is +Inf
+	sum     *metrics.FloatCounter
+	count   *metrics.Counter
+}
+
+func newHistogram(set *metrics.Set, name, labels string, bounds []float64) *histogram {
+	h := &histogram{bounds: bounds}
+	for _, b := range bounds {
+		le := strconv.FormatFloat(b, 'f', -1, 64)
+		h.buckets = append(h.buckets, set.NewCounter(name+"_bucket{"+labels+`,le="`+le+`"}`))
+	}
+	h.buckets = append(h.buckets, set.NewCounter(name+"_bucket{"+labels+`,le="+Inf"}`))
+	h.sum = set.NewFloatCounter(name + "_sum{" + labels + "}")
+	h.count = set.NewCounter(name + "_count{" + labels + "}")
+	return h
+}
+
+func (h *histogram) observe(d time.Duration) {
+	s := d.Seconds()
+	for i, b := range h.bounds {
+		if s <= b {
+			h.buckets[i].Inc()
+		}
+	}
+	h.buckets[len(h.bounds)].Inc()
+	h.sum.Add(s)
+	h.count.Inc()
+}
+
+// Bucket bounds in seconds: a venue call is bounded by CallTimeout (default
+// 10 s), a cold wait by the server's cold timeout (default 2 s).
+var (
+	callBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+	waitBounds = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}
+)
+
+var streamNames = [2]string{snapshot.StreamBook: "book", snapshot.StreamTrades: "trades"}
+
+// pollerMetrics is what the poller counts as it goes. Everything that is a
+// state rather than an event (ages, hot-set size, budget, pause) is a gauge
+// computed when scraped, not kept up to date on every read.
+type pollerMetrics struct {
+	calls     [numCalls][numOutcomes]*metrics.Counter
+	callTime  [numCalls]*histogram
+	deferred  [2]*metrics.Counter    // by stream: reads a round could not afford
+	coldLoads [2][2]*metrics.Counter // by stream, then ok / failed
+	coldWait  [2]*histogram          // by stream
+}
+
+func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
+	m := new(pollerMetrics)
+	for c := range numCalls {
+		call := `call="` + c.String() + `"`
+		for o := range numOutcomes {
+			m.calls[c][o] = set.NewCounter(`marketfeed_venue_calls_total{` + call + `,outcome="` + outcomeNames[o] + `"}`)
+		}
+		m.callTime[c] = newHistogram(set, "marketfeed_venue_call_duration_seconds", call, callBounds)
+	}
+	for s, name := range streamNames {
+		stream := `stream="` + name + `"`
+		m.deferred[s] = set.NewCounter(`marketfeed_venue_reads_deferred_total{` + stream + `}`)
+		m.coldLoads[s][0] = set.NewCounter(`marketfeed_cold_loads_total{` + stream + `,outcome="ok"}`)
+		m.coldLoads[s][1] = set.NewCounter(`marketfeed_cold_loads_total{` + stream + `,outcome="failed"}`)
+		m.coldWait[s] = newHistogram(set, "marketfeed_cold_load_wait_seconds", stream, waitBounds)
+		set.NewGauge(`marketfeed_hot_pairs{`+stream+`}`, func() float64 {
+			return float64(p.hot[s].Len())
+		})
+	}
+	for k := range numPauseKinds {
+		set.NewGauge(`marketfeed_venue_pauses_total{reason="`+pauseKindNames[k]+`"}`, func() float64 {
+			return float64(p.gate.PausesOf(k))
+		})
+	}
+	set.NewGauge("marketfeed_venue_paused", func() float64 { return b2f(p.gate.Paused(time.Now())) })
+	set.NewGauge("marketfeed_venue_permanent_failure", func() float64 { return b2f(p.gate.Permanent() != "") })
+	set.NewGauge("marketfeed_venue_weight_limit", func() float64 { return float64(p.venueLimit.Load()) })
+	set.NewGauge("marketfeed_venue_weight_budget", func() float64 { return float64(p.budget.Limit()) })
+	set.NewGauge("marketfeed_venue_weight_spent", func() float64 { return float64(p.budget.Spent(time.Now())) })
+	set.NewGauge("marketfeed_tickers_omitted", func() float64 { return float64(p.omitted.Load()) })
+	set.NewGauge("marketfeed_ready", func() float64 { return b2f(p.Status().Ready) })
+	for _, kind := range []string{"pairs", "tickers", "books", "trades"} {
+		set.NewGauge(`marketfeed_snapshot_age_seconds{kind="`+kind+`"}`, func() float64 {
+			return p.snapshotAge(kind, time.Now()).Seconds()
+		})
+	}
+	return m
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// snapshotAge returns how old the data of one kind is at now. Pairs and
+// tickers not read yet are as old as the poller. Books and trades are the
+// oldest of the hot pairs, the only ones anybody asks for; a hot pair never
+// read yet is as old as its first request. No hot pair: 0.
+func (p *Poller) snapshotAge(kind string, now time.Time) time.Duration {
+	ns := now.UnixNano()
+	readAt := p.born.UnixNano()
+	switch kind {
+	case "pairs":
+		if ps := p.store.Pairs(); ps != nil {
+			readAt = ps.ReadAt()
+		}
+	case "tickers":
+		if t := p.store.Tickers(); t != nil {
+			readAt = t.ReadAt()
+		}
+	default:
+		s := snapshot.StreamBook
+		if kind == "trades" {
+			s = snapshot.StreamTrades
+		}
+		readAt = ns
+		cut := now.Add(-p.cfg.HotTTL).UnixNano()
+		for id, hp := range *p.hot[s].pairs.Load() {
+			if hp.wanted.Load() < cut {
+				continue // cooling: no longer refreshed, and pruned at the next round
+			}
+			at, listed := p.readAt(id, s)
+			if !listed {
+				continue
+			}
+			if at == 0 {
+				at = hp.since
+			}
+			readAt = min(readAt, at)
+		}
+	}
+	return time.Duration(max(ns-readAt, 0))
+}
+
+// readAt returns when a pair's stream was read (0: never) and whether the
+// pair is listed.
+func (p *Poller) readAt(id string, s snapshot.Stream) (int64, bool) {
+	if s == snapshot.StreamTrades {
+		t, listed := p.store.Trades([]byte(id))
+		if t == nil {
+			return 0, listed
+		}
+		return t.ReadAt(), true
+	}
+	b, listed := p.store.Book([]byte(id))
+	if b == nil {
+		return 0, listed
+	}
+	return b.ReadAt(), true
+}

@@ -1,0 +1,285 @@
+package poller
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"marketfeed/snapshot"
+)
+
+// scrape returns a set's exposition as series → value.
+func scrape(t testing.TB, set *metrics.Set) map[string]float64 {
+	t.Helper()
+	var buf bytes.Buffer
+	set.WritePrometheus(&buf)
+	out := map[string]float64{}
+	for line := range strings.Lines(buf.String()) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if i < 0 || err != nil {
+			t.Fatalf("bad sample line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// want checks series values.
+func want(t testing.TB, got map[string]float64, series map[string]float64) {
+	t.Helper()
+	for name, v := range series {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("%s missing", name)
+		} else if math.Abs(g-v) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, g, v)
+		}
+	}
+}
+
+func TestMetricsCountVenueCallsByOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set := metrics.NewSet()
+		v := newFakeVenue(3)
+		p, _ := newTestPoller(v, Config{Metrics: set})
+		answers := map[string]error{
+			pairID(1): nil,
+			pairID(2): fmt.Errorf("read depth: %w", ErrBadData),
+			pairID(3): &StatusError{Status: 400},
+		}
+		v.setFail(func(c Call, symbol string) error {
+			return answers[strings.Replace(symbol, "USDT", "_USDT", 1)]
+		})
+		for i := 1; i <= 3; i++ {
+			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+		}
+		p.RefreshBooks(t.Context())
+		got := scrape(t, set)
+		want(t, got, map[string]float64{
+			`marketfeed_venue_calls_total{call="catalog",outcome="ok"}`:             1,
+			`marketfeed_venue_calls_total{call="book",outcome="ok"}`:                1,
+			`marketfeed_venue_calls_total{call="book",outcome="bad_data"}`:          1,
+			`marketfeed_venue_calls_total{call="book",outcome="refused"}`:           1,
+			`marketfeed_venue_calls_total{call="trades",outcome="ok"}`:              0,
+			`marketfeed_venue_call_duration_seconds_count{call="book"}`:             3,
+			`marketfeed_venue_call_duration_seconds_bucket{call="book",le="0.005"}`: 3, // no time passes in the bubble
+			`marketfeed_hot_pairs{stream="book"}`:                                   3,
+			`marketfeed_hot_pairs{stream="trades"}`:                                 0,
+		})
+	})
+}
+
+func TestOutcomeOfEveryVenueAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "ok"},
+		{&StatusError{Status: 429}, "rate_limited"},
+		{&StatusError{Status: 418}, "rate_limited"},
+		{&StatusError{Status: 403}, "forbidden"},
+		{&StatusError{Status: 451}, "restricted"},
+		{&StatusError{Status: 503}, "server_error"},
+		{&StatusError{Status: 408}, "server_error"},
+		{&StatusError{Status: 400}, "refused"},
+		{fmt.Errorf("decode: %w", ErrBadData), "bad_data"},
+		{fmt.Errorf("get: %w", context.DeadlineExceeded), "timeout"},
+		{context.Canceled, "canceled"},
+		{errors.New("connection refused"), "unreachable"},
+	} {
+		if got := outcomeNames[outcomeOf(tc.err)]; got != tc.want {
+			t.Errorf("outcome of %v = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestMetricsShowPausesAndWeight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set := metrics.NewSet()
+		v := newFakeVenue(2)
+		v.limit = 2400
+		v.weights[CallCatalog], v.weights[CallBook] = 1, 5
+		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 0.5})
+		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.RefreshBooks(t.Context())
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_venue_weight_limit`:                      2400,
+			`marketfeed_venue_weight_budget`:                     1200,
+			`marketfeed_venue_weight_spent`:                      5, // the catalog read came before the limit was known
+			`marketfeed_venue_paused`:                            0,
+			`marketfeed_venue_pauses_total{reason="rate_limit"}`: 0,
+		})
+
+		var once sync.Once
+		v.setFail(func(Call, string) error {
+			var err error
+			once.Do(func() { err = &StatusError{Status: 429, RetryAfter: 30 * time.Second} })
+			return err
+		})
+		time.Sleep(350 * time.Millisecond)
+		p.RefreshBooks(t.Context())
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_venue_calls_total{call="book",outcome="rate_limited"}`: 1,
+			`marketfeed_venue_paused`:                            1,
+			`marketfeed_venue_pauses_total{reason="rate_limit"}`: 1,
+			`marketfeed_venue_pauses_total{reason="transient"}`:  0,
+		})
+		time.Sleep(30 * time.Second)
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_venue_paused`:                            0,
+			`marketfeed_venue_pauses_total{reason="rate_limit"}`: 1,
+			`marketfeed_venue_weight_spent`:                      10, // both book reads, within the minute
+		})
+		time.Sleep(30 * time.Second)
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_venue_weight_spent`: 0, // the minute moved past every call
+		})
+	})
+}
+
+func TestMetricsShowPermanentFailureAndReadiness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set := metrics.NewSet()
+		v := newFakeVenue(1)
+		p, _ := newTestPoller(v, Config{Metrics: set, Spot: []string{pairID(1)}})
+		if err := p.RefreshTickers(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		want(t, scrape(t, set), map[string]float64{`marketfeed_ready`: 1, `marketfeed_venue_permanent_failure`: 0})
+		v.setFail(func(Call, string) error { return &StatusError{Status: 451} })
+		_ = p.RefreshCatalog(t.Context())
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_ready`:                                   0,
+			`marketfeed_venue_permanent_failure`:                 1,
+			`marketfeed_venue_pauses_total{reason="restricted"}`: 1,
+		})
+	})
+}
+
+func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set := metrics.NewSet()
+		v := newFakeVenue(3)
+		store := snapshot.NewStore()
+		p := New(Config{Venue: v, Store: store, Metrics: set, Spot: []string{pairID(1)}})
+		time.Sleep(4 * time.Second)
+		// Nothing read yet: the data is as old as the poller; no hot pair.
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_snapshot_age_seconds{kind="pairs"}`:   4,
+			`marketfeed_snapshot_age_seconds{kind="tickers"}`: 4,
+			`marketfeed_snapshot_age_seconds{kind="books"}`:   0,
+			`marketfeed_snapshot_age_seconds{kind="trades"}`:  0,
+		})
+		if err := p.RefreshCatalog(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if err := p.RefreshTickers(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.Want([]byte(pairID(2)), snapshot.StreamBook)
+		p.Want([]byte(pairID(3)), snapshot.StreamTrades)
+		time.Sleep(2 * time.Second)
+		// Hot pairs never read are as old as their first request.
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_snapshot_age_seconds{kind="pairs"}`:   3,
+			`marketfeed_snapshot_age_seconds{kind="tickers"}`: 2,
+			`marketfeed_snapshot_age_seconds{kind="books"}`:   2,
+			`marketfeed_snapshot_age_seconds{kind="trades"}`:  2,
+		})
+		if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Load(t.Context(), pairID(3), snapshot.StreamTrades); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		// Books: the oldest of the hot pairs, read 1.5 s ago.
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_snapshot_age_seconds{kind="books"}`:  1.5,
+			`marketfeed_snapshot_age_seconds{kind="trades"}`: 0.5,
+			`marketfeed_hot_pairs{stream="book"}`:            2,
+			`marketfeed_hot_pairs{stream="trades"}`:          1,
+		})
+		// A pair nobody asked for within the hot TTL no longer counts.
+		time.Sleep(61 * time.Second)
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_snapshot_age_seconds{kind="books"}`: 0,
+		})
+	})
+}
+
+func TestMetricsCountColdLoadsAndTheirWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set := metrics.NewSet()
+		v := newFakeVenue(2)
+		v.gate = make(chan struct{})
+		p, _ := newTestPoller(v, Config{Metrics: set})
+		var wg sync.WaitGroup
+		for range 3 { // three callers, one venue read
+			wg.Go(func() {
+				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		time.Sleep(300 * time.Millisecond) // the venue takes 300 ms to answer
+		close(v.gate)
+		wg.Wait()
+		v.setFail(func(Call, string) error { return ErrBadData })
+		if err := p.Load(t.Context(), pairID(2), snapshot.StreamTrades); err == nil {
+			t.Fatal("a failing venue read loaded")
+		}
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_cold_loads_total{stream="book",outcome="ok"}`:           1,
+			`marketfeed_cold_loads_total{stream="book",outcome="failed"}`:       0,
+			`marketfeed_cold_loads_total{stream="trades",outcome="failed"}`:     1,
+			`marketfeed_cold_load_wait_seconds_count{stream="book"}`:            3,
+			`marketfeed_cold_load_wait_seconds_sum{stream="book"}`:              0.9,
+			`marketfeed_cold_load_wait_seconds_bucket{stream="book",le="0.25"}`: 0,
+			`marketfeed_cold_load_wait_seconds_bucket{stream="book",le="0.5"}`:  3,
+			`marketfeed_cold_load_wait_seconds_bucket{stream="book",le="+Inf"}`: 3,
+			`marketfeed_cold_load_wait_seconds_count{stream="trades"}`:          1,
+		})
+	})
+}
+
+func TestMetricsCountReadsTheBudgetDeferred(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set := metrics.NewSet()
+		v := newFakeVenue(5)
+		v.limit = 20
+		v.weights[CallBook] = 5
+		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 1})
+		for i := 1; i <= 5; i++ {
+			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+		}
+		p.RefreshBooks(t.Context())
+		got := scrape(t, set)
+		read := got[`marketfeed_venue_calls_total{call="book",outcome="ok"}`]
+		deferred := got[`marketfeed_venue_reads_deferred_total{stream="book"}`]
+		if read == 0 || deferred == 0 || read+deferred != 5 {
+			t.Fatalf("%v books read and %v deferred of 5 hot pairs; want both and a total of 5", read, deferred)
+		}
+	})
+}
