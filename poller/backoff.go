@@ -46,6 +46,7 @@ var pauseKindNames = [numPauseKinds]string{"rate_limit", "forbidden", "restricte
 type backoff struct {
 	mu        sync.Mutex
 	until     time.Time
+	pausedAt  time.Time // when the pause in force (or the last one) began
 	reason    string
 	failures  int    // consecutive transient failures
 	permanent string // why the venue refuses us for good (451), until a call succeeds
@@ -72,9 +73,14 @@ func (b *backoff) check(now time.Time) error {
 	return nil
 }
 
-// record updates the gate with the outcome of a venue call and returns the
-// pause it started, if any.
-func (b *backoff) record(now time.Time, err error) time.Duration {
+// record updates the gate with the outcome of a venue call that started at
+// start and ended at now, and returns the pause it started, if any.
+//
+// A transient failure of a call that was already in flight when an earlier
+// failure paused calls says nothing new about the venue: counting it would
+// let one outage met by eight parallel reads jump the back-off eight steps
+// at once, straight to its cap.
+func (b *backoff) record(start, now time.Time, err error) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err == nil {
@@ -108,6 +114,9 @@ func (b *backoff) record(now time.Time, err error) time.Duration {
 			kind = pauseRestricted
 			b.permanent = reason
 		case se.Status >= 500 || se.Status == http.StatusRequestTimeout:
+			if start.Before(b.pausedAt) {
+				return 0
+			}
 			pause, reason = b.transient(fmt.Sprintf("venue error %d", se.Status))
 			kind = pauseTransient
 		default:
@@ -116,11 +125,15 @@ func (b *backoff) record(now time.Time, err error) time.Duration {
 	case errors.Is(err, ErrBadData):
 		return 0 // the venue answered; its data was unusable for this read only
 	default:
+		if start.Before(b.pausedAt) {
+			return 0
+		}
 		pause, reason = b.transient("venue unreachable or too slow")
 		kind = pauseTransient
 	}
 	if until := now.Add(pause); until.After(b.until) {
 		b.until = until
+		b.pausedAt = now
 		b.reason = reason
 		b.pauses++
 		b.byKind[kind]++

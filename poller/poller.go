@@ -256,7 +256,7 @@ func (p *Poller) call(ctx context.Context, c Call, fn func(context.Context) erro
 	p.metrics.calls[c][outcomeOf(err)].Inc()
 	p.metrics.callTime[c].observe(now.Sub(start))
 	p.reconcile(now)
-	if pause := p.gate.record(now, err); pause > 0 {
+	if pause := p.gate.record(start, now, err); pause > 0 {
 		p.logs.log(p.log, slog.LevelWarn, "pause", "venue calls paused",
 			slog.String("call", c.String()), slog.Duration("for", pause), slog.String("err", err.Error()))
 	}

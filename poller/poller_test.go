@@ -281,7 +281,8 @@ func TestBackoffGrowsExponentiallyToACap(t *testing.T) {
 	now := time.Unix(0, 0)
 	var got []time.Duration
 	for range 9 {
-		got = append(got, b.record(now, &StatusError{Status: 503}))
+		now = now.Add(time.Minute) // each failure is of a call started after the last pause
+		got = append(got, b.record(now, now, &StatusError{Status: 503}))
 	}
 	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second,
 		8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
@@ -290,9 +291,32 @@ func TestBackoffGrowsExponentiallyToACap(t *testing.T) {
 			t.Fatalf("pauses = %v, want %v", got, want)
 		}
 	}
-	b.record(now, nil)
-	if d := b.record(now, errors.New("connection reset")); d != 500*time.Millisecond {
+	b.record(now, now, nil)
+	now = now.Add(time.Minute)
+	if d := b.record(now, now, errors.New("connection reset")); d != 500*time.Millisecond {
 		t.Fatalf("first pause after a success = %s, want 500ms", d)
+	}
+}
+
+// Reads in flight together all fail when the venue goes down; only the first
+// failure is news. The next step of the back-off needs a call that started
+// after the pause began.
+func TestBackoffCountsConcurrentFailuresOnce(t *testing.T) {
+	b := newBackoff()
+	b.jitter = func(d time.Duration) time.Duration { return d }
+	start := time.Unix(0, 0)
+	end := start.Add(100 * time.Millisecond)
+	if d := b.record(start, end, &StatusError{Status: 502}); d != 500*time.Millisecond {
+		t.Fatalf("first failure paused %s, want 500ms", d)
+	}
+	for i := range 7 {
+		if d := b.record(start, end.Add(time.Duration(i)*time.Millisecond), &StatusError{Status: 502}); d != 0 {
+			t.Fatalf("in-flight failure %d paused %s, want nothing new", i+2, d)
+		}
+	}
+	later := end.Add(time.Second)
+	if d := b.record(later, later, &StatusError{Status: 502}); d != time.Second {
+		t.Fatalf("the next failure after the pause paused %s, want the second step, 1s", d)
 	}
 }
 
@@ -325,7 +349,7 @@ func TestBackoffByVenueAnswer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBackoff()
 			b.jitter = func(d time.Duration) time.Duration { return d }
-			if d := b.record(now, tc.err); d != tc.pause {
+			if d := b.record(now, now, tc.err); d != tc.pause {
 				t.Fatalf("pause = %s, want %s", d, tc.pause)
 			}
 			if got := b.Permanent() != ""; got != tc.permanent {
