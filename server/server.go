@@ -90,7 +90,9 @@ type Config struct {
 	// ReadTimeout, WriteTimeout and IdleTimeout guard against slow clients.
 	// Defaults 5s, 5s and 60s.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// MaxConns is the most connections served at once. Default 10000.
+	// MaxConns is the most connections open at once. A connection over it
+	// is answered 503 {"code":"OVERLOADED",...} with Retry-After and closed.
+	// Default 10000.
 	MaxConns int
 }
 
@@ -124,6 +126,8 @@ type Server struct {
 	exempt        []netip.Prefix
 	ip            clientIP
 	metrics       *serverMetrics
+	maxConns      int              // connections open at once; more are refused with 503
+	refusedConns  *metrics.Counter // connections refused over maxConns
 
 	srv *fasthttp.Server
 
@@ -183,13 +187,17 @@ func New(cfg Config) *Server {
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
 	}
+	s.maxConns = maxConns
+	s.refusedConns = set.NewCounter("marketfeed_connections_refused_total")
 	s.srv = &fasthttp.Server{
-		Handler:               s.Handler,
-		ErrorHandler:          s.requestError,
-		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
-		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
-		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
-		Concurrency:           maxConns,
+		Handler:      s.Handler,
+		ErrorHandler: s.requestError,
+		ReadTimeout:  orDefault(cfg.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout: orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:  orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
+		// The cap is capListener's, which answers in the API's format;
+		// fasthttp's own must never be the one that trips.
+		Concurrency:           maxConns + connCapSlack,
 		MaxRequestBodySize:    maxBodySize,
 		ReadBufferSize:        maxHeaderSize,
 		NoDefaultServerHeader: true,
@@ -199,6 +207,11 @@ func New(cfg Config) *Server {
 	}
 	return s
 }
+
+// connCapSlack keeps fasthttp's connection limit above the listener's: a
+// connection closed by fasthttp leaves the listener's count a moment before
+// fasthttp's own.
+const connCapSlack = 256
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
@@ -235,7 +248,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, l)
 	s.mu.Unlock()
-	return s.srv.Serve(l)
+	return s.srv.Serve(newCapListener(l, s.maxConns, s.refusedConns))
 }
 
 // Shutdown stops accepting connections and waits until the requests in

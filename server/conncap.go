@@ -1,0 +1,98 @@
+package server
+
+import (
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// capListener holds the number of open connections at max. A connection over
+// the cap is answered at once with a 503 in the API's own error format and
+// closed, rather than queued: a flood of idle or slow connections must not
+// make a normal client wait, and a refused client must be able to read why.
+// fasthttp's own limit would answer in plain text, so it is set above this
+// one and never reached.
+type capListener struct {
+	net.Listener
+	max     int64
+	open    atomic.Int64
+	refused *metrics.Counter
+	// refusing bounds the goroutines that write refusals: past it, an
+	// over-the-cap connection is closed without an answer, so a connection
+	// flood cannot turn refusals into its own pile of goroutines.
+	refusing chan struct{}
+}
+
+// refusalTimeout bounds the time spent answering a refused connection.
+const refusalTimeout = time.Second
+
+// refusal is the whole answer to a connection over the cap.
+var refusal = func() []byte {
+	body := `{"code":"OVERLOADED","message":"the server has too many open connections; retry after the number of seconds in Retry-After"}`
+	return []byte("HTTP/1.1 503 Service Unavailable\r\n" +
+		"Content-Type: application/json\r\n" +
+		"Access-Control-Allow-Origin: *\r\n" +
+		"Cache-Control: no-store\r\n" +
+		"Retry-After: 1\r\n" +
+		"Connection: close\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
+func newCapListener(ln net.Listener, max int, refused *metrics.Counter) *capListener {
+	return &capListener{Listener: ln, max: int64(max), refused: refused, refusing: make(chan struct{}, 64)}
+}
+
+// Accept returns the next connection within the cap, answering and closing
+// those over it.
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			return &cappedConn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		l.refused.Inc()
+		select {
+		case l.refusing <- struct{}{}:
+			go l.refuse(c)
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+// refuse writes the 503, then reads what the client sent until it closes or
+// the deadline passes: closing with unread data would reset the connection
+// and could destroy the answer before the client reads it.
+func (l *capListener) refuse(c net.Conn) {
+	defer func() { <-l.refusing }()
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(refusalTimeout))
+	if _, err := c.Write(refusal); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, maxHeaderSize+maxBodySize))
+}
+
+// cappedConn gives its place back when closed, once.
+type cappedConn struct {
+	net.Conn
+	l    *capListener
+	once sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}
