@@ -5,7 +5,7 @@ PKGS     := ./...
 FUZZTIME ?= 60s
 BIN      := bin
 
-.PHONY: run venuesim run-binance-sim build test race unit bench fuzz lint tidy-check check clean
+.PHONY: run venuesim build build-static test race unit bench fuzz loadtest test-cdn lint tidy-check check clean
 
 ## run: serve the API on the embedded simulated venue (http://127.0.0.1:8080/api/public/pairs)
 run:
@@ -31,6 +31,21 @@ race:
 ## bench: Go benchmarks, ns/op and allocations per route
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+## loadtest: marketfeed against nginx (static file, from memory) and a plain Go server, one core
+## each (about 9 minutes; installs wrk and nginx when missing); prints the table of targets and
+## writes docs/benchmarks.svg. LOADTEST_ARGS passes flags, e.g. LOADTEST_ARGS="-rounds 1 -duration 1s".
+loadtest:
+	$(GO) build -o $(BIN)/loadbench ./cmd/loadbench
+	$(BIN)/loadbench $(LOADTEST_ARGS)
+
+## test-cdn: the end-to-end test with nginx as a caching proxy in front (part of make test too)
+test-cdn:
+	$(GO) test -count=1 -run TestCDNInFront -v ./cmd/marketfeed
+
+## build-static: a static, stripped binary with its version, as docs/deploy.md ships it
+build-static:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$$(git describe --tags --always 2>/dev/null || echo dev)" -o $(BIN)/ ./cmd/marketfeed
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s)
 fuzz:
