@@ -66,7 +66,7 @@ func TestMetricsCountVenueCallsByOutcome(t *testing.T) {
 			return answers[strings.Replace(symbol, "USDT", "_USDT", 1)]
 		})
 		for i := 1; i <= 3; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
 		}
 		p.RefreshBooks(t.Context())
 		got := scrape(t, set)
@@ -115,7 +115,7 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 		v.limit = 2400
 		v.weights[CallCatalog], v.weights[CallBook] = 1, 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 0.5})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
 		p.RefreshBooks(t.Context())
 		want(t, scrape(t, set), map[string]float64{
 			`marketfeed_venue_weight_limit`:                      2400,
@@ -192,9 +192,9 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 		if err := p.RefreshTickers(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		p.Want([]byte(pairID(1)), snapshot.StreamBook)
-		p.Want([]byte(pairID(2)), snapshot.StreamBook)
-		p.Want([]byte(pairID(3)), snapshot.StreamTrades)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
+		p.Want([]byte(pairID(2)), snapshot.StreamBook, false)
+		p.Want([]byte(pairID(3)), snapshot.StreamTrades, false)
 		time.Sleep(2 * time.Second)
 		// Hot pairs never read are as old as their first request.
 		want(t, scrape(t, set), map[string]float64{
@@ -272,7 +272,7 @@ func TestMetricsCountReadsTheBudgetDeferred(t *testing.T) {
 		v.weights[CallBook] = 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 1})
 		for i := 1; i <= 5; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
 		}
 		p.RefreshBooks(t.Context())
 		got := scrape(t, set)

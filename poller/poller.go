@@ -489,7 +489,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil {
+			if err := p.read(ctx, s, pair, time.Unix(0, tick), p.gzipWanted(hp, now)); err != nil {
 				p.logs.log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
 					slog.String("stream", s.String()), slog.String("pair", pair.TickerID), slog.String("err", err.Error()))
 			}
@@ -499,8 +499,9 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 }
 
 // read reads one pair's stream and publishes it. start is when the read
-// began by the service's clock; it becomes the snapshot's read time.
-func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair, start time.Time) error {
+// began by the service's clock; it becomes the snapshot's read time. gzip
+// adds the compressed form of the default body.
+func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair, start time.Time, gzip bool) error {
 	if s == snapshot.StreamTrades {
 		var trades []Trade
 		err := p.call(ctx, CallTrades, func(ctx context.Context) (err error) {
@@ -513,6 +514,9 @@ func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair
 		t, err := snapshot.NewTrades(pair.TickerID, trades, start)
 		if err != nil {
 			return fmt.Errorf("read trades %s: %w", pair.TickerID, err)
+		}
+		if gzip {
+			t = t.WithGzip()
 		}
 		p.store.PutTrades(t)
 		return nil
@@ -529,13 +533,21 @@ func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair
 	if err != nil {
 		return fmt.Errorf("read book %s: %w", pair.TickerID, err)
 	}
+	if gzip {
+		b = b.WithGzip()
+	}
 	p.store.PutBook(b)
 	return nil
 }
 
 // Want marks a pair's stream as asked for by a request, keeping it hot. It
 // does not allocate once the pair is hot.
-func (p *Poller) Want(id []byte, s snapshot.Stream) { p.hot[s].want(id, time.Now()) }
+//
+// gzip says the request accepts gzip for the stream's default body: the
+// pair's snapshots are then built with their compressed form for as long as
+// the pair stays hot, and not otherwise, since compressing costs more than
+// building.
+func (p *Poller) Want(id []byte, s snapshot.Stream, gzip bool) { p.hot[s].want(id, time.Now(), gzip) }
 
 // ErrUnlisted is returned by Load for a pair the current pair list lacks.
 var ErrUnlisted = errors.New("pair not listed")
@@ -626,7 +638,13 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	if hp != nil {
 		hp.started.Store(start.UnixNano())
 	}
-	return p.read(ctx, s, pair, start)
+	return p.read(ctx, s, pair, start, p.gzipWanted(hp, start))
+}
+
+// gzipWanted reports whether a request that accepts gzip asked for the
+// stream within the hot period.
+func (p *Poller) gzipWanted(hp *hotPair, now time.Time) bool {
+	return hp != nil && hp.gzipWanted.Load() >= now.Add(-p.cfg.HotTTL).UnixNano()
 }
 
 // fresh reports whether the store holds a snapshot of the stream read within

@@ -58,7 +58,7 @@ func TestRoundReadsOnlyHotPairs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(5)
 		p, store := newTestPoller(v, Config{})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
 		p.RefreshBooks(t.Context())
 		p.RefreshTrades(t.Context())
 		if n := v.count(CallBook, ""); n != 1 {
@@ -80,7 +80,7 @@ func TestHotPairCoolsAfterQuietPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(2)
 		p, _ := newTestPoller(v, Config{HotTTL: time.Minute})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
 		p.RefreshBooks(t.Context())
 		time.Sleep(61 * time.Second)
 		p.RefreshBooks(t.Context())
@@ -107,8 +107,8 @@ func TestRunReadsAHotPairAtMostOncePerPeriod(t *testing.T) {
 		id := []byte(pairID(1))
 		start := time.Now()
 		for time.Since(start) < 3*time.Second {
-			p.Want(id, snapshot.StreamBook)
-			p.Want(id, snapshot.StreamTrades)
+			p.Want(id, snapshot.StreamBook, false)
+			p.Want(id, snapshot.StreamTrades, false)
 			if b, _ := store.Book(id); b == nil {
 				_ = p.Load(ctx, pairID(1), snapshot.StreamBook)
 			}
@@ -140,7 +140,7 @@ func TestLoadSharesOneReadAmongConcurrentCallers(t *testing.T) {
 		var failed atomic.Int32
 		for range 100 {
 			wg.Go(func() {
-				p.Want([]byte(pairID(1)), snapshot.StreamBook)
+				p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
 				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); err != nil {
 					failed.Add(1)
 				}
@@ -194,7 +194,7 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 		v := newFakeVenue(1)
 		p, store := newTestPoller(v, Config{})
 		id := []byte(pairID(1))
-		p.Want(id, snapshot.StreamBook)
+		p.Want(id, snapshot.StreamBook, false)
 		p.RefreshBooks(t.Context())
 		good, _ := store.Book(id)
 		if good == nil {
@@ -233,8 +233,8 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				v := newFakeVenue(2)
 				p, store := newTestPoller(v, Config{})
 				id := []byte(pairID(1))
-				p.Want(id, snapshot.StreamBook)
-				p.Want(id, snapshot.StreamTrades)
+				p.Want(id, snapshot.StreamBook, false)
+				p.Want(id, snapshot.StreamTrades, false)
 				p.RefreshBooks(t.Context())
 				good, _ := store.Book(id)
 
@@ -249,7 +249,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				pausedAt := time.Now()
 				calls := len(v.log())
 				for time.Since(pausedAt) < tc.pause-time.Millisecond {
-					p.Want(id, snapshot.StreamBook)
+					p.Want(id, snapshot.StreamBook, false)
 					p.RefreshBooks(t.Context())
 					p.RefreshTrades(t.Context())
 					_ = p.RefreshTickers(t.Context())
@@ -398,8 +398,8 @@ func TestBudgetHolds200HotPairsWithinTheLimit(t *testing.T) {
 		start := time.Now()
 		for time.Since(start) < 3*time.Minute {
 			for i := 1; i <= 200; i++ {
-				p.Want([]byte(pairID(i)), snapshot.StreamBook)
-				p.Want([]byte(pairID(i)), snapshot.StreamTrades)
+				p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
+				p.Want([]byte(pairID(i)), snapshot.StreamTrades, false)
 			}
 			time.Sleep(10 * time.Second)
 		}
@@ -459,7 +459,7 @@ func TestBudgetReconcilesWithTheVenuesCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 1; i <= 3; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
 		}
 		p.RefreshBooks(t.Context())
 		if n := v.count(CallBook, ""); n != 1 {
@@ -488,7 +488,7 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(2)
 		p, store := newTestPoller(v, Config{})
-		p.Want([]byte(pairID(2)), snapshot.StreamBook)
+		p.Want([]byte(pairID(2)), snapshot.StreamBook, false)
 		p.RefreshBooks(t.Context())
 		v.mu.Lock()
 		v.markets = v.markets[:1]
@@ -521,4 +521,37 @@ func TestTickersPublishedForSpotPairs(t *testing.T) {
 	if tk == nil || tk.Len() != 1 {
 		t.Fatalf("tickers = %v, want one for the one spot pair", tk)
 	}
+}
+
+// Compression is paid only for pairs that clients fetch with gzip, and only
+// while they keep doing so.
+func TestSnapshotsCarryGzipOnlyForPairsFetchedWithGzip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(2)
+		p, store := newTestPoller(v, Config{HotTTL: time.Minute})
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, true)
+		p.Want([]byte(pairID(2)), snapshot.StreamBook, false)
+		p.Want([]byte(pairID(1)), snapshot.StreamTrades, true)
+		p.RefreshBooks(t.Context())
+		p.RefreshTrades(t.Context())
+		gz, _ := store.Book([]byte(pairID(1)))
+		plain, _ := store.Book([]byte(pairID(2)))
+		trades, _ := store.Trades([]byte(pairID(1)))
+		if gz == nil || gz.Gzip() == nil || trades == nil || trades.Gzip() == nil {
+			t.Fatal("a pair fetched with gzip has no compressed form")
+		}
+		if plain == nil || plain.Gzip() != nil {
+			t.Fatal("a pair nobody fetched with gzip was compressed")
+		}
+		// Still asked for, but no longer with gzip: after the hot period the
+		// compressed form is no longer built.
+		for range 7 {
+			time.Sleep(10 * time.Second)
+			p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
+		}
+		p.RefreshBooks(t.Context())
+		if b, _ := store.Book([]byte(pairID(1))); b == gz || b.Gzip() != nil {
+			t.Fatal("compression went on after gzip clients left")
+		}
+	})
 }

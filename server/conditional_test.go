@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"marketfeed/snapshot"
 )
 
 func gunzipBody(t *testing.T, b []byte) []byte {
@@ -181,4 +183,48 @@ func hotCaseURIs() []string {
 		out = append(out, hc.uri)
 	}
 	return out
+}
+
+// The feed hears which pairs are fetched with gzip, for the default bodies
+// that have a compressed form, so it builds that form only for them.
+func TestWantReportsGzipForDefaultBodiesOnly(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		uri    string
+		accept string
+		want   bool
+	}{
+		{"/api/public/orderbook?ticker_id=BTC_USDT", "gzip", true},
+		{"/api/public/orderbook?ticker_id=BTC_USDT&depth=0", "gzip", true},
+		{"/api/public/orderbook?ticker_id=BTC_USDT&depth=500", "gzip", true},
+		{"/api/public/orderbook?ticker_id=BTC_USDT", "", false},
+		{"/api/public/orderbook?ticker_id=BTC_USDT&depth=5", "gzip", false},
+		{"/api/public/trades?ticker_id=BTC_USDT", "deflate, gzip", true},
+		{"/api/public/trades?ticker_id=BTC_USDT&limit=10", "gzip", false},
+		{"/api/public/trades?ticker_id=BTC_USDT&type=sell", "gzip", false},
+		{"/api/public/trades?ticker_id=BTC_USDT", "gzip;q=0", false},
+	} {
+		serveOne(f.srv, request{uri: tc.uri, headers: []string{"Accept-Encoding", tc.accept}})
+		f.feed.mu.Lock()
+		got := f.feed.lastGzip
+		f.feed.mu.Unlock()
+		if got != tc.want {
+			t.Errorf("%s with Accept-Encoding %q: Want(gzip=%v), want %v", tc.uri, tc.accept, got, tc.want)
+		}
+	}
+}
+
+// Until the feed has built a compressed form, a client that accepts gzip
+// gets the identity body: always a valid answer.
+func TestGzipClientGetsIdentityUntilTheFormIsBuilt(t *testing.T) {
+	f := newFixture(t, nil)
+	plain, err := snapshot.NewBook("BTC_USDT", 1, []snapshot.Level{{Price: "2", Size: "1"}}, []snapshot.Level{{Price: "3", Size: "1"}}, f.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store.PutBook(plain)
+	resp := f.do(t, request{uri: "/api/public/orderbook?ticker_id=BTC_USDT", headers: []string{"Accept-Encoding", "gzip"}})
+	if resp.StatusCode() != 200 || header(resp, "Content-Encoding") != "" || !bytes.Equal(resp.Body(), plain.Body()) {
+		t.Fatalf("status %d, Content-Encoding %q: want the identity body", resp.StatusCode(), header(resp, "Content-Encoding"))
+	}
 }

@@ -51,9 +51,10 @@ type fakeFeed struct {
 	lastWant   [32]byte
 	lastWantN  int
 	lastStream snapshot.Stream
+	lastGzip   bool
 }
 
-func (f *fakeFeed) Want(id []byte, s snapshot.Stream) {
+func (f *fakeFeed) Want(id []byte, s snapshot.Stream, gzip bool) {
 	if f.panicOnWant.Load() {
 		panic("want exploded")
 	}
@@ -61,6 +62,7 @@ func (f *fakeFeed) Want(id []byte, s snapshot.Stream) {
 	f.mu.Lock()
 	f.lastWantN = copy(f.lastWant[:], id)
 	f.lastStream = s
+	f.lastGzip = gzip
 	f.mu.Unlock()
 }
 
@@ -110,7 +112,7 @@ func btcBook(t testing.TB, readAt time.Time) *snapshot.Book {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return b.WithGzip() // as the poller builds it once a client asks with gzip
 }
 
 // ethBook is small, for golden files: 3 bids, 4 asks.
@@ -122,7 +124,7 @@ func ethBook(t testing.TB, readAt time.Time) *snapshot.Book {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return b.WithGzip()
 }
 
 func btcTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
@@ -139,7 +141,7 @@ func btcTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr
+	return tr.WithGzip()
 }
 
 func ethTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
@@ -152,7 +154,7 @@ func ethTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr
+	return tr.WithGzip()
 }
 
 func fixtureTickers(p *snapshot.Pairs, readAt time.Time) *snapshot.Tickers {

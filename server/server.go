@@ -32,7 +32,9 @@ type Feed interface {
 	// Want marks a pair's stream as asked for, keeping it hot. It is called
 	// on every /orderbook and /trades request for a listed pair, so it must
 	// not allocate. tickerID is valid only during the call.
-	Want(tickerID []byte, s snapshot.Stream)
+	// gzip says the request accepts gzip for the stream's default body,
+	// so that the feed builds the next snapshot with its compressed form.
+	Want(tickerID []byte, s snapshot.Stream, gzip bool)
 	// Load reads the stream from the venue now (one read shared by
 	// concurrent callers) and returns once it is published or has failed,
 	// or ctx is done.
@@ -411,7 +413,7 @@ func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
 		return
 	}
 	if s.feed != nil {
-		s.feed.Want(q.id, snapshot.StreamBook)
+		s.feed.Want(q.id, snapshot.StreamBook, q.depth >= snapshot.MaxDepth && s.acceptsGzip(ctx))
 	}
 	if b == nil || !fresh(b.ReadAt(), now, s.maxStale) {
 		s.load(q.id, snapshot.StreamBook)
@@ -458,7 +460,8 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 		return
 	}
 	if s.feed != nil {
-		s.feed.Want(q.id, snapshot.StreamTrades)
+		s.feed.Want(q.id, snapshot.StreamTrades,
+			q.side == snapshot.SideAll && q.limit >= snapshot.MaxTrades && s.acceptsGzip(ctx))
 	}
 	if t == nil || !fresh(t.ReadAt(), now, s.maxStale) {
 		s.load(q.id, snapshot.StreamTrades)
@@ -490,6 +493,11 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 	}
 	ctx.Response.AppendBody(head)
 	ctx.Response.AppendBody(tail)
+}
+
+// acceptsGzip reports whether the request accepts gzip.
+func (s *Server) acceptsGzip(ctx *fasthttp.RequestCtx) bool {
+	return acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc))
 }
 
 // sideSuffix names a trade side in entity tags.

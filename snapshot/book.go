@@ -79,7 +79,6 @@ func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.T
 	b.asksClose = int32(len(body))
 	body = append(body, ']', '}')
 	b.body = body
-	b.gzipped = compress(body)
 	b.tag = newTag(b.version)
 	return b, nil
 }
@@ -132,8 +131,19 @@ func (b *Book) Levels() (bids, asks int) { return len(b.bidEnds), len(b.askEnds)
 // Body is the response at full depth.
 func (b *Book) Body() []byte { return b.body }
 
-// Gzip is Body, the full-depth response, compressed with gzip.
+// Gzip is Body, the full-depth response, compressed with gzip; nil unless
+// the value was built WithGzip.
 func (b *Book) Gzip() []byte { return b.gzipped }
+
+// WithGzip returns a copy of b that also holds its gzip form. Books are
+// built several times a second for every hot pair and compressing costs
+// more than building, so the poller asks for it only for pairs that clients
+// fetch with gzip. It is called before the copy is published.
+func (b *Book) WithGzip() *Book {
+	c := *b
+	c.gzipped = compress(b.body)
+	return &c
+}
 
 // Tag is the entity tag of this value, unquoted; responses of a smaller depth
 // add the depth to it.

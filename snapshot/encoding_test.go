@@ -27,8 +27,8 @@ func TestGzipFormsDecompressToTheDefaultBody(t *testing.T) {
 	tickers, _ := NewTickers(pairs,
 		[]Stat{{Symbol: "BTCUSDT", LastPrice: "1", High: "2", Low: "0.5", BaseVolume: "3", QuoteVolume: "3"}},
 		[]Quote{{Symbol: "BTCUSDT", Bid: "1", Ask: "1.2"}}, readAt)
-	book := mustBook(t, ladder(100, true), ladder(100, false))
-	trades := mustTrades(t, tradeTape(100))
+	book := mustBook(t, ladder(100, true), ladder(100, false)).WithGzip()
+	trades := mustTrades(t, tradeTape(100)).WithGzip()
 	for _, tc := range []struct {
 		name       string
 		gz, plain  []byte
@@ -45,6 +45,28 @@ func TestGzipFormsDecompressToTheDefaultBody(t *testing.T) {
 		if tc.compresses && len(tc.gz)*2 > len(tc.plain) {
 			t.Errorf("%s: gzip form is %d bytes for a %d-byte body: not worth serving", tc.name, len(tc.gz), len(tc.plain))
 		}
+	}
+}
+
+// Books and trades are built for every hot pair several times a second;
+// only a copy asked for WithGzip pays for compression, and the copy is the
+// same value otherwise.
+func TestBooksAndTradesCompressOnlyWhenAsked(t *testing.T) {
+	book := mustBook(t, ladder(10, true), ladder(10, false))
+	trades := mustTrades(t, tradeTape(10))
+	if book.Gzip() != nil || trades.Gzip() != nil {
+		t.Fatal("a book or trades value was compressed without being asked")
+	}
+	gb, gt := book.WithGzip(), trades.WithGzip()
+	if gb == book || gt == trades {
+		t.Fatal("WithGzip changed the value in place instead of returning a copy")
+	}
+	if !bytes.Equal(gb.Body(), book.Body()) || !bytes.Equal(gb.Tag(), book.Tag()) || gb.Version() != book.Version() ||
+		!bytes.Equal(gt.Body(SideAll), trades.Body(SideAll)) || !bytes.Equal(gt.Tag(), trades.Tag()) {
+		t.Fatal("the compressed copy differs from the value in more than its gzip form")
+	}
+	if book.Gzip() != nil || trades.Gzip() != nil {
+		t.Fatal("WithGzip mutated the original")
 	}
 }
 

@@ -91,7 +91,6 @@ func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, erro
 		}
 		v.body = append(v.body, ']')
 	}
-	t.gzipped = compress(t.views[SideAll].body)
 	t.tag = newTag(t.version)
 	return t, nil
 }
@@ -168,8 +167,17 @@ func (t *Trades) Len(side Side) int { return len(t.views[side].ends) }
 // Body is the response for a side at the full limit.
 func (t *Trades) Body(side Side) []byte { return t.views[side].body }
 
-// Gzip is Body(SideAll), the default response, compressed with gzip.
+// Gzip is Body(SideAll), the default response, compressed with gzip; nil
+// unless the value was built WithGzip.
 func (t *Trades) Gzip() []byte { return t.gzipped }
+
+// WithGzip returns a copy of t that also holds the gzip form of its default
+// response; see Book.WithGzip for why this is not done for every value.
+func (t *Trades) WithGzip() *Trades {
+	c := *t
+	c.gzipped = compress(t.views[SideAll].body)
+	return &c
+}
 
 // Tag is the entity tag of this value, unquoted; responses for one side or a
 // smaller limit add those to it.
