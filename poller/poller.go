@@ -511,7 +511,8 @@ func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair
 		if err != nil {
 			return fmt.Errorf("read trades %s: %w", pair.TickerID, err)
 		}
-		t, err := snapshot.NewTrades(pair.TickerID, trades, start)
+		prev, _ := p.store.Trades([]byte(pair.TickerID))
+		t, err := snapshot.NewTradesAfter(prev, pair.TickerID, trades, start)
 		if err != nil {
 			return fmt.Errorf("read trades %s: %w", pair.TickerID, err)
 		}

@@ -36,17 +36,23 @@ func IsPlain(s string) bool {
 	return i > start && i == len(s)
 }
 
-// isPositive reports whether s is a plain decimal greater than zero.
+// isPositive reports whether s is a plain decimal greater than zero. It is
+// called for every price and size the poller reads, so it checks the form
+// and finds a non-zero digit in one pass.
 func isPositive(s string) bool {
-	if !IsPlain(s) || s[0] == '-' {
-		return false
-	}
+	nonZero, dot, digits := false, false, 0
 	for i := 0; i < len(s); i++ {
-		if s[i] >= '1' && s[i] <= '9' {
-			return true
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+			nonZero = nonZero || c != '0'
+		case c == '.' && !dot && digits > 0 && i < len(s)-1:
+			dot = true
+		default:
+			return false
 		}
 	}
-	return false
+	return nonZero
 }
 
 // isZero reports whether the plain decimal s is zero.

@@ -34,6 +34,7 @@ type Trades struct {
 	version  uint64
 	tag      []byte
 	gzipped  []byte // the response for both sides at the full limit, gzipped
+	ids      map[tradeIdent]string
 	views    [numSides]tradeView
 }
 
@@ -56,8 +57,20 @@ var closeArray = []byte("]")
 // target_volume is the venue's quote quantity when it sends one, otherwise
 // price × size computed exactly. trade_id is derived as TradeID describes.
 func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
+	return NewTradesAfter(nil, tickerID, trades, readAt)
+}
+
+// NewTradesAfter is NewTrades for the read that follows prev, the pair's
+// current value (nil for none). Consecutive reads share most of their
+// trades, so their ids are taken from prev instead of hashed again; the ids
+// are the same either way.
+func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
 	trades = trades[max(0, len(trades)-MaxTrades):]
-	ids, err := tradeIDs(trades)
+	var known map[tradeIdent]string
+	if prev != nil && prev.tickerID == tickerID {
+		known = prev.ids
+	}
+	ids, idOf, err := tradeIDs(trades, known)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 	}
@@ -74,25 +87,55 @@ func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, erro
 			return nil, fmt.Errorf("%w: %s: quote quantity %q is not a plain decimal", ErrBadTrades, tickerID, tr.QuoteQty)
 		}
 	}
-	t := &Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion()}
-	for side := range numSides {
-		v := &t.views[side]
-		v.body = append(make([]byte, 0, 200*len(trades)+2), '[')
-		for i := len(trades) - 1; i >= 0; i-- { // newest first
-			tr := trades[i]
-			if (side == SideBuy && tr.Sell) || (side == SideSell && !tr.Sell) {
-				continue
-			}
-			if len(v.ends) > 0 {
-				v.body = append(v.body, ',')
-			}
-			v.body = appendTrade(v.body, ids[i], tr, targets[i])
-			v.ends = append(v.ends, int32(len(v.body)))
+	t := &Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), ids: idOf}
+	// Each item is serialized once, newest first, and copied into the view
+	// of both sides and the view of its own side.
+	items := make([]byte, 0, 200*len(trades))
+	itemEnds := make([]int, len(trades))
+	for i := len(trades) - 1; i >= 0; i-- {
+		items = appendTrade(items, ids[i], trades[i], targets[i])
+		itemEnds[i] = len(items)
+	}
+	buys := 0
+	for _, tr := range trades {
+		if !tr.Sell {
+			buys++
 		}
-		v.body = append(v.body, ']')
+	}
+	t.views[SideAll].start(len(items), len(trades))
+	t.views[SideBuy].start(len(items), buys)
+	t.views[SideSell].start(len(items), len(trades)-buys)
+	begin := 0
+	for i := len(trades) - 1; i >= 0; i-- {
+		item := items[begin:itemEnds[i]]
+		begin = itemEnds[i]
+		t.views[SideAll].add(item)
+		if trades[i].Sell {
+			t.views[SideSell].add(item)
+		} else {
+			t.views[SideBuy].add(item)
+		}
+	}
+	for side := range numSides {
+		t.views[side].body = append(t.views[side].body, ']')
 	}
 	t.tag = newTag(t.version)
 	return t, nil
+}
+
+// start sizes a view for n items within size bytes of items and opens it.
+func (v *tradeView) start(size, n int) {
+	v.body = append(make([]byte, 0, size+n+2), '[')
+	v.ends = make([]int32, 0, n)
+}
+
+// add appends one serialized item to the view.
+func (v *tradeView) add(item []byte) {
+	if len(v.ends) > 0 {
+		v.body = append(v.body, ',')
+	}
+	v.body = append(v.body, item...)
+	v.ends = append(v.ends, int32(len(v.body)))
 }
 
 func sideName(sell bool) string {
@@ -115,22 +158,44 @@ func appendTrade(dst []byte, id string, tr Trade, target string) []byte {
 
 // tradeIDs derives every trade's id, oldest first, numbering trades that share
 // time, side, price and size so that ids stay unique within one read.
-func tradeIDs(trades []Trade) ([]string, error) {
+//
+// known maps trades of an earlier read of the pair to their ids; the ids of
+// this read are returned the same way, for the next.
+func tradeIDs(trades []Trade, known map[tradeIdent]string) ([]string, map[tradeIdent]string, error) {
 	ids := make([]string, len(trades))
-	seen := make(map[string]int, len(trades))
+	idOf := make(map[tradeIdent]string, len(trades))
 	for i, tr := range trades {
 		if !isPositive(tr.Price) {
-			return nil, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
+			return nil, nil, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
 		}
 		if !isPositive(tr.Size) {
-			return nil, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
+			return nil, nil, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
 		}
-		key := tradeKey(tr)
-		n := seen[key]
-		seen[key] = n + 1
-		ids[i] = hashID(key, n)
+		ident := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
+		for {
+			if _, dup := idOf[ident]; !dup {
+				break
+			}
+			ident.n++
+		}
+		id, ok := known[ident]
+		if !ok {
+			id = hashID(tradeKey(tr), ident.n)
+		}
+		ids[i] = id
+		idOf[ident] = id
 	}
-	return ids, nil
+	return ids, idOf, nil
+}
+
+// tradeIdent is what a trade's id derives from: its four published fields
+// and its repeat number within the read.
+type tradeIdent struct {
+	time  int64
+	sell  bool
+	price string
+	size  string
+	n     int
 }
 
 func tradeKey(tr Trade) string {
