@@ -5,7 +5,7 @@ PKGS     := ./...
 FUZZTIME ?= 60s
 BIN      := bin
 
-.PHONY: run venuesim build build-static test race unit bench fuzz loadtest test-cdn lint tidy-check check clean
+.PHONY: run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint tidy-check check clean
 
 ## run: serve the API on the embedded simulated venue (http://127.0.0.1:8080/api/public/pairs)
 run:
@@ -47,6 +47,20 @@ test-cdn:
 build-static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$$(git describe --tags --always 2>/dev/null || echo dev)" -o $(BIN)/ ./cmd/marketfeed
 
+## chaos: every venue fault against venuesim under traffic (about 5 minutes); prints the figures
+chaos:
+	$(GO) test -tags chaos -run '^TestChaosFull$$' -count=1 -v -timeout 30m ./cmd/marketfeed
+
+## soak: the real binaries under mixed traffic while the venue flaps, SOAKTIME long; prints memory/goroutine/fd drift
+SOAKTIME ?= 10m
+soak:
+	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 60m ./cmd/marketfeed -soak.duration=$(SOAKTIME)
+
+## abuse: malformed requests, slow connections, the connection cap, a million client addresses; prints the figures
+abuse:
+	$(GO) test -count=1 -v -run 'TestTenThousandMalformed|TestBareLineFeed|TestTwoThousandSlow|TestConnection|TestMillionClient|TestSpoofed' ./server
+	$(GO) test -count=1 -v -run 'TestClientAddressOverTheWire' ./cmd/marketfeed
+
 ## fuzz: every fuzz target for FUZZTIME each (default 60s)
 fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
@@ -59,6 +73,7 @@ fuzz:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags chaos,soak ./cmd/marketfeed
 
 ## tidy-check: go.mod and go.sum are exactly what the code needs
 tidy-check:

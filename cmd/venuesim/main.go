@@ -4,14 +4,20 @@
 // request weight per minute as the venue does, answers X-MBX-USED-WEIGHT-1M,
 // refuses with 429 past its limit, and injects faults on request: an error
 // status with or without Retry-After, a delay, a garbage or truncated body,
-// a body that drips one byte a second, or a connection reset.
+// a body that drips one byte a second, or a connection reset; for the next
+// N calls only, or flapping on and off on a period. A market can be delisted
+// and listed again.
 //
 // Faults are set with flags at start or at run time through the control
 // endpoint:
 //
 //	POST   /_control/fault?status=503&rate=1&for=10s   (every parameter optional)
+//	POST   /_control/fault?status=429&retry_after=3s&count=1
+//	POST   /_control/fault?status=503&flap=3s           (3 s failing, 3 s healthy, ...)
 //	DELETE /_control/fault                              (heal)
+//	POST   /_control/market?symbol=ADAUSDT&listed=false (delist; listed=true lists it again)
 //	GET    /_control/stats                              (calls served by path)
+//	GET    /_control/calls?since_us=N                   (each call since N µs after the epoch)
 package main
 
 import (
@@ -55,6 +61,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&f.Delay, "fault-delay", 0, "delay every answer by this long")
 	fs.StringVar(&f.Body, "fault-body", "", "body fault: garbage | truncated | html | empty | drip | reset")
 	fs.Float64Var(&f.Rate, "fault-rate", 1, "fraction of calls the fault hits")
+	fs.IntVar(&f.Count, "fault-count", 0, "heal the fault after it has hit this many calls; 0: never")
+	fs.DurationVar(&f.Flap, "fault-flap", 0, "switch the fault on and off every `period`, on first; 0: always on")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

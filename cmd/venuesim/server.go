@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,9 +23,28 @@ type fault struct {
 	Delay      time.Duration // wait before answering
 	Body       string        // garbage | truncated | html | empty | drip | reset
 	Rate       float64       // fraction of calls hit; 0 or 1: all
+	// Count heals the fault after it has hit this many calls; 0: never. A
+	// single 429 is how a venue's rate limit usually shows, and it makes the
+	// pause that follows measurable: every later call is a healthy one.
+	Count int
+	// Flap switches the fault on and off every Flap, on first, so that a
+	// venue that keeps failing and recovering can be played unattended.
+	// 0: always on.
+	Flap time.Duration
 }
 
 func (f fault) active() bool { return f.Status != 0 || f.Delay > 0 || f.Body != "" }
+
+// callLogSize bounds the call log: enough for minutes of polling at full
+// cadence, a fixed amount of memory however long the simulator runs.
+const callLogSize = 1 << 16
+
+// call is one venue call as the simulator received it.
+type call struct {
+	At    int64  `json:"at_us"` // arrival, Unix microseconds
+	Path  string `json:"path"`
+	Fault bool   `json:"fault"` // a fault or the weight limit answered it
+}
 
 // weights are Binance's: the simulator charges what the real venue would.
 var weights = map[string]int{
@@ -41,21 +62,84 @@ type venueServer struct {
 
 	mu      sync.Mutex
 	fault   fault
+	since   time.Time // when the fault was set: the start of its flapping
 	until   time.Time // the fault heals at until; zero: when told
+	hits    int       // calls the current fault has hit
 	minute  int64     // the venue's current minute
 	used    int       // weight used in it
 	served  map[string]int
 	faulted int
+	hidden  map[string]bool // symbols delisted for now
+	calls   []call          // ring of the last callLogSize calls
+	next    int             // where the next call goes in calls
 }
 
 func newVenueServer(v *sim.Venue, limit int) *venueServer {
-	return &venueServer{venue: v, limit: limit, served: make(map[string]int)}
+	return &venueServer{venue: v, limit: limit, served: make(map[string]int), hidden: make(map[string]bool)}
 }
 
 func (s *venueServer) setFault(f fault, until time.Time) {
 	s.mu.Lock()
-	s.fault, s.until = f, until
+	s.fault, s.since, s.until, s.hits = f, time.Now(), until, 0
 	s.mu.Unlock()
+}
+
+// setListed delists a market or lists it again. A delisted market is left
+// out of exchangeInfo and the bulk tickers, and its book and trades answer
+// 400 Invalid symbol, as a venue answers for a symbol it no longer has.
+func (s *venueServer) setListed(symbol string, listed bool) {
+	s.mu.Lock()
+	if listed {
+		delete(s.hidden, symbol)
+	} else {
+		s.hidden[symbol] = true
+	}
+	s.mu.Unlock()
+}
+
+func (s *venueServer) isHidden(symbol string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hidden[symbol]
+}
+
+// flapOn reports whether a flapping fault is in its on phase. Called with mu
+// held.
+func (s *venueServer) flapOn(now time.Time) bool {
+	if s.fault.Flap <= 0 {
+		return true
+	}
+	return (now.Sub(s.since)/s.fault.Flap)%2 == 0
+}
+
+// log records a call in the ring. Called with mu held.
+func (s *venueServer) log(c call) {
+	if len(s.calls) < callLogSize {
+		s.calls = append(s.calls, c)
+		return
+	}
+	s.calls[s.next] = c
+	s.next = (s.next + 1) % callLogSize
+}
+
+// callsSince returns the logged calls that arrived at or after since, oldest
+// first.
+func (s *venueServer) callsSince(since time.Time) []call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]call, 0, 64)
+	us := since.UnixMicro()
+	for _, c := range s.calls[s.next:] {
+		if c.At >= us {
+			out = append(out, c)
+		}
+	}
+	for _, c := range s.calls[:s.next] {
+		if c.At >= us {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // admit charges the call's weight and decides its fault. It returns the
@@ -73,15 +157,22 @@ func (s *venueServer) admit(path string) (used int, over bool, f fault, hit bool
 		s.fault, s.until = fault{}, time.Time{}
 	}
 	f = s.fault
-	hit = f.active() && (f.Rate <= 0 || f.Rate >= 1 || rand.Float64() < f.Rate)
+	hit = f.active() && s.flapOn(now) && (f.Rate <= 0 || f.Rate >= 1 || rand.Float64() < f.Rate)
 	if hit {
 		s.faulted++
+		s.hits++
+		if f.Count > 0 && s.hits >= f.Count {
+			s.fault, s.until = fault{}, time.Time{}
+		}
 	}
-	return s.used, s.limit > 0 && s.used > s.limit, f, hit
+	over = s.limit > 0 && s.used > s.limit
+	s.log(call{At: now.UnixMicro(), Path: path, Fault: hit || over})
+	return s.used, over, f, hit
 }
 
 func (s *venueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/_control/fault" || r.URL.Path == "/_control/stats" {
+	switch r.URL.Path {
+	case "/_control/fault", "/_control/stats", "/_control/market", "/_control/calls":
 		s.control(w, r)
 		return
 	}
@@ -190,10 +281,16 @@ func (s *venueServer) answer(r *http.Request) ([]byte, int) {
 		v, err = s.stats(ctx)
 	case "/fapi/v1/ticker/bookTicker":
 		v, err = s.quotes(ctx)
-	case "/fapi/v1/depth":
-		v, err = s.depth(ctx, q.Get("symbol"), atoi(q.Get("limit")))
-	case "/fapi/v1/trades":
-		v, err = s.trades(ctx, q.Get("symbol"), atoi(q.Get("limit")))
+	case "/fapi/v1/depth", "/fapi/v1/trades":
+		symbol := q.Get("symbol")
+		switch {
+		case s.isHidden(symbol):
+			err = errDelisted
+		case r.URL.Path == "/fapi/v1/depth":
+			v, err = s.depth(ctx, symbol, atoi(q.Get("limit")))
+		default:
+			v, err = s.trades(ctx, symbol, atoi(q.Get("limit")))
+		}
 	}
 	if err != nil {
 		return []byte(`{"code":-1121,"msg":"Invalid symbol."}`), http.StatusBadRequest
@@ -204,6 +301,10 @@ func (s *venueServer) answer(r *http.Request) ([]byte, int) {
 	}
 	return body, http.StatusOK
 }
+
+// errDelisted is the answer for a market delisted through the control
+// endpoint: the venue no longer knows the symbol.
+var errDelisted = errors.New("symbol delisted")
 
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
@@ -223,7 +324,11 @@ func (s *venueServer) exchangeInfo(ctx context.Context) (any, error) {
 		QuoteAsset   string `json:"quoteAsset"`
 	}
 	symbols := make([]symbol, 0, len(cat.Markets))
+	hidden := s.hiddenSet()
 	for _, m := range cat.Markets {
+		if hidden[m.Symbol] {
+			continue
+		}
 		ct, st := "PERPETUAL", "TRADING"
 		if !m.Perpetual {
 			ct = "CURRENT_QUARTER"
@@ -242,6 +347,17 @@ func (s *venueServer) exchangeInfo(ctx context.Context) (any, error) {
 	return map[string]any{"timezone": "UTC", "rateLimits": limits, "symbols": symbols}, nil
 }
 
+// hiddenSet returns a copy of the delisted symbols.
+func (s *venueServer) hiddenSet() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]bool, len(s.hidden))
+	for k := range s.hidden {
+		out[k] = true
+	}
+	return out
+}
+
 func (s *venueServer) stats(ctx context.Context) (any, error) {
 	stats, err := s.venue.Stats(ctx)
 	if err != nil {
@@ -258,7 +374,11 @@ func (s *venueServer) stats(ctx context.Context) (any, error) {
 	}
 	now := time.Now().UnixMilli()
 	out := make([]item, 0, len(stats))
+	hidden := s.hiddenSet()
 	for _, st := range stats {
+		if hidden[st.Symbol] {
+			continue
+		}
 		it := item{Symbol: st.Symbol, LastPrice: st.LastPrice, HighPrice: st.High, LowPrice: st.Low, QuoteVolume: st.QuoteVolume, CloseTime: now}
 		if st.BaseVolume != "" {
 			vol := st.BaseVolume
@@ -284,7 +404,11 @@ func (s *venueServer) quotes(ctx context.Context) (any, error) {
 	}
 	now := time.Now().UnixMilli()
 	out := make([]item, 0, len(quotes))
+	hidden := s.hiddenSet()
 	for _, q := range quotes {
+		if hidden[q.Symbol] {
+			continue
+		}
 		out = append(out, item{q.Symbol, q.Bid, "1", q.Ask, "1", now})
 	}
 	return out, nil
@@ -335,15 +459,46 @@ func (s *venueServer) trades(ctx context.Context, symbol string, limit int) (any
 	return out, nil
 }
 
-// control sets, clears and reports faults.
+// control sets, clears and reports faults, delists and relists markets, and
+// reports the calls served.
 func (s *venueServer) control(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/_control/stats" && r.Method == http.MethodGet:
 		s.mu.Lock()
-		body, _ := json.Marshal(map[string]any{"served": s.served, "faulted": s.faulted, "used_weight": s.used})
+		hidden := make([]string, 0, len(s.hidden))
+		for k := range s.hidden {
+			hidden = append(hidden, k)
+		}
+		slices.Sort(hidden)
+		body, _ := json.Marshal(map[string]any{"served": s.served, "faulted": s.faulted, "used_weight": s.used, "delisted": hidden})
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
+	case r.URL.Path == "/_control/calls" && r.Method == http.MethodGet:
+		var since time.Time
+		if v := r.URL.Query().Get("since_us"); v != "" {
+			us, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				http.Error(w, "since_us: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			since = time.UnixMicro(us)
+		}
+		body, _ := json.Marshal(map[string]any{"calls": s.callsSince(since)})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	case r.URL.Path == "/_control/market" && r.Method == http.MethodPost:
+		q := r.URL.Query()
+		listed, err := strconv.ParseBool(q.Get("listed"))
+		if err != nil || q.Get("symbol") == "" {
+			http.Error(w, "want symbol=S&listed=true|false", http.StatusBadRequest)
+			return
+		}
+		s.setListed(q.Get("symbol"), listed)
+		w.WriteHeader(http.StatusNoContent)
+	case r.URL.Path == "/_control/market":
+		w.Header().Set("Allow", "POST")
+		w.WriteHeader(http.StatusMethodNotAllowed)
 	case r.Method == http.MethodDelete:
 		s.setFault(fault{}, time.Time{})
 		w.WriteHeader(http.StatusNoContent)
@@ -364,6 +519,8 @@ func (s *venueServer) control(w http.ResponseWriter, r *http.Request) {
 		parse("delay", func(v string) (e error) { f.Delay, e = time.ParseDuration(v); return })
 		parse("rate", func(v string) (e error) { f.Rate, e = strconv.ParseFloat(v, 64); return })
 		parse("for", func(v string) (e error) { lasting, e = time.ParseDuration(v); return })
+		parse("count", func(v string) (e error) { f.Count, e = strconv.Atoi(v); return })
+		parse("flap", func(v string) (e error) { f.Flap, e = time.ParseDuration(v); return })
 		f.Body = q.Get("body")
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
