@@ -24,6 +24,8 @@ type fakeVenue struct {
 	fail func(c Call, symbol string) error
 	// gate, when set, blocks Book until it is closed or ctx ends.
 	gate chan struct{}
+	// hang, when set, makes Book of that symbol wait until ctx ends.
+	hang string
 }
 
 type fakeCall struct {
@@ -121,8 +123,12 @@ func (v *fakeVenue) Book(ctx context.Context, symbol string, depth int) (Book, e
 		return Book{}, err
 	}
 	v.mu.Lock()
-	gate := v.gate
+	gate, hang := v.gate, v.hang
 	v.mu.Unlock()
+	if symbol == hang {
+		<-ctx.Done()
+		return Book{}, ctx.Err()
+	}
 	if gate != nil {
 		select {
 		case <-gate:

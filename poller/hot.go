@@ -17,6 +17,9 @@ type hotPair struct {
 	// gzipWanted is when a request that accepts gzip last asked for the
 	// stream's default body (Unix ns); 0: never.
 	gzipWanted atomic.Int64
+	// reading is set while a read of the stream is in flight, so that
+	// overlapping rounds do not read the pair twice at once.
+	reading atomic.Bool
 	// started is when the last read began (Unix ns): the scheduled tick for
 	// reads of a round, the actual time for a cold load. Reads of one stream
 	// are spaced by at least the cadence from it.

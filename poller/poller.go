@@ -83,14 +83,17 @@ func (c *Config) setDefaults() {
 
 // Poller reads the venue on schedules and publishes snapshots.
 type Poller struct {
-	cfg     Config
-	venue   Venue
-	store   *snapshot.Store
-	log     *slog.Logger
-	budget  *budget
-	gate    *backoff
-	logs    *logThrottle
-	hot     [2]*hotSet // by snapshot.Stream
+	cfg    Config
+	venue  Venue
+	store  *snapshot.Store
+	log    *slog.Logger
+	budget *budget
+	gate   *backoff
+	logs   *logThrottle
+	hot    [2]*hotSet // by snapshot.Stream
+	// slots bound the reads of each stream in flight at once, across
+	// overlapping rounds; cap Config.Parallel.
+	slots   [2]chan struct{}
 	metrics *pollerMetrics
 	born    time.Time // when New ran: the age of data never read
 
@@ -141,6 +144,7 @@ func New(cfg Config) *Poller {
 		gate:    newBackoff(),
 		logs:    newLogThrottle(time.Minute),
 		hot:     [2]*hotSet{newHotSet(), newHotSet()},
+		slots:   [2]chan struct{}{make(chan struct{}, cfg.Parallel), make(chan struct{}, cfg.Parallel)},
 		ctx:     ctx,
 		cancel:  cancel,
 		flights: make(map[flightKey]*flight),
@@ -170,14 +174,19 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 	logger := cronLogger{p.log}
 	c := cron.New(cron.WithLogger(logger))
-	chain := cron.NewChain(cron.Recover(logger), cron.SkipIfStillRunning(logger))
-	every := func(d time.Duration, f func(context.Context)) {
+	// Bulk jobs never overlap themselves. Per-pair rounds may: a round waits
+	// for the reads it started, and one read stuck until the call timeout
+	// must not hold back the next round's reads of every other pair; reads
+	// still in flight are skipped instead (see round).
+	single := cron.NewChain(cron.Recover(logger), cron.SkipIfStillRunning(logger))
+	overlapping := cron.NewChain(cron.Recover(logger))
+	every := func(d time.Duration, chain cron.Chain, f func(context.Context)) {
 		c.Schedule(Every(d), chain.Then(cron.FuncJob(func() { f(ctx) })))
 	}
-	every(p.cfg.CatalogEvery, func(ctx context.Context) { _ = p.RefreshCatalog(ctx) })
-	every(p.cfg.TickersEvery, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
-	every(p.cfg.BookEvery, p.RefreshBooks)
-	every(p.cfg.TradesEvery, p.RefreshTrades)
+	every(p.cfg.CatalogEvery, single, func(ctx context.Context) { _ = p.RefreshCatalog(ctx) })
+	every(p.cfg.TickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
+	every(p.cfg.BookEvery, overlapping, p.RefreshBooks)
+	every(p.cfg.TradesEvery, overlapping, p.RefreshTrades)
 	c.Start()
 	<-ctx.Done()
 	<-c.Stop().Done()
@@ -458,7 +467,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	})
 	due := hot[:0]
 	for _, hp := range hot {
-		if tick-hp.started.Load() >= int64(every) {
+		if tick-hp.started.Load() >= int64(every) && !hp.reading.Load() {
 			due = append(due, hp)
 		}
 	}
@@ -471,12 +480,26 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 		classCap = tradesCap
 	}
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, p.cfg.Parallel)
+	slots := p.slots[s]
+dispatch:
 	for i, hp := range due {
 		if p.gate.check(time.Now()) != nil {
 			break
 		}
+		// Slots are shared by overlapping rounds: when reads stuck in
+		// earlier rounds hold them all, the rest wait for the next round.
+		select {
+		case slots <- struct{}{}:
+		default:
+			break dispatch
+		}
+		if !hp.reading.CompareAndSwap(false, true) {
+			<-slots // a cold load started reading it meanwhile
+			continue
+		}
 		if !p.budget.take(time.Now(), p.venue.Weight(c), class, classCap) {
+			hp.reading.Store(false)
+			<-slots
 			left := len(due) - i
 			p.stretched.Add(int64(left))
 			p.metrics.deferred[s].Add(left)
@@ -486,9 +509,9 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 		}
 		pair, _ := pairs.Lookup(hp.id)
 		hp.started.Store(tick)
-		sem <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-slots }()
+			defer hp.reading.Store(false)
 			if err := p.read(ctx, s, pair, time.Unix(0, tick), p.gzipWanted(hp, now)); err != nil {
 				p.logs.log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
 					slog.String("stream", s.String()), slog.String("pair", pair.TickerID), slog.String("err", err.Error()))
@@ -638,6 +661,9 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	start := time.Now()
 	if hp != nil {
 		hp.started.Store(start.UnixNano())
+		if hp.reading.CompareAndSwap(false, true) {
+			defer hp.reading.Store(false)
+		}
 	}
 	return p.read(ctx, s, pair, start, p.gzipWanted(hp, start))
 }

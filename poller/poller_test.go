@@ -555,3 +555,30 @@ func TestSnapshotsCarryGzipOnlyForPairsFetchedWithGzip(t *testing.T) {
 		}
 	})
 }
+
+// A read that hangs until the call timeout holds only its own pair: the
+// other hot pairs are still read every period meanwhile.
+func TestAHangingReadDoesNotHoldOtherPairs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(3)
+		v.hang = "P001USDT"
+		store := snapshot.NewStore()
+		p := New(Config{Venue: v, Store: store, CallTimeout: 5 * time.Second})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = p.Run(ctx); close(done) }()
+		synctest.Wait()
+		for i := 1; i <= 2; i++ {
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
+		}
+		time.Sleep(3 * time.Second)
+		cancel()
+		<-done
+		if n := v.count(CallBook, "P001USDT"); n != 1 {
+			t.Errorf("the hanging pair was read %d times while its read was in flight, want 1", n)
+		}
+		if n := v.count(CallBook, "P002USDT"); n < 3000/350-1 {
+			t.Errorf("the other pair was read %d times in 3 s while one read hung, want about %d", n, 3000/350)
+		}
+	})
+}
