@@ -25,6 +25,10 @@ const (
 	restrictedPause       = 15 * time.Minute // 451: retried rarely in case it lifts
 	backoffBase           = 500 * time.Millisecond
 	backoffCap            = 30 * time.Second
+	// probeEvery is how often one call may pass during a transient pause to
+	// learn whether the venue has healed: it bounds both the load of an
+	// outage (a call a second) and the time to recover after it.
+	probeEvery = time.Second
 )
 
 // pauseKind says why calls were paused, for metrics.
@@ -44,15 +48,17 @@ var pauseKindNames = [numPauseKinds]string{"rate_limit", "forbidden", "restricte
 // for the venue's Retry-After, and after repeated transient failures calls
 // space out exponentially with jitter.
 type backoff struct {
-	mu        sync.Mutex
-	until     time.Time
-	pausedAt  time.Time // when the pause in force (or the last one) began
-	reason    string
-	failures  int    // consecutive transient failures
-	permanent string // why the venue refuses us for good (451), until a call succeeds
-	pauses    int    // pauses started, for metrics and tests
-	byKind    [numPauseKinds]int
-	jitter    func(d time.Duration) time.Duration
+	mu         sync.Mutex
+	until      time.Time
+	pausedAt   time.Time // when the pause in force (or the last one) began
+	backingOff bool      // the pause in force is a back-off, not the venue's order
+	probed     time.Time // when the last probe passed
+	reason     string
+	failures   int    // consecutive transient failures
+	permanent  string // why the venue refuses us for good (451), until a call succeeds
+	pauses     int    // pauses started, for metrics and tests
+	byKind     [numPauseKinds]int
+	jitter     func(d time.Duration) time.Duration
 }
 
 func newBackoff() *backoff {
@@ -64,13 +70,31 @@ func newBackoff() *backoff {
 }
 
 // check returns ErrPaused, wrapped with the reason, while calls are paused.
+// During a back-off after transient failures one call a second passes as a
+// probe: without it, a venue that healed one second into a 30 s back-off
+// would stay unread, and the feed stale, for the other 29. The venue's own
+// orders to stop (429, 418, 403, 451) are obeyed to the end, with no probe.
+// Only the call itself may take the probe; callers deciding whether to
+// prepare a call ask blocked instead.
 func (b *backoff) check(now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if now.Before(b.until) {
-		return fmt.Errorf("%w for %s: %s", ErrPaused, b.until.Sub(now).Round(time.Millisecond), b.reason)
+	if !now.Before(b.until) {
+		return nil
 	}
-	return nil
+	if b.backingOff && now.Sub(b.probed) >= probeEvery {
+		b.probed = now
+		return nil
+	}
+	return fmt.Errorf("%w for %s: %s", ErrPaused, b.until.Sub(now).Round(time.Millisecond), b.reason)
+}
+
+// blocked reports whether a call made now would be refused, without taking
+// the probe.
+func (b *backoff) blocked(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.Before(b.until) && !(b.backingOff && now.Sub(b.probed) >= probeEvery)
 }
 
 // record updates the gate with the outcome of a venue call that started at
@@ -86,6 +110,9 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 	if err == nil {
 		b.failures = 0
 		b.permanent = ""
+		if b.backingOff && now.Before(b.until) {
+			b.until = now // a probe got through: the venue has healed
+		}
 		return 0
 	}
 	var pause time.Duration
@@ -134,6 +161,8 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 	if until := now.Add(pause); until.After(b.until) {
 		b.until = until
 		b.pausedAt = now
+		b.backingOff = kind == pauseTransient
+		b.probed = now
 		b.reason = reason
 		b.pauses++
 		b.byKind[kind]++

@@ -286,8 +286,8 @@ func (p *Poller) reconcile(now time.Time) {
 
 // bulk spends the weight of a bulk call and runs it.
 func (p *Poller) bulk(ctx context.Context, c Call, fn func(context.Context) error) error {
-	if err := p.gate.check(time.Now()); err != nil {
-		return err
+	if p.gate.blocked(time.Now()) {
+		return fmt.Errorf("%s: %w", c, ErrPaused)
 	}
 	if !p.budget.take(time.Now(), p.venue.Weight(c), classBulk, math.MaxInt) {
 		return fmt.Errorf("%s: %w", c, ErrNoBudget)
@@ -483,7 +483,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	slots := p.slots[s]
 dispatch:
 	for i, hp := range due {
-		if p.gate.check(time.Now()) != nil {
+		if p.gate.blocked(time.Now()) {
 			break
 		}
 		// Slots are shared by overlapping rounds: when reads stuck in
@@ -636,8 +636,8 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 			return nil
 		}
 	}
-	if err := p.gate.check(time.Now()); err != nil {
-		return err
+	if p.gate.blocked(time.Now()) {
+		return fmt.Errorf("load %s %s: %w", s, id, ErrPaused)
 	}
 	c, class := streamCall(s)
 	for {

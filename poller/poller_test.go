@@ -582,3 +582,87 @@ func TestAHangingReadDoesNotHoldOtherPairs(t *testing.T) {
 		}
 	})
 }
+
+func TestBackoffLetsOneProbeASecondThroughATransientPause(t *testing.T) {
+	b := newBackoff()
+	b.jitter = func(d time.Duration) time.Duration { return d }
+	now := time.Unix(0, 0)
+	for range 8 { // a long outage: the pause is at its 30 s cap
+		now = now.Add(time.Minute)
+		b.record(now, now, &StatusError{Status: 503})
+	}
+	if err := b.check(now.Add(500 * time.Millisecond)); err == nil {
+		t.Fatal("a call passed half a second into the pause")
+	}
+	probe := now.Add(time.Second)
+	if err := b.check(probe); err != nil {
+		t.Fatalf("no probe a second into the pause: %v", err)
+	}
+	if err := b.check(probe); err == nil {
+		t.Fatal("a second call passed with the probe")
+	}
+	b.record(probe, probe.Add(50*time.Millisecond), nil)
+	if err := b.check(probe.Add(60 * time.Millisecond)); err != nil {
+		t.Fatalf("still paused after the probe succeeded: %v", err)
+	}
+}
+
+func TestBackoffProbesNeverCutTheVenuesOwnPause(t *testing.T) {
+	for _, status := range []int{429, 418, 403, 451} {
+		b := newBackoff()
+		now := time.Unix(0, 0)
+		pause := b.record(now, now, &StatusError{Status: status, RetryAfter: 30 * time.Second})
+		for at := time.Second; at < pause; at += time.Second {
+			if err := b.check(now.Add(at)); err == nil {
+				t.Fatalf("%d: a call passed %s into a %s pause the venue ordered", status, at, pause)
+			}
+		}
+	}
+}
+
+// After a long outage the feed recovers within a probe interval and a
+// refresh cycle of the venue healing, not at the end of a 30 s back-off, and
+// the outage cost the venue about a call a second.
+func TestRecoveryAfterALongOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(1)
+		store := snapshot.NewStore()
+		p := New(Config{Venue: v, Store: store})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = p.Run(ctx); close(done) }()
+		synctest.Wait()
+		id := []byte(pairID(1))
+		p.Want(id, snapshot.StreamBook, false)
+
+		v.setFail(func(Call, string) error { return &StatusError{Status: 503} })
+		outage := time.Now()
+		calls := len(v.log())
+		for time.Since(outage) < time.Minute {
+			p.Want(id, snapshot.StreamBook, false)
+			time.Sleep(time.Second)
+		}
+		duringOutage := len(v.log()) - calls
+		v.setFail(nil)
+		healed := time.Now()
+		var recovered time.Duration
+		for recovered == 0 {
+			time.Sleep(10 * time.Millisecond)
+			if b, _ := store.Book(id); b != nil && b.ReadAt() >= healed.UnixNano() {
+				recovered = time.Since(healed)
+			}
+			if time.Since(healed) > time.Minute {
+				t.Fatal("no fresh book a minute after the venue healed")
+			}
+		}
+		cancel()
+		<-done
+		t.Logf("a minute of 503s cost %d venue calls; a fresh book %s after the venue healed", duringOutage, recovered)
+		if recovered > probeEvery+350*time.Millisecond+50*time.Millisecond {
+			t.Errorf("fresh book %s after healing, want within a probe interval and a refresh cycle", recovered)
+		}
+		if duringOutage > 70 { // one probe a second, whichever job takes it
+			t.Errorf("%d venue calls in a minute of outage: the back-off does not hold", duringOutage)
+		}
+	})
+}
