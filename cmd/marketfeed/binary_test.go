@@ -35,6 +35,14 @@ var (
 // test ends, and must exit cleanly.
 func startBinary(t *testing.T, bin string, args ...string) (url, ops string) {
 	t.Helper()
+	url, ops, _ = startProcess(t, bin, args...)
+	return url, ops
+}
+
+// startProcess is startBinary that also returns the process id, for reading
+// the process's resident memory.
+func startProcess(t *testing.T, bin string, args ...string) (url, ops string, pid int) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -47,13 +55,13 @@ func startBinary(t *testing.T, bin string, args ...string) (url, ops string) {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sent := false
-		for sc.Scan() {
+		for sc.Scan() { // drains the log for as long as the process runs
 			if m := servingURL.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				var ops string
-				if o := opsAddr.FindStringSubmatch(sc.Text()); o != nil {
-					ops = o[1]
+				var o string
+				if m := opsAddr.FindStringSubmatch(sc.Text()); m != nil {
+					o = m[1]
 				}
-				found <- [2]string{m[1], ops}
+				found <- [2]string{m[1], o}
 				sent = true
 			}
 		}
@@ -66,10 +74,10 @@ func startBinary(t *testing.T, bin string, args ...string) (url, ops string) {
 	})
 	select {
 	case m := <-found:
-		return m[0], m[1]
+		return m[0], m[1], cmd.Process.Pid
 	case <-time.After(20 * time.Second):
 		t.Fatalf("%s printed no serving line", filepath.Base(bin))
-		return "", ""
+		return "", "", 0
 	}
 }
 

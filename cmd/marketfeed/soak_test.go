@@ -11,14 +11,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -27,48 +24,6 @@ var (
 	soakDuration = flag.Duration("soak.duration", 10*time.Minute, "how long the soak runs")
 	soakRate     = flag.Int("soak.rate", 4000, "requests a second the clients aim at, all routes together")
 )
-
-// startProcess starts a built command like startBinary and also returns its
-// process id, for reading its resident memory.
-func startProcess(t *testing.T, bin string, args ...string) (url, ops string, pid int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sent := false
-		for sc.Scan() { // drains the log for as long as the process runs
-			if m := servingURL.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				var o string
-				if m := opsAddr.FindStringSubmatch(sc.Text()); m != nil {
-					o = m[1]
-				}
-				found <- [2]string{m[1], o}
-				sent = true
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("%s did not stop cleanly on SIGTERM: %v", filepath.Base(bin), err)
-		}
-	})
-	select {
-	case m := <-found:
-		return m[0], m[1], cmd.Process.Pid
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s printed no serving line", filepath.Base(bin))
-		return "", "", 0
-	}
-}
 
 // sample is one reading of the server process.
 type sample struct {
