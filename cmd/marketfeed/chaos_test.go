@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -169,15 +168,7 @@ func startLoggedApp(t *testing.T, args ...string) (api string, a *app, logs *log
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.run(ctx, make(chan os.Signal)) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	runApp(t, a)
 	waitReady(t, "http://"+a.ops.Addr().String())
 	return "http://" + a.api.Addr().String(), a, logs
 }

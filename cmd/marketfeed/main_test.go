@@ -59,8 +59,19 @@ func startApp(t *testing.T, venue poller.Venue, args ...string) (api, ops string
 	if err != nil {
 		t.Fatal(err)
 	}
+	reload = runApp(t, a)
+	api = "http://" + a.api.Addr().String()
+	ops = "http://" + a.ops.Addr().String()
+	waitReady(t, ops)
+	return api, ops, a, reload
+}
+
+// runApp runs a until the test ends, when run must return nil, and returns
+// the channel that stands for SIGHUP.
+func runApp(t *testing.T, a *app) chan os.Signal {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	reload = make(chan os.Signal, 1)
+	reload := make(chan os.Signal, 1)
 	done := make(chan error, 1)
 	go func() { done <- a.run(ctx, reload) }()
 	t.Cleanup(func() {
@@ -69,10 +80,7 @@ func startApp(t *testing.T, venue poller.Venue, args ...string) (api, ops string
 			t.Errorf("run: %v", err)
 		}
 	})
-	api = "http://" + a.api.Addr().String()
-	ops = "http://" + a.ops.Addr().String()
-	waitReady(t, ops)
-	return api, ops, a, reload
+	return reload
 }
 
 // waitReady polls /readyz until the first catalog and tickers are loaded.

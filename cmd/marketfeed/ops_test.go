@@ -37,15 +37,7 @@ func launchApp(t *testing.T, venue poller.Venue, args ...string) (api, ops strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.run(ctx, make(chan os.Signal)) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	runApp(t, a)
 	return "http://" + a.api.Addr().String(), "http://" + a.ops.Addr().String(), a
 }
 
