@@ -37,8 +37,11 @@ var routeLabels = [numRouteLabels]string{
 var historicalName = []byte("historical_trades")
 
 // routeLabel returns the route label of a request path.
-func routeLabel(path []byte) int {
-	switch routeOf(path) {
+func routeLabel(path []byte) int { return labelOf(routeOf(path), path) }
+
+// labelOf returns the route label of a path already routed to r.
+func labelOf(r route, path []byte) int {
+	switch r {
 	case routePairs:
 		return labelPairs
 	case routeTickers:

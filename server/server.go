@@ -297,15 +297,18 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	defer s.finish(ctx, start)
-	s.serve(ctx)
+	label := labelOther
+	defer s.finish(ctx, start, &label)
+	s.serve(ctx, &label)
 }
 
 // finish counts the answer and its latency, after turning a panic into a
 // 500 and a logged stack: a bug in one request must not take the process,
 // and every other request, down. recover works only when called by the
 // deferred function itself, which is why both live here.
-func (s *Server) finish(ctx *fasthttp.RequestCtx, start time.Time) {
+// label is the request's route label, set by serve once it has parsed the
+// path, so the path is parsed once.
+func (s *Server) finish(ctx *fasthttp.RequestCtx, start time.Time, label *int) {
 	if r := recover(); r != nil {
 		s.log.Error("panic in handler",
 			slog.Any("panic", r),
@@ -315,12 +318,15 @@ func (s *Server) finish(ctx *fasthttp.RequestCtx, start time.Time) {
 		ctx.Response.Reset()
 		fail(&ctx.Response, errInternal)
 	}
-	s.metrics.observe(ctx.ConnID(), routeLabel(ctx.Path()), ctx.Response.StatusCode(), time.Since(start))
+	s.metrics.observe(ctx.ConnID(), *label, ctx.Response.StatusCode(), time.Since(start))
 }
 
-func (s *Server) serve(ctx *fasthttp.RequestCtx) {
+// serve answers the request and sets *label to its route label.
+func (s *Server) serve(ctx *fasthttp.RequestCtx, label *int) {
 	now := s.clock(ctx)
 	options := ctx.IsOptions()
+	r := routeOf(ctx.Path())
+	*label = labelOf(r, ctx.Path())
 	// Every request counts against the limit, errors included, except a
 	// CORS preflight: browsers send those on their own, they carry no data
 	// and Access-Control-Max-Age keeps them rare.
@@ -332,7 +338,6 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 			}
 		}
 	}
-	r := routeOf(ctx.Path())
 	switch {
 	case r == routeNone:
 		fail(&ctx.Response, errNotFound)

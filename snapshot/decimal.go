@@ -55,15 +55,6 @@ func isPositive(s string) bool {
 	return nonZero
 }
 
-// isZero reports whether the plain decimal s is zero.
-func isZero(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= '1' && s[i] <= '9' {
-			return false
-		}
-	}
-	return true
-}
 
 // comparePositive compares two non-negative plain decimals without parsing
 // them, so that checking a book's order costs no allocation: -1 if a < b,
