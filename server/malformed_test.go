@@ -292,7 +292,14 @@ func (m *malformed) request() (raw []byte, d defect, method string) {
 	case defectUnparsable:
 		switch m.r.IntN(9) {
 		case 0:
-			return append(m.bytesFrom(1+m.r.IntN(200), ""), "\r\n\r\n"...), d, ""
+			junk := m.bytesFrom(1+m.r.IntN(200), "")
+			// Empty lines before a request line are skipped (RFC 9112
+			// section 2.2): junk of CR and LF only is no request at all, and
+			// rightly gets no answer. Junk must hold something else.
+			if len(bytes.Trim(junk, "\r\n")) == 0 {
+				junk = append([]byte{'x'}, junk...)
+			}
+			return append(junk, "\r\n\r\n"...), d, ""
 		case 1:
 			uri = "/api/public/pairs" + m.pick("\x00", "\x7f", "\x01")
 		case 2:

@@ -55,7 +55,6 @@ func isPositive(s string) bool {
 	return nonZero
 }
 
-
 // comparePositive compares two non-negative plain decimals without parsing
 // them, so that checking a book's order costs no allocation: -1 if a < b,
 // 0 if equal, +1 if a > b.
