@@ -24,7 +24,9 @@ type Venue interface {
 	Quotes(ctx context.Context) ([]Quote, error)
 	// Book returns up to depth levels per side of one market, best first.
 	Book(ctx context.Context, symbol string, depth int) (Book, error)
-	// Trades returns up to limit recent trades of one market, oldest first.
+	// Trades returns up to limit recent trades of one market, oldest first,
+	// as the venue's market stream publishes them (Binance: aggregate
+	// trades), each with its venue id.
 	Trades(ctx context.Context, symbol string, limit int) ([]Trade, error)
 	// Weight is what one call of the given kind costs against the venue's
 	// per-minute weight limit; 0 for a venue without one.
@@ -73,6 +75,10 @@ type Catalog struct {
 // Book is one order book as the venue sent it.
 type Book struct {
 	Time int64 // the venue's clock for this book, ms since the Unix epoch
+	// LastUpdateID is the venue's update id the book is current at (Binance
+	// lastUpdateId): where a local book fed by the diff stream starts.
+	// 0 when the venue sends none.
+	LastUpdateID int64
 	Bids []Level
 	Asks []Level
 }

@@ -22,6 +22,11 @@ type Level struct {
 
 // Trade is one venue trade.
 type Trade struct {
+	// ID is the venue's id of the trade (Binance: the aggregate trade id
+	// "a"), increasing in trade order; 0 when the venue sends none. It
+	// orders and deduplicates trades and keeps a published trade_id stable;
+	// it is never published.
+	ID       int64
 	Time     int64  // trade time, ms since the Unix epoch
 	Price    string // trade price
 	Size     string // size in base currency

@@ -69,9 +69,12 @@ var Aster = Preset{
 	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 2, Book: 5, Trades: 1},
 }
 
+// Presets lists every known venue, in the order help texts show them.
+var Presets = []Preset{Binance, Aster}
+
 // PresetByName returns the preset whose Name is exactly name.
 func PresetByName(name string) (Preset, bool) {
-	for _, p := range []Preset{Binance, Aster} {
+	for _, p := range Presets {
 		if p.Name == name {
 			return p, true
 		}

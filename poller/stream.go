@@ -1,0 +1,76 @@
+package poller
+
+import "context"
+
+// StreamKind is one of a market's per-pair market streams.
+type StreamKind int
+
+// The per-pair streams the poller keeps. The all-market ticker stream is not
+// per pair and has no kind.
+const (
+	StreamDepth  StreamKind = iota // <symbol>@depth@100ms: order book diffs
+	StreamTrades                   // <symbol>@aggTrade: aggregate trades
+	numStreamKinds
+)
+
+var streamKindNames = [numStreamKinds]string{"depth", "trades"}
+
+func (k StreamKind) String() string {
+	if k < 0 || k >= numStreamKinds {
+		return "stream(?)"
+	}
+	return streamKindNames[k]
+}
+
+// DepthUpdate is one event of a market's diff depth stream: every level that
+// changed between two update ids, with its new absolute size ("0" removes
+// the level). Levels are plain decimals, checked by the adapter.
+type DepthUpdate struct {
+	Symbol string // the venue's symbol, upper case as in the catalog
+	First  int64  // U: the first update id in the event
+	Last   int64  // u: the last update id in the event
+	Prev   int64  // pu: the last update id of the previous event
+	Time   int64  // T: the venue's engine time, ms; published as the book's timestamp
+	Bids   []Level
+	Asks   []Level
+}
+
+// Sink receives what a venue's market streams deliver. Its methods are called
+// from the streams' reading goroutines, possibly from several at once and, for
+// one symbol, from two connections at a time while one replaces the other:
+// implementations lock what they share, tolerate a duplicate or late event,
+// and never block for long.
+type Sink interface {
+	// Depth delivers one diff event of a market's depth stream.
+	Depth(u DepthUpdate)
+	// Trade delivers one aggregate trade; tr.ID is the venue's aggregate
+	// trade id.
+	Trade(symbol string, tr Trade)
+	// Tickers delivers rows of the all-market ticker stream: only the
+	// symbols that changed, possibly symbols outside the catalog.
+	Tickers(rows []Stat)
+	// Live reports that the streams of kind for symbols are subscribed and
+	// acknowledged on a connection that is reading.
+	Live(kind StreamKind, symbols []string)
+	// Lost reports that the streams of kind for symbols stopped delivering
+	// in sequence: their connection closed, the venue refused the
+	// subscription, or an event could not be used. A depth stream that was
+	// lost must be synced again from a snapshot once it is live again.
+	Lost(kind StreamKind, symbols []string)
+}
+
+// Streams is a venue's market streams: the per-pair depth and aggregate
+// trade streams and the all-market ticker stream. Implementations own their
+// connections, subscriptions, pacing, reconnection and replacement.
+type Streams interface {
+	// Run keeps the streams of the watched symbols, and the all-market
+	// ticker stream, flowing into sink until ctx is done. It returns ctx's
+	// error, or another error only when the streams cannot be used at all.
+	Run(ctx context.Context, sink Sink) error
+	// Watch sets the symbols whose depth and trade streams are kept: new
+	// symbols are subscribed, symbols no longer listed are dropped.
+	Watch(symbols []string)
+	// Resubscribe subscribes a symbol's stream again: the poller's answer
+	// to a subscription that was acknowledged and then stayed silent.
+	Resubscribe(kind StreamKind, symbol string)
+}
