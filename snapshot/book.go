@@ -172,3 +172,13 @@ func (b *Book) Parts(depth int) (head, middle, tail []byte) {
 func (b *Book) String() string {
 	return b.tickerID + " book @" + strconv.FormatInt(b.time, 10)
 }
+
+// Confirmed returns a copy of b read at at: the same bytes, version and tag,
+// with a later read time. A book kept current from the venue's diff stream
+// is republished this way when nothing changed, so that a quiet market stays
+// fresh without being serialized again and caches keep revalidating with 304.
+func (b *Book) Confirmed(at time.Time) *Book {
+	c := *b
+	c.readAt = at.UnixNano()
+	return &c
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func pairsOf(ids ...string) *Pairs {
@@ -190,5 +191,32 @@ func TestStoreConcurrent(t *testing.T) {
 func TestStreamString(t *testing.T) {
 	if StreamBook.String() != "book" || StreamTrades.String() != "trades" {
 		t.Errorf("streams named %q and %q", StreamBook, StreamTrades)
+	}
+}
+
+// A confirmed copy is the same answer, read later: same bytes and tag, so an
+// If-None-Match revalidation still matches.
+func TestConfirmedKeepsBytesAndTagWithALaterReadTime(t *testing.T) {
+	b, err := NewBook("BTC_USDT", 1, []Level{{"2", "1"}}, []Level{{"3", "1"}}, time.Unix(10, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := b.Confirmed(time.Unix(20, 0))
+	if string(cb.Body()) != string(b.Body()) || string(cb.Tag()) != string(b.Tag()) || cb.Version() != b.Version() {
+		t.Fatal("confirmed book differs from the book it confirms")
+	}
+	if cb.ReadAt() != time.Unix(20, 0).UnixNano() || b.ReadAt() != time.Unix(10, 0).UnixNano() {
+		t.Fatalf("read times: confirmed %d, original %d", cb.ReadAt(), b.ReadAt())
+	}
+	tr, err := NewTrades("BTC_USDT", []Trade{{ID: 7, Time: 1, Price: "2", Size: "1"}}, time.Unix(10, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := tr.Confirmed(time.Unix(30, 0))
+	if string(ct.Body(SideAll)) != string(tr.Body(SideAll)) || string(ct.Tag()) != string(tr.Tag()) {
+		t.Fatal("confirmed trades differ from the trades they confirm")
+	}
+	if ct.ReadAt() != time.Unix(30, 0).UnixNano() || tr.ReadAt() != time.Unix(10, 0).UnixNano() {
+		t.Fatalf("read times: confirmed %d, original %d", ct.ReadAt(), tr.ReadAt())
 	}
 }

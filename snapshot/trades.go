@@ -34,7 +34,7 @@ type Trades struct {
 	version  uint64
 	tag      []byte
 	gzipped  []byte // the response for both sides at the full limit, gzipped
-	ids      map[tradeIdent]string
+	ids      knownIDs
 	views    [numSides]tradeView
 }
 
@@ -66,7 +66,7 @@ func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, erro
 // are the same either way.
 func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
 	trades = trades[max(0, len(trades)-MaxTrades):]
-	var known map[tradeIdent]string
+	var known knownIDs
 	if prev != nil && prev.tickerID == tickerID {
 		known = prev.ids
 	}
@@ -159,33 +159,88 @@ func appendTrade(dst []byte, id string, tr Trade, target string) []byte {
 // tradeIDs derives every trade's id, oldest first, numbering trades that share
 // time, side, price and size so that ids stay unique within one read.
 //
-// known maps trades of an earlier read of the pair to their ids; the ids of
-// this read are returned the same way, for the next.
-func tradeIDs(trades []Trade, known map[tradeIdent]string) ([]string, map[tradeIdent]string, error) {
+// known holds the ids of an earlier read of the pair; the ids of this read
+// are returned the same way, for the next.
+//
+// A trade with a venue id keeps the id it was first published with: a
+// repeat's number is fixed when the trade first appears (one more than the
+// highest number its lookalikes hold), so it does not shift when an older
+// copy leaves the window. For a process that sees the trades for the first
+// time this is the same numbering as counting repeats oldest first. A trade
+// without a venue id is numbered by its repeats within the read.
+func tradeIDs(trades []Trade, known knownIDs) ([]string, knownIDs, error) {
 	ids := make([]string, len(trades))
-	idOf := make(map[tradeIdent]string, len(trades))
-	for i, tr := range trades {
+	next := knownIDs{byIdent: make(map[tradeIdent]string, len(trades))}
+	// highest[base] is the highest repeat number held by a trade with the
+	// base's four fields, counting the ids carried over first so that a
+	// trade new to the window never takes a number one of them holds.
+	var highest map[tradeIdent]int
+	for _, tr := range trades {
 		if !isPositive(tr.Price) {
-			return nil, nil, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
+			return nil, knownIDs{}, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
 		}
 		if !isPositive(tr.Size) {
-			return nil, nil, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
+			return nil, knownIDs{}, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
 		}
+		if tr.ID == 0 {
+			continue
+		}
+		if next.byVenue == nil {
+			next.byVenue = make(map[int64]numberedID, len(trades))
+			highest = make(map[tradeIdent]int)
+		}
+		if k, ok := known.byVenue[tr.ID]; ok {
+			base := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
+			if h, seen := highest[base]; !seen || k.n > h {
+				highest[base] = k.n
+			}
+		}
+	}
+	for i, tr := range trades {
 		ident := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
+		if tr.ID != 0 {
+			k, ok := known.byVenue[tr.ID]
+			if !ok {
+				k.n = 0
+				if h, seen := highest[ident]; seen {
+					k.n = h + 1
+				}
+				highest[ident] = k.n
+				k.id = hashID(tradeKey(tr), k.n)
+			}
+			ids[i] = k.id
+			next.byVenue[tr.ID] = k
+			continue
+		}
 		for {
-			if _, dup := idOf[ident]; !dup {
+			if _, dup := next.byIdent[ident]; !dup {
 				break
 			}
 			ident.n++
 		}
-		id, ok := known[ident]
+		id, ok := known.byIdent[ident]
 		if !ok {
 			id = hashID(tradeKey(tr), ident.n)
 		}
 		ids[i] = id
-		idOf[ident] = id
+		next.byIdent[ident] = id
 	}
-	return ids, idOf, nil
+	return ids, next, nil
+}
+
+// knownIDs are the published ids of one value's trades, for the next read of
+// the pair to reuse: by venue id where the venue gives one, otherwise by the
+// four published fields and the repeat number within the read.
+type knownIDs struct {
+	byVenue map[int64]numberedID
+	byIdent map[tradeIdent]string
+}
+
+// numberedID is a published trade id with the repeat number it was hashed
+// with.
+type numberedID struct {
+	n  int
+	id string
 }
 
 // tradeIdent is what a trade's id derives from: its four published fields
@@ -260,4 +315,14 @@ func (t *Trades) Parts(side Side, limit int) (head, tail []byte) {
 		return v.body, nil
 	}
 	return v.body[:v.ends[limit-1]], closeArray
+}
+
+// Confirmed returns a copy of t read at at: the same bytes, version and tag,
+// with a later read time. Trades kept current from the venue's trade stream
+// are republished this way when no trade happened, so that a quiet market
+// stays fresh without being serialized again.
+func (t *Trades) Confirmed(at time.Time) *Trades {
+	c := *t
+	c.readAt = at.UnixNano()
+	return &c
 }

@@ -36,8 +36,8 @@ func TestNewTradesAfterIgnoresAnotherPairsValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Poison the other pair's ids: they must not be used for BTC_USDT.
-	for k := range other.ids {
-		other.ids[k] = "poisoned"
+	for k := range other.ids.byIdent {
+		other.ids.byIdent[k] = "poisoned"
 	}
 	got, err := NewTradesAfter(other, "BTC_USDT", tradeTape(5), readAt)
 	if err != nil {
@@ -67,5 +67,51 @@ func TestIsPositiveAgreesWithItsDefinition(t *testing.T) {
 		if got, want := isPositive(s), byParts(s); got != want {
 			t.Errorf("isPositive(%q) = %v, want %v", s, got, want)
 		}
+	}
+}
+
+// With venue ids, a repeat keeps the number it was first published with when
+// an older copy leaves the window, and a process that starts later numbers
+// the trades it sees first as a fresh count.
+func TestTradeIDsWithVenueIDsStayStableAsTheWindowSlides(t *testing.T) {
+	twin := Trade{Time: 1700000000000, Price: "100.5", Size: "2", Sell: true}
+	other := Trade{Time: 1700000000001, Price: "100.6", Size: "1"}
+	with := func(id int64, tr Trade) Trade { tr.ID = id; return tr }
+	first, err := NewTradesAfter(nil, "BTC_USDT", []Trade{with(1, twin), with(2, twin), with(3, other)}, readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idOf := func(v *Trades, id int64) string { return v.ids.byVenue[id].id }
+	if want := TradeID(twin, 0); idOf(first, 1) != want {
+		t.Fatalf("first copy: id %s, want %s", idOf(first, 1), want)
+	}
+	if want := TradeID(twin, 1); idOf(first, 2) != want {
+		t.Fatalf("second copy: id %s, want %s (#1)", idOf(first, 2), want)
+	}
+	// The oldest copy leaves the window and a third copy arrives.
+	second, err := NewTradesAfter(first, "BTC_USDT", []Trade{with(2, twin), with(3, other), with(4, twin)}, readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idOf(second, 2) != TradeID(twin, 1) {
+		t.Fatal("the second copy's id changed when the first left the window")
+	}
+	if want := TradeID(twin, 2); idOf(second, 4) != want {
+		t.Fatalf("third copy: id %s, want %s (#2)", idOf(second, 4), want)
+	}
+	body := string(second.Body(SideAll))
+	for _, id := range []string{TradeID(twin, 1), TradeID(twin, 2), TradeID(other, 0)} {
+		if strings.Count(body, id) != 1 {
+			t.Fatalf("id %s appears %d times in %s", id, strings.Count(body, id), body)
+		}
+	}
+	// An older trade that a backfill brings in later takes a free number
+	// instead of one a published trade holds.
+	third, err := NewTradesAfter(second, "BTC_USDT", []Trade{with(1, twin), with(2, twin), with(4, twin)}, readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idOf(third, 2) != TradeID(twin, 1) || idOf(third, 4) != TradeID(twin, 2) || idOf(third, 1) != TradeID(twin, 3) {
+		t.Fatalf("backfilled copy renumbered published ids: %v", third.ids.byVenue)
 	}
 }
