@@ -104,6 +104,9 @@ func (h *histogram) observe(d time.Duration) {
 var (
 	callBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 	waitBounds = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}
+	// A stream-fed book is published on the 350 ms schedule after the
+	// event that changed it, plus the venue's own delay.
+	lagBounds = []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 2, 5}
 )
 
 var streamNames = [2]string{snapshot.StreamBook: "book", snapshot.StreamTrades: "trades"}
@@ -117,6 +120,12 @@ type pollerMetrics struct {
 	deferred  [2]*metrics.Counter    // by stream: reads a round could not afford
 	coldLoads [2][2]*metrics.Counter // by stream, then ok / failed
 	coldWait  [2]*histogram          // by stream
+
+	// With market streams.
+	resyncs    map[string]*metrics.Counter        // by cause
+	silent     [numStreamKinds][2]*metrics.Counter // resubscribed, fell back to REST
+	publishLag *histogram                         // venue time of a book to its publication
+	weight     [numPurposes]*metrics.Counter      // REST weight spent, by purpose
 }
 
 func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
@@ -138,6 +147,37 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 			return float64(p.hot[s].Len())
 		})
 	}
+	m.resyncs = make(map[string]*metrics.Counter, len(resyncCauses))
+	for _, cause := range resyncCauses {
+		m.resyncs[cause] = set.NewCounter(`marketfeed_book_resyncs_total{cause="` + cause + `"}`)
+	}
+	for k := range numStreamKinds {
+		stream := `stream="` + k.String() + `"`
+		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
+		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
+	}
+	m.publishLag = newHistogram(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
+	for pu := range numPurposes {
+		m.weight[pu] = set.NewCounter(`marketfeed_venue_weight_total{purpose="` + purposeNames[pu] + `"}`)
+	}
+	if p.live != nil {
+		for part, idx := range map[string]int{"books": 0, "trades": 1} {
+			for src := range numSources {
+				set.NewGauge(`marketfeed_pairs{part="`+part+`",source="`+sourceNames[src]+`"}`, func() float64 {
+					books, trades := p.live.sources()
+					if idx == 0 {
+						return float64(books[src])
+					}
+					return float64(trades[src])
+				})
+			}
+		}
+	}
+	set.NewGauge("marketfeed_venue_max_stale_unmet", func() float64 {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return b2f(p.staleUnmet && p.budget.Limit() > 0)
+	})
 	for k := range numPauseKinds {
 		set.NewGauge(`marketfeed_venue_pauses_total{reason="`+pauseKindNames[k]+`"}`, func() float64 {
 			return float64(p.gate.PausesOf(k))

@@ -55,6 +55,18 @@ type Config struct {
 	MaxStale     time.Duration // the oldest snapshot the server serves; bulk reads are planned to stay well inside it; default 10 s
 	CallTimeout  time.Duration // bounds one venue call; default 10 s
 	Parallel     int           // per-pair reads in flight at once; default 8
+
+	// Streams, when set, are the venue's market streams: every listed
+	// pair's book is then a local order book kept from the diff stream,
+	// its trades a window fed by the trade stream, and the tickers come
+	// from the all-market ticker stream; REST reads only snapshots and
+	// backfills, and stands in for a pair whose stream is down. nil: REST
+	// only, for the pairs requests ask for.
+	Streams Streams
+	// SyncDepth is the per-side depth of the snapshot a local book starts
+	// from (default 500): deeper than the 100 levels published, so that
+	// the published levels stay complete as the top is consumed.
+	SyncDepth int
 }
 
 func (c *Config) setDefaults() {
@@ -76,6 +88,9 @@ func (c *Config) setDefaults() {
 	if c.Parallel <= 0 {
 		c.Parallel = 8
 	}
+	if c.SyncDepth <= 0 {
+		c.SyncDepth = 500
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -94,7 +109,11 @@ type Poller struct {
 	// slots bound the reads of each stream in flight at once, across
 	// overlapping rounds; cap Config.Parallel.
 	slots   [2]chan struct{}
-	metrics *pollerMetrics
+	// liveSlots bound the snapshot and backfill reads of stream-fed pairs
+	// in flight at once; cap Config.Parallel.
+	liveSlots chan struct{}
+	live      *live // nil without streams
+	metrics   *pollerMetrics
 	born    time.Time // when New ran: the age of data never read
 
 	ctx    context.Context // the poller's lifetime: cold loads run under it
@@ -115,6 +134,12 @@ type Poller struct {
 	statsEvery  time.Duration
 	quotesEvery time.Duration
 	bulkReserve int // weight per minute the bulk calls are planned to spend
+	// catalogReserve is the part of bulkReserve the catalog needs; the
+	// rest is for tickers, which a live ticker stream makes unnecessary.
+	catalogReserve int
+	// staleUnmet is set when the bulk calls cannot run often enough within
+	// their share of the budget to honour max-stale.
+	staleUnmet bool
 
 	stretched  atomic.Int64 // reads a round could not afford
 	omitted    atomic.Int64 // spot tickers left out of the last build
@@ -145,6 +170,7 @@ func New(cfg Config) *Poller {
 		logs:    newLogThrottle(time.Minute),
 		hot:     [2]*hotSet{newHotSet(), newHotSet()},
 		slots:   [2]chan struct{}{make(chan struct{}, cfg.Parallel), make(chan struct{}, cfg.Parallel)},
+		liveSlots: make(chan struct{}, cfg.Parallel),
 		ctx:     ctx,
 		cancel:  cancel,
 		flights: make(map[flightKey]*flight),
@@ -154,6 +180,9 @@ func New(cfg Config) *Poller {
 	set := cfg.Metrics
 	if set == nil {
 		set = metrics.NewSet()
+	}
+	if cfg.Streams != nil {
+		p.live = newLive(p, cfg.Streams)
 	}
 	p.metrics = newPollerMetrics(set, p)
 	p.plan(0)
@@ -167,10 +196,10 @@ func (p *Poller) Run(ctx context.Context) error {
 	defer p.wg.Wait()
 	defer p.cancel()
 	if err := p.RefreshCatalog(ctx); err != nil {
-		p.log.Warn("first catalog read failed; retrying on schedule", "err", err)
+		p.log.Warn("first catalog read failed; retrying on schedule", logKeyErr, err)
 	}
 	if err := p.RefreshTickers(ctx); err != nil {
-		p.log.Warn("first tickers read failed; retrying on schedule", "err", err)
+		p.log.Warn("first tickers read failed; retrying on schedule", logKeyErr, err)
 	}
 	logger := cronLogger{p.log}
 	c := cron.New(cron.WithLogger(logger))
@@ -187,6 +216,29 @@ func (p *Poller) Run(ctx context.Context) error {
 	every(p.cfg.TickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
 	every(p.cfg.BookEvery, overlapping, p.RefreshBooks)
 	every(p.cfg.TradesEvery, overlapping, p.RefreshTrades)
+	if l := p.live; l != nil {
+		p.wg.Go(func() {
+			if err := l.streams.Run(ctx, l); err != nil && ctx.Err() == nil {
+				p.log.Error("market streams stopped; pairs are served by REST", logKeyErr, err)
+			}
+		})
+		every(p.cfg.BookEvery, single, func(ctx context.Context) { l.publishBooks(); l.syncBooks(ctx) })
+		every(p.cfg.TradesEvery, single, func(ctx context.Context) { l.publishTrades(); l.backfillTrades(ctx) })
+		every(time.Second, single, func(context.Context) { l.watch() })
+		// A request waiting for a pair starts its read at once, not at the
+		// next tick.
+		p.wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-l.wake:
+					l.syncBooks(ctx)
+					l.backfillTrades(ctx)
+				}
+			}
+		})
+	}
 	c.Start()
 	<-ctx.Done()
 	<-c.Stop().Done()
@@ -198,32 +250,52 @@ type cronLogger struct{ log *slog.Logger }
 
 func (l cronLogger) Info(string, ...any) {} // cron's scheduling chatter
 func (l cronLogger) Error(err error, msg string, kv ...any) {
-	l.log.Error(msg, append([]any{"err", err}, kv...)...)
+	l.log.Error(msg, append([]any{logKeyErr, err}, kv...)...)
 }
 
 // plan derives how often the bulk calls run from the venue's weight limit:
-// statistics may take 30 % of the budget and quotes 10 %, but both run at
-// least twice per max-stale period so tickers never go stale on schedule.
+// statistics may take 30 % of the budget and quotes 10 %, never more, so
+// that per-pair reads always keep a share. When those shares cannot run the
+// bulk calls twice per max-stale period, tickers go stale on schedule: the
+// process says so (a log line and a metric) rather than starve every pair.
 // What the bulk calls are planned to spend is held back from per-pair reads.
 func (p *Poller) plan(limit int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ceiling := max(p.cfg.TickersEvery, p.cfg.MaxStale/2)
+	p.staleUnmet = false
 	interval := func(weight int, share float64) time.Duration {
 		if limit == 0 || weight == 0 {
 			return p.cfg.TickersEvery
 		}
 		d := time.Duration(float64(weight) * float64(time.Minute) / (share * float64(limit)))
-		return min(max(d, p.cfg.TickersEvery), ceiling)
+		if d > ceiling {
+			p.staleUnmet = true
+		}
+		return max(d, p.cfg.TickersEvery)
 	}
 	p.statsEvery = interval(p.venue.Weight(CallStats), 0.3)
 	p.quotesEvery = interval(p.venue.Weight(CallQuotes), 0.1)
 	perMinute := func(weight int, every time.Duration) int {
 		return int(math.Ceil(float64(weight) * float64(time.Minute) / float64(every)))
 	}
+	p.catalogReserve = perMinute(p.venue.Weight(CallCatalog), p.cfg.CatalogEvery)
 	p.bulkReserve = perMinute(p.venue.Weight(CallStats), p.statsEvery) +
-		perMinute(p.venue.Weight(CallQuotes), p.quotesEvery) +
-		perMinute(p.venue.Weight(CallCatalog), p.cfg.CatalogEvery)
+		perMinute(p.venue.Weight(CallQuotes), p.quotesEvery) + p.catalogReserve
+}
+
+// reserve is the weight a minute held back for the bulk calls: only the
+// catalog's while the ticker stream delivers the statistics.
+func (p *Poller) reserve() int {
+	p.mu.Lock()
+	all, catalog := p.bulkReserve, p.catalogReserve
+	p.mu.Unlock()
+	if p.live != nil {
+		if _, ok := p.live.streamTickers(time.Now()); ok {
+			return catalog
+		}
+	}
+	return all
 }
 
 // caps returns how much of the budget per-pair book and trade reads may
@@ -235,9 +307,7 @@ func (p *Poller) caps() (book, trades int) {
 	if limit == 0 {
 		return math.MaxInt, math.MaxInt
 	}
-	p.mu.Lock()
-	left := max(limit-p.bulkReserve, 0)
-	p.mu.Unlock()
+	left := max(limit-p.reserve(), 0)
 	demand := func(s snapshot.Stream, c Call, every time.Duration) float64 {
 		return float64(p.hot[s].Len()*p.venue.Weight(c)) * float64(time.Minute) / float64(every)
 	}
@@ -292,6 +362,11 @@ func (p *Poller) bulk(ctx context.Context, c Call, fn func(context.Context) erro
 	if !p.budget.take(time.Now(), p.venue.Weight(c), classBulk, math.MaxInt) {
 		return fmt.Errorf("%s: %w", c, ErrNoBudget)
 	}
+	purpose := PurposeTickers
+	if c == CallCatalog {
+		purpose = PurposeCatalog
+	}
+	p.metrics.weight[purpose].Add(p.venue.Weight(c))
 	return p.call(ctx, c, fn)
 }
 
@@ -318,6 +393,13 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 		p.plan(limit)
 		p.reconcile(time.Now()) // the count that came with the catalog, now that there is a limit
 		p.log.Info("venue weight budget", "limit_per_minute", cat.WeightLimit, "budget_per_minute", limit)
+		p.mu.Lock()
+		unmet, statsEvery := p.staleUnmet, p.statsEvery
+		p.mu.Unlock()
+		if unmet {
+			p.log.Warn("max-stale cannot be honoured within the venue weight budget: tickers are read less often",
+				"max_stale", p.cfg.MaxStale, "stats_every", statsEvery)
+		}
 	}
 	p.mu.Lock()
 	p.markets = cat.Markets
@@ -327,11 +409,16 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 	return nil
 }
 
+// publishPairs publishes the pair list and, with streams, has the streams
+// follow it.
 func (p *Poller) publishPairs(markets []Market, spot []string, readAt time.Time) {
 	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{
 		Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes,
 	}, readAt)
 	p.store.PutPairs(pairs)
+	if p.live != nil {
+		p.live.setPairs(pairs)
+	}
 }
 
 // SetSpot replaces the platform's spot list and republishes the pairs from
@@ -360,16 +447,28 @@ func readBulk[T any](ctx context.Context, p *Poller, c Call, read func(context.C
 }
 
 // RefreshTickers reads whichever of the bulk statistics and quotes are due
-// and publishes new tickers when anything changed.
+// and publishes new tickers when anything changed. With streams, the
+// statistics come from the all-market ticker stream and the quotes from the
+// spot pairs' local books; the bulk calls stand in only for what the streams
+// do not cover (the stream is quiet, a spot pair's book is not synced yet).
 func (p *Poller) RefreshTickers(ctx context.Context) error {
 	pairs := p.store.Pairs()
 	if pairs == nil {
 		return errors.New("no pairs yet")
 	}
 	now := time.Now()
+	var streamStats []Stat
+	var localQuotes []Quote
+	fromStream, allLocal := false, false
+	if p.live != nil {
+		streamStats, fromStream = p.live.streamTickers(now)
+		var missing int
+		localQuotes, missing = p.live.quotes(pairs.Spot())
+		allLocal = missing == 0
+	}
 	p.mu.Lock()
-	quotesDue := now.Sub(p.quotesTried) >= p.quotesEvery
-	statsDue := now.Sub(p.statsTried) >= p.statsEvery
+	quotesDue := !allLocal && now.Sub(p.quotesTried) >= p.quotesEvery
+	statsDue := !fromStream && now.Sub(p.statsTried) >= p.statsEvery
 	if quotesDue {
 		p.quotesTried = now
 	}
@@ -379,7 +478,7 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	p.mu.Unlock()
 
 	var errs []error
-	read := false
+	read := fromStream || len(localQuotes) > 0
 	if quotesDue {
 		if quotes, err := readBulk(ctx, p, CallQuotes, p.venue.Quotes); err != nil {
 			errs = append(errs, err)
@@ -397,20 +496,32 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 			p.mu.Lock()
 			p.stats, p.statsAt = stats, now
 			p.mu.Unlock()
+			if p.live != nil {
+				p.live.seedTickers(stats)
+			}
 			read = true
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		p.logs.log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String("err", err.Error()))
+		p.logs.log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logKeyErr, err.Error()))
 	} else {
 		p.logs.forget("tickers")
 	}
 
 	p.mu.Lock()
 	stats, quotes := p.stats, p.quotes
-	readAt := p.statsAt
-	if p.quotesAt.Before(readAt) {
-		readAt = p.quotesAt
+	statsAt, quotesAt := p.statsAt, p.quotesAt
+	if fromStream {
+		stats, statsAt = streamStats, now
+	}
+	if allLocal {
+		quotes, quotesAt = localQuotes, now
+	} else if len(localQuotes) > 0 {
+		quotes = overlay(quotes, localQuotes)
+	}
+	readAt := statsAt
+	if quotesAt.Before(readAt) {
+		readAt = quotesAt
 	}
 	rebuild := (read || p.tickersFrom != pairs.Version()) && stats != nil && quotes != nil
 	if rebuild {
@@ -427,6 +538,22 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// overlay returns base with the quotes of over replacing those of the same
+// symbol: the local books' quotes are newer than a bulk read.
+func overlay(base, over []Quote) []Quote {
+	bySymbol := make(map[string]int, len(over))
+	for i, q := range over {
+		bySymbol[q.Symbol] = i
+	}
+	out := make([]Quote, 0, len(base)+len(over))
+	for _, q := range base {
+		if _, replaced := bySymbol[q.Symbol]; !replaced {
+			out = append(out, q)
+		}
+	}
+	return append(out, over...)
 }
 
 // RefreshBooks runs one round of book reads over the hot pairs.
@@ -467,6 +594,9 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	})
 	due := hot[:0]
 	for _, hp := range hot {
+		if p.live != nil && p.live.current(hp.id, s) {
+			continue // the stream keeps it current
+		}
 		if tick-hp.started.Load() >= int64(every) && !hp.reading.Load() {
 			due = append(due, hp)
 		}
@@ -501,12 +631,12 @@ dispatch:
 			hp.reading.Store(false)
 			<-slots
 			left := len(due) - i
-			p.stretched.Add(int64(left))
-			p.metrics.deferred[s].Add(left)
+			p.deferred(s, left)
 			p.logs.log(p.log, slog.LevelInfo, "stretch-"+s.String(), "weight budget stretches cadence",
 				slog.String("stream", s.String()), slog.Int("hot", len(hot)), slog.Int("deferred", left))
 			break
 		}
+		p.metrics.weight[PurposePoll].Add(p.venue.Weight(c))
 		pair, _ := pairs.Lookup(hp.id)
 		hp.started.Store(tick)
 		wg.Go(func() {
@@ -514,7 +644,7 @@ dispatch:
 			defer hp.reading.Store(false)
 			if err := p.read(ctx, s, pair, time.Unix(0, tick), p.gzipWanted(hp, now)); err != nil {
 				p.logs.log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
-					slog.String("stream", s.String()), slog.String("pair", pair.TickerID), slog.String("err", err.Error()))
+					slog.String("stream", s.String()), slog.String(logKeyPair, pair.TickerID), slog.String(logKeyErr, err.Error()))
 			}
 		})
 	}
@@ -562,6 +692,72 @@ func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair
 	}
 	p.store.PutBook(b)
 	return nil
+}
+
+// Purpose says what REST weight was spent on, for metrics.
+type Purpose int
+
+// The purposes of REST calls.
+const (
+	PurposeCatalog  Purpose = iota // the market list
+	PurposeTickers                 // bulk statistics and quotes
+	PurposeSnapshot                // order book snapshots that sync local books
+	PurposeBackfill                // trade reads that fill a stream-fed window
+	PurposePoll                    // book and trade reads of pairs served by REST
+	numPurposes
+)
+
+var purposeNames = [numPurposes]string{"catalog", "tickers", "snapshot", "backfill", "poll"}
+
+// bookWeight is the weight of a book read of the given depth.
+func (p *Poller) bookWeight(depth int) int {
+	if w, ok := p.venue.(DepthWeigher); ok {
+		return w.BookWeight(depth)
+	}
+	return p.venue.Weight(CallBook)
+}
+
+// deferred counts reads of a stream that the budget or the read slots
+// pushed to a later round.
+func (p *Poller) deferred(s snapshot.Stream, n int) {
+	p.stretched.Add(int64(n))
+	p.metrics.deferred[s].Add(n)
+}
+
+// startRead starts one snapshot or backfill read of a stream-fed pair if a
+// read slot is free, calls are not paused and the budget has its weight;
+// it reports whether it started. Reads nobody waits for may use four fifths
+// of their share of the budget, so that a request always finds some left.
+// mark runs before the read starts, to flag the pair as being read. The
+// read runs under the poller's lifetime and Run waits for it.
+func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urgent bool, fn func(context.Context), mark func()) bool {
+	if ctx.Err() != nil || p.gate.blocked(time.Now()) {
+		return false
+	}
+	select {
+	case p.liveSlots <- struct{}{}:
+	default:
+		return false
+	}
+	bookCap, tradesCap := p.caps()
+	class, classCap := classBook, bookCap
+	if purpose == PurposeBackfill {
+		class, classCap = classTrades, tradesCap
+	}
+	if !urgent && classCap != math.MaxInt {
+		classCap = classCap * 4 / 5
+	}
+	if !p.budget.take(time.Now(), weight, class, classCap) {
+		<-p.liveSlots
+		return false
+	}
+	p.metrics.weight[purpose].Add(weight)
+	mark()
+	p.wg.Go(func() {
+		defer func() { <-p.liveSlots }()
+		fn(p.ctx)
+	})
+	return true
 }
 
 // Want marks a pair's stream as asked for by a request, keeping it hot. It
@@ -615,6 +811,11 @@ func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
 func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
+	if p.live != nil {
+		if streamed, err := p.live.load(ctx, id, s); streamed {
+			return err
+		}
+	}
 	pairs := p.store.Pairs()
 	if pairs == nil {
 		return ErrUnlisted
@@ -648,6 +849,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 		}
 		now := time.Now()
 		if p.budget.take(now, p.venue.Weight(c), class, classCap) {
+			p.metrics.weight[PurposePoll].Add(p.venue.Weight(c))
 			break
 		}
 		at := p.budget.freeAt(now, p.venue.Weight(c), class, classCap)
@@ -716,6 +918,17 @@ type Status struct {
 	Stretched   int64
 	Pauses      int
 	Omitted     int64 // spot tickers left out of the last build
+	// Sources says where each part of the data comes from; nil without
+	// market streams.
+	Sources *Sources
+}
+
+// Sources says where each part of the data comes from while the poller
+// reads market streams.
+type Sources struct {
+	Tickers string         `json:"tickers"` // "stream" or "rest"
+	Books   map[string]int `json:"books"`   // pairs by source: stream, syncing, rest
+	Trades  map[string]int `json:"trades"`  // the same for trades
 }
 
 // Status returns the poller's current state.
@@ -728,6 +941,17 @@ func (p *Poller) Status() Status {
 		Stretched:   p.stretched.Load(),
 		Pauses:      p.gate.Pauses(),
 		Omitted:     p.omitted.Load(),
+	}
+	if p.live != nil {
+		books, trades := p.live.sources()
+		src := &Sources{Tickers: "rest", Books: map[string]int{}, Trades: map[string]int{}}
+		if _, ok := p.live.streamTickers(time.Now()); ok {
+			src.Tickers = "stream"
+		}
+		for i, name := range sourceNames {
+			src.Books[name], src.Trades[name] = books[i], trades[i]
+		}
+		st.Sources = src
 	}
 	switch perm := p.gate.Permanent(); {
 	case perm != "":

@@ -42,6 +42,21 @@ type UsedWeightReporter interface {
 	UsedWeight() (int, bool)
 }
 
+// DepthWeigher is implemented by venues whose book call costs more for a
+// deeper book (Binance: 5 at 100 levels, 10 at 500, 20 at 1000). Without it
+// every book read weighs Weight(CallBook).
+type DepthWeigher interface {
+	// BookWeight returns the weight of one book read of depth levels.
+	BookWeight(depth int) int
+}
+
+// Log attribute keys, one per meaning, shared by every log line of the
+// poller and the venue adapters.
+const (
+	logKeyErr  = "err"
+	logKeyPair = "pair"
+)
+
 // Call names one kind of venue call, for weights and metrics.
 type Call int
 

@@ -1,0 +1,700 @@
+package poller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"marketfeed/snapshot"
+)
+
+// live keeps every listed pair current from the venue's market streams: a
+// local order book per pair synced from a REST snapshot and kept in sequence
+// by the diff stream, a window of the newest aggregate trades per pair, and
+// the all-market ticker's rows. It is the poller's Sink.
+//
+// Work per event is applying it under the pair's lock. Serializing happens on
+// the publication schedules only (books every BookEvery, trades every
+// TradesEvery), and only for pairs that changed; a pair that did not change
+// but is still in sequence is republished as confirmed, which costs a copy of
+// the value's header and keeps a quiet market fresh.
+type live struct {
+	p       *Poller
+	streams Streams
+
+	pairs atomic.Pointer[map[string]*livePair] // by venue symbol
+	ids   atomic.Pointer[map[string]*livePair] // by ticker id
+
+	tickersMu sync.Mutex
+	tickers   map[string]Stat // newest row per catalog symbol
+	tickersAt time.Time       // when the last ticker-stream rows arrived
+
+	// wake starts a sync or backfill round at once when a request waits.
+	wake chan struct{}
+}
+
+// livePair is one pair's stream-fed state.
+type livePair struct {
+	symbol   string
+	tickerID string
+	spot     bool
+
+	// waiting is when a request last waited for this pair (Unix ns): such
+	// pairs go first in the REST queue.
+	waiting atomic.Int64
+
+	mu sync.Mutex
+	// Depth: the local book and what the stream has said about it.
+	book      *OrderBook
+	depthLive bool      // the subscription is acknowledged on a reading connection
+	depthAt   time.Time // when the last depth event arrived
+	syncing   bool      // a snapshot read is in flight
+	syncAfter time.Time // no snapshot read before this (after a failed one)
+	published *snapshot.Book
+	silent    silence
+	// Trades: the window and its state.
+	trades        tradeWindow
+	tradesLive    bool
+	tradesAt      time.Time
+	tradesChanged bool
+	backfilled    bool // the window was filled from REST since the stream went live
+	backfilling   bool
+	backfillAfter time.Time
+	tradesPub     *snapshot.Trades
+	tradesSilent  silence
+	// activeAt is when the ticker stream last showed the market trading:
+	// then its depth and trade streams must be delivering too.
+	activeAt time.Time
+	volume   string // the last base volume the ticker stream sent
+}
+
+// silence tracks a subscription that is acknowledged but does not deliver.
+type silence struct {
+	resubscribedAt time.Time // zero: not resubscribed
+	fellBack       bool      // served by REST until the stream delivers again
+}
+
+// Resync causes, for metrics and logs.
+const (
+	causeGap     = "gap"      // an event did not continue the book
+	causeLost    = "lost"     // the connection closed or the venue refused
+	causeShort   = "short"    // the book holds fewer levels than are published
+	causeStale   = "stale"    // the snapshot was older than the buffered events
+	causeBadData = "bad_data" // an event or snapshot held an unusable value
+	causeSilent  = "silent"   // an acknowledged subscription delivered nothing
+)
+
+var resyncCauses = []string{causeGap, causeLost, causeShort, causeStale, causeBadData, causeSilent}
+
+func newLive(p *Poller, s Streams) *live {
+	l := &live{p: p, streams: s, tickers: make(map[string]Stat), wake: make(chan struct{}, 1)}
+	empty := map[string]*livePair{}
+	l.pairs.Store(&empty)
+	l.ids.Store(&empty)
+	return l
+}
+
+// setPairs follows a new pair list: pairs that stay keep their state, new
+// ones start buffering, delisted ones are dropped, and the streams are told.
+func (l *live) setPairs(pairs *snapshot.Pairs) {
+	old := *l.pairs.Load()
+	bySymbol := make(map[string]*livePair, len(pairs.List()))
+	byID := make(map[string]*livePair, len(pairs.List()))
+	symbols := make([]string, 0, len(pairs.List()))
+	for _, pair := range pairs.List() {
+		lp := old[pair.Symbol]
+		if lp == nil || lp.tickerID != pair.TickerID {
+			lp = &livePair{symbol: pair.Symbol, tickerID: pair.TickerID, book: NewOrderBook()}
+		}
+		lp.spot = pair.Kind == snapshot.KindSpot
+		if _, dup := bySymbol[pair.Symbol]; dup {
+			continue
+		}
+		bySymbol[pair.Symbol] = lp
+		byID[pair.TickerID] = lp
+		symbols = append(symbols, pair.Symbol)
+	}
+	l.pairs.Store(&bySymbol)
+	l.ids.Store(&byID)
+	slices.Sort(symbols)
+	l.streams.Watch(symbols)
+}
+
+func (l *live) pair(symbol string) *livePair { return (*l.pairs.Load())[symbol] }
+
+// byID returns the pair with ticker id id, or nil.
+func (l *live) byID(id string) *livePair { return (*l.ids.Load())[id] }
+
+// Depth applies one diff event to the pair's local book.
+func (l *live) Depth(u DepthUpdate) {
+	lp := l.pair(u.Symbol)
+	if lp == nil {
+		return // not listed, or delisted meanwhile
+	}
+	now := time.Now()
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	lp.depthAt = now
+	lp.silent = silence{}
+	wasSynced := lp.book.Synced()
+	if err := lp.book.Apply(u); err != nil {
+		cause := causeGap
+		if errors.Is(err, ErrBadLevel) {
+			cause = causeBadData
+		}
+		l.resynced(lp, cause, err)
+	} else if !wasSynced && lp.book.Buffered() == 1 {
+		l.poke()
+	}
+}
+
+// Trade adds one aggregate trade to the pair's window.
+func (l *live) Trade(symbol string, tr Trade) {
+	lp := l.pair(symbol)
+	if lp == nil {
+		return
+	}
+	now := time.Now()
+	lp.mu.Lock()
+	lp.tradesAt = now
+	lp.tradesSilent = silence{}
+	if lp.trades.add(tr) {
+		lp.tradesChanged = true
+	}
+	lp.mu.Unlock()
+}
+
+// Tickers merges rows of the all-market ticker stream. Rows for symbols
+// outside the catalog (other margin kinds, dated contracts) are dropped. A
+// changed volume means the market traded: its depth and trade streams must
+// be delivering too, which is what the silence watchdog checks.
+func (l *live) Tickers(rows []Stat) {
+	now := time.Now()
+	pairs := *l.pairs.Load()
+	l.tickersMu.Lock()
+	l.tickersAt = now
+	for _, r := range rows {
+		if lp := pairs[r.Symbol]; lp != nil {
+			l.tickers[r.Symbol] = r
+		}
+	}
+	l.tickersMu.Unlock()
+	for _, r := range rows {
+		lp := pairs[r.Symbol]
+		if lp == nil {
+			continue
+		}
+		lp.mu.Lock()
+		if lp.volume != "" && r.BaseVolume != lp.volume {
+			lp.activeAt = now
+		}
+		lp.volume = r.BaseVolume
+		lp.mu.Unlock()
+	}
+}
+
+// Live marks the pairs' streams as subscribed.
+func (l *live) Live(kind StreamKind, symbols []string) {
+	now := time.Now()
+	for _, s := range symbols {
+		lp := l.pair(s)
+		if lp == nil {
+			continue
+		}
+		lp.mu.Lock()
+		if kind == StreamDepth {
+			lp.depthLive = true
+			lp.depthAt = now
+		} else {
+			lp.tradesLive = true
+			lp.tradesAt = now
+		}
+		lp.mu.Unlock()
+	}
+}
+
+// Lost marks the pairs' streams as no longer delivering in sequence. A book
+// must be synced again; a trade window may have missed trades while the
+// stream was down, so it is backfilled again once the stream is back.
+func (l *live) Lost(kind StreamKind, symbols []string) {
+	for _, s := range symbols {
+		lp := l.pair(s)
+		if lp == nil {
+			continue
+		}
+		lp.mu.Lock()
+		if kind == StreamDepth {
+			lp.depthLive = false
+			if lp.book.Synced() {
+				lp.book.Desync()
+				l.resynced(lp, causeLost, nil)
+			}
+		} else {
+			lp.tradesLive = false
+			lp.backfilled = false
+		}
+		lp.mu.Unlock()
+	}
+}
+
+// resynced records that a pair's book left sequence. Called with lp.mu held.
+func (l *live) resynced(lp *livePair, cause string, err error) {
+	l.p.metrics.resyncs[cause].Inc()
+	attrs := []slog.Attr{slog.String(logKeyPair, lp.tickerID), slog.String("cause", cause)}
+	if err != nil {
+		attrs = append(attrs, slog.String(logKeyErr, err.Error()))
+	}
+	l.p.logs.log(l.p.log, slog.LevelInfo, "resync-"+cause, "order book resyncs", attrs...)
+}
+
+// poke starts a sync round without waiting for the schedule.
+func (l *live) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// bookCurrent reports whether the pair's book is kept current by the stream:
+// synced, in sequence and not silent. Such a pair needs no REST read.
+func (lp *livePair) bookCurrent() bool {
+	return lp.depthLive && lp.book.Synced() && !lp.silent.fellBack
+}
+
+// tradesCurrent reports whether the pair's trade window is complete and kept
+// current by the stream.
+func (lp *livePair) tradesCurrent() bool {
+	return lp.tradesLive && (lp.backfilled || lp.trades.full()) && !lp.tradesSilent.fellBack
+}
+
+// current reports whether the stream keeps a pair's snapshots of kind s
+// current, so that REST reads of it are not needed.
+func (l *live) current(id string, s snapshot.Stream) bool {
+	lp := l.byID(id)
+	if lp == nil {
+		return false
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if s == snapshot.StreamTrades {
+		return lp.tradesCurrent()
+	}
+	return lp.bookCurrent()
+}
+
+// publishBooks publishes every stream-fed book that changed since its last
+// publication, and confirms those that did not. A book whose side runs short
+// of published levels is synced again.
+func (l *live) publishBooks() {
+	now := time.Now()
+	for _, lp := range *l.pairs.Load() {
+		lp.mu.Lock()
+		if !lp.bookCurrent() {
+			lp.mu.Unlock()
+			continue
+		}
+		if lp.book.Short(snapshot.MaxDepth) {
+			lp.book.Desync()
+			l.resynced(lp, causeShort, nil)
+			lp.mu.Unlock()
+			continue
+		}
+		if !lp.book.Changed() && lp.published != nil {
+			b := lp.published.Confirmed(now)
+			lp.published = b
+			lp.mu.Unlock()
+			l.p.store.PutBook(b)
+			continue
+		}
+		bids, asks := lp.book.Top(snapshot.MaxDepth)
+		venueTime := lp.book.Time()
+		lp.book.ResetChanged()
+		lp.mu.Unlock()
+		l.publishBook(lp, venueTime, bids, asks, now)
+	}
+}
+
+// publishBook builds and publishes one pair's book outside its lock.
+func (l *live) publishBook(lp *livePair, venueTime int64, bids, asks []Level, now time.Time) {
+	b, err := snapshot.NewBook(lp.tickerID, venueTime, bids, asks, now)
+	if err != nil {
+		// The levels were checked when applied: a book that fails the
+		// builder's checks (a crossed side) is out of sequence.
+		lp.mu.Lock()
+		lp.book.Desync()
+		l.resynced(lp, causeBadData, err)
+		lp.mu.Unlock()
+		return
+	}
+	if l.p.gzipWanted(l.p.hot[snapshot.StreamBook].get(lp.tickerID), now) {
+		b = b.WithGzip()
+	}
+	lp.mu.Lock()
+	lp.published = b
+	lp.mu.Unlock()
+	l.p.store.PutBook(b)
+	l.p.metrics.publishLag.observe(now.Sub(time.UnixMilli(venueTime)))
+}
+
+// publishTrades publishes every complete trade window that changed, and
+// confirms those that did not.
+func (l *live) publishTrades() {
+	now := time.Now()
+	for _, lp := range *l.pairs.Load() {
+		lp.mu.Lock()
+		if !lp.tradesCurrent() {
+			lp.mu.Unlock()
+			continue
+		}
+		if !lp.tradesChanged && lp.tradesPub != nil {
+			t := lp.tradesPub.Confirmed(now)
+			lp.tradesPub = t
+			lp.mu.Unlock()
+			l.p.store.PutTrades(t)
+			continue
+		}
+		list := slices.Clone(lp.trades.list())
+		prev := lp.tradesPub
+		lp.tradesChanged = false
+		lp.mu.Unlock()
+		l.publishTradeList(lp, prev, list, now)
+	}
+}
+
+func (l *live) publishTradeList(lp *livePair, prev *snapshot.Trades, list []Trade, now time.Time) {
+	t, err := snapshot.NewTradesAfter(prev, lp.tickerID, list, now)
+	if err != nil {
+		l.p.logs.log(l.p.log, slog.LevelWarn, "trades-"+lp.tickerID, "trade window unusable",
+			slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+		return
+	}
+	if l.p.gzipWanted(l.p.hot[snapshot.StreamTrades].get(lp.tickerID), now) {
+		t = t.WithGzip()
+	}
+	lp.mu.Lock()
+	lp.tradesPub = t
+	lp.mu.Unlock()
+	l.p.store.PutTrades(t)
+}
+
+// rank orders pairs for REST reads: pairs a request waits for first, newest
+// wait first; then spot pairs; then the rest by symbol, so that a cold
+// start works through the catalog in a stable order.
+func rank(a, b *livePair) int {
+	wa, wb := a.waiting.Load(), b.waiting.Load()
+	if (wa != 0) != (wb != 0) {
+		if wa != 0 {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(wb, wa); c != 0 {
+		return c
+	}
+	if a.spot != b.spot {
+		if a.spot {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.symbol, b.symbol)
+}
+
+// syncBooks starts snapshot reads for the books that need one, in rank
+// order, while the budget and the read slots allow. It does not wait for
+// them.
+func (l *live) syncBooks(ctx context.Context) {
+	now := time.Now()
+	var due []*livePair
+	for _, lp := range *l.pairs.Load() {
+		lp.mu.Lock()
+		if lp.depthLive && !lp.book.Synced() && !lp.syncing && lp.book.Buffered() > 0 && !now.Before(lp.syncAfter) {
+			due = append(due, lp)
+		}
+		lp.mu.Unlock()
+	}
+	slices.SortFunc(due, rank)
+	weight := l.p.bookWeight(l.p.cfg.SyncDepth)
+	for i, lp := range due {
+		if !l.p.startRead(ctx, PurposeSnapshot, weight, lp.waiting.Load() != 0, func(ctx context.Context) {
+			l.syncBook(ctx, lp)
+		}, func() { lp.mu.Lock(); lp.syncing = true; lp.mu.Unlock() }) {
+			l.p.deferred(snapshot.StreamBook, len(due)-i)
+			return
+		}
+	}
+}
+
+// syncBook reads one snapshot and syncs the pair's book from it.
+func (l *live) syncBook(ctx context.Context, lp *livePair) {
+	var snap Book
+	err := l.p.call(ctx, CallBook, func(ctx context.Context) (err error) {
+		snap, err = l.p.venue.Book(ctx, lp.symbol, l.p.cfg.SyncDepth)
+		return err
+	})
+	now := time.Now()
+	lp.mu.Lock()
+	lp.syncing = false
+	if err != nil {
+		lp.syncAfter = now.Add(time.Second)
+		lp.mu.Unlock()
+		l.p.logs.log(l.p.log, slog.LevelWarn, "sync-read", "order book snapshot failed",
+			slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+		return
+	}
+	if err := lp.book.Sync(snap, l.p.cfg.SyncDepth); err != nil {
+		cause := causeStale
+		if !errors.Is(err, ErrStaleSnapshot) {
+			cause = causeBadData
+		}
+		l.resynced(lp, cause, err)
+		lp.mu.Unlock()
+		return
+	}
+	if !lp.bookCurrent() {
+		lp.mu.Unlock()
+		return
+	}
+	// Publish at once: a request may be waiting for this book.
+	bids, asks := lp.book.Top(snapshot.MaxDepth)
+	venueTime := lp.book.Time()
+	lp.book.ResetChanged()
+	lp.mu.Unlock()
+	l.publishBook(lp, venueTime, bids, asks, now)
+}
+
+// backfillTrades starts REST reads of the newest trades for the windows
+// that are not complete yet, in rank order, within the budget.
+func (l *live) backfillTrades(ctx context.Context) {
+	now := time.Now()
+	var due []*livePair
+	for _, lp := range *l.pairs.Load() {
+		lp.mu.Lock()
+		if lp.tradesLive && !lp.backfilled && !lp.trades.full() && !lp.backfilling && !now.Before(lp.backfillAfter) {
+			due = append(due, lp)
+		}
+		lp.mu.Unlock()
+	}
+	slices.SortFunc(due, rank)
+	weight := l.p.venue.Weight(CallTrades)
+	for i, lp := range due {
+		if !l.p.startRead(ctx, PurposeBackfill, weight, lp.waiting.Load() != 0, func(ctx context.Context) {
+			l.backfill(ctx, lp)
+		}, func() { lp.mu.Lock(); lp.backfilling = true; lp.mu.Unlock() }) {
+			l.p.deferred(snapshot.StreamTrades, len(due)-i)
+			return
+		}
+	}
+}
+
+// backfill reads a pair's newest trades into its window and publishes it.
+func (l *live) backfill(ctx context.Context, lp *livePair) {
+	var trades []Trade
+	err := l.p.call(ctx, CallTrades, func(ctx context.Context) (err error) {
+		trades, err = l.p.venue.Trades(ctx, lp.symbol, snapshot.MaxTrades)
+		return err
+	})
+	now := time.Now()
+	lp.mu.Lock()
+	lp.backfilling = false
+	if err != nil {
+		lp.backfillAfter = now.Add(time.Second)
+		lp.mu.Unlock()
+		l.p.logs.log(l.p.log, slog.LevelWarn, "backfill", "trades backfill failed",
+			slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+		return
+	}
+	lp.trades.merge(trades)
+	lp.backfilled = true
+	if !lp.tradesCurrent() {
+		lp.mu.Unlock()
+		return
+	}
+	list := slices.Clone(lp.trades.list())
+	prev := lp.tradesPub
+	lp.tradesChanged = false
+	lp.mu.Unlock()
+	l.publishTradeList(lp, prev, list, now)
+}
+
+// The silence watchdog's periods. A market that traded (its volume moved on
+// the ticker stream) must have sent depth and trade events within
+// silenceAfter; a stream still silent resubscribeGrace after it was
+// subscribed again is given up for REST until it delivers.
+const (
+	silenceAfter     = 5 * time.Second
+	resubscribeGrace = 5 * time.Second
+)
+
+// watch resubscribes streams that are acknowledged but silent while their
+// market trades, and moves a pair to REST when resubscribing did not help.
+func (l *live) watch() {
+	now := time.Now()
+	for _, lp := range *l.pairs.Load() {
+		lp.mu.Lock()
+		l.check(lp, StreamDepth, lp.depthLive, lp.depthAt, &lp.silent, now)
+		l.check(lp, StreamTrades, lp.tradesLive, lp.tradesAt, &lp.tradesSilent, now)
+		lp.mu.Unlock()
+	}
+}
+
+// check is the watchdog for one stream of one pair. Called with lp.mu held.
+func (l *live) check(lp *livePair, kind StreamKind, isLive bool, lastEvent time.Time, s *silence, now time.Time) {
+	if !isLive || s.fellBack || lp.activeAt.Sub(lastEvent) < silenceAfter {
+		return
+	}
+	switch {
+	case s.resubscribedAt.IsZero():
+		s.resubscribedAt = now
+		l.p.metrics.silent[kind][0].Inc()
+		l.streams.Resubscribe(kind, lp.symbol)
+	case now.Sub(s.resubscribedAt) >= resubscribeGrace:
+		s.fellBack = true
+		l.p.metrics.silent[kind][1].Inc()
+		if kind == StreamDepth {
+			lp.book.Desync()
+			l.resynced(lp, causeSilent, nil)
+		} else {
+			lp.backfilled = false
+		}
+		l.p.logs.log(l.p.log, slog.LevelWarn, "silent-"+kind.String(), "stream silent; pair served by REST until it delivers",
+			slog.String(logKeyPair, lp.tickerID), slog.String("stream", kind.String()))
+	}
+}
+
+// streamTickers returns the ticker stream's rows while it delivers, and
+// false when it has been quiet for longer than max-stale: then the REST
+// statistics stand in.
+func (l *live) streamTickers(now time.Time) ([]Stat, bool) {
+	l.tickersMu.Lock()
+	defer l.tickersMu.Unlock()
+	if l.tickersAt.IsZero() || now.Sub(l.tickersAt) > l.p.cfg.MaxStale/2 {
+		return nil, false
+	}
+	rows := make([]Stat, 0, len(l.tickers))
+	for _, r := range l.tickers {
+		rows = append(rows, r)
+	}
+	return rows, true
+}
+
+// seedTickers keeps REST statistics as the base the stream's rows update:
+// the stream sends only the markets that changed.
+func (l *live) seedTickers(stats []Stat) {
+	pairs := *l.pairs.Load()
+	l.tickersMu.Lock()
+	defer l.tickersMu.Unlock()
+	for _, r := range stats {
+		if _, listed := pairs[r.Symbol]; !listed {
+			continue
+		}
+		if _, have := l.tickers[r.Symbol]; !have {
+			l.tickers[r.Symbol] = r
+		}
+	}
+}
+
+// quotes returns the best bid and ask of every spot pair whose book is
+// current, from the local books: the perpetual's mid the tickers publish.
+func (l *live) quotes(spot []snapshot.Pair) (quotes []Quote, missing int) {
+	for _, pair := range spot {
+		lp := l.pair(pair.Symbol)
+		if lp == nil {
+			missing++
+			continue
+		}
+		lp.mu.Lock()
+		if !lp.bookCurrent() {
+			lp.mu.Unlock()
+			missing++
+			continue
+		}
+		bids, asks := lp.book.Top(1)
+		lp.mu.Unlock()
+		q := Quote{Symbol: pair.Symbol}
+		if len(bids) > 0 {
+			q.Bid = bids[0].Price
+		}
+		if len(asks) > 0 {
+			q.Ask = asks[0].Price
+		}
+		quotes = append(quotes, q)
+	}
+	return quotes, missing
+}
+
+// load makes a pair's stream-fed snapshot of kind s current for a waiting
+// request: its book synced or its trades backfilled, ahead of every other
+// pair. It reports false when the pair's stream is not live, so that the
+// caller reads REST instead.
+func (l *live) load(ctx context.Context, id string, s snapshot.Stream) (bool, error) {
+	lp := l.byID(id)
+	if lp == nil {
+		return false, nil
+	}
+	lp.waiting.Store(time.Now().UnixNano())
+	defer lp.waiting.Store(0)
+	lp.mu.Lock()
+	usable := lp.depthLive && !lp.silent.fellBack
+	if s == snapshot.StreamTrades {
+		usable = lp.tradesLive && !lp.tradesSilent.fellBack
+	}
+	lp.mu.Unlock()
+	if !usable {
+		return false, nil
+	}
+	l.poke()
+	// Wait for the pair's next publication; the schedules and the wake-up
+	// above bring it.
+	t := time.NewTicker(25 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if l.p.fresh(id, s) {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return true, fmt.Errorf("load %s %s from the stream: %w", s, id, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// sources counts the pairs by where their books and trades come from.
+func (l *live) sources() (books, trades [numSources]int) {
+	for _, lp := range *l.pairs.Load() {
+		lp.mu.Lock()
+		books[sourceOf(lp.bookCurrent(), lp.depthLive && !lp.silent.fellBack)]++
+		trades[sourceOf(lp.tradesCurrent(), lp.tradesLive && !lp.tradesSilent.fellBack)]++
+		lp.mu.Unlock()
+	}
+	return books, trades
+}
+
+// source is where a pair's snapshots come from.
+type source int
+
+const (
+	sourceStream  source = iota // the stream keeps it current
+	sourceSyncing               // the stream is live; a snapshot or backfill is pending
+	sourceREST                  // no usable stream: REST reads when asked for
+	numSources
+)
+
+var sourceNames = [numSources]string{"stream", "syncing", "rest"}
+
+func sourceOf(current, streaming bool) source {
+	switch {
+	case current:
+		return sourceStream
+	case streaming:
+		return sourceSyncing
+	}
+	return sourceREST
+}

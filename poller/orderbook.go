@@ -1,0 +1,388 @@
+package poller
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// OrderBook is one market's local order book, kept current from the venue's
+// diff depth stream by the venue's own procedure for USDⓈ-M futures:
+//
+//  1. buffer the stream's events;
+//  2. take a REST snapshot (its lastUpdateId L);
+//  3. drop buffered events that end before L;
+//  4. the first event applied must span L (U <= L <= u), or start right
+//     after it (pu == L);
+//  5. every later event must continue the previous one (pu == previous u);
+//     otherwise the book is out of sequence and is synced again from a new
+//     snapshot.
+//
+// Levels are the venue's strings, kept byte for byte; a size of zero removes
+// a level, and removing a level the book does not hold is normal.
+//
+// A snapshot holds only the best levels of each side. A side that came back
+// full may have more levels beyond its worst one, which the diff stream
+// reports only when they change, so the book trusts nothing beyond that edge:
+// it ignores updates there, and once the levels within the edge are fewer
+// than a response publishes (the top was consumed), Short reports it and the
+// book needs a new snapshot.
+//
+// An OrderBook is not safe for concurrent use; its owner locks it.
+type OrderBook struct {
+	synced bool  // a snapshot was applied and every event since has chained
+	first  bool  // no event has been applied since the snapshot
+	last   int64 // the update id the book is current at
+	time   int64 // the venue's time of the last event or snapshot, ms
+	bids   bookSide
+	asks   bookSide
+	// buffer holds the events received while the book waits for a
+	// snapshot, oldest first; at most maxBuffered, the newest kept.
+	buffer []DepthUpdate
+	// ahead holds events that arrived before the one they follow: while a
+	// connection is replaced the same events come from two connections,
+	// and one may run ahead of the other. At most maxAhead.
+	ahead []DepthUpdate
+	// changed is set when the published levels may differ from the last
+	// time Changed was reset.
+	changed bool
+}
+
+// The bounds of the buffers. At 10 events a second, maxBuffered covers a
+// snapshot that takes up to about ten seconds to arrive: the events needed
+// are those from just before the snapshot was taken, so older ones are
+// dropped rather than held without bound for hundreds of markets.
+const (
+	maxBuffered = 100
+	maxAhead    = 10
+)
+
+// Errors of the procedure; each means the book must be synced again.
+var (
+	// ErrOutOfSequence is an event that does not continue the book.
+	ErrOutOfSequence = errors.New("depth stream out of sequence")
+	// ErrStaleSnapshot is a snapshot older than every buffered event, or
+	// than the last event the stream delivered.
+	ErrStaleSnapshot = errors.New("depth snapshot older than the buffered events")
+	// ErrBadLevel is a level whose price or size is not a plain decimal.
+	ErrBadLevel = errors.New("depth level is not a plain decimal")
+)
+
+// NewOrderBook returns an empty book that buffers events until Sync.
+func NewOrderBook() *OrderBook { return &OrderBook{bids: bookSide{bids: true}} }
+
+// Synced reports whether the book is current: synced from a snapshot and in
+// sequence since.
+func (b *OrderBook) Synced() bool { return b.synced }
+
+// LastUpdateID is the update id the book is current at; 0 before a sync.
+func (b *OrderBook) LastUpdateID() int64 { return b.last }
+
+// Time is the venue's time of the newest event or snapshot applied, ms.
+func (b *OrderBook) Time() int64 { return b.time }
+
+// Buffered reports how many events wait for a snapshot.
+func (b *OrderBook) Buffered() int { return len(b.buffer) }
+
+// Changed reports whether anything was applied since the last ResetChanged.
+func (b *OrderBook) Changed() bool { return b.changed }
+
+// ResetChanged clears Changed, once the book's state has been published.
+func (b *OrderBook) ResetChanged() { b.changed = false }
+
+// Desync drops the book's levels and starts buffering for a new snapshot;
+// the events that were ahead are kept as the start of the new buffer.
+func (b *OrderBook) Desync() {
+	b.synced = false
+	b.first = false
+	b.bids.levels = b.bids.levels[:0]
+	b.asks.levels = b.asks.levels[:0]
+	b.buffer = append(b.buffer[:0], b.ahead...)
+	b.ahead = b.ahead[:0]
+	b.changed = true
+}
+
+// Apply takes one event of the diff stream. Before a sync it is buffered.
+// After one, a duplicate or an event older than the book is ignored, the
+// next event is applied, and an event that skips ahead is held until the
+// events before it arrive. An error means the book is no longer current:
+// it has desynced and buffers again, and needs a new snapshot.
+func (b *OrderBook) Apply(u DepthUpdate) error {
+	if !b.synced {
+		if len(b.buffer) == maxBuffered {
+			b.buffer = append(b.buffer[:0], b.buffer[1:]...)
+		}
+		b.buffer = append(b.buffer, u)
+		return nil
+	}
+	if u.Last <= b.last {
+		return nil // a duplicate, or older than the book
+	}
+	if !b.follows(u) {
+		if len(b.ahead) == maxAhead {
+			b.Desync()
+			return fmt.Errorf("%w: update %d..%d (previous %d) after %d", ErrOutOfSequence, u.First, u.Last, u.Prev, b.last)
+		}
+		b.ahead = append(b.ahead, u)
+		return nil
+	}
+	if err := b.apply(u); err != nil {
+		return err
+	}
+	return b.drainAhead()
+}
+
+// follows reports whether u is the next event for the book.
+func (b *OrderBook) follows(u DepthUpdate) bool {
+	if b.first {
+		// The first event spans the snapshot (U <= L <= u), or starts
+		// right after it: the market had no update between pu and U, so
+		// pu <= L < U means the same book.
+		return u.Prev <= b.last && b.last <= u.Last
+	}
+	return u.Prev == b.last
+}
+
+// drainAhead applies the held events that now continue the book.
+func (b *OrderBook) drainAhead() error {
+	for {
+		i := slices.IndexFunc(b.ahead, b.follows)
+		if i < 0 {
+			// What stays held is only what is still ahead of the book.
+			b.ahead = slices.DeleteFunc(b.ahead, func(u DepthUpdate) bool { return u.Last <= b.last })
+			return nil
+		}
+		u := b.ahead[i]
+		b.ahead = slices.Delete(b.ahead, i, i+1)
+		if err := b.apply(u); err != nil {
+			return err
+		}
+	}
+}
+
+func (b *OrderBook) apply(u DepthUpdate) error {
+	if err := b.bids.update(u.Bids); err != nil {
+		b.Desync()
+		return err
+	}
+	if err := b.asks.update(u.Asks); err != nil {
+		b.Desync()
+		return err
+	}
+	b.last = u.Last
+	b.first = false
+	b.time = max(b.time, u.Time)
+	b.changed = true
+	return nil
+}
+
+// Sync starts the book from a REST snapshot taken with the given per-side
+// limit, then applies the buffered events that follow it. A side that came
+// back with limit levels is taken to continue beyond them (see OrderBook).
+func (b *OrderBook) Sync(snap Book, limit int) error {
+	// Events that end before the snapshot are already in it.
+	buffered := slices.DeleteFunc(b.buffer, func(u DepthUpdate) bool { return u.Last < snap.LastUpdateID })
+	if len(buffered) > 0 && buffered[0].Prev > snap.LastUpdateID {
+		// Updates between the snapshot and the first buffered event were
+		// missed: the snapshot is too old for the buffer.
+		b.buffer = buffered
+		return fmt.Errorf("%w: snapshot at %d, first buffered update %d", ErrStaleSnapshot, snap.LastUpdateID, buffered[0].First)
+	}
+	b.buffer = nil
+	b.bids.levels = b.bids.levels[:0]
+	b.asks.levels = b.asks.levels[:0]
+	if err := b.bids.load(snap.Bids, limit); err != nil {
+		b.Desync()
+		return err
+	}
+	if err := b.asks.load(snap.Asks, limit); err != nil {
+		b.Desync()
+		return err
+	}
+	b.synced, b.first = true, true
+	b.last = snap.LastUpdateID
+	b.time = snap.Time
+	b.ahead = b.ahead[:0]
+	b.changed = true
+	for _, u := range buffered {
+		if err := b.Apply(u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Short reports whether a side holds fewer than n levels it can vouch for
+// while the venue may have more: the book can no longer publish n levels
+// and needs a new snapshot.
+func (b *OrderBook) Short(n int) bool { return b.bids.short(n) || b.asks.short(n) }
+
+// Top returns up to n levels of each side, best first. The slices are new;
+// the strings are the venue's.
+func (b *OrderBook) Top(n int) (bids, asks []Level) { return b.bids.top(n), b.asks.top(n) }
+
+// bookSide is one side of an OrderBook. Levels are stored worst first, so
+// that the changes a moving top brings (levels appearing and vanishing at the
+// best prices) append and truncate at the end instead of moving every level.
+type bookSide struct {
+	bids   bool
+	levels []bookLevel // worst first
+	// bounded is set when the snapshot's side was full: the venue may hold
+	// levels beyond edge, the worst price it sent, which the book ignores.
+	bounded bool
+	edge    priceKey
+}
+
+type bookLevel struct {
+	key   priceKey
+	price string
+	size  string
+}
+
+// better reports whether price a is better than b on this side.
+func (s *bookSide) better(a, b priceKey) bool {
+	if s.bids {
+		return b.less(a)
+	}
+	return a.less(b)
+}
+
+// search returns the index of key in the worst-first levels, or where it
+// would go, and whether it is there.
+func (s *bookSide) search(key priceKey) (int, bool) {
+	return slices.BinarySearchFunc(s.levels, key, func(l bookLevel, k priceKey) int {
+		switch {
+		case l.key == k:
+			return 0
+		case s.better(l.key, k):
+			return 1
+		}
+		return -1
+	})
+}
+
+func (s *bookSide) load(levels []Level, limit int) error {
+	s.levels = slices.Grow(s.levels[:0], len(levels))
+	for i := len(levels) - 1; i >= 0; i-- {
+		l := levels[i]
+		key, ok := parsePrice(l.Price)
+		if !ok || !isPlainSize(l.Size) {
+			return fmt.Errorf("%w: snapshot level %d", ErrBadLevel, i+1)
+		}
+		if n := len(s.levels); n > 0 && !s.better(key, s.levels[n-1].key) {
+			return fmt.Errorf("%w: snapshot level %d is out of order", ErrBadLevel, i+1)
+		}
+		if isZeroSize(l.Size) {
+			continue
+		}
+		s.levels = append(s.levels, bookLevel{key, l.Price, l.Size})
+	}
+	s.bounded = limit > 0 && len(levels) >= limit
+	if s.bounded {
+		s.edge, _ = parsePrice(levels[len(levels)-1].Price)
+	}
+	return nil
+}
+
+func (s *bookSide) update(levels []Level) error {
+	for i, l := range levels {
+		key, ok := parsePrice(l.Price)
+		if !ok || !isPlainSize(l.Size) {
+			return fmt.Errorf("%w: update level %d", ErrBadLevel, i+1)
+		}
+		if s.bounded && s.better(s.edge, key) {
+			continue // beyond what the snapshot vouched for
+		}
+		at, found := s.search(key)
+		switch {
+		case isZeroSize(l.Size):
+			if found {
+				s.levels = slices.Delete(s.levels, at, at+1)
+			}
+		case found:
+			s.levels[at].size = l.Size
+		default:
+			s.levels = slices.Insert(s.levels, at, bookLevel{key, l.Price, l.Size})
+		}
+	}
+	return nil
+}
+
+func (s *bookSide) short(n int) bool { return s.bounded && len(s.levels) < n }
+
+func (s *bookSide) top(n int) []Level {
+	n = min(n, len(s.levels))
+	out := make([]Level, n)
+	for i := range n {
+		l := s.levels[len(s.levels)-1-i]
+		out[i] = Level{Price: l.price, Size: l.size}
+	}
+	return out
+}
+
+// priceKey orders plain decimal prices exactly without parsing them into
+// floats: the integer part, then the fraction scaled to 18 digits.
+type priceKey struct{ whole, frac uint64 }
+
+func (a priceKey) less(b priceKey) bool {
+	return a.whole < b.whole || (a.whole == b.whole && a.frac < b.frac)
+}
+
+// parsePrice reads a non-negative plain decimal (digits, optionally a point
+// and digits) with at most 19 integer digits and 18 decimals.
+func parsePrice(s string) (priceKey, bool) {
+	var k priceKey
+	i := 0
+	for ; i < len(s) && s[i] != '.'; i++ {
+		c := s[i]
+		if c < '0' || c > '9' || i >= 19 {
+			return priceKey{}, false
+		}
+		k.whole = k.whole*10 + uint64(c-'0')
+	}
+	if i == 0 {
+		return priceKey{}, false
+	}
+	if i == len(s) {
+		return k, true
+	}
+	frac := s[i+1:]
+	if len(frac) == 0 || len(frac) > 18 {
+		return priceKey{}, false
+	}
+	scale := uint64(1e18)
+	for j := 0; j < len(frac); j++ {
+		c := frac[j]
+		if c < '0' || c > '9' {
+			return priceKey{}, false
+		}
+		scale /= 10
+		k.frac += uint64(c-'0') * scale
+	}
+	return k, true
+}
+
+// isPlainSize reports whether s is a non-negative plain decimal.
+func isPlainSize(s string) bool {
+	dot := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+		case c == '.' && !dot && i > 0 && i < len(s)-1:
+			dot = true
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isZeroSize reports whether a plain decimal size is zero.
+func isZeroSize(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '0' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
