@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +27,11 @@ type fakeVenue struct {
 	gate chan struct{}
 	// hang, when set, makes Book of that symbol wait until ctx ends.
 	hang string
+	// depth, when it holds a symbol, answers Book from that market model,
+	// as the snapshot of a stream-fed local book.
+	depth map[string]*depthModel
+	// tape, when it holds a symbol, answers Trades from that tape.
+	tape map[string][]Trade
 }
 
 type fakeCall struct {
@@ -123,8 +129,11 @@ func (v *fakeVenue) Book(ctx context.Context, symbol string, depth int) (Book, e
 		return Book{}, err
 	}
 	v.mu.Lock()
-	gate, hang := v.gate, v.hang
+	gate, hang, model := v.gate, v.hang, v.depth[symbol]
 	v.mu.Unlock()
+	if model != nil {
+		return model.snapshot(depth), nil
+	}
 	if symbol == hang {
 		<-ctx.Done()
 		return Book{}, ctx.Err()
@@ -148,6 +157,12 @@ func (v *fakeVenue) Trades(ctx context.Context, symbol string, limit int) ([]Tra
 	if err := v.record(CallTrades, symbol); err != nil {
 		return nil, err
 	}
+	v.mu.Lock()
+	tape, taped := v.tape[symbol]
+	v.mu.Unlock()
+	if taped {
+		return slices.Clone(tape[max(0, len(tape)-limit):]), nil
+	}
 	return []Trade{{Time: time.Now().UnixMilli(), Price: "10.5", Size: "2", Sell: true}}, nil
 }
 
@@ -160,4 +175,120 @@ func newTestPoller(v *fakeVenue, cfg Config) (*Poller, *snapshot.Store) {
 		panic(err)
 	}
 	return p, store
+}
+
+// depthModel is one market's true order book, moved one diff event at a
+// time by the test: the venue behind a depth stream.
+type depthModel struct {
+	mu     sync.Mutex
+	symbol string
+	step   int64
+	last   int64             // the update id the book is at
+	bids   map[string]string // price → size
+	asks   map[string]string
+}
+
+// newDepthModel holds 300 bid levels below 1000 and 300 asks above it.
+func newDepthModel(symbol string) *depthModel {
+	m := &depthModel{symbol: symbol, last: 1000, bids: map[string]string{}, asks: map[string]string{}}
+	for i := 1; i <= 300; i++ {
+		m.bids[strconv.Itoa(1000-i)] = "1"
+		m.asks[strconv.Itoa(1000+i)] = "1"
+	}
+	return m
+}
+
+// next moves the book by one event and returns it: a few sizes change, a
+// level at the top of each side comes or goes.
+func (m *depthModel) next() DepthUpdate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.step++
+	k := m.step
+	u := DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3}
+	set := func(side map[string]string, out *[]Level, price int64, size string) {
+		p := strconv.FormatInt(price, 10)
+		if size == "0" {
+			delete(side, p)
+		} else {
+			side[p] = size
+		}
+		*out = append(*out, Level{Price: p, Size: size})
+	}
+	set(m.bids, &u.Bids, 1000-1-k%40, strconv.FormatInt(k+1, 10))
+	set(m.asks, &u.Asks, 1000+1+k%25, strconv.FormatInt(k+2, 10))
+	if k%2 == 0 {
+		set(m.bids, &u.Bids, 999, "0") // the best bid is taken...
+	} else {
+		set(m.bids, &u.Bids, 999, "5") // ...and put back
+	}
+	m.last = u.Last
+	u.Time = 1_700_000_000_000 + k
+	return u
+}
+
+// snapshot is the venue's depth answer: up to depth levels a side, best
+// first, at the current update id.
+func (m *depthModel) snapshot(depth int) Book {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Book{LastUpdateID: m.last, Time: 1_700_000_000_000 + m.step, Bids: m.side(m.bids, true, depth), Asks: m.side(m.asks, false, depth)}
+}
+
+func (m *depthModel) side(side map[string]string, bids bool, depth int) []Level {
+	prices := make([]int, 0, len(side))
+	for p := range side {
+		n, _ := strconv.Atoi(p)
+		prices = append(prices, n)
+	}
+	slices.Sort(prices)
+	if bids {
+		slices.Reverse(prices)
+	}
+	prices = prices[:min(depth, len(prices))]
+	out := make([]Level, len(prices))
+	for i, n := range prices {
+		p := strconv.Itoa(n)
+		out[i] = Level{Price: p, Size: side[p]}
+	}
+	return out
+}
+
+// body is the response a book built from the model now must have.
+func (m *depthModel) body(tickerID string) string {
+	b := m.snapshot(snapshot.MaxDepth)
+	v, err := snapshot.NewBook(tickerID, b.Time, b.Bids, b.Asks, time.Now())
+	if err != nil {
+		panic(err)
+	}
+	return string(v.Body())
+}
+
+// fakeStreams records what the poller asks of the venue's streams; the test
+// delivers the events itself through the poller's Sink.
+type fakeStreams struct {
+	mu       sync.Mutex
+	watched  []string
+	resubbed []string
+	running  chan struct{}
+}
+
+func newFakeStreams() *fakeStreams { return &fakeStreams{running: make(chan struct{})} }
+
+func (f *fakeStreams) Run(ctx context.Context, sink Sink) error {
+	close(f.running)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (f *fakeStreams) Watch(symbols []string) {
+	f.mu.Lock()
+	f.watched = slices.Clone(symbols)
+	f.mu.Unlock()
+}
+
+func (f *fakeStreams) Resubscribe(kind StreamKind, symbol string) {
+	f.mu.Lock()
+	f.resubbed = append(f.resubbed, kind.String()+" "+symbol)
+	f.mu.Unlock()
 }

@@ -295,7 +295,7 @@ func (l *live) publishBooks() {
 	now := time.Now()
 	for _, lp := range *l.pairs.Load() {
 		lp.mu.Lock()
-		if !lp.bookCurrent() {
+		if !lp.bookCurrent() || lp.book.Held() {
 			lp.mu.Unlock()
 			continue
 		}

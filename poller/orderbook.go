@@ -81,6 +81,10 @@ func (b *OrderBook) LastUpdateID() int64 { return b.last }
 // Time is the venue's time of the newest event or snapshot applied, ms.
 func (b *OrderBook) Time() int64 { return b.time }
 
+// Held reports whether events are held waiting for one that did not arrive:
+// the book is then behind the stream, and not to be confirmed as current.
+func (b *OrderBook) Held() bool { return len(b.ahead) > 0 }
+
 // Buffered reports how many events wait for a snapshot.
 func (b *OrderBook) Buffered() int { return len(b.buffer) }
 
@@ -121,6 +125,7 @@ func (b *OrderBook) Apply(u DepthUpdate) error {
 	if !b.follows(u) {
 		if len(b.ahead) == maxAhead {
 			b.Desync()
+			b.buffer = append(b.buffer, u)
 			return fmt.Errorf("%w: update %d..%d (previous %d) after %d", ErrOutOfSequence, u.First, u.Last, u.Prev, b.last)
 		}
 		b.ahead = append(b.ahead, u)

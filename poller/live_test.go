@@ -1,0 +1,340 @@
+package poller
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"marketfeed/snapshot"
+)
+
+// streamWorld is a poller reading a fake venue's streams, with a depth model
+// for each of its markets; the test delivers the events.
+type streamWorld struct {
+	t       *testing.T
+	v       *fakeVenue
+	fs      *fakeStreams
+	p       *Poller
+	store   *snapshot.Store
+	models  []*depthModel
+	symbols []string
+	stop    func()
+}
+
+func newStreamWorld(t *testing.T, n int, cfg Config) *streamWorld {
+	v := newFakeVenue(n)
+	v.depth = map[string]*depthModel{}
+	var symbols []string
+	var models []*depthModel
+	for _, m := range v.markets {
+		model := newDepthModel(m.Symbol)
+		v.depth[m.Symbol] = model
+		models = append(models, model)
+		symbols = append(symbols, m.Symbol)
+	}
+	fs := newFakeStreams()
+	store := snapshot.NewStore()
+	cfg.Venue, cfg.Store, cfg.Streams = v, store, fs
+	p := New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	<-fs.running
+	synctest.Wait()
+	w := &streamWorld{t: t, v: v, fs: fs, p: p, store: store, models: models, symbols: symbols}
+	w.stop = func() { cancel(); <-done }
+	return w
+}
+
+// tick delivers one depth event of every market (except those skip names)
+// and lets 100 ms pass, as the venue's 100 ms diff stream does.
+func (w *streamWorld) tick(skip ...string) {
+	for _, m := range w.models {
+		u := m.next()
+		if !slices.Contains(skip, m.symbol) {
+			w.p.live.Depth(u)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	synctest.Wait()
+}
+
+func (w *streamWorld) book(i int) *snapshot.Book {
+	b, _ := w.store.Book([]byte(pairID(i + 1)))
+	return b
+}
+
+// Every listed pair's book is synced once from a snapshot and then kept
+// current by the stream alone: what is published equals the venue's true
+// top 100 after the last event.
+func TestStreamKeepsEveryBookCurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 20, Config{})
+		defer w.stop()
+		if got := w.fs.watched; !slices.Equal(got, w.symbols) {
+			t.Fatalf("watched %v, want every listed symbol", got)
+		}
+		w.p.live.Live(StreamDepth, w.symbols)
+		for range 30 {
+			w.tick()
+		}
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		for i, m := range w.models {
+			b := w.book(i)
+			if b == nil {
+				t.Fatalf("%s: no book published", m.symbol)
+			}
+			if got, want := string(b.Body()), m.body(pairID(i+1)); got != want {
+				t.Fatalf("%s: published\n%s\nwant the venue's book\n%s", m.symbol, got, want)
+			}
+			if calls := w.v.count(CallBook, m.symbol); calls != 1 {
+				t.Fatalf("%s: %d snapshot reads, want 1", m.symbol, calls)
+			}
+			if age := time.Since(time.Unix(0, b.ReadAt())); age > 350*time.Millisecond {
+				t.Fatalf("%s: book confirmed %s ago, want within one publication period", m.symbol, age)
+			}
+		}
+		if n := w.v.count(CallTrades, ""); n != 0 {
+			t.Fatalf("%d trade reads without any trade stream being live", n)
+		}
+	})
+}
+
+// A book is never published from a state built across a gap: after a lost
+// event it stops being confirmed, resyncs from a new snapshot, and every
+// body published meanwhile was a true state of the venue's book.
+func TestStreamGapResyncsWithoutPublishingAcrossIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 2, Config{})
+		defer w.stop()
+		w.p.live.Live(StreamDepth, w.symbols)
+		gapped := w.models[0]
+		truth := map[string]bool{}
+		seen := map[string]bool{}
+		observe := func() {
+			truth[gapped.body(pairID(1))] = true
+			if b := w.book(0); b != nil {
+				seen[string(b.Body())] = true
+			}
+		}
+		for range 10 {
+			w.tick()
+			observe()
+		}
+		w.tick(gapped.symbol) // one event lost
+		observe()
+		for range 30 {
+			w.tick()
+			observe()
+		}
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		observe()
+		for body := range seen {
+			if !truth[body] {
+				t.Fatalf("published a book that the venue never had:\n%s", body)
+			}
+		}
+		if got, want := string(w.book(0).Body()), gapped.body(pairID(1)); got != want {
+			t.Fatalf("after the resync: published\n%s\nwant\n%s", got, want)
+		}
+		if calls := w.v.count(CallBook, gapped.symbol); calls != 2 {
+			t.Fatalf("%d snapshot reads for the gapped market, want 2 (the first sync and one resync)", calls)
+		}
+		if calls := w.v.count(CallBook, w.models[1].symbol); calls != 1 {
+			t.Fatalf("%d snapshot reads for the other market, want 1", calls)
+		}
+	})
+}
+
+// A lost stream stops confirming the book, so that it ages towards
+// max-stale; once the stream is live again the book resyncs.
+func TestLostStreamAgesTheBookThenResyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 1, Config{MaxStale: 3 * time.Second})
+		defer w.stop()
+		w.p.live.Live(StreamDepth, w.symbols)
+		for range 5 {
+			w.tick()
+		}
+		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+			t.Fatal("book not fresh while its stream is in sequence")
+		}
+		w.p.live.Lost(StreamDepth, w.symbols)
+		readAt := w.book(0).ReadAt()
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if w.book(0).ReadAt() != readAt {
+			t.Fatal("a book whose stream was lost was confirmed as current")
+		}
+		if w.p.fresh(pairID(1), snapshot.StreamBook) {
+			t.Fatal("book still fresh past max-stale after its stream was lost")
+		}
+		w.p.live.Live(StreamDepth, w.symbols)
+		for range 5 {
+			w.tick()
+		}
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+			t.Fatal("book not fresh again after the stream came back")
+		}
+		if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
+			t.Fatalf("after the stream came back: published\n%s\nwant\n%s", got, want)
+		}
+	})
+}
+
+// Trades come from the stream into a window of the newest 100, backfilled
+// once over REST; a trade that both bring is published once.
+func TestStreamTradesAreBackfilledOnceAndDeduplicated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 1, Config{})
+		defer w.stop()
+		sym := w.symbols[0]
+		trade := func(id int64) Trade {
+			return Trade{ID: id, Time: 1_700_000_000_000 + id, Price: "10." + strconv.FormatInt(id%10, 10), Size: "1", Sell: id%3 == 0}
+		}
+		var tape []Trade
+		for id := int64(1); id <= 150; id++ {
+			tape = append(tape, trade(id))
+		}
+		w.v.tape = map[string][]Trade{sym: tape}
+		w.p.live.Live(StreamTrades, w.symbols)
+		for id := int64(148); id <= 155; id++ { // overlaps the tape's newest
+			w.p.live.Trade(sym, trade(id))
+		}
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		tr, _ := w.store.Trades([]byte(pairID(1)))
+		if tr == nil {
+			t.Fatal("no trades published")
+		}
+		if tr.Len(snapshot.SideAll) != snapshot.MaxTrades {
+			t.Fatalf("%d trades, want %d", tr.Len(snapshot.SideAll), snapshot.MaxTrades)
+		}
+		want := append(slices.Clone(tape), trade(151), trade(152), trade(153), trade(154), trade(155))
+		exp, err := snapshot.NewTrades(pairID(1), want, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(tr.Body(snapshot.SideAll)) != string(exp.Body(snapshot.SideAll)) {
+			t.Fatalf("published\n%s\nwant the newest 100 of tape and stream, each once\n%s", tr.Body(snapshot.SideAll), exp.Body(snapshot.SideAll))
+		}
+		if n := w.v.count(CallTrades, sym); n != 1 {
+			t.Fatalf("%d backfill reads, want 1", n)
+		}
+		// Quiet market: confirmed, not rebuilt.
+		version := tr.Version()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		tr2, _ := w.store.Trades([]byte(pairID(1)))
+		if tr2.Version() != version || tr2.ReadAt() == tr.ReadAt() {
+			t.Fatalf("quiet window: version %d→%d, read %d→%d; want the same value confirmed later", version, tr2.Version(), tr.ReadAt(), tr2.ReadAt())
+		}
+	})
+}
+
+// Snapshot reads never exceed the budget: a cold start of many books is
+// spread over minutes, and a pair a request waits for jumps the queue.
+func TestColdStartStaysInBudgetAndServesWaitingPairsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 40
+		w := newStreamWorld(t, n, Config{Budget: 0.5})
+		defer w.stop()
+		w.v.mu.Lock()
+		w.v.limit = 400 // budget 200 a minute: 20 snapshots of weight 10
+		w.v.weights[CallBook] = 10
+		w.v.weights[CallCatalog] = 1
+		w.v.mu.Unlock()
+		if err := w.p.RefreshCatalog(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.p.live.Live(StreamDepth, w.symbols)
+		w.tick()
+		last := n // the last in the queue's own order
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			done <- w.p.Load(ctx, pairID(last), snapshot.StreamBook)
+		}()
+		for range 1200 { // two minutes of events
+			w.tick()
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("waiting request: %v", err)
+		}
+		calls := w.v.log()
+		var first time.Time
+		books := 0
+		for _, c := range calls {
+			if c.call != CallBook {
+				continue
+			}
+			if books == 0 {
+				first = c.at
+			}
+			books++
+			// Reads already in flight when the request came hold the
+			// slots; the waited-for pair comes next, ahead of the queue.
+			if c.symbol == w.symbols[last-1] && books > w.p.cfg.Parallel+2 {
+				t.Fatalf("the waited-for pair was read %dth, want right after the reads in flight", books)
+			}
+		}
+		for i, c := range calls {
+			spent := 0
+			for _, d := range calls[i:] {
+				if d.at.Sub(c.at) < time.Minute {
+					spent += d.weight
+				}
+			}
+			if spent > 200 {
+				t.Fatalf("%d weight spent in the minute from %s, budget 200", spent, c.at.Sub(first))
+			}
+		}
+		if books < 30 || books > n {
+			t.Fatalf("%d snapshot reads in two minutes, want most of the %d books synced within the budget", books, n)
+		}
+	})
+}
+
+// An acknowledged depth stream that stays silent while its market trades is
+// resubscribed, then given up for REST.
+func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 2, Config{})
+		defer w.stop()
+		w.p.live.Live(StreamDepth, w.symbols)
+		quiet := w.models[0].symbol
+		volume := 0
+		for range 3 {
+			w.tick()
+		}
+		for range 150 { // 15 s: the market trades, its depth stream says nothing
+			volume++
+			w.p.live.Tickers([]Stat{{Symbol: quiet, LastPrice: "1", High: "1", Low: "1", BaseVolume: strconv.Itoa(volume), QuoteVolume: "1"}})
+			w.tick(quiet)
+		}
+		w.fs.mu.Lock()
+		resubbed := slices.Clone(w.fs.resubbed)
+		w.fs.mu.Unlock()
+		if !slices.Equal(resubbed, []string{"depth " + quiet}) {
+			t.Fatalf("resubscribed %v, want the silent depth stream once", resubbed)
+		}
+		if w.p.live.current(pairID(1), snapshot.StreamBook) {
+			t.Fatal("a silent stream still counts as keeping the book current")
+		}
+		if !w.p.live.current(pairID(2), snapshot.StreamBook) {
+			t.Fatal("the other market lost its stream source")
+		}
+		books, _ := w.p.live.sources()
+		if books[sourceREST] != 1 || books[sourceStream] != 1 {
+			t.Fatalf("book sources %v, want one stream and one REST", books)
+		}
+	})
+}

@@ -1,0 +1,199 @@
+package poller
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// lv builds levels from price, size pairs.
+func lv(ps ...string) []Level {
+	var out []Level
+	for i := 0; i+1 < len(ps); i += 2 {
+		out = append(out, Level{Price: ps[i], Size: ps[i+1]})
+	}
+	return out
+}
+
+func upd(first, last, prev int64, bids, asks []Level) DepthUpdate {
+	return DepthUpdate{Symbol: "BTCUSDT", First: first, Last: last, Prev: prev, Time: last, Bids: bids, Asks: asks}
+}
+
+func synced(t *testing.T, snap Book, limit int, buffered ...DepthUpdate) *OrderBook {
+	t.Helper()
+	b := NewOrderBook()
+	for _, u := range buffered {
+		if err := b.Apply(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(snap, limit); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestOrderBookFollowsTheVenueProcedure(t *testing.T) {
+	snap := Book{LastUpdateID: 100, Time: 1, Bids: lv("10.0", "1", "9.9", "2"), Asks: lv("10.1", "1", "10.2", "3")}
+	b := synced(t, snap, 1000,
+		upd(80, 90, 70, lv("10.0", "5"), nil),     // ends before the snapshot: dropped
+		upd(95, 105, 90, lv("9.9", "0"), nil),     // spans it: applied
+		upd(106, 110, 105, nil, lv("10.05", "4")), // chains: applied
+	)
+	if !b.Synced() || b.LastUpdateID() != 110 {
+		t.Fatalf("synced %v at %d, want in sequence at 110", b.Synced(), b.LastUpdateID())
+	}
+	bids, asks := b.Top(10)
+	if want := lv("10.0", "1"); !slices.Equal(bids, want) {
+		t.Fatalf("bids %v, want %v (the dropped event must not apply)", bids, want)
+	}
+	if want := lv("10.05", "4", "10.1", "1", "10.2", "3"); !slices.Equal(asks, want) {
+		t.Fatalf("asks %v, want %v", asks, want)
+	}
+	// A duplicate, as two connections deliver during a replacement, is
+	// ignored; removing a level the book lacks is normal.
+	if err := b.Apply(upd(106, 110, 105, nil, lv("10.05", "9"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Apply(upd(111, 112, 110, lv("5", "0"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, asks := b.Top(1); asks[0].Size != "4" {
+		t.Fatalf("a duplicate event changed the book: %v", asks)
+	}
+}
+
+func TestOrderBookFirstEventStartingRightAfterTheSnapshot(t *testing.T) {
+	b := synced(t, Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
+	if err := b.Apply(upd(101, 104, 100, lv("1", "2"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if b.LastUpdateID() != 104 {
+		t.Fatalf("at %d, want 104", b.LastUpdateID())
+	}
+}
+
+func TestOrderBookHoldsAnEarlyEventUntilTheMissingOneArrives(t *testing.T) {
+	b := synced(t, Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
+	// 111..120 arrives before 101..110, as when a new connection runs
+	// ahead of the old one.
+	if err := b.Apply(upd(111, 120, 110, lv("1", "3"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Held() || b.LastUpdateID() != 100 {
+		t.Fatalf("held %v at %d: the early event must wait", b.Held(), b.LastUpdateID())
+	}
+	if err := b.Apply(upd(101, 110, 100, lv("1", "2"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if b.Held() || b.LastUpdateID() != 120 {
+		t.Fatalf("held %v at %d, want both applied in order up to 120", b.Held(), b.LastUpdateID())
+	}
+	if bids, _ := b.Top(1); bids[0].Size != "3" {
+		t.Fatalf("bids %v: the events applied out of order", bids)
+	}
+}
+
+func TestOrderBookGapDesyncsAndBuffersAgain(t *testing.T) {
+	b := synced(t, Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
+	var err error
+	u := int64(110) // 101..110 never arrives
+	for i := 0; i <= maxAhead && err == nil; i++ {
+		err = b.Apply(upd(u+1, u+10, u, lv("1", strconv.Itoa(i+2)), nil))
+		u += 10
+	}
+	if !errors.Is(err, ErrOutOfSequence) {
+		t.Fatalf("err %v after %d events past a gap, want ErrOutOfSequence", err, maxAhead+1)
+	}
+	if b.Synced() {
+		t.Fatal("a book past a gap still claims to be in sequence")
+	}
+	if bids, _ := b.Top(1); len(bids) != 0 {
+		t.Fatalf("levels kept across a gap: %v", bids)
+	}
+	// The held events start the new buffer; a new snapshot syncs again.
+	if b.Buffered() != maxAhead+1 {
+		t.Fatalf("buffered %d, want the %d held events and the last", b.Buffered(), maxAhead+1)
+	}
+	if err := b.Sync(Book{LastUpdateID: 150, Bids: lv("1", "7")}, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Synced() || b.LastUpdateID() != u {
+		t.Fatalf("synced %v at %d, want %d", b.Synced(), b.LastUpdateID(), u)
+	}
+}
+
+func TestOrderBookRefusesASnapshotOlderThanTheBuffer(t *testing.T) {
+	b := NewOrderBook()
+	_ = b.Apply(upd(201, 210, 200, lv("1", "1"), nil))
+	err := b.Sync(Book{LastUpdateID: 150, Bids: lv("1", "1")}, 1000)
+	if !errors.Is(err, ErrStaleSnapshot) {
+		t.Fatalf("err %v, want ErrStaleSnapshot", err)
+	}
+	if b.Synced() || b.Buffered() != 1 {
+		t.Fatalf("synced %v with %d buffered: a stale snapshot must leave the buffer for the next", b.Synced(), b.Buffered())
+	}
+	if err := b.Sync(Book{LastUpdateID: 205, Bids: lv("1", "1")}, 1000); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOrderBookRefusesLevelsThatAreNotPlainDecimals(t *testing.T) {
+	for _, bad := range []string{"1e3", "", "-1", "NaN", "1.", ".5", "0x10", " 1"} {
+		b := synced(t, Book{LastUpdateID: 1, Bids: lv("1", "1")}, 1000)
+		err := b.Apply(upd(2, 2, 1, lv(bad, "1"), nil))
+		if !errors.Is(err, ErrBadLevel) || b.Synced() {
+			t.Errorf("price %q: err %v, synced %v; want ErrBadLevel and a resync", bad, err, b.Synced())
+		}
+		b = synced(t, Book{LastUpdateID: 1, Bids: lv("1", "1")}, 1000)
+		if err := b.Apply(upd(2, 2, 1, lv("1", bad), nil)); !errors.Is(err, ErrBadLevel) {
+			t.Errorf("size %q: err %v, want ErrBadLevel", bad, err)
+		}
+	}
+}
+
+// A side that came back full may continue beyond its worst level: updates
+// there are ignored, and once the top is consumed below the published depth
+// the book asks for a new snapshot.
+func TestOrderBookTrustsNothingBeyondAFullSnapshotsEdge(t *testing.T) {
+	var bids []Level
+	for i := range 5 {
+		bids = append(bids, Level{Price: strconv.Itoa(100 - i), Size: "1"})
+	}
+	b := synced(t, Book{LastUpdateID: 1, Bids: bids, Asks: lv("101", "1")}, 5)
+	if err := b.Apply(upd(2, 2, 1, lv("50", "9"), nil)); err != nil { // beyond the edge (96)
+		t.Fatal(err)
+	}
+	if got, _ := b.Top(10); len(got) != 5 {
+		t.Fatalf("%d bids: an update beyond the snapshot's edge was kept", len(got))
+	}
+	if b.Short(5) {
+		t.Fatal("short with every level the snapshot vouched for")
+	}
+	if err := b.Apply(upd(3, 3, 2, lv("100", "0"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Short(5) {
+		t.Fatal("not short after the top was consumed below the published depth")
+	}
+	// The asks came back with fewer levels than asked: the venue has no
+	// more, so a thin side is complete, not short.
+	if b.asks.short(5) {
+		t.Fatal("a side the venue sent in full reported short")
+	}
+}
+
+func TestParsePriceOrdersExactly(t *testing.T) {
+	ordered := []string{"0.00000001", "0.0000001", "0.1", "0.10000000000000001", "1", "1.5", "9.99", "10", "65000.1", "65000.10000000000000001"}
+	for i := 1; i < len(ordered); i++ {
+		a, okA := parsePrice(ordered[i-1])
+		b, okB := parsePrice(ordered[i])
+		if !okA || !okB || !a.less(b) {
+			t.Errorf("%s < %s: parsed %v %v, less %v", ordered[i-1], ordered[i], okA, okB, a.less(b))
+		}
+	}
+	if a, _ := parsePrice("1.50"); a != (priceKey{1, 5e17}) {
+		t.Errorf("1.50 parsed as %v", a)
+	}
+}
