@@ -544,7 +544,14 @@ func TestTrades(t *testing.T) {
 				if tr.Time < trades[i-1].Time {
 					t.Fatalf("%s: trades not oldest first at %d", sym, i)
 				}
-				if tr == trades[i-1] {
+				if tr.ID <= trades[i-1].ID {
+					t.Fatalf("%s: trade ids not increasing at %d: %d after %d", sym, i, tr.ID, trades[i-1].ID)
+				}
+				// Identical in every published field; only the venue id
+				// tells the two apart.
+				prev := trades[i-1]
+				prev.ID = tr.ID
+				if tr == prev {
 					dups++
 				}
 			}
