@@ -159,11 +159,20 @@ func (m *market) top(k int64) (bid, ask int64) {
 const (
 	window       = 400 // ticks from the best price within which sizes change
 	presentBelow = 218 // out of 256: the share of ticks that hold a level
-	minPeriod    = 8   // heartbeats between size changes of one tick, at least
-	periodSpan   = 33  // periods run from minPeriod to minPeriod+periodSpan-1
+	minShift     = 4   // a tick's size changes every 2^minShift heartbeats at most,
+	shifts       = 3   // and every 2^(minShift+shifts-1) at least
 )
 
-// levelLots returns the size in lots of the level at tick p during heartbeat
+// epoch returns which of its sizes the tick with draw h shows in heartbeat
+// k. Periods are powers of two so that the diff, which asks this of hundreds
+// of ticks per event, needs no division.
+func epoch(h uint64, k int64) int64 {
+	shift := minShift + uint(h>>8%shifts)
+	phase := int64(h>>16) & (1<<shift - 1)
+	return (k + phase) >> shift
+}
+
+// levelSize returns the size in lots of the level at tick p during heartbeat
 // k, or 0 when the tick holds none. h is the tick's draw (stream(key, p) for
 // the side's key) and dist its distance in ticks from the side's best price,
 // which must not be negative: nothing rests inside the spread.
@@ -173,9 +182,7 @@ func (m *market) levelSize(h uint64, dist, k int64) int64 {
 	}
 	var z uint64
 	if dist < window {
-		period := minPeriod + int64(h>>8%periodSpan)
-		phase := int64(h >> 16 % uint64(period))
-		z = stream(h, floorDiv(k+phase, period))
+		z = stream(h, epoch(h, k))
 	} else {
 		z = mix(h ^ domainStatic)
 	}
@@ -222,11 +229,19 @@ func (m *market) diff(w *text, key uint64, k0, k1, best0, best1, dir int64) int 
 			break
 		}
 		h := stream(key, p)
+		d1 := (p - best1) * dir
+		// Most candidates are behind both tops, where a tick without a
+		// level stays without one and a level keeps its size until its
+		// epoch turns: decide those without drawing a size.
+		if d > 0 && d1 > 0 && (h&0xff >= presentBelow ||
+			d < window && d1 < window && epoch(h, k0) == epoch(h, k1)) {
+			continue
+		}
 		var s0, s1 int64
 		if d >= 0 {
 			s0 = m.levelSize(h, d, k0)
 		}
-		if d1 := (p - best1) * dir; d1 >= 0 {
+		if d1 >= 0 {
 			s1 = m.levelSize(h, d1, k1)
 		}
 		if s0 == s1 {
