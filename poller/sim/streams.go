@@ -98,11 +98,14 @@ func (s *Streams) Run(ctx context.Context, sink poller.Sink) error {
 	tk := time.NewTicker(tickMs * time.Millisecond)
 	defer tk.Stop()
 	last := floorDiv(s.v.now().UnixMilli(), tickMs)
+	// A run is a fresh connection: every watched symbol becomes live once,
+	// whatever Watch queued before.
 	s.mu.Lock()
-	for _, m := range s.watched {
-		s.live[poller.StreamDepth] = append(s.live[poller.StreamDepth], m.info.Symbol)
-		s.live[poller.StreamTrades] = append(s.live[poller.StreamTrades], m.info.Symbol)
+	syms := make([]string, len(s.watched))
+	for i, m := range s.watched {
+		syms[i] = m.info.Symbol
 	}
+	s.live = [2][]string{syms, slices.Clone(syms)}
 	s.mu.Unlock()
 	s.report(sink)
 	for {
