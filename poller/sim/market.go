@@ -8,7 +8,7 @@ import (
 	"marketfeed/poller"
 )
 
-// tickMs is the venue's heartbeat: the book is redrawn and one trade bucket
+// tickMs is the venue's heartbeat: the book changes and one trade bucket
 // is drawn every tickMs milliseconds. It is finer than the poller's 350 ms
 // book cadence, so every poll sees a book that has moved.
 const tickMs = 100
