@@ -19,6 +19,9 @@ func TestAllocs(t *testing.T) {
 		"trades": func() { _, _ = v.Trades(ctx, "BTCUSDT", 100) },
 		"stats":  func() { _, _ = v.Stats(ctx) },
 		"quotes": func() { _, _ = v.Quotes(ctx) },
+		"depth update": func() {
+			_, _ = v.DepthUpdate("BTCUSDT", Heartbeat(c.now()))
+		},
 	} {
 		got := testing.AllocsPerRun(50, func() {
 			c.add(350 * time.Millisecond)

@@ -8,7 +8,7 @@ import (
 	"marketfeed/poller"
 )
 
-// tickMs is the venue's heartbeat: the book is redrawn and one trade bucket
+// tickMs is the venue's heartbeat: the book changes and one trade bucket
 // is drawn every tickMs milliseconds. It is finer than the poller's 350 ms
 // book cadence, so every poll sees a book that has moved.
 const tickMs = 100
@@ -29,6 +29,8 @@ const (
 	domainTrade  = 0x7472616465
 	domainVolume = 0x766f6c
 	domainOctave = 0x6f6374
+	domainStatic = 0x737461
+	domainID     = 0x6964
 )
 
 // mix is the splitmix64 finaliser: a cheap, well-spread 64-bit hash. Every
@@ -94,8 +96,11 @@ type market struct {
 	noBaseVolume bool
 	noQuoteQty   bool
 
-	topKey, bidKey, askKey, tradeKey, volumeKey uint64
-	octaveKeys                                  [len(octaves)]uint64
+	topKey, bidKey, askKey, tradeKey, volumeKey, idKey uint64
+	octaveKeys                                         [len(octaves)]uint64
+
+	idBase    int64 // where the market's update ids start
+	tradeBase int64 // where the market's aggregate trade ids start
 
 	levelBytes int // text bytes one book level needs, to size buffers once
 	tradeBytes int // text bytes one trade needs
@@ -140,40 +145,141 @@ func (m *market) top(k int64) (bid, ask int64) {
 	return bid, bid + spread
 }
 
+// The book model. Levels sit at fixed price ticks: whether a tick holds a
+// level on a side is a stable draw of the tick, which gives the book its
+// gaps, and the best tick of each side always holds one. A level's size is a
+// draw of (tick, epoch), where the tick's epoch advances every period
+// heartbeats at a phase of its own, so that each heartbeat a few percent of
+// the levels near the top change while the rest stand still; beyond window
+// ticks from the best price a size never changes. The top follows the price
+// path, so levels appear and disappear at the inside as it moves. A diff
+// between two heartbeats therefore lists tens of levels, as a venue's diff
+// stream does, and can be computed exactly by looking only at the ticks
+// within window of either heartbeat's best price.
+const (
+	window       = 400 // ticks from the best price within which sizes change
+	presentBelow = 218 // out of 256: the share of ticks that hold a level
+	minShift     = 4   // a tick's size changes every 2^minShift heartbeats at most,
+	shifts       = 3   // and every 2^(minShift+shifts-1) at least
+)
+
+// epoch returns which of its sizes the tick with draw h shows in heartbeat
+// k. Periods are powers of two so that the diff, which asks this of hundreds
+// of ticks per event, needs no division.
+func epoch(h uint64, k int64) int64 {
+	shift := minShift + uint(h>>8%shifts)
+	phase := int64(h>>16) & (1<<shift - 1)
+	return (k + phase) >> shift
+}
+
+// levelSize returns the size in lots of the level at tick p during heartbeat
+// k, or 0 when the tick holds none. h is the tick's draw (stream(key, p) for
+// the side's key) and dist its distance in ticks from the side's best price,
+// which must not be negative: nothing rests inside the spread.
+func (m *market) levelSize(h uint64, dist, k int64) int64 {
+	if dist > 0 && h&0xff >= presentBelow {
+		return 0
+	}
+	var z uint64
+	if dist < window {
+		z = stream(h, epoch(h, k))
+	} else {
+		z = mix(h ^ domainStatic)
+	}
+	// Sizes spread from a tenth to twice the typical, and one level in 64
+	// is a wall.
+	size := m.levelLots * int64(24+(z&0xffff)%464) / 256
+	if z>>24&63 == 0 {
+		size *= 6
+	}
+	return max(size, 1)
+}
+
 // side writes up to n levels of one side of the book of heartbeat k, best
 // first, walking away from best by dir (-1 for bids, +1 for asks). It returns
 // the number of levels written: fewer than n only if a bid would reach zero.
 func (m *market) side(w *text, key uint64, k, best, dir int64, n int) int {
-	state := stream(key, k)
-	price := best
-	for i := range n {
-		state += golden
-		z := mix(state)
-		if i > 0 {
-			// Mostly adjacent ticks near the top, with gaps now and then.
-			switch g := z >> 16 & 0xff; {
-			case g >= 244:
-				price += 3 * dir
-			case g >= 208:
-				price += 2 * dir
-			default:
-				price += dir
-			}
-			if price <= 0 {
-				return i
-			}
+	i := 0
+	for p := best; i < n && p > 0; p += dir {
+		size := m.levelSize(stream(key, p), (p-best)*dir, k)
+		if size == 0 {
+			continue
 		}
-		// Sizes spread from a tenth to twice the typical, grow deeper in the
-		// book, and one level in 64 is a wall.
-		size := m.levelLots * int64(24+(z&0xffff)%464) / 256
-		size = size * (100 + int64(i)) / 100
-		if z>>24&63 == 0 {
-			size *= 6
+		w.decimal(p*m.tick, m.priceDec)
+		w.decimal(size, m.qtyDec)
+		i++
+	}
+	return i
+}
+
+// diff writes every level of one side whose size differs between heartbeats
+// k0 and k1, whose best prices are best0 and best1, best first, with its size
+// at k1 ("0" when the level is gone), and returns how many it wrote. Only
+// ticks within window of either best price can differ: beyond both, a tick
+// is static and on the same side of both tops.
+func (m *market) diff(w *text, key uint64, k0, k1, best0, best1, dir int64) int {
+	// from is the candidate nearest the inside, to the farthest, counted as
+	// a distance from best0 along dir so one loop serves both sides.
+	from := min((best1-best0)*dir, 0)
+	to := max((best1-best0)*dir, 0) + window - 1
+	n := 0
+	for d := from; d <= to; d++ {
+		p := best0 + d*dir
+		if p <= 0 {
+			break
 		}
-		w.decimal(price*m.tick, m.priceDec)
-		w.decimal(max(size, 1), m.qtyDec)
+		h := stream(key, p)
+		d1 := (p - best1) * dir
+		// Most candidates are behind both tops, where a tick without a
+		// level stays without one and a level keeps its size until its
+		// epoch turns: decide those without drawing a size.
+		if d > 0 && d1 > 0 && (h&0xff >= presentBelow ||
+			d < window && d1 < window && epoch(h, k0) == epoch(h, k1)) {
+			continue
+		}
+		var s0, s1 int64
+		if d >= 0 {
+			s0 = m.levelSize(h, d, k0)
+		}
+		if d1 >= 0 {
+			s1 = m.levelSize(h, d1, k1)
+		}
+		if s0 == s1 {
+			continue
+		}
+		w.decimal(p*m.tick, m.priceDec)
+		if s1 == 0 {
+			w.zero()
+		} else {
+			w.decimal(s1, m.qtyDec)
+		}
+		n++
 	}
 	return n
+}
+
+// updateID is the venue's order book update id after heartbeat k: strictly
+// increasing, in steps of 1 to 127 as a venue's counter of book events is,
+// and per market.
+func (m *market) updateID(k int64) int64 {
+	return m.idBase + k*64 + int64(stream(m.idKey, k)&63)
+}
+
+// heartbeatOf returns the heartbeat whose book is current at update id id:
+// the last k with updateID(k) <= id.
+func (m *market) heartbeatOf(id int64) int64 {
+	k := floorDiv(id-m.idBase, 64)
+	if m.updateID(k) > id {
+		k--
+	}
+	return k
+}
+
+// tradeID is the aggregate trade id of the j-th trade of heartbeat b's
+// bucket: strictly increasing in trade order, and the same however the trade
+// is read.
+func (m *market) tradeID(b int64, j int) int64 {
+	return m.tradeBase + b*(maxBucketTrades+1) + int64(j)
 }
 
 // maxBucketTrades is the most trades one heartbeat bucket holds.
@@ -263,6 +369,9 @@ func (w *text) decimal(v int64, decimals int) {
 	w.buf = appendDecimal(w.buf, v, decimals)
 	w.buf = append(w.buf, ' ')
 }
+
+// zero writes a removed level's size.
+func (w *text) zero() { w.buf = append(w.buf, '0', ' ') }
 
 // empty writes an absent value, cut back out as "".
 func (w *text) empty() { w.buf = append(w.buf, ' ') }

@@ -265,7 +265,12 @@ func newMarket(s spec, seed int64) market {
 		askKey:       mix(key ^ domainAsk),
 		tradeKey:     mix(key ^ domainTrade),
 		volumeKey:    mix(key ^ domainVolume),
+		idKey:        mix(key ^ domainID),
 	}
+	// Ids start somewhere of the market's own, as two venue markets' counters
+	// do, but far below where the heartbeats of this century take them.
+	m.idBase = int64(m.idKey >> 28)
+	m.tradeBase = int64(m.tradeKey >> 30)
 	for o := range m.octaveKeys {
 		m.octaveKeys[o] = mix((key ^ domainOctave) + uint64(o)*golden)
 	}

@@ -4,8 +4,12 @@
 //
 // The simulation is stateless. Every answer is a pure function of the seed,
 // the market and the venue clock: prices follow a smooth seeded path of time,
-// the book is redrawn around it every 100 ms heartbeat, and each heartbeat's
-// trades are drawn from a hash of (seed, market, heartbeat). Two reads at the
+// the book changes a little around it every 100 ms heartbeat, and each
+// heartbeat's trades are drawn from a hash of (seed, market, heartbeat). The
+// venue numbers its book updates and trades as a Binance-compatible venue
+// does, and serves the diff stream between any two heartbeats exactly, so
+// in-process market streams (Streams) and a websocket front end can be built
+// on it with no state of their own beyond where they are. Two reads at the
 // same instant agree whatever order they are made in, later reads extend the
 // trade history instead of rewriting it, and concurrent calls need no locks.
 //
@@ -98,8 +102,9 @@ func (v *Venue) Catalog(ctx context.Context) (poller.Catalog, error) {
 
 // Book returns up to depth levels per side of symbol at the current instant,
 // best first. A depth that is not positive means 500 and a larger one is
-// capped at 1000, as on Binance. The book is redrawn every 100 ms heartbeat;
-// Time is the venue clock in ms. An unknown symbol is a 400 StatusError, as
+// capped at 1000, as on Binance. The book changes every 100 ms heartbeat;
+// Time is the venue clock in ms and LastUpdateID the update id of the
+// heartbeat, as DepthUpdate and BookAt number them. An unknown symbol is a 400 StatusError, as
 // Binance answers an invalid symbol.
 func (v *Venue) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
 	if err := ctx.Err(); err != nil {
@@ -116,27 +121,15 @@ func (v *Venue) Book(ctx context.Context, symbol string, depth int) (poller.Book
 	n = min(n, maxDepth)
 
 	now := v.now().UnixMilli()
-	k := floorDiv(now, tickMs)
-	bid, ask := m.top(k)
-	w := text{buf: make([]byte, 0, 2*n*m.levelBytes)}
-	nb := m.side(&w, m.bidKey, k, bid, -1, n)
-	na := m.side(&w, m.askKey, k, ask, +1, n)
-
-	// One string and one level slice for the whole book: the poller may read
-	// hundreds of books a second.
-	c := cutter{string(w.buf)}
-	levels := make([]poller.Level, nb+na)
-	for i := range levels {
-		levels[i].Price = c.next()
-		levels[i].Size = c.next()
-	}
-	return poller.Book{Time: now, Bids: levels[:nb:nb], Asks: levels[nb:]}, nil
+	return m.book(floorDiv(now, tickMs), now, n), nil
 }
 
 // Trades returns the last limit trades of symbol at or before the current
 // instant, oldest first, as Binance does. A limit that is not positive means
 // 500 and a larger one is capped at 1000. Trades of the past never change:
-// a later call returns the same trades plus newer ones. QuoteQty is price ×
+// a later call returns the same trades plus newer ones. IDs are the
+// aggregate trade ids, strictly increasing in trade order and the same as the
+// streams deliver. QuoteQty is price ×
 // size exactly, except on DOGEUSDT, whose trades leave it "" as a venue
 // without quote quantities would. Now and then two consecutive trades agree
 // in time, side, price and size.
@@ -169,15 +162,10 @@ func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]poller.
 				continue // later in the current heartbeat: not happened yet
 			}
 			i--
+			out[i].ID = m.tradeID(b, j)
 			out[i].Time = t.time
 			out[i].Sell = t.sell
-			w.decimal(t.price*m.tick, m.priceDec)
-			w.decimal(t.lots, m.qtyDec)
-			if m.noQuoteQty {
-				w.empty()
-			} else {
-				w.decimal(t.price*m.tick*t.lots, m.priceDec+m.qtyDec)
-			}
+			m.writeTrade(&w, t)
 		}
 	}
 	out = out[i:]
@@ -198,7 +186,11 @@ func (v *Venue) Stats(ctx context.Context) ([]poller.Stat, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	now := v.now().UnixMilli()
+	return v.stats(v.now().UnixMilli()), nil
+}
+
+// stats returns the 24 h statistics of every market at now (ms).
+func (v *Venue) stats(now int64) []poller.Stat {
 	out := make([]poller.Stat, len(v.markets))
 	w := text{buf: make([]byte, 0, len(v.markets)*96)}
 	for i := range v.markets {
@@ -225,7 +217,7 @@ func (v *Venue) Stats(ctx context.Context) ([]poller.Stat, error) {
 			QuoteVolume: c.next(),
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Quotes returns the best bid and ask of every market, the same as the top

@@ -110,6 +110,7 @@ type reading struct {
 	Quotes  []poller.Quote
 	Books   map[string]poller.Book
 	Trades  map[string][]poller.Trade
+	Depth   map[string]poller.DepthUpdate
 }
 
 var probe = []string{"BTCUSDT", "1000PEPEUSDT", "DOGEUSDT", "ADAUSDT", "BTCUSDT_261225"}
@@ -117,7 +118,7 @@ var probe = []string{"BTCUSDT", "1000PEPEUSDT", "DOGEUSDT", "ADAUSDT", "BTCUSDT_
 func readAll(t *testing.T, v *Venue, reverse bool) reading {
 	t.Helper()
 	ctx := context.Background()
-	r := reading{Books: map[string]poller.Book{}, Trades: map[string][]poller.Trade{}}
+	r := reading{Books: map[string]poller.Book{}, Trades: map[string][]poller.Trade{}, Depth: map[string]poller.DepthUpdate{}}
 	syms := append([]string(nil), probe...)
 	if reverse {
 		for i, j := 0, len(syms)-1; i < j; i, j = i+1, j-1 {
@@ -145,6 +146,15 @@ func readAll(t *testing.T, v *Venue, reverse bool) reading {
 					t.Fatal(err)
 				}
 				r.Trades[s] = tr
+			}
+		},
+		func() {
+			for _, s := range syms {
+				u, err := v.DepthUpdate(s, Heartbeat(v.now()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Depth[s] = u
 			}
 		},
 	}
@@ -183,6 +193,9 @@ func TestDeterministic(t *testing.T) {
 	}
 	if reflect.DeepEqual(a.Trades, d.Trades) {
 		t.Error("different seeds, same trades")
+	}
+	if reflect.DeepEqual(a.Depth, d.Depth) {
+		t.Error("different seeds, same depth updates")
 	}
 	if reflect.DeepEqual(a.Stats, d.Stats) {
 		t.Error("different seeds, same stats")
@@ -544,7 +557,14 @@ func TestTrades(t *testing.T) {
 				if tr.Time < trades[i-1].Time {
 					t.Fatalf("%s: trades not oldest first at %d", sym, i)
 				}
-				if tr == trades[i-1] {
+				if tr.ID <= trades[i-1].ID {
+					t.Fatalf("%s: trade ids not increasing at %d: %d after %d", sym, i, tr.ID, trades[i-1].ID)
+				}
+				// Identical in every published field; only the venue id
+				// tells the two apart.
+				prev := trades[i-1]
+				prev.ID = tr.ID
+				if tr == prev {
 					dups++
 				}
 			}

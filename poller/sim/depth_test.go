@@ -1,0 +1,375 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"reflect"
+	"testing"
+	"time"
+
+	"marketfeed/poller"
+)
+
+// localBook is a book kept from a snapshot and diff events, as a stream
+// consumer keeps one: price → size per side.
+type localBook struct{ bids, asks map[string]string }
+
+func newLocal(b poller.Book) localBook {
+	l := localBook{bids: map[string]string{}, asks: map[string]string{}}
+	for _, x := range b.Bids {
+		l.bids[x.Price] = x.Size
+	}
+	for _, x := range b.Asks {
+		l.asks[x.Price] = x.Size
+	}
+	return l
+}
+
+func (l localBook) apply(u poller.DepthUpdate) {
+	for _, side := range []struct {
+		book   map[string]string
+		levels []poller.Level
+	}{{l.bids, u.Bids}, {l.asks, u.Asks}} {
+		for _, x := range side.levels {
+			if x.Size == "0" {
+				delete(side.book, x.Price) // removing an absent level is normal
+			} else {
+				side.book[x.Price] = x.Size
+			}
+		}
+	}
+}
+
+// sameWithin checks that the local book agrees with the truth at every price
+// both cover: on each side, from the best price out to the shallower of the
+// two books' last levels.
+func sameWithin(t *testing.T, what string, local localBook, truth, snap poller.Book) {
+	t.Helper()
+	for _, side := range []struct {
+		name        string
+		local       map[string]string
+		truth, snap []poller.Level
+		beyond      func(p, edge int64) bool // p is further out than edge
+	}{
+		{"bids", local.bids, truth.Bids, snap.Bids, func(p, edge int64) bool { return p < edge }},
+		{"asks", local.asks, truth.Asks, snap.Asks, func(p, edge int64) bool { return p > edge }},
+	} {
+		edge, _ := units(t, side.truth[len(side.truth)-1].Price)
+		if e, _ := units(t, side.snap[len(side.snap)-1].Price); side.beyond(edge, e) {
+			edge = e
+		}
+		want := map[string]string{}
+		for _, x := range side.truth {
+			if p, _ := units(t, x.Price); !side.beyond(p, edge) {
+				want[x.Price] = x.Size
+			}
+		}
+		got := map[string]string{}
+		for price, size := range side.local {
+			if p, _ := units(t, price); !side.beyond(p, edge) {
+				got[price] = size
+			}
+		}
+		if len(want) < 100 {
+			t.Fatalf("%s %s: only %d levels covered", what, side.name, len(want))
+		}
+		if !maps.Equal(got, want) {
+			for p, s := range want {
+				if got[p] != s {
+					t.Errorf("%s %s: at %s local %q, venue %q", what, side.name, p, got[p], s)
+				}
+			}
+			for p, s := range got {
+				if _, ok := want[p]; !ok {
+					t.Errorf("%s %s: local has %s %s, venue none", what, side.name, p, s)
+				}
+			}
+			t.FailNow()
+		}
+	}
+}
+
+var depthProbe = []string{"BTCUSDT", "1000PEPEUSDT", "DOGEUSDT", "SUPERLONGMEMECOINUSDT", "ETHUSDT_260925", "SIM002USDT"}
+
+// One event applied to the book at its Prev gives the book at its Last,
+// for heartbeat after heartbeat, including those where the top moves.
+func TestDepthUpdateApplies(t *testing.T) {
+	v := New(Config{Seed: 12, Extra: 3})
+	for _, sym := range depthProbe {
+		for _, start := range instants(2) {
+			k0 := Heartbeat(start)
+			var topMoves int
+			id, _ := v.UpdateID(sym, k0-1)
+			after := bookAt(t, v, sym, id, 1000)
+			for k := k0; k < k0+100; k++ {
+				u := depthUpdate(t, v, sym, k)
+				before := after
+				if before.LastUpdateID != u.Prev {
+					t.Fatalf("%s: pu %d, previous u %d", sym, u.Prev, before.LastUpdateID)
+				}
+				after = bookAt(t, v, sym, u.Last, 1000)
+				if before.Bids[0].Price != after.Bids[0].Price || before.Asks[0].Price != after.Asks[0].Price {
+					topMoves++
+				}
+				local := newLocal(before)
+				local.apply(u)
+				sameWithin(t, sym, local, after, before)
+			}
+			if topMoves < 10 {
+				t.Errorf("%s: the top moved in %d of 100 heartbeats, want some", sym, topMoves)
+			}
+		}
+	}
+}
+
+// A book kept from one snapshot and a long run of events stays equal to the
+// venue's top 100, which is what the poller publishes.
+func TestDepthUpdateChain(t *testing.T) {
+	v := New(Config{Seed: 3})
+	for _, sym := range []string{"BTCUSDT", "XRPUSDT", "1000BONKUSDT"} {
+		k := Heartbeat(t0)
+		id, err := v.UpdateID(sym, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := bookAt(t, v, sym, id, 1000)
+		local := newLocal(snap)
+		// The venue's procedure applies first the event with U <= lastUpdateId
+		// <= u: the snapshot's own heartbeat, whose absolute sizes the
+		// snapshot already holds.
+		if u := depthUpdate(t, v, sym, k); u.First > id || u.Last != id {
+			t.Fatalf("%s: event U %d u %d does not cover the snapshot's %d", sym, u.First, u.Last, id)
+		} else {
+			local.apply(u)
+		}
+		sameWithin(t, sym, local, snap, snap)
+		for range 300 {
+			k++
+			u := depthUpdate(t, v, sym, k)
+			if u.Prev != id {
+				t.Fatalf("%s: pu %d, previous u %d", sym, u.Prev, id)
+			}
+			id = u.Last
+			local.apply(u)
+			sameWithin(t, sym, local, bookAt(t, v, sym, id, 100), snap)
+		}
+	}
+}
+
+// An event spanning many heartbeats is the sum of the single ones.
+func TestDepthUpdateSince(t *testing.T) {
+	v := New(Config{Seed: 4})
+	for _, sym := range []string{"ETHUSDT", "1000SHIBUSDT"} {
+		for _, span := range []int64{2, 7, 60, 3000} {
+			k := Heartbeat(t0)
+			u, err := v.DepthUpdateSince(sym, k-span, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev, _ := v.UpdateID(sym, k-span)
+			last, _ := v.UpdateID(sym, k)
+			if u.Prev != prev || u.First != prev+1 || u.Last != last {
+				t.Errorf("%s span %d: U %d u %d pu %d, want %d %d %d", sym, span, u.First, u.Last, u.Prev, prev+1, last, prev)
+			}
+			before := bookAt(t, v, sym, prev, 1000)
+			local := newLocal(before)
+			local.apply(u)
+			sameWithin(t, sym, local, bookAt(t, v, sym, last, 1000), before)
+		}
+	}
+	if _, err := v.DepthUpdateSince("ETHUSDT", 10, 10); err == nil {
+		t.Error("an empty span gave no error")
+	}
+}
+
+// Events carry tens of levels, not the whole book, each a plain positive
+// decimal or "0", sorted best first, with ids chained as the venue's are.
+func TestDepthUpdateForm(t *testing.T) {
+	v := New(Config{Seed: 5, Extra: 2})
+	for _, sym := range depthProbe {
+		k0 := Heartbeat(t0)
+		var levels, events int
+		for k := k0; k < k0+300; k++ {
+			u := depthUpdate(t, v, sym, k)
+			prev, _ := v.UpdateID(sym, k-1)
+			last, _ := v.UpdateID(sym, k)
+			if u.Symbol != sym || u.Prev != prev || u.First != prev+1 || u.Last != last || u.First > u.Last {
+				t.Fatalf("%s heartbeat %d: s %s U %d u %d pu %d; ids %d→%d", sym, k, u.Symbol, u.First, u.Last, u.Prev, prev, last)
+			}
+			if u.Time != k*100 {
+				t.Fatalf("%s: T %d, want %d", sym, u.Time, k*100)
+			}
+			checkSorted(t, sym+" bids", u.Bids, -1)
+			checkSorted(t, sym+" asks", u.Asks, +1)
+			levels += len(u.Bids) + len(u.Asks)
+			events++
+		}
+		avg := levels / events
+		t.Logf("%s: %d levels per event on average", sym, avg)
+		if avg < 5 || avg > 120 {
+			t.Errorf("%s: %d levels per event on average, want tens", sym, avg)
+		}
+	}
+}
+
+func checkSorted(t *testing.T, what string, levels []poller.Level, dir int64) {
+	t.Helper()
+	for i, x := range levels {
+		if x.Size != "0" {
+			positive(t, what+" size", x.Size)
+		}
+		positive(t, what+" price", x.Price)
+		if i > 0 {
+			p, _ := units(t, x.Price)
+			q, _ := units(t, levels[i-1].Price)
+			if (p-q)*dir <= 0 {
+				t.Fatalf("%s: %s after %s, not best first", what, x.Price, levels[i-1].Price)
+			}
+		}
+	}
+}
+
+// Book is the book at its own update id; BookAt finds the book in force at
+// any id between two heartbeats' ids; ids rise with the heartbeat.
+func TestUpdateIDs(t *testing.T) {
+	c := newClock(t0)
+	v := New(Config{Seed: 6, Now: c.now})
+	ctx := context.Background()
+	for _, sym := range []string{"BTCUSDT", "LINKUSDT"} {
+		for _, at := range instants(4) {
+			c.set(at)
+			b, err := v.Book(ctx, sym, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := Heartbeat(at)
+			id, _ := v.UpdateID(sym, k)
+			next, _ := v.UpdateID(sym, k+1)
+			if b.LastUpdateID != id || next <= id {
+				t.Fatalf("%s: book id %d, heartbeat ids %d then %d", sym, b.LastUpdateID, id, next)
+			}
+			for _, at := range []int64{id, (id + next) / 2, next - 1} {
+				got := bookAt(t, v, sym, at, 1000)
+				if got.LastUpdateID != id || got.Time != k*100 {
+					t.Errorf("%s: BookAt(%d) has id %d time %d, want %d %d", sym, at, got.LastUpdateID, got.Time, id, k*100)
+				}
+				if !reflect.DeepEqual(got.Bids, b.Bids) || !reflect.DeepEqual(got.Asks, b.Asks) {
+					t.Fatalf("%s: BookAt(%d) differs from Book at id %d", sym, at, id)
+				}
+			}
+			if got := bookAt(t, v, sym, next, 5); got.LastUpdateID != next {
+				t.Errorf("%s: BookAt(%d) has id %d", sym, next, got.LastUpdateID)
+			}
+		}
+		prev := int64(0)
+		for k := Heartbeat(t0); k < Heartbeat(t0)+5000; k++ {
+			id, _ := v.UpdateID(sym, k)
+			if id <= prev {
+				t.Fatalf("%s: update id %d after %d", sym, id, prev)
+			}
+			prev = id
+		}
+	}
+	var se *poller.StatusError
+	if _, err := v.BookAt("NOPEUSDT", 5, 10); !errors.As(err, &se) || se.Status != 400 {
+		t.Errorf("unknown symbol: %v, want a 400 StatusError", err)
+	}
+	if _, err := v.BookAt("BTCUSDT", 0, 10); err == nil {
+		t.Error("update id 0 gave no error")
+	}
+	if _, err := v.DepthUpdate("NOPEUSDT", 5); !errors.As(err, &se) {
+		t.Errorf("unknown symbol: %v, want a StatusError", err)
+	}
+}
+
+// The trades REST returns carry the ids the stream sends for them.
+func TestTradeIDsAgree(t *testing.T) {
+	v := New(Config{Seed: 2, Now: fixed(t0)})
+	for _, sym := range []string{"BTCUSDT", "DOGEUSDT", "ETHUSDT_260925"} {
+		trades, err := v.Trades(context.Background(), sym, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamed := map[int64]poller.Trade{}
+		for k := Heartbeat(time.UnixMilli(trades[0].Time)); k <= Heartbeat(t0); k++ {
+			hb, err := v.HeartbeatTrades(sym, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, tr := range hb {
+				if Heartbeat(time.UnixMilli(tr.Time)) != k || i > 0 && tr.ID <= hb[i-1].ID {
+					t.Fatalf("%s heartbeat %d: trade %+v out of place", sym, k, tr)
+				}
+				streamed[tr.ID] = tr
+			}
+		}
+		for _, tr := range trades {
+			if streamed[tr.ID] != tr {
+				t.Fatalf("%s: REST trade %+v, stream %+v", sym, tr, streamed[tr.ID])
+			}
+		}
+	}
+}
+
+func depthUpdate(t *testing.T, v *Venue, sym string, k int64) poller.DepthUpdate {
+	t.Helper()
+	u, err := v.DepthUpdate(sym, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func bookAt(t *testing.T, v *Venue, sym string, id int64, depth int) poller.Book {
+	t.Helper()
+	b, err := v.BookAt(sym, id, depth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkStreamsHeartbeat is one heartbeat of the streams for 800 watched
+// markets into a sink that drops everything: the cost the in-process streams
+// add per 100 ms.
+func BenchmarkStreamsHeartbeat(b *testing.B) {
+	v := New(Config{Extra: 800 - len(builtin)})
+	s := v.Streams()
+	syms := make([]string, len(v.markets))
+	for i := range v.markets {
+		syms[i] = v.markets[i].info.Symbol
+	}
+	s.Watch(syms)
+	k := Heartbeat(t0)
+	var sink discard
+	b.ReportAllocs()
+	for b.Loop() {
+		k++
+		s.deliver(sink, k-1, k, k*tickMs) // a ticker delivery once in ten
+	}
+}
+
+type discard struct{}
+
+func (discard) Depth(poller.DepthUpdate)         {}
+func (discard) Trade(string, poller.Trade)       {}
+func (discard) Tickers([]poller.Stat)            {}
+func (discard) Live(poller.StreamKind, []string) {}
+func (discard) Lost(poller.StreamKind, []string) {}
+
+func BenchmarkDepthUpdate(b *testing.B) {
+	for _, sym := range []string{"BTCUSDT", "SIM001USDT"} {
+		b.Run(sym, func(b *testing.B) {
+			v := New(Config{Extra: 1})
+			k := Heartbeat(t0)
+			b.ReportAllocs()
+			for b.Loop() {
+				k++
+				if _, err := v.DepthUpdate(sym, k); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

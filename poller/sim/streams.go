@@ -1,0 +1,179 @@
+package sim
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"marketfeed/poller"
+)
+
+// maxCatchUp is how many heartbeats a stream that fell behind (a slow sink,
+// a stalled process) replays one by one. Further behind, each watched
+// market gets one diff event spanning the whole gap, chained like any other,
+// and the trades of only the last maxCatchUp heartbeats: a venue's stream
+// does not replay minutes of trades either, and the poller backfills them.
+const maxCatchUp = 50
+
+// tickerEvery is the all-market ticker stream's cadence, in heartbeats.
+const tickerEvery = 1000 / tickMs
+
+// Streams is the simulated venue's market streams, in process: no
+// connection, no encoding, the same events a Binance-compatible venue's
+// depth, aggregate trade and all-market ticker streams carry. Watch and
+// Resubscribe may be called from any goroutine; Run is meant to run once at
+// a time.
+type Streams struct {
+	v *Venue
+
+	mu      sync.Mutex
+	watched []*market // sorted by symbol; replaced, never changed in place
+	live    [2][]string
+	lost    []string
+}
+
+// Streams returns the venue's market streams. Each call returns streams of
+// their own, watching nothing.
+func (v *Venue) Streams() *Streams { return &Streams{v: v} }
+
+var _ poller.Streams = (*Streams)(nil)
+
+// Watch sets the symbols whose depth and trade streams are delivered. Newly
+// watched symbols are reported Live at the next heartbeat; symbols the venue
+// does not list are reported Lost, as a refused subscription is.
+func (s *Streams) Watch(symbols []string) {
+	syms := slices.Clone(symbols)
+	slices.Sort(syms)
+	syms = slices.Compact(syms)
+	watched := make([]*market, 0, len(syms))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := make(map[*market]bool, len(s.watched))
+	for _, m := range s.watched {
+		was[m] = true
+	}
+	for _, sym := range syms {
+		m, ok := s.v.bySymbol[sym]
+		if !ok {
+			s.lost = append(s.lost, sym)
+			continue
+		}
+		watched = append(watched, m)
+		if !was[m] {
+			s.live[poller.StreamDepth] = append(s.live[poller.StreamDepth], sym)
+			s.live[poller.StreamTrades] = append(s.live[poller.StreamTrades], sym)
+		}
+	}
+	s.watched = watched
+}
+
+// Resubscribe reports a watched symbol's stream Live again at the next
+// heartbeat; the simulated streams never go silent, so there is nothing
+// else to redo. An unwatched symbol is ignored.
+func (s *Streams) Resubscribe(kind poller.StreamKind, symbol string) {
+	if kind != poller.StreamDepth && kind != poller.StreamTrades {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.watched {
+		if m.info.Symbol == symbol {
+			s.live[kind] = append(s.live[kind], symbol)
+			return
+		}
+	}
+}
+
+// Run delivers the streams into sink until ctx is done, and returns ctx's
+// error. On every 100 ms tick of a time.Ticker it reads the venue clock and
+// delivers, for each heartbeat since the last one delivered and for each
+// watched symbol in symbol order, the heartbeat's diff event and the trades
+// of the heartbeat that just ended; once a second it delivers the 24 h
+// statistics of every market. Every watched symbol is reported Live when Run
+// starts. Events chain across the whole run: a heartbeat is never skipped
+// (see maxCatchUp for a run that fell far behind). A venue clock that stands
+// still or goes back delivers nothing until it passes the last heartbeat.
+func (s *Streams) Run(ctx context.Context, sink poller.Sink) error {
+	tk := time.NewTicker(tickMs * time.Millisecond)
+	defer tk.Stop()
+	last := floorDiv(s.v.now().UnixMilli(), tickMs)
+	// A run is a fresh connection: every watched symbol becomes live once,
+	// whatever Watch queued before.
+	s.mu.Lock()
+	syms := make([]string, len(s.watched))
+	for i, m := range s.watched {
+		syms[i] = m.info.Symbol
+	}
+	s.live = [2][]string{syms, slices.Clone(syms)}
+	s.mu.Unlock()
+	s.report(sink)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tk.C:
+		}
+		now := s.v.now().UnixMilli()
+		s.report(sink)
+		if k := floorDiv(now, tickMs); k > last {
+			s.deliver(sink, last, k, now)
+			last = k
+		}
+	}
+}
+
+// report passes on the Live and Lost reports that Watch and Resubscribe
+// queued. The sink is called without the lock held.
+func (s *Streams) report(sink poller.Sink) {
+	s.mu.Lock()
+	live, lost := s.live, s.lost
+	s.live, s.lost = [2][]string{}, nil
+	s.mu.Unlock()
+	if len(lost) > 0 {
+		sink.Lost(poller.StreamDepth, lost)
+		sink.Lost(poller.StreamTrades, lost)
+	}
+	for kind, syms := range live {
+		if len(syms) > 0 {
+			sink.Live(poller.StreamKind(kind), syms)
+		}
+	}
+}
+
+// deliver sends the heartbeats after last up to k. A report queued by Watch
+// meanwhile is not lost: the next tick passes it on.
+func (s *Streams) deliver(sink poller.Sink, last, k, now int64) {
+	s.mu.Lock()
+	watched := s.watched
+	s.mu.Unlock()
+	from := last
+	if k-last > maxCatchUp {
+		for _, m := range watched {
+			sink.Depth(m.depthUpdate(last, k))
+		}
+		from = k - maxCatchUp
+		for b := from; b < k; b++ {
+			s.trades(sink, watched, b)
+		}
+	} else {
+		for j := last + 1; j <= k; j++ {
+			for _, m := range watched {
+				sink.Depth(m.depthUpdate(j-1, j))
+			}
+			s.trades(sink, watched, j-1)
+		}
+	}
+	if floorDiv(k, tickerEvery) > floorDiv(last, tickerEvery) {
+		sink.Tickers(s.v.stats(now))
+	}
+}
+
+// trades sends the trades of heartbeat b of every watched market.
+func (s *Streams) trades(sink poller.Sink, watched []*market, b int64) {
+	for _, m := range watched {
+		for _, tr := range m.bucketTrades(b) {
+			sink.Trade(m.info.Symbol, tr)
+		}
+	}
+}
