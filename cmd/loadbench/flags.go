@@ -39,6 +39,8 @@ type config struct {
 	skipGzip        bool
 }
 
+// parseFlags reads the comparison's command line and refuses settings
+// that would make its numbers meaningless.
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("loadbench", flag.ContinueOnError)
