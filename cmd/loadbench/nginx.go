@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // captured is marketfeed's answer on one benchmarked route, as the
@@ -214,4 +217,59 @@ func nginxConfig(spec nginxSpec) (string, error) {
 	w("        location / {\n            return 404;\n        }\n    }\n")
 	w("}\n")
 	return b.String(), nil
+}
+
+// startNginx writes the captured bodies and the configuration, and starts
+// one nginx (one worker) with the static and the from-memory server.
+func (b *bench) startNginx(ctx context.Context, caps []captured) error {
+	root := filepath.Join(b.dir, "static")
+	for _, d := range []string{root, filepath.Join(b.dir, "nginx", "tmp")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, c := range caps {
+		if err := os.WriteFile(filepath.Join(root, c.Key+".json"), c.Body, 0o644); err != nil {
+			return err
+		}
+		if c.Gzip != nil {
+			if err := os.WriteFile(filepath.Join(root, c.Key+".json.gz"), c.Gzip, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	static, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	memory, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	prefix := filepath.Join(b.dir, "nginx")
+	conf, err := nginxConfig(nginxSpec{Prefix: prefix, StaticRoot: root, StaticAddr: static, MemoryAddr: memory, Routes: caps})
+	if err != nil {
+		return err
+	}
+	confPath := filepath.Join(prefix, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	if err := runQuiet(ctx, "nginx", "-t", "-q", "-p", prefix, "-c", confPath, "-e", filepath.Join(prefix, "error.log")); err != nil {
+		return err
+	}
+	p, err := startPinned("nginx", b.cfg.serverCPU, nil, filepath.Join(b.dir, "nginx.log"),
+		"nginx", "-p", prefix, "-c", confPath, "-e", filepath.Join(prefix, "error.log"))
+	if err != nil {
+		return err
+	}
+	b.procs = append(b.procs, p)
+	b.urls[srvStatic], b.urls[srvMemory] = "http://"+static, "http://"+memory
+	b.owners[srvStatic], b.owners[srvMemory] = p, p
+	for _, name := range []string{srvStatic, srvMemory} {
+		if err := waitHTTP(ctx, p, b.urls[name]+b.routes[0].URI, 10*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -239,4 +241,25 @@ func writePeerJSON(w http.ResponseWriter, v any) {
 	h.Set("Cache-Control", "public, max-age=5")
 	h.Set("Access-Control-Allow-Origin", "*")
 	_, _ = w.Write(b)
+}
+
+// startPeer starts the plain Go peer (this program's peer subcommand),
+// reading its data from the running marketfeed.
+func (b *bench) startPeer(ctx context.Context) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	p, err := startPinned(srvPeer, b.cfg.serverCPU, []string{"GOMAXPROCS=1"}, filepath.Join(b.dir, "peer.log"),
+		self, "peer", "-listen", addr, "-from", b.urls[srvMarketfeed], "-ticker", b.cfg.ticker)
+	if err != nil {
+		return err
+	}
+	b.procs = append(b.procs, p)
+	b.urls[srvPeer], b.owners[srvPeer] = "http://"+addr, p
+	return waitHTTP(ctx, p, b.urls[srvPeer]+"/api/public/pairs", 30*time.Second)
 }

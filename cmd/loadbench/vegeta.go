@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -60,4 +65,25 @@ func parseVegeta(out []byte, target float64) (latencyResult, error) {
 		Success:  rep.Success,
 		Statuses: strings.Join(codes, " "),
 	}, nil
+}
+
+// runVegeta runs one vegeta attack on the load core with one worker thread.
+// Workers and connections are capped well below the servers' connection
+// limits; a server that falls behind then shows as a lower rate sent.
+func (b *bench) runVegeta(ctx context.Context, url string, rate float64) (latencyResult, error) {
+	targets := filepath.Join(b.dir, "targets.txt")
+	if err := os.WriteFile(targets, []byte("GET "+url+"\n"), 0o644); err != nil {
+		return latencyResult{}, err
+	}
+	results := filepath.Join(b.dir, "vegeta.bin")
+	if err := runQuiet(ctx, "taskset", "-c", strconv.Itoa(b.cfg.loadCPU), b.vegeta, "-cpus", "1", "attack",
+		"-targets", targets, "-rate", fmt.Sprintf("%d/1s", int(rate)), "-duration", b.cfg.latencyDuration.String(),
+		"-max-workers", "1024", "-max-connections", "1024", "-max-body", "0", "-timeout", "5s", "-output", results); err != nil {
+		return latencyResult{}, err
+	}
+	out, err := exec.CommandContext(ctx, b.vegeta, "report", "-type", "json", results).Output()
+	if err != nil {
+		return latencyResult{}, fmt.Errorf("vegeta report: %w", err)
+	}
+	return parseVegeta(out, float64(int(rate)))
 }

@@ -2,7 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -161,3 +166,39 @@ function request()
   return reqs[i]
 end
 `
+
+// runWrk runs wrk on the load core against one server and route.
+func (b *bench) runWrk(ctx context.Context, c cell, d time.Duration) (wrkResult, error) {
+	url := b.urls[c.Server] + b.route(c.Route).URI
+	args := []string{"-c", strconv.Itoa(b.cfg.loadCPU), "wrk", "-t1", "-c", strconv.Itoa(b.cfg.connections),
+		"-d", fmt.Sprintf("%ds", int(math.Ceil(d.Seconds()))), "--latency"}
+	var extra []string
+	switch c.Variant {
+	case varGzip:
+		args = append(args, "-H", "Accept-Encoding: gzip")
+	case varXFF:
+		script := filepath.Join(b.dir, "xff.lua")
+		if err := os.WriteFile(script, []byte(xffScript), 0o644); err != nil {
+			return wrkResult{}, err
+		}
+		args = append(args, "-s", script)
+		extra = []string{"--", strconv.Itoa(xffRing)}
+	}
+	args = append(append(args, url), extra...)
+	pgid := b.owners[c.Server].pid()
+	before, err := groupCPU(pgid)
+	if err != nil {
+		return wrkResult{}, err
+	}
+	out, err := exec.CommandContext(ctx, "taskset", args...).CombinedOutput()
+	if err != nil {
+		return wrkResult{}, fmt.Errorf("wrk %s: %w\n%s", url, err, out)
+	}
+	after, err := groupCPU(pgid)
+	if err != nil {
+		return wrkResult{}, err
+	}
+	res, err := parseWrk(string(out))
+	res.ServerCPU = after - before
+	return res, err
+}

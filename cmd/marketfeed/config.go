@@ -6,38 +6,65 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"marketfeed/poller/binance"
+	"marketfeed/server"
 	"marketfeed/snapshot"
 )
 
-// config is the command line, after flags and MARKETFEED_* variables.
-type config struct {
-	listen          string
-	opsListen       string
-	venue           string
-	venueURL        string
-	spot            []string // -spot and -spot-file together
-	spotFlag        []string // -spot alone, kept when the file is re-read
-	spotFile        string
-	spotSet         bool // -spot or -spot-file was given: no built-in default
-	quotes          []string
-	rateLimit       int
-	rateLimitExempt []netip.Prefix
-	trustedProxies  []netip.Prefix
-	clientIPHeader  string
-	venueBudget     float64
-	maxStale        time.Duration
-	coldTimeout     time.Duration
-	simSeed         int64
-	simExtra        int
-	logFormat       string
-	logLevel        string
-	version         bool
+// Config is the command line, after flags and MARKETFEED_* variables, once
+// validated: run wires nothing until every value has been checked.
+type Config struct {
+	listen    string // -listen: the public API's address
+	opsListen string // -ops-listen: the operator endpoints' address; empty: off
+	venue     string // -venue: one of venueNames
+	venueURL  string // -venue-url: a Binance-compatible venue's REST base; empty: the preset's
+
+	// VenueStreams is -venue-streams: binance and aster read market
+	// streams, and the embedded simulated venue feeds the same stream path.
+	// On by default; off polls REST only.
+	VenueStreams bool
+	// VenueWSURL is -venue-ws-url: the base URL (ws or wss) of the venue's
+	// market streams. Empty means the venue's public stream URL; for
+	// binance the /public and /market paths are derived from it.
+	VenueWSURL string
+	// MaxConns is -max-conns, the most client connections open at once;
+	// one over it is refused. Each open connection holds a 16 KiB write
+	// buffer, so the default 10000 can hold up to 160 MiB.
+	MaxConns int
+
+	spot            []string       // -spot and -spot-file together
+	spotFlag        []string       // -spot alone, kept when the file is re-read
+	spotFile        string         // -spot-file, re-read on SIGHUP
+	spotSet         bool           // -spot or -spot-file was given: no built-in default
+	quotes          []string       // -quotes; empty: every quote asset
+	rateLimit       int            // -rate-limit, requests per minute per client IP; 0: off
+	rateLimitExempt []netip.Prefix // -ratelimit-exempt
+	trustedProxies  []netip.Prefix // -trusted-proxies
+	clientIPHeader  string         // -client-ip-header, believed from trusted proxies only
+	venueBudget     float64        // -venue-budget, in (0, 1]
+	maxStale        time.Duration  // -max-stale, positive
+	coldTimeout     time.Duration  // -cold-timeout, positive
+	simSeed         int64          // -sim-seed
+	simExtra        int            // -sim-extra
+	logFormat       string         // -log-format: text or json
+	logLevel        slog.Level     // -log-level
+	version         bool           // -version: print it and exit
+
+	// The list flags as given, parsed by validate.
+	spotList, quotesList, exemptList, trustedList string
+	logLevelName                                  string
+	// fromEnv maps a flag's name to the MARKETFEED_* variable that set it,
+	// so that an error about its value says where to look.
+	fromEnv map[string]string
 }
 
 const envPrefix = "MARKETFEED_"
@@ -48,33 +75,84 @@ func envName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseConfig reads the flags in args; a flag not given on the command line
-// takes its MARKETFEED_* variable from getenv when that is set.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
-	c := &config{}
-	var spot, quotes, exempt, trusted string
+// simVenue is the embedded simulated venue.
+const simVenue = "sim"
+
+// venueNames lists every -venue value: the simulated venue, then each
+// Binance-compatible preset. Help text, validation and its error message
+// all read it, so a new preset needs no change here.
+func venueNames() []string {
+	names := []string{simVenue}
+	for _, p := range binance.Presets {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// remoteVenues is the -venue values other than the simulated venue, as
+// "binance or aster" for messages.
+func remoteVenues() string {
+	names := venueNames()[1:]
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// parseConfig reads the flags in args, takes a MARKETFEED_* variable from
+// getenv for each flag not given on the command line, and validates the
+// result. The error is one line naming the flag (and the variable, when
+// the value came from one); -h prints the usage to stderr and returns
+// flag.ErrHelp.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
+	c, err := parseFlags(args, getenv, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// parseFlags reads args and the environment into a Config, checking only
+// that each value has its flag's type; validate checks what they mean.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
+	c := &Config{fromEnv: map[string]string{}}
 	fs := flag.NewFlagSet("marketfeed", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package prints every error followed by the whole usage;
+	// main prints the one line instead, and -h prints the usage below.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "public API `address`")
 	fs.StringVar(&c.opsListen, "ops-listen", "127.0.0.1:9090", "`address` of /metrics /healthz /readyz /debug/pprof; empty: off")
-	fs.StringVar(&c.venue, "venue", "sim", "venue `name`: sim | binance | aster")
-	fs.StringVar(&c.venueURL, "venue-url", "", "base `URL` of a Binance-compatible venue (default: that venue's public URL)")
-	fs.StringVar(&spot, "spot", "", "platform spot pairs, comma separated `ids` (sim has a built-in default list)")
+	fs.StringVar(&c.venue, "venue", simVenue, "venue `name`: "+strings.Join(venueNames(), " | "))
+	fs.StringVar(&c.venueURL, "venue-url", "", "base `URL` (http or https) of a Binance-compatible venue (default: that venue's public URL)")
+	fs.StringVar(&c.VenueWSURL, "venue-ws-url", "", "base `URL` (ws or wss) of the venue's market streams (default: that venue's public stream URL; binance: the /public and /market paths are derived from it)")
+	onOffVar(fs, &c.VenueStreams, "venue-streams", true, "read market streams, `on|off` (binance and aster; the simulated venue feeds the same path)")
+	fs.StringVar(&c.spotList, "spot", "", "platform spot pairs, comma separated `ids` (sim has a built-in default list)")
 	fs.StringVar(&c.spotFile, "spot-file", "", "`file` of platform spot pairs, one ticker_id a line, # comments; re-read on SIGHUP")
-	fs.StringVar(&quotes, "quotes", "", "quote `assets` allowed for perp items, comma separated (default: all)")
-	fs.IntVar(&c.rateLimit, "rate-limit", 600, "requests per minute per client IP; 0: off")
-	fs.StringVar(&exempt, "ratelimit-exempt", "", "`CIDRs` of permitted robots, not rate limited")
-	fs.StringVar(&trusted, "trusted-proxies", "", "`CIDRs` of peers whose client-IP header is believed")
-	fs.StringVar(&c.clientIPHeader, "client-ip-header", "X-Forwarded-For", "`header` carrying the client IP from a trusted proxy (X-Forwarded-For, CF-Connecting-IP, ...)")
-	fs.Float64Var(&c.venueBudget, "venue-budget", 0.5, "`fraction` of the venue's weight limit to spend")
-	fs.DurationVar(&c.maxStale, "max-stale", 10*time.Second, "oldest snapshot still served while the venue fails")
-	fs.DurationVar(&c.coldTimeout, "cold-timeout", 2*time.Second, "how long a first request waits for its venue read")
-	fs.Int64Var(&c.simSeed, "sim-seed", 1, "seed of the simulated venue")
-	fs.IntVar(&c.simExtra, "sim-extra", 0, "extra synthetic markets on the simulated venue, for load tests")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text | json")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug | info | warn | error")
+	fs.StringVar(&c.quotesList, "quotes", "", "quote `assets` allowed for perp items, comma separated (default: all)")
+	intVar(fs, &c.rateLimit, "rate-limit", 600, "`requests` per minute per client IP; 0: off")
+	fs.StringVar(&c.exemptList, "ratelimit-exempt", "", "`CIDRs` of permitted robots, not rate limited")
+	fs.StringVar(&c.trustedList, "trusted-proxies", "", "`CIDRs` of peers whose client-IP header is believed")
+	fs.StringVar(&c.clientIPHeader, "client-ip-header", server.DefaultClientIPHeader, "`header` carrying the client IP from a trusted proxy (X-Forwarded-For, CF-Connecting-IP, ...)")
+	intVar(fs, &c.MaxConns, "max-conns", server.DefaultMaxConns, "most client `connections` open at once; each holds a 16 KiB write buffer, so 10000 can hold up to 160 MiB")
+	floatVar(fs, &c.venueBudget, "venue-budget", 0.5, "`fraction` of the venue's weight limit to spend, in (0, 1]")
+	durationVar(fs, &c.maxStale, "max-stale", 10*time.Second, "oldest snapshot still served while the venue fails, a `duration`")
+	durationVar(fs, &c.coldTimeout, "cold-timeout", 2*time.Second, "how long a first request waits for its venue read, a `duration`")
+	int64Var(fs, &c.simSeed, "sim-seed", 1, "`seed` of the simulated venue")
+	intVar(fs, &c.simExtra, "sim-extra", 0, "`number` of extra synthetic markets on the simulated venue, for load tests")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log `format`: text | json")
+	fs.StringVar(&c.logLevelName, "log-level", "info", "log `level`: debug | info | warn | error")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "usage: marketfeed [flags]\n\nEvery flag can also be set as %s<NAME>: the flag's name in upper case, dashes as underscores.\n\n", envPrefix)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -82,69 +160,211 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var errs []error
+	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
+		if given[f.Name] || err != nil {
 			return
 		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+		env := envName(f.Name)
+		if v := getenv(env); v != "" {
+			c.fromEnv[f.Name] = env
+			if err = f.Value.Set(v); err != nil {
+				err = c.invalid(f.Name, v, "%v", err)
+				return
 			}
 			given[f.Name] = true
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	c.spotSet = given["spot"] || given["spot-file"]
+	return c, nil
+}
 
-	switch c.venue {
-	case "sim", "binance", "aster":
-	default:
-		errs = append(errs, fmt.Errorf("-venue %q: want sim, binance or aster", c.venue))
+// validate checks what every value means, and the combinations, before
+// anything starts; it also derives the parsed forms of the list flags and
+// reads -spot-file. The error is the first problem found, naming its flag.
+func (c *Config) validate() error {
+	if !slices.Contains(venueNames(), c.venue) {
+		return c.invalid("venue", c.venue, "want one of %s", strings.Join(venueNames(), ", "))
 	}
-	if c.venueURL != "" && c.venue == "sim" {
-		errs = append(errs, errors.New("-venue-url needs -venue binance or aster"))
+	if c.venueURL != "" {
+		if c.venue == simVenue {
+			return c.invalid("venue-url", nil, "the simulated venue has no URL; set -venue %s", remoteVenues())
+		}
+		if err := checkURL(c.venueURL, "http", "https"); err != nil {
+			return c.invalid("venue-url", nil, "%v", err)
+		}
+	}
+	if c.VenueWSURL != "" {
+		if c.venue == simVenue {
+			return c.invalid("venue-ws-url", nil, "the simulated venue has no stream URL; set -venue %s", remoteVenues())
+		}
+		if err := checkURL(c.VenueWSURL, "ws", "wss"); err != nil {
+			return c.invalid("venue-ws-url", nil, "%v", err)
+		}
 	}
 	var err error
-	if c.spotFlag, err = parseIDs(splitList(spot)); err != nil {
-		errs = append(errs, fmt.Errorf("-spot: %w", err))
+	if c.spotFlag, err = parseIDs(splitList(c.spotList)); err != nil {
+		return c.invalid("spot", nil, "%v", err)
 	}
 	c.spot = c.spotFlag
 	if c.spotFile != "" {
 		ids, err := readSpotFile(c.spotFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("-spot-file: %w", err))
+			return c.invalid("spot-file", nil, "%v", err)
 		}
 		c.spot = append(slices.Clip(c.spot), ids...)
 	}
-	c.quotes = splitList(quotes)
-	if c.rateLimitExempt, err = parsePrefixes(exempt); err != nil {
-		errs = append(errs, fmt.Errorf("-ratelimit-exempt: %w", err))
-	}
-	if c.trustedProxies, err = parsePrefixes(trusted); err != nil {
-		errs = append(errs, fmt.Errorf("-trusted-proxies: %w", err))
-	}
+	c.quotes = splitList(c.quotesList)
 	if c.rateLimit < 0 {
-		errs = append(errs, errors.New("-rate-limit must not be negative"))
+		return c.invalid("rate-limit", c.rateLimit, "want 0 (off) or more")
 	}
-	if c.venueBudget <= 0 || c.venueBudget > 1 {
-		errs = append(errs, fmt.Errorf("-venue-budget %v: want a fraction in (0, 1]", c.venueBudget))
+	if c.rateLimitExempt, err = parsePrefixes(c.exemptList); err != nil {
+		return c.invalid("ratelimit-exempt", nil, "%v", err)
 	}
-	if c.maxStale <= 0 || c.coldTimeout <= 0 {
-		errs = append(errs, errors.New("-max-stale and -cold-timeout must be positive"))
-	}
-	if c.logFormat != "text" && c.logFormat != "json" {
-		errs = append(errs, fmt.Errorf("-log-format %q: want text or json", c.logFormat))
-	}
-	if _, err := parseLevel(c.logLevel); err != nil {
-		errs = append(errs, err)
+	if c.trustedProxies, err = parsePrefixes(c.trustedList); err != nil {
+		return c.invalid("trusted-proxies", nil, "%v", err)
 	}
 	if c.clientIPHeader == "" {
-		errs = append(errs, errors.New("-client-ip-header must not be empty"))
+		return c.invalid("client-ip-header", nil, "must not be empty")
 	}
-	return c, errors.Join(errs...)
+	if c.MaxConns < 1 {
+		return c.invalid("max-conns", c.MaxConns, "want at least 1")
+	}
+	if c.venueBudget <= 0 || c.venueBudget > 1 {
+		return c.invalid("venue-budget", c.venueBudget, "want a fraction in (0, 1]")
+	}
+	if c.maxStale <= 0 {
+		return c.invalid("max-stale", c.maxStale, "want a positive duration")
+	}
+	if c.coldTimeout <= 0 {
+		return c.invalid("cold-timeout", c.coldTimeout, "want a positive duration")
+	}
+	if c.simExtra < 0 {
+		return c.invalid("sim-extra", c.simExtra, "want 0 or more")
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return c.invalid("log-format", c.logFormat, "want text or json")
+	}
+	if err := c.logLevel.UnmarshalText([]byte(c.logLevelName)); err != nil {
+		return c.invalid("log-level", c.logLevelName, "want debug, info, warn or error")
+	}
+	return nil
+}
+
+// invalid is the error for a bad value of the flag name: it names the flag,
+// the value unless it is nil (the message then quotes it), and, when the
+// value came from the environment, the variable.
+func (c *Config) invalid(name string, value any, format string, args ...any) error {
+	where := "-" + name
+	switch v := value.(type) {
+	case nil:
+	case string:
+		where += fmt.Sprintf(" %q", v)
+	default:
+		where += fmt.Sprintf(" %v", v)
+	}
+	if env := c.fromEnv[name]; env != "" {
+		where += " (from " + env + ")"
+	}
+	return fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
+}
+
+// checkURL requires raw to be an absolute URL with one of schemes and a
+// host, and without a query or fragment: paths are appended to it, which
+// would put them after either.
+func checkURL(raw string, schemes ...string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", raw)
+	}
+	if !slices.Contains(schemes, u.Scheme) {
+		return fmt.Errorf("%q: want a URL with scheme %s", raw, strings.Join(schemes, " or "))
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("%q has no host", raw)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
+		return fmt.Errorf("%q: want a base URL without a query or fragment", raw)
+	}
+	return nil
+}
+
+// typed is a flag.Value of type T whose error says what the flag wants: the
+// flag package's own numeric and duration flags say only "parse error".
+type typed[T any] struct {
+	p     *T
+	parse func(string) (T, error)
+	want  string
+}
+
+func (v *typed[T]) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return fmt.Sprint(*v.p)
+}
+
+func (v *typed[T]) Set(s string) error {
+	x, err := v.parse(s)
+	if err != nil {
+		return errors.New("want " + v.want)
+	}
+	*v.p = x
+	return nil
+}
+
+func intVar(fs *flag.FlagSet, p *int, name string, def int, usage string) {
+	*p = def
+	fs.Var(&typed[int]{p, func(s string) (int, error) {
+		n, err := strconv.ParseInt(s, 0, strconv.IntSize)
+		return int(n), err
+	}, "a whole number"}, name, usage)
+}
+
+func int64Var(fs *flag.FlagSet, p *int64, name string, def int64, usage string) {
+	*p = def
+	fs.Var(&typed[int64]{p, func(s string) (int64, error) { return strconv.ParseInt(s, 0, 64) }, "a whole number"}, name, usage)
+}
+
+func floatVar(fs *flag.FlagSet, p *float64, name string, def float64, usage string) {
+	*p = def
+	fs.Var(&typed[float64]{p, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, "a number"}, name, usage)
+}
+
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var(&typed[time.Duration]{p, time.ParseDuration, "a duration such as 10s or 1m30s"}, name, usage)
+}
+
+// onOff is a boolean flag spelled on or off, as the command line documents
+// it; it takes a value, unlike a flag.Bool.
+type onOff struct{ p *bool }
+
+func onOffVar(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
+	*p = def
+	fs.Var(onOff{p}, name, usage)
+}
+
+func (o onOff) String() string {
+	if o.p != nil && *o.p {
+		return "on"
+	}
+	return "off"
+}
+
+func (o onOff) Set(s string) error {
+	switch s {
+	case "on":
+		*o.p = true
+	case "off":
+		*o.p = false
+	default:
+		return errors.New("want on or off")
+	}
+	return nil
 }
 
 func splitList(s string) []string {
@@ -201,14 +421,14 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 		if !strings.Contains(f, "/") {
 			a, err := netip.ParseAddr(f)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%q is neither a CIDR nor an address", f)
 			}
 			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(f)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%q is not a CIDR", f)
 		}
 		out = append(out, p.Masked())
 	}

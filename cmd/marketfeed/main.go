@@ -4,7 +4,9 @@
 // Binance-compatible REST API.
 //
 // Every flag can also be set as MARKETFEED_<NAME>, the flag's name in upper
-// case with dashes as underscores. SIGHUP re-reads -spot-file; SIGINT and
+// case with dashes as underscores. Every value is validated before anything
+// starts: a bad one exits with status 2 and one line on stderr naming the
+// flag (and the variable it came from). SIGHUP re-reads -spot-file; SIGINT and
 // SIGTERM stop accepting connections, drain the requests in flight, then stop
 // the poller.
 package main
@@ -88,17 +90,22 @@ func buildVersion() string {
 	return version
 }
 
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", s)
-	}
-	return l, nil
-}
+// Log attribute keys. One key per meaning across the program's logs, as
+// litestream does, so that a query for an attribute finds every line that
+// carries it: "err" and never "error", "pair" for a ticker_id.
+const (
+	logKeyErr     = "err"     // an error
+	logKeyURL     = "url"     // a URL
+	logKeyVenue   = "venue"   // the -venue name
+	logKeyOps     = "ops"     // the operator endpoints' address; empty: off
+	logKeyVersion = "version" // the build's version
+	logKeyFile    = "file"    // a file read
+	logKeyPair    = "pair"    // one ticker_id
+	logKeyPairs   = "pairs"   // how many ticker_ids
+)
 
-func newLogger(cfg *config, w io.Writer) *slog.Logger {
-	level, _ := parseLevel(cfg.logLevel)
-	opts := &slog.HandlerOptions{Level: level}
+func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.logLevel}
 	if cfg.logFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
@@ -108,7 +115,7 @@ func newLogger(cfg *config, w io.Writer) *slog.Logger {
 // app is the wired program: one store, one poller, the public server and the
 // operator endpoints.
 type app struct {
-	cfg     *config
+	cfg     *Config
 	log     *slog.Logger
 	store   *snapshot.Store
 	poller  *poller.Poller
@@ -120,8 +127,8 @@ type app struct {
 	ops     net.Listener // nil when -ops-listen is empty
 }
 
-func newVenue(cfg *config) (poller.Venue, error) {
-	if cfg.venue == "sim" {
+func newVenue(cfg *Config) (poller.Venue, error) {
+	if cfg.venue == simVenue {
 		return sim.New(sim.Config{Seed: cfg.simSeed, Extra: cfg.simExtra}), nil
 	}
 	preset, ok := binance.PresetByName(cfg.venue)
@@ -132,9 +139,9 @@ func newVenue(cfg *config) (poller.Venue, error) {
 }
 
 // newApp wires the program around venue and opens its listeners.
-func newApp(cfg *config, log *slog.Logger, venue poller.Venue) (*app, error) {
+func newApp(cfg *Config, log *slog.Logger, venue poller.Venue) (*app, error) {
 	spot := cfg.spot
-	if !cfg.spotSet && cfg.venue == "sim" {
+	if !cfg.spotSet && cfg.venue == simVenue {
 		spot = sim.DefaultSpot
 	}
 	store := snapshot.NewStore()
@@ -162,6 +169,7 @@ func newApp(cfg *config, log *slog.Logger, venue poller.Venue) (*app, error) {
 		RateLimitExempt: cfg.rateLimitExempt,
 		TrustedProxies:  cfg.trustedProxies,
 		ClientIPHeader:  cfg.clientIPHeader,
+		MaxConns:        cfg.MaxConns,
 	})
 	// The build as a series of constant 1, so that a dashboard can join it
 	// to any other metric and see which version produced it.
@@ -212,8 +220,8 @@ func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
 			}
 		})
 	}
-	a.log.Info("serving", "url", "http://"+a.api.Addr().String()+"/api/public/pairs",
-		"venue", a.cfg.venue, "ops", a.opsAddr(), "version", buildVersion())
+	a.log.Info("serving", logKeyURL, "http://"+a.api.Addr().String()+"/api/public/pairs",
+		logKeyVenue, a.cfg.venue, logKeyOps, a.opsAddr(), logKeyVersion, buildVersion())
 
 	var runErr error
 loop:
@@ -232,7 +240,7 @@ loop:
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := a.srv.Shutdown(shutCtx); err != nil {
-		a.log.Warn("api drain", "err", err)
+		a.log.Warn("api drain", logKeyErr, err)
 	}
 	stopPoll()
 	if ops != nil {
@@ -260,12 +268,12 @@ func (a *app) reloadSpot() {
 	ids, err := readSpotFile(a.cfg.spotFile)
 	if err != nil {
 		a.spotBad.Inc()
-		a.log.Error("spot file rejected; keeping the current spot list", "err", err)
+		a.log.Error("spot file rejected; keeping the current spot list", logKeyErr, err)
 		return
 	}
 	a.spotOK.Inc()
 	a.poller.SetSpot(append(slices.Clip(a.cfg.spotFlag), ids...))
-	a.log.Info("spot list reloaded", "file", a.cfg.spotFile, "pairs", len(ids))
+	a.log.Info("spot list reloaded", logKeyFile, a.cfg.spotFile, logKeyPairs, len(ids))
 }
 
 // opsHandler serves the operator endpoints: metrics, liveness, readiness
