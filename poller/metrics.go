@@ -122,10 +122,10 @@ type pollerMetrics struct {
 	coldWait  [2]*histogram          // by stream
 
 	// With market streams.
-	resyncs    map[string]*metrics.Counter        // by cause
+	resyncs    map[string]*metrics.Counter         // by cause
 	silent     [numStreamKinds][2]*metrics.Counter // resubscribed, fell back to REST
-	publishLag *histogram                         // venue time of a book to its publication
-	weight     [numPurposes]*metrics.Counter      // REST weight spent, by purpose
+	publishLag *histogram                          // venue time of a book to its publication
+	weight     [numPurposes]*metrics.Counter       // REST weight spent, by purpose
 }
 
 func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {

@@ -108,13 +108,13 @@ type Poller struct {
 	hot    [2]*hotSet // by snapshot.Stream
 	// slots bound the reads of each stream in flight at once, across
 	// overlapping rounds; cap Config.Parallel.
-	slots   [2]chan struct{}
+	slots [2]chan struct{}
 	// liveSlots bound the snapshot and backfill reads of stream-fed pairs
 	// in flight at once; cap Config.Parallel.
 	liveSlots chan struct{}
 	live      *live // nil without streams
 	metrics   *pollerMetrics
-	born    time.Time // when New ran: the age of data never read
+	born      time.Time // when New ran: the age of data never read
 
 	ctx    context.Context // the poller's lifetime: cold loads run under it
 	cancel context.CancelFunc
@@ -161,21 +161,21 @@ func New(cfg Config) *Poller {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Poller{
-		cfg:     cfg,
-		venue:   cfg.Venue,
-		store:   cfg.Store,
-		log:     cfg.Logger.With("component", "poller", "venue", cfg.Venue.Name()),
-		budget:  newBudget(),
-		gate:    newBackoff(),
-		logs:    newLogThrottle(time.Minute),
-		hot:     [2]*hotSet{newHotSet(), newHotSet()},
-		slots:   [2]chan struct{}{make(chan struct{}, cfg.Parallel), make(chan struct{}, cfg.Parallel)},
+		cfg:       cfg,
+		venue:     cfg.Venue,
+		store:     cfg.Store,
+		log:       cfg.Logger.With("component", "poller", "venue", cfg.Venue.Name()),
+		budget:    newBudget(),
+		gate:      newBackoff(),
+		logs:      newLogThrottle(time.Minute),
+		hot:       [2]*hotSet{newHotSet(), newHotSet()},
+		slots:     [2]chan struct{}{make(chan struct{}, cfg.Parallel), make(chan struct{}, cfg.Parallel)},
 		liveSlots: make(chan struct{}, cfg.Parallel),
-		ctx:     ctx,
-		cancel:  cancel,
-		flights: make(map[flightKey]*flight),
-		spot:    slices.Clone(cfg.Spot),
-		born:    time.Now(),
+		ctx:       ctx,
+		cancel:    cancel,
+		flights:   make(map[flightKey]*flight),
+		spot:      slices.Clone(cfg.Spot),
+		born:      time.Now(),
 	}
 	set := cfg.Metrics
 	if set == nil {

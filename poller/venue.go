@@ -94,8 +94,8 @@ type Book struct {
 	// lastUpdateId): where a local book fed by the diff stream starts.
 	// 0 when the venue sends none.
 	LastUpdateID int64
-	Bids []Level
-	Asks []Level
+	Bids         []Level
+	Asks         []Level
 }
 
 // The venue's values are the snapshot package's inputs; the aliases let a

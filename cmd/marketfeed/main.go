@@ -138,6 +138,18 @@ func newVenue(cfg *Config) (poller.Venue, error) {
 	return binance.New(preset, binance.Options{BaseURL: cfg.venueURL}), nil
 }
 
+// newStreams returns the venue's market streams when cfg asks for them and
+// the venue has them, and nil otherwise: the poller then reads REST only.
+func newStreams(cfg *Config, venue poller.Venue) poller.Streams {
+	if !cfg.VenueStreams {
+		return nil
+	}
+	if v, ok := venue.(*sim.Venue); ok {
+		return v.Streams()
+	}
+	return nil
+}
+
 // newApp wires the program around venue and opens its listeners.
 func newApp(cfg *Config, log *slog.Logger, venue poller.Venue) (*app, error) {
 	spot := cfg.spot
@@ -150,6 +162,7 @@ func newApp(cfg *Config, log *slog.Logger, venue poller.Venue) (*app, error) {
 	set := metrics.NewSet()
 	p := poller.New(poller.Config{
 		Venue:    venue,
+		Streams:  newStreams(cfg, venue),
 		Store:    store,
 		Logger:   log,
 		Metrics:  set,
