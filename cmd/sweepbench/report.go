@@ -56,6 +56,11 @@ func rows(r result, weightLimit int) []row {
 	}
 	share("aggregator", r.Agg)
 	share("hot client", r.Hot)
+	if r.Measured > 0 {
+		// The hot client waits for each answer, so a feed that holds
+		// requests shows here as a rate below the one aimed at.
+		add("hot client reads a second", fmt.Sprintf("%.1f of %d aimed at", float64(r.Hot.total())/r.Measured.Seconds(), r.HotRate), "", "")
+	}
 	add("200 answers that did not decode", fmt.Sprint(r.BadBodies), "0", verdict(r.BadBodies == 0))
 
 	bookOK := r.BookAge.N > 0 && r.BookAge.P99 <= targetBookAgeP99

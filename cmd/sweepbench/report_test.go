@@ -15,6 +15,7 @@ func good() result {
 		Ready: 20 * time.Millisecond, ColdStart: 4 * time.Second,
 		ColdWeight: weightUse{Total: 300, Calls: 10},
 		Measured:   3 * time.Minute,
+		HotRate:    50,
 		Agg:        statusCount{200: 2676},
 		Hot:        statusCount{200: 9000},
 		BookAge:    percentiles{N: 1338, P50: ms(100), P99: ms(900), Max: ms(1200)},
@@ -80,6 +81,7 @@ func TestRowsValues(t *testing.T) {
 		"book age p50 / p99 / max":     "100ms / 900ms / 1.2s (n=1338)",
 		"REST weight a minute, steady": "mean 40, peak 40 (3 whole minutes)",
 		"marketfeed CPU":               "3.1% of one core",
+		"hot client reads a second":    "50.0 of 50 aimed at",
 		"marketfeed max RSS":           "48.0 MiB",
 	}
 	for fig, v := range want {

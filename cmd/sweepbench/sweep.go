@@ -37,6 +37,7 @@ type result struct {
 	ColdWeight  weightUse
 
 	Measured   time.Duration // the length of the measured run
+	HotRate    int           // reads a second the hot client aimed at
 	Agg, Hot   statusCount
 	BadBodies  int // 200 answers that did not decode
 	NoTrades   int // trade answers with an empty list
@@ -133,7 +134,7 @@ func routeURL(base, kind, pair string) string {
 // sweepOne starts a venue and a feed for one configuration, measures it and
 // stops both. An error means the configuration could not be run at all.
 func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode streamMode) (res result, err error) {
-	res = result{Extra: extra, Streams: mode}
+	res = result{Extra: extra, Streams: mode, HotRate: cfg.hotRate}
 	venueAddr, err1 := freeAddr()
 	apiAddr, err2 := freeAddr()
 	opsAddr, err3 := freeAddr()
@@ -203,14 +204,20 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 		}
 		wg.Go(func() { hotClient(ctx, apiURL, hotPair, cfg.hotRate, end, col) })
 	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	// The run ends at end, not when the last read in flight comes back: a
+	// read the feed holds for seconds would otherwise stretch the window
+	// the CPU and the weight are measured over. Those reads still count.
+	if err := sleep(ctx, time.Until(end)); err != nil {
 		return res, err
 	}
 	m1 := time.Now()
 	cpu1, err := readCPU(feed.pid())
 	if err != nil {
 		return res, fmt.Errorf("marketfeed during the run: %w", err)
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
 	}
 	res.Measured = m1.Sub(m0)
 	res.CPUShare = float64(cpu1-cpu0) / float64(res.Measured)
