@@ -1,0 +1,420 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// streamMode is how marketfeed is told about market streams.
+type streamMode string
+
+const (
+	streamsOn  streamMode = "on"
+	streamsOff streamMode = "off"
+	// streamsOmitted passes neither stream flag: a marketfeed that predates
+	// them, polling REST only.
+	streamsOmitted streamMode = "omitted"
+)
+
+// result is everything measured for one configuration.
+type result struct {
+	Extra   int
+	Streams streamMode
+	Pairs   int
+
+	Ready       time.Duration // from marketfeed's start to /readyz 200
+	ColdStart   time.Duration // from marketfeed's start to every pair's book answering 200
+	ColdPending int           // pairs whose book never answered 200 within -cold-timeout
+	ColdWeight  weightUse
+
+	Measured   time.Duration // the length of the measured run
+	HotRate    int           // reads a second the hot client aimed at
+	Agg, Hot   statusCount
+	BadBodies  int // 200 answers that did not decode
+	NoTrades   int // trade answers with an empty list
+	BookAge    percentiles
+	TradeLag   percentiles
+	HotBookAge percentiles
+	Steady     weightUse
+
+	CPUShare float64 // marketfeed's CPU time over the measured run / its length
+	MaxRSS   int64   // bytes, sampled over the whole configuration
+}
+
+// collector gathers answers from concurrent readers.
+type collector struct {
+	mu        sync.Mutex
+	agg, hot  statusCount
+	badBodies int
+	noTrades  int
+	bookAges  []time.Duration
+	lags      []time.Duration
+	hotAges   []time.Duration
+}
+
+func newCollector() *collector {
+	return &collector{agg: statusCount{}, hot: statusCount{}}
+}
+
+// record files one answer. status is 0 for a transport error.
+func (c *collector) record(hot bool, kind string, status int, body []byte, at time.Time) {
+	var age time.Duration
+	var hasAge bool
+	var err error
+	if status == http.StatusOK {
+		switch kind {
+		case "orderbook":
+			age, err = bookAge(body, at)
+			hasAge = err == nil
+		case "trades":
+			age, hasAge, err = tradeLag(body, at)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := c.agg
+	if hot {
+		counts = c.hot
+	}
+	counts[status]++
+	switch {
+	case err != nil:
+		c.badBodies++
+	case status == http.StatusOK && kind == "trades" && !hasAge:
+		c.noTrades++
+	case !hasAge:
+	case hot && kind == "orderbook":
+		c.hotAges = append(c.hotAges, age)
+	case hot:
+	case kind == "orderbook":
+		c.bookAges = append(c.bookAges, age)
+	default:
+		c.lags = append(c.lags, age)
+	}
+}
+
+// get reads url and returns its status (0 for a transport error) and body.
+func get(ctx context.Context, client *http.Client, u string) (int, []byte) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil
+	}
+	return resp.StatusCode, body
+}
+
+func newClient(conns int) *http.Client {
+	return &http.Client{
+		Timeout:   5 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns},
+	}
+}
+
+func routeURL(base, kind, pair string) string {
+	return base + "/api/public/" + kind + "?ticker_id=" + url.QueryEscape(pair)
+}
+
+// sweepOne starts a venue and a feed for one configuration, measures it and
+// stops both. An error means the configuration could not be run at all.
+func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode streamMode) (res result, err error) {
+	res = result{Extra: extra, Streams: mode, HotRate: cfg.hotRate}
+	venueAddr, err1 := freeAddr()
+	apiAddr, err2 := freeAddr()
+	opsAddr, err3 := freeAddr()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return res, err
+	}
+	tag := fmt.Sprintf("extra%d-%s", extra, mode)
+	venue, err := start("venuesim", filepath.Join(cfg.workDir, "venuesim-"+tag+".log"), bins.venuesim,
+		"-listen", venueAddr, "-extra", strconv.Itoa(extra), "-weight-limit", strconv.Itoa(cfg.weightLimit))
+	if err != nil {
+		return res, err
+	}
+	defer venue.stop()
+	venueURL := "http://" + venueAddr
+	if err := waitHTTP(ctx, venue, venueURL+"/_control/stats", 30*time.Second); err != nil {
+		return res, err
+	}
+
+	args := []string{bins.marketfeed,
+		"-venue", "binance", "-venue-url", venueURL,
+		"-rate-limit", "0", "-ops-listen", opsAddr, "-listen", apiAddr}
+	if mode != streamsOmitted {
+		args = append(args, "-venue-ws-url", "ws://"+venueAddr, "-venue-streams", string(mode))
+	}
+	args = append(args, cfg.marketfeedArgs...)
+	t0 := time.Now()
+	feed, err := start("marketfeed", filepath.Join(cfg.workDir, "marketfeed-"+tag+".log"), args...)
+	if err != nil {
+		return res, err
+	}
+	defer feed.stop()
+	rss := sampleRSS(feed.pid())
+	defer rss.stop()
+
+	if err := waitHTTP(ctx, feed, "http://"+opsAddr+"/readyz", 2*time.Minute); err != nil {
+		return res, err
+	}
+	res.Ready = time.Since(t0)
+	apiURL := "http://" + apiAddr
+	pairs, err := fetchPairs(ctx, apiURL)
+	if err != nil {
+		return res, err
+	}
+	res.Pairs = len(pairs)
+	fmt.Fprintf(cfg.stdout, "  ready after %v, %d pairs; waiting for every book\n", res.Ready.Round(time.Millisecond), len(pairs))
+
+	coldEnd, pending, err := coldStart(ctx, apiURL, pairs, cfg.coldInterval, t0.Add(cfg.coldTimeout))
+	if err != nil {
+		return res, err
+	}
+	res.ColdStart, res.ColdPending = coldEnd.Sub(t0), pending
+	fmt.Fprintf(cfg.stdout, "  cold start %v (%d books pending); measuring for %v\n", res.ColdStart.Round(time.Millisecond), pending, cfg.duration)
+
+	col := newCollector()
+	cpu0, err := readCPU(feed.pid())
+	if err != nil {
+		return res, err
+	}
+	m0 := time.Now()
+	end := m0.Add(cfg.duration)
+	var wg sync.WaitGroup
+	wg.Go(func() { aggregate(ctx, apiURL, pairs, cfg.round, cfg.workers, m0, end, col) })
+	if cfg.hotRate > 0 {
+		hotPair := cfg.hotPair
+		if hotPair == "" {
+			hotPair = pairs[0]
+		}
+		wg.Go(func() { hotClient(ctx, apiURL, hotPair, cfg.hotRate, end, col) })
+	}
+	// The run ends at end, not when the last read in flight comes back: a
+	// read the feed holds for seconds would otherwise stretch the window
+	// the CPU and the weight are measured over. Those reads still count.
+	if err := sleep(ctx, time.Until(end)); err != nil {
+		return res, err
+	}
+	m1 := time.Now()
+	cpu1, err := readCPU(feed.pid())
+	if err != nil {
+		return res, fmt.Errorf("marketfeed during the run: %w", err)
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	res.Measured = m1.Sub(m0)
+	res.CPUShare = float64(cpu1-cpu0) / float64(res.Measured)
+
+	calls, err := fetchCalls(ctx, venueURL, t0)
+	if err != nil {
+		return res, err
+	}
+	res.ColdWeight = weightIn(calls, t0, coldEnd)
+	res.Steady = weightIn(calls, m0, m1)
+
+	col.mu.Lock()
+	res.Agg, res.Hot, res.BadBodies, res.NoTrades = col.agg, col.hot, col.badBodies, col.noTrades
+	res.BookAge, res.TradeLag, res.HotBookAge = summarize(col.bookAges), summarize(col.lags), summarize(col.hotAges)
+	col.mu.Unlock()
+	res.MaxRSS = rss.stop()
+	return res, nil
+}
+
+// binaries are the two commands the sweep runs.
+type binaries struct{ venuesim, marketfeed string }
+
+// fetchPairs reads the pair list, retrying briefly: /readyz says pairs are
+// loaded, but a list must not be empty for a sweep to mean anything.
+func fetchPairs(ctx context.Context, apiURL string) ([]string, error) {
+	client := newClient(1)
+	var last error
+	for range 30 {
+		status, body := get(ctx, client, apiURL+"/api/public/pairs")
+		if status == http.StatusOK {
+			ids, err := pairIDs(body)
+			if err == nil && len(ids) > 0 {
+				return ids, nil
+			}
+			last = errors.Join(err, errors.New("pairs: empty list"))
+		} else {
+			last = fmt.Errorf("pairs: status %d", status)
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return nil, last
+}
+
+// coldStart asks for every pair's book until each has answered 200 once or
+// the deadline passes. A pair is asked at most once a round and rounds start
+// interval apart, so the probe stays a small load however many pairs wait.
+// It returns when the last book answered and how many never did.
+func coldStart(ctx context.Context, apiURL string, pairs []string, interval time.Duration, deadline time.Time) (time.Time, int, error) {
+	const conns = 8
+	client := newClient(conns)
+	pending := append([]string(nil), pairs...)
+	last := time.Now()
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		round := time.Now()
+		ok := make([]bool, len(pending))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, conns)
+		for i, p := range pending {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if status, _ := get(ctx, client, routeURL(apiURL, "orderbook", p)); status == http.StatusOK {
+					ok[i] = true
+				}
+			})
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return time.Time{}, 0, err
+		}
+		still := pending[:0]
+		for i, p := range pending {
+			if !ok[i] {
+				still = append(still, p)
+			}
+		}
+		if len(still) < len(pending) {
+			last = time.Now()
+		}
+		pending = still
+		if len(pending) > 0 {
+			if err := sleep(ctx, time.Until(round.Add(interval))); err != nil {
+				return time.Time{}, 0, err
+			}
+		}
+	}
+	return last, len(pending), nil
+}
+
+// aggregate reads every pair's book and trades once a round, spread evenly
+// over the round, until end. At most workers reads are in flight; a read
+// that finds them all busy goes late rather than piling up.
+func aggregate(ctx context.Context, apiURL string, pairs []string, round time.Duration, workers int, begin, end time.Time, col *collector) {
+	client := newClient(workers)
+	sched := schedule(pairs, round)
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for r := 0; ; r++ {
+		for _, q := range sched {
+			at := begin.Add(time.Duration(r)*round + q.At)
+			if !at.Before(end) {
+				return
+			}
+			if sleep(ctx, time.Until(at)) != nil {
+				return
+			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				status, body := get(ctx, client, routeURL(apiURL, q.Kind, q.Pair))
+				if ctx.Err() == nil {
+					col.record(false, q.Kind, status, body, time.Now())
+				}
+			})
+		}
+	}
+}
+
+// hotClient reads one pair's book and trades in turn at rate reads a second
+// until end, as a client that follows one market closely.
+func hotClient(ctx context.Context, apiURL, pair string, rate int, end time.Time, col *collector) {
+	client := newClient(1)
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	kinds := [2]string{"orderbook", "trades"}
+	for i := 0; time.Now().Before(end); i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		kind := kinds[i%2]
+		status, body := get(ctx, client, routeURL(apiURL, kind, pair))
+		if ctx.Err() == nil {
+			col.record(true, kind, status, body, time.Now())
+		}
+	}
+}
+
+// fetchCalls reads venuesim's log of the calls since t0.
+func fetchCalls(ctx context.Context, venueURL string, t0 time.Time) ([]venueCall, error) {
+	status, body := get(ctx, newClient(1), venueURL+"/_control/calls?since_us="+strconv.FormatInt(t0.UnixMicro(), 10))
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("venuesim call log: status %d", status)
+	}
+	var log struct {
+		Calls []venueCall `json:"calls"`
+	}
+	if err := json.Unmarshal(body, &log); err != nil {
+		return nil, fmt.Errorf("venuesim call log: %w", err)
+	}
+	// venuesim keeps the last 65,536 calls; a full log may have lost the
+	// oldest, and a weight figure from it would be too low.
+	if len(log.Calls) >= 1<<16 {
+		return nil, errors.New("venuesim call log is full: the oldest calls of the run are lost")
+	}
+	return log.Calls, nil
+}
+
+// rssSampler records the largest VmRSS of a process.
+type rssSampler struct {
+	quit chan struct{}
+	done chan struct{}
+	peak int64
+}
+
+// sampleRSS reads pid's VmRSS twice a second until stopped.
+func sampleRSS(pid int) *rssSampler {
+	s := &rssSampler{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if n, err := readVmRSS(pid); err == nil {
+				s.peak = max(s.peak, n)
+			}
+			select {
+			case <-s.quit:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the peak; calling it again is harmless.
+func (s *rssSampler) stop() int64 {
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	<-s.done
+	return s.peak
+}
