@@ -1,11 +1,9 @@
 package poller
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"time"
 )
@@ -119,44 +117,39 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 	var reason string
 	var kind pauseKind
 	var se *StatusError
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, ErrPaused), errors.Is(err, ErrNoBudget):
-		return 0 // we stopped the call ourselves; the venue said nothing
-	case errors.As(err, &se):
-		switch {
-		case se.Status == http.StatusTooManyRequests || se.Status == http.StatusTeapot:
-			pause = se.RetryAfter
-			if pause <= 0 {
-				pause = defaultRateLimitPause
-			}
-			reason = fmt.Sprintf("venue rate limit (%d)", se.Status)
-			kind = pauseRateLimit
-		case se.Status == http.StatusForbidden:
-			pause = max(se.RetryAfter, defaultForbiddenPause)
-			reason = "venue firewall refused us (403)"
-			kind = pauseForbidden
-		case se.Status == http.StatusUnavailableForLegalReasons:
-			pause = restrictedPause
-			reason = "venue refuses this region (451)"
-			kind = pauseRestricted
-			b.permanent = reason
-		case se.Status >= 500 || se.Status == http.StatusRequestTimeout:
-			if start.Before(b.pausedAt) {
-				return 0
-			}
-			pause, reason = b.transient(fmt.Sprintf("venue error %d", se.Status))
-			kind = pauseTransient
-		default:
-			return 0 // a request-level refusal (400 unknown symbol): nothing to pause
+	errors.As(err, &se)
+	switch outcomeOf(err) {
+	case outcomeRateLimited:
+		pause = se.RetryAfter
+		if pause <= 0 {
+			pause = defaultRateLimitPause
 		}
-	case errors.Is(err, ErrBadData):
-		return 0 // the venue answered; its data was unusable for this read only
-	default:
+		reason = fmt.Sprintf("venue rate limit (%d)", se.Status)
+		kind = pauseRateLimit
+	case outcomeForbidden:
+		pause = max(se.RetryAfter, defaultForbiddenPause)
+		reason = "venue firewall refused us (403)"
+		kind = pauseForbidden
+	case outcomeRestricted:
+		pause = restrictedPause
+		reason = "venue refuses this region (451)"
+		kind = pauseRestricted
+		b.permanent = reason
+	case outcomeServerError, outcomeTimeout, outcomeUnreachable:
 		if start.Before(b.pausedAt) {
 			return 0
 		}
-		pause, reason = b.transient("venue unreachable or too slow")
+		reason = "venue unreachable or too slow"
+		if se != nil {
+			reason = fmt.Sprintf("venue error %d", se.Status)
+		}
+		pause, reason = b.transient(reason)
 		kind = pauseTransient
+	default:
+		// We stopped the call ourselves, the venue refused this request
+		// only (400 unknown symbol), or its data was unusable for this
+		// read only: nothing to pause.
+		return 0
 	}
 	if until := now.Add(pause); until.After(b.until) {
 		b.until = until

@@ -12,9 +12,9 @@ import (
 	"marketfeed/snapshot"
 )
 
-// outcome classifies the answer to one venue call, for metrics. The classes
-// follow what the back-off does with them, so a dashboard shows why calls
-// paused.
+// outcome classifies the answer to one venue call. It is the one
+// classification of venue failures: the back-off decides its pause from it
+// and the metrics count it, so a dashboard shows why calls paused.
 type outcome int
 
 const (
@@ -56,8 +56,8 @@ func outcomeOf(err error) outcome {
 		return outcomeRefused
 	case errors.Is(err, ErrBadData):
 		return outcomeBadData
-	case errors.Is(err, context.Canceled):
-		return outcomeCanceled
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrPaused), errors.Is(err, ErrNoBudget):
+		return outcomeCanceled // the poller stopped the call, not the venue
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &timeout) && timeout.Timeout():
 		return outcomeTimeout
 	}
