@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,16 +64,16 @@ func defaultWSConfig() wsConfig {
 
 // Reasons a connection closed, as /_control/ws counts them.
 const (
-	closeDropped    = "dropped"
-	closeMaxAge     = "max age"
-	closeMsgRate    = "too many messages"
-	closeStreams    = "too many streams"
-	closeSlow       = "slow consumer"
-	closePong       = "no pong"
-	closeWrite      = "write failed"
-	closeClient     = "client closed"
-	closeShutdown   = "shutdown"
-	closeBadRequest = "read failed"
+	closeDropped  = "dropped"
+	closeMaxAge   = "max age"
+	closeMsgRate  = "too many messages"
+	closeStreams  = "too many streams"
+	closeSlow     = "slow consumer"
+	closePong     = "no pong"
+	closeWrite    = "write failed"
+	closeClient   = "client closed"
+	closeShutdown = "shutdown"
+	closeRead     = "read failed"
 )
 
 // closeCode is the close frame sent for a reason; 0 means no close frame:
@@ -268,7 +269,7 @@ func (h *wsHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		OnPongReceived: func(context.Context, []byte) { count() },
 	})
 	if err != nil {
-		c.kill(closeBadRequest)
+		c.kill(closeRead)
 		h.unregister(c)
 		return // Accept has answered the request
 	}
@@ -290,7 +291,7 @@ func (h *wsHub) read(ws *websocket.Conn, c *wsConn, count func()) {
 			if websocket.CloseStatus(err) != -1 {
 				c.kill(closeClient)
 			} else {
-				c.kill(closeBadRequest)
+				c.kill(closeRead)
 			}
 			return
 		}
@@ -864,7 +865,7 @@ func (h *wsHub) stats() wsStats {
 		st.Subscriptions += len(c.names)
 		st.Conns = append(st.Conns, wsConnStats{c.id, c.path, now.Sub(c.opened).Milliseconds(), len(c.names), len(c.send)})
 	}
-	slices.SortFunc(st.Conns, func(a, b wsConnStats) int { return int(a.ID - b.ID) })
+	slices.SortFunc(st.Conns, func(a, b wsConnStats) int { return cmp.Compare(a.ID, b.ID) })
 	return st
 }
 
