@@ -391,9 +391,9 @@ func TestMaxAgeClosesTheConnection(t *testing.T) {
 
 func TestPingsKeepAReadingClientAndCloseASilentOne(t *testing.T) {
 	cfg := defaultWSConfig()
-	cfg.Ping = 5 * time.Millisecond // real: pings are network I/O
-	cfg.PongWait = 50 * time.Millisecond
-	cfg.MaxMsgs = 0 // fast pings' pongs would trip the message limit
+	cfg.Ping = 5 * time.Millisecond       // real: pings are network I/O
+	cfg.PongWait = 500 * time.Millisecond // roomy: a busy machine must not make a reading client late
+	cfg.MaxMsgs = 0                       // fast pings' pongs would trip the message limit
 	st := newStreamTest(t, cfg)
 
 	pings := make(chan struct{}, 64)
