@@ -18,6 +18,18 @@
 //	POST   /_control/market?symbol=ADAUSDT&listed=false (delist; listed=true lists it again)
 //	GET    /_control/stats                              (calls served by path)
 //	GET    /_control/calls?since_us=N                   (each call since N µs after the epoch)
+//
+// It also serves the venue's market streams over WebSocket in Binance's
+// protocol: depth on /public/stream, aggregate trades and the all-market
+// ticker on /market/stream (or every stream on /stream with -ws-split=false,
+// as Aster), bare payloads on /ws/<name>, SUBSCRIBE, UNSUBSCRIBE and
+// LIST_SUBSCRIPTIONS, and the venue's connection limits. Stream switches:
+//
+//	GET    /_control/ws                                 (connections, subscriptions, frames sent, closes by reason)
+//	POST   /_control/drop[?conn=ID]                     (cut every connection, or one)
+//	POST   /_control/gap?symbol=BTCUSDT[&events=1]      (skip depth events: the next pu does not chain)
+//	POST   /_control/silence?stream=btcusdt@aggTrade&for=30s
+//	GET    /_control/book?symbol=BTCUSDT&update_id=N&depth=100   (the true book at an update id)
 package main
 
 import (
@@ -31,6 +43,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,27 +76,64 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Float64Var(&f.Rate, "fault-rate", 1, "fraction of calls the fault hits")
 	fs.IntVar(&f.Count, "fault-count", 0, "heal the fault after it has hit this many calls; 0: never")
 	fs.DurationVar(&f.Flap, "fault-flap", 0, "switch the fault on and off every `period`, on first; 0: always on")
+	ws := defaultWSConfig()
+	fs.BoolVar(&ws.Split, "ws-split", ws.Split, "serve depth on /public and trades and tickers on /market, as Binance; false: every stream on /stream, as Aster")
+	fs.IntVar(&ws.MaxMsgs, "ws-max-msgs", ws.MaxMsgs, "incoming messages per second on one connection before it is closed; 0: no limit")
+	fs.IntVar(&ws.MaxStreams, "ws-max-streams", ws.MaxStreams, "streams on one connection before it is closed; 0: no limit")
+	fs.DurationVar(&ws.MaxAge, "ws-max-age", ws.MaxAge, "close a stream connection at this age")
+	fs.DurationVar(&ws.Ping, "ws-ping", ws.Ping, "ping stream clients every `period`; 0: never")
+	fs.DurationVar(&ws.PongWait, "ws-pong-wait", ws.PongWait, "close a connection whose pong is this late")
+	fs.IntVar(&ws.Queue, "ws-queue", ws.Queue, "frames queued for one connection before it is closed as a slow consumer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if ws.MaxAge <= 0 || ws.PongWait <= 0 || ws.Queue < 1 {
+		return fmt.Errorf("parse flags: -ws-max-age and -ws-pong-wait must be positive, -ws-queue at least 1")
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "venuesim")
-	v := newVenueServer(sim.New(sim.Config{Seed: *seed, Extra: *extra}), *limit)
+	venue := sim.New(sim.Config{Seed: *seed, Extra: *extra})
+	v := newStreamingServer(venue, *limit, ws, log)
 	if f.active() {
 		v.setFault(f, time.Time{})
+	}
+	cat, err := venue.Catalog(ctx)
+	if err != nil {
+		return fmt.Errorf("list markets: %w", err)
+	}
+	symbols := make([]string, len(cat.Markets))
+	for i, m := range cat.Markets {
+		symbols[i] = m.Symbol
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: v, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("serving", "url", "http://"+ln.Addr().String(), "weight_limit", *limit)
+	log.Info("serving", "url", "http://"+ln.Addr().String(), "weight_limit", *limit,
+		"markets", len(symbols), "ws_split", ws.Split)
+
+	streamCtx, stopStreams := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	streamErr := make(chan error, 1)
+	wg.Go(func() { streamErr <- v.hub.run(streamCtx, venue.Streams(), symbols) })
+	defer func() {
+		stopStreams()
+		v.hub.shutdown()
+		v.hub.wait()
+		wg.Wait()
+	}()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	wg.Go(func() { errc <- srv.Serve(ln) })
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
 		return err
+	case err := <-streamErr:
+		_ = srv.Close()
+		return err
 	}
+	// Hijacked stream connections are not the HTTP server's to close.
+	v.hub.shutdown()
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(shut)

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"marketfeed/poller"
+	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
 )
 
@@ -46,19 +50,45 @@ type call struct {
 	Fault bool   `json:"fault"` // a fault or the weight limit answered it
 }
 
-// weights are Binance's: the simulator charges what the real venue would.
-var weights = map[string]int{
-	"/fapi/v1/exchangeInfo":      1,
-	"/fapi/v1/ticker/24hr":       40,
-	"/fapi/v1/ticker/bookTicker": 5,
-	"/fapi/v1/depth":             5,
-	"/fapi/v1/trades":            5,
+// aggTradesWeight is Binance's weight for /fapi/v1/aggTrades. The Binance
+// preset in poller/binance has no entry for it yet; every other weight is
+// the preset's, so the simulator charges what the adapter expects.
+const aggTradesWeight = 20
+
+// binanceWeights prices a depth call by its limit as the Binance adapter
+// does.
+var binanceWeights = binance.New(binance.Binance, binance.Options{})
+
+// weight returns the Binance weight of a GET of path with query q, and false
+// for a path the venue does not serve.
+func weight(path string, q url.Values) (int, bool) {
+	w := binance.Binance.Weights
+	switch path {
+	case "/fapi/v1/exchangeInfo":
+		return w.Catalog, true
+	case "/fapi/v1/ticker/24hr":
+		return w.Stats, true
+	case "/fapi/v1/ticker/bookTicker":
+		return w.Quotes, true
+	case "/fapi/v1/depth":
+		limit := atoi(q.Get("limit"))
+		if limit <= 0 {
+			limit = 500 // the venue's default
+		}
+		return binanceWeights.BookWeight(limit), true
+	case "/fapi/v1/trades":
+		return w.Trades, true
+	case "/fapi/v1/aggTrades", "/fapi/v3/aggTrades": // Binance's path, Aster's
+		return aggTradesWeight, true
+	}
+	return 0, false
 }
 
 // venueServer answers Binance's market-data paths from a simulated venue.
 type venueServer struct {
 	venue *sim.Venue
 	limit int
+	hub   *wsHub // market streams over WebSocket
 
 	mu      sync.Mutex
 	fault   fault
@@ -75,7 +105,15 @@ type venueServer struct {
 }
 
 func newVenueServer(v *sim.Venue, limit int) *venueServer {
-	return &venueServer{venue: v, limit: limit, served: make(map[string]int), hidden: make(map[string]bool)}
+	return newStreamingServer(v, limit, defaultWSConfig(), slog.New(slog.DiscardHandler))
+}
+
+// newStreamingServer is newVenueServer with market streams configured by
+// cfg. The streams deliver once the hub is fed (see wsHub.run).
+func newStreamingServer(v *sim.Venue, limit int, cfg wsConfig, log *slog.Logger) *venueServer {
+	s := &venueServer{venue: v, limit: limit, served: make(map[string]int), hidden: make(map[string]bool)}
+	s.hub = newWSHub(cfg, log, s.isHidden)
+	return s
 }
 
 func (s *venueServer) setFault(f fault, until time.Time) {
@@ -144,14 +182,14 @@ func (s *venueServer) callsSince(since time.Time) []call {
 
 // admit charges the call's weight and decides its fault. It returns the
 // weight used this minute, and whether the limit was exceeded.
-func (s *venueServer) admit(path string) (used int, over bool, f fault, hit bool) {
+func (s *venueServer) admit(path string, weight int) (used int, over bool, f fault, hit bool) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m := now.Unix() / 60; m != s.minute {
 		s.minute, s.used = m, 0
 	}
-	s.used += weights[path]
+	s.used += weight
 	s.served[path]++
 	if !s.until.IsZero() && now.After(s.until) {
 		s.fault, s.until = fault{}, time.Time{}
@@ -175,12 +213,20 @@ func (s *venueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/_control/fault", "/_control/stats", "/_control/market", "/_control/calls":
 		s.control(w, r)
 		return
+	case "/_control/ws", "/_control/drop", "/_control/gap", "/_control/silence", "/_control/book":
+		s.streamControl(w, r)
+		return
 	}
-	if _, ok := weights[r.URL.Path]; !ok || r.Method != http.MethodGet {
+	if isStreamPath(r.URL.Path) {
+		s.hub.ServeHTTP(w, r)
+		return
+	}
+	wt, ok := weight(r.URL.Path, r.URL.Query())
+	if !ok || r.Method != http.MethodGet {
 		writeError(w, http.StatusNotFound, -1000, "unknown path")
 		return
 	}
-	used, over, f, hit := s.admit(r.URL.Path)
+	used, over, f, hit := s.admit(r.URL.Path, wt)
 	w.Header().Set("X-MBX-USED-WEIGHT-1M", strconv.Itoa(used))
 	if over {
 		w.Header().Set("Retry-After", strconv.Itoa(60-int(time.Now().Unix()%60)))
@@ -281,15 +327,17 @@ func (s *venueServer) answer(r *http.Request) ([]byte, int) {
 		v, err = s.stats(ctx)
 	case "/fapi/v1/ticker/bookTicker":
 		v, err = s.quotes(ctx)
-	case "/fapi/v1/depth", "/fapi/v1/trades":
+	case "/fapi/v1/depth", "/fapi/v1/trades", "/fapi/v1/aggTrades", "/fapi/v3/aggTrades":
 		symbol := q.Get("symbol")
 		switch {
 		case s.isHidden(symbol):
 			err = errDelisted
 		case r.URL.Path == "/fapi/v1/depth":
 			v, err = s.depth(ctx, symbol, atoi(q.Get("limit")))
-		default:
+		case r.URL.Path == "/fapi/v1/trades":
 			v, err = s.trades(ctx, symbol, atoi(q.Get("limit")))
+		default:
+			v, err = s.aggTrades(ctx, symbol, atoi(q.Get("limit")))
 		}
 	}
 	if err != nil {
@@ -422,6 +470,11 @@ func (s *venueServer) depth(ctx context.Context, symbol string, limit int) (any,
 	if err != nil {
 		return nil, err
 	}
+	return depthBody(b), nil
+}
+
+// depthBody renders a book as /fapi/v1/depth does.
+func depthBody(b poller.Book) map[string]any {
 	levels := func(ls []poller.Level) [][2]string {
 		out := make([][2]string, len(ls))
 		for i, l := range ls {
@@ -430,9 +483,30 @@ func (s *venueServer) depth(ctx context.Context, symbol string, limit int) (any,
 		return out
 	}
 	return map[string]any{
-		"lastUpdateId": b.Time, "E": b.Time + 3, "T": b.Time,
+		"lastUpdateId": b.LastUpdateID, "E": b.Time + 3, "T": b.Time,
 		"bids": levels(b.Bids), "asks": levels(b.Asks),
-	}, nil
+	}
+}
+
+// aggTrades renders the venue's trades as aggregate trades, oldest first.
+// Each simulated trade is its own aggregate, so f and l are its id.
+func (s *venueServer) aggTrades(ctx context.Context, symbol string, limit int) (any, error) {
+	if limit <= 0 {
+		limit = 500
+	}
+	trades, err := s.venue.Trades(ctx, symbol, limit)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 96*len(trades))
+	b = append(b, '[')
+	for i, t := range trades {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(appendAggRow(append(b, '{'), t), '}')
+	}
+	return json.RawMessage(append(b, ']')), nil
 }
 
 func (s *venueServer) trades(ctx context.Context, symbol string, limit int) (any, error) {
@@ -454,7 +528,7 @@ func (s *venueServer) trades(ctx context.Context, symbol string, limit int) (any
 	out := make([]item, len(trades))
 	for i, t := range trades {
 		// The taker sold when the resting buyer was the maker.
-		out[i] = item{ID: t.Time*10 + int64(i%10), Price: t.Price, Qty: t.Size, QuoteQty: t.QuoteQty, Time: t.Time, IsBuyerMaker: t.Sell}
+		out[i] = item{ID: t.ID, Price: t.Price, Qty: t.Size, QuoteQty: t.QuoteQty, Time: t.Time, IsBuyerMaker: t.Sell}
 	}
 	return out, nil
 }
@@ -536,4 +610,100 @@ func (s *venueServer) control(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		w.WriteHeader(http.StatusMethodNotAllowed)
 	}
+}
+
+// isStreamPath reports whether path is one of the market-stream paths; the
+// hub answers 404 for those the configured layout does not serve.
+func isStreamPath(path string) bool {
+	for _, p := range []string{"", "/public", "/market"} {
+		rest, ok := strings.CutPrefix(path, p)
+		if ok && (rest == "/stream" || rest == "/ws" || strings.HasPrefix(rest, "/ws/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// streamControl serves the market-stream switches and reports.
+func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	method := http.MethodPost
+	if r.URL.Path == "/_control/ws" || r.URL.Path == "/_control/book" {
+		method = http.MethodGet
+	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	switch r.URL.Path {
+	case "/_control/ws":
+		writeJSON(w, s.hub.stats())
+	case "/_control/drop":
+		var id int64
+		if v := q.Get("conn"); v != "" {
+			var err error
+			if id, err = strconv.ParseInt(v, 10, 64); err != nil || id <= 0 {
+				http.Error(w, "conn: want a connection id from /_control/ws", http.StatusBadRequest)
+				return
+			}
+		}
+		if n := s.hub.drop(id); n == 0 && id != 0 {
+			http.Error(w, "conn: no such connection", http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case "/_control/gap":
+		n := 1
+		if v := q.Get("events"); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 1 {
+				http.Error(w, "events: want a positive count", http.StatusBadRequest)
+				return
+			}
+		}
+		if q.Get("symbol") == "" {
+			http.Error(w, "want symbol=S", http.StatusBadRequest)
+			return
+		}
+		s.hub.gap(q.Get("symbol"), n)
+		w.WriteHeader(http.StatusNoContent)
+	case "/_control/silence":
+		d, err := time.ParseDuration(q.Get("for"))
+		if err != nil || d <= 0 || q.Get("stream") == "" {
+			http.Error(w, "want stream=NAME&for=DURATION", http.StatusBadRequest)
+			return
+		}
+		s.hub.silence(q.Get("stream"), d)
+		w.WriteHeader(http.StatusNoContent)
+	case "/_control/book":
+		id, err := strconv.ParseInt(q.Get("update_id"), 10, 64)
+		if err != nil || q.Get("symbol") == "" {
+			http.Error(w, "want symbol=S&update_id=N[&depth=D]", http.StatusBadRequest)
+			return
+		}
+		depth := 100
+		if v := q.Get("depth"); v != "" {
+			if depth, err = strconv.Atoi(v); err != nil || depth < 1 {
+				http.Error(w, "depth: want a positive count", http.StatusBadRequest)
+				return
+			}
+		}
+		b, err := s.venue.BookAt(q.Get("symbol"), id, depth)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, depthBody(b))
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
 }
