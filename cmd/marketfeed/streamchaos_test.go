@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"marketfeed/poller"
+	"marketfeed/poller/sim"
+	"marketfeed/snapshot"
+)
+
+// The stream fault matrix: marketfeed in process on the Binance adapter,
+// its market streams and REST calls both on venuesim, under the chaos
+// traffic and its checks (no 500, no venue byte, no 502 while a young
+// enough snapshot existed). Each fault is made, then the venue heals, and
+// the test measures how long until the hot pair's book is fresh again.
+// Throughout, every book the API serves is checked against the venue's
+// true book at the heartbeat it was built from: the simulated world is
+// deterministic, so the test computes the truth with the same seed.
+
+// streamArgs are marketfeed's flags for a stream run on venuesim.
+func streamArgs(venueURL string, maxStale time.Duration) []string {
+	ws := "ws" + strings.TrimPrefix(venueURL, "http")
+	return append(chaosArgs(venueURL, maxStale), "-venue-streams", "on", "-venue-ws-url", ws)
+}
+
+// truthChecker compares served books with the simulated venue's own.
+type truthChecker struct {
+	t       *testing.T
+	api     string
+	world   *sim.Venue
+	checked int
+}
+
+// check reads one pair's full book and compares it, level for level, with
+// the venue's true top 100 at the book's heartbeat.
+func (c *truthChecker) check(id, symbol string) {
+	resp, err := http.Get(c.api + "/api/public/orderbook?ticker_id=" + id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return // the traffic's checks judge non-200 answers
+	}
+	var got struct {
+		Timestamp int64
+		Bids      [][2]string
+		Asks      [][2]string
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		c.t.Fatal(err)
+	}
+	k := sim.Heartbeat(time.UnixMilli(got.Timestamp))
+	u, err := c.world.UpdateID(symbol, k)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	want, err := c.world.BookAt(symbol, u, snapshot.MaxDepth)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	same := func(side [][2]string, levels []poller.Level) bool {
+		if len(side) != len(levels) {
+			return false
+		}
+		for i, l := range levels {
+			if side[i][0] != l.Price || side[i][1] != l.Size {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(got.Bids, want.Bids) || !same(got.Asks, want.Asks) {
+		c.t.Errorf("%s at %d: the served book is not the venue's book at that heartbeat", id, got.Timestamp)
+	}
+	c.checked++
+}
+
+// allStreamed waits until every listed pair's book and trades are kept by
+// the streams, and returns how long that took.
+func allStreamed(t *testing.T, a *app, limit time.Duration) time.Duration {
+	start := time.Now()
+	if !waitFor(limit, func() bool {
+		src := a.poller.Status().Sources
+		return src != nil && src.Books["syncing"] == 0 && src.Books["rest"] == 0 && src.Books["stream"] > 0 &&
+			src.Trades["syncing"] == 0 && src.Trades["rest"] == 0
+	}) {
+		t.Fatalf("pairs not all stream-fed after %s: %+v", limit, a.poller.Status().Sources)
+	}
+	return time.Since(start)
+}
+
+// streamFault makes a fault at once and measures how long until BTC_USDT's
+// book is fresh again, from a venue time after the fault.
+func (c *chaos) streamFault(name, method, path string, limit time.Duration) time.Duration {
+	c.traffic.setPhase(name)
+	at := time.Now()
+	c.venue.control(method, path)
+	fresh := c.untilFresh("BTC_USDT", at.Add(100*time.Millisecond), limit)
+	if fresh.IsZero() {
+		c.t.Fatalf("%s: BTC_USDT not fresh within %s", name, limit)
+	}
+	d := fresh.Sub(at)
+	c.figure("%-28s book fresh again %s after the fault", name, d.Round(time.Millisecond))
+	return d
+}
+
+func TestStreamFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds venuesim and runs for about half a minute")
+	}
+	const maxStale = 3 * time.Second
+	venue := startVenueSim(t)
+	api, a, logs := startLoggedApp(t, streamArgs(venue.url, maxStale)...)
+	c := &chaos{t: t, venue: venue, api: api, app: a, logs: logs, traffic: newTraffic(t, api, a.store, maxStale)}
+	truth := &truthChecker{t: t, api: api, world: sim.New(sim.Config{Seed: 1})}
+
+	ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer stop()
+	c.traffic.setPhase("cold start")
+	synced := allStreamed(t, a, 30*time.Second)
+	c.figure("%-28s every pair stream-fed after %s", "cold start", synced.Round(time.Millisecond))
+	wait := c.traffic.run(ctx, 4, 5*time.Millisecond, 1_000_000, chaosTargets)
+	checkAll := func() {
+		for _, id := range []string{"BTC_USDT", "ETH_USDT", "SOL_USDT", "DOGE_USDT"} {
+			truth.check(id, strings.ReplaceAll(id, "_", ""))
+		}
+	}
+	checkAll()
+
+	// Every connection cut: every book resyncs.
+	c.streamFault("connections dropped", http.MethodPost, "/_control/drop", 10*time.Second)
+	checkAll()
+	// A lost depth event: that book resyncs from a new snapshot.
+	c.streamFault("sequence gap", http.MethodPost, "/_control/gap?symbol=BTCUSDT", 5*time.Second)
+	checkAll()
+	// A 429 met by the resync's snapshot read: the pause is obeyed, then
+	// the book resyncs.
+	c.traffic.setPhase("429 during a resync")
+	c.venue.fault("status=429&retry_after=2s&count=1")
+	c.streamFault("gap with a 429 on the resync", http.MethodPost, "/_control/gap?symbol=BTCUSDT", 15*time.Second)
+	c.venue.heal()
+	checkAll()
+	// A depth stream acknowledged but silent while its market trades: it is
+	// resubscribed, then the pair is served by REST until it delivers.
+	c.traffic.setPhase("silent depth stream")
+	c.venue.control(http.MethodPost, "/_control/silence?stream=ethusdt@depth@100ms&for=20s")
+	if !waitFor(20*time.Second, func() bool { return a.poller.Status().Sources.Books["rest"] >= 1 }) {
+		t.Fatalf("a silent depth stream was never given up for REST: %+v", a.poller.Status().Sources)
+	}
+	c.figure("%-28s pair served by REST after the watchdog gave up on it", "silent depth stream")
+	back := allStreamed(t, a, 40*time.Second)
+	c.figure("%-28s stream-fed again %s after that", "silent depth stream", back.Round(time.Millisecond))
+	checkAll()
+
+	c.finish(stop, wait)
+	if truth.checked < 10 {
+		t.Fatalf("only %d books compared with the venue's", truth.checked)
+	}
+	t.Logf("%d served books equal the venue's true book at their heartbeat", truth.checked)
+}
