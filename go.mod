@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/VictoriaMetrics/metrics v1.35.1
+	github.com/coder/websocket v1.8.15
 	github.com/ericlagergren/decimal v0.0.0-20240411145413-00de7ca16731
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/goccy/go-json v0.12.0
