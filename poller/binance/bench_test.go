@@ -38,12 +38,12 @@ func BenchmarkDecodeStats(b *testing.B) {
 	}
 }
 
-func BenchmarkDecodeTrades(b *testing.B) {
+func BenchmarkDecodeAggTrades(b *testing.B) {
 	body := readFixture(b, "trades.json")
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeTrades(body); err != nil {
+		if _, err := decodeAggTrades(body); err != nil {
 			b.Fatal(err)
 		}
 	}

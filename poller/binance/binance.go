@@ -21,6 +21,7 @@
 package binance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -41,7 +42,9 @@ type Weights struct {
 	Stats   int // /fapi/v1/ticker/24hr for all symbols
 	Quotes  int // /fapi/v1/ticker/bookTicker for all symbols
 	Book    int // /fapi/v1/depth at limit 100, the depth the poller reads
-	Trades  int // /fapi/v1/trades
+	// Trades is one aggregate-trades read (/fapi/v1/aggTrades or the
+	// preset's AggTradesPath), whatever its limit: Binance documents 20.
+	Trades int
 }
 
 // Preset describes one Binance-compatible venue.
@@ -50,23 +53,75 @@ type Preset struct {
 	Name string
 	// URL is the venue's public base URL, without a trailing slash.
 	URL string
+	// AggTradesPath is the path of the aggregate-trades list, which
+	// differs between venues (Aster serves it under /fapi/v3).
+	AggTradesPath string
 	// Weights are the venue's published call weights.
 	Weights Weights
+	// Streams describes the venue's market streams.
+	Streams StreamPreset
+}
+
+// StreamPreset describes a venue's websocket market streams and the limits
+// its servers enforce on them.
+type StreamPreset struct {
+	// URL is the public stream base URL, without a trailing slash.
+	URL string
+	// DepthPath is where diff depth streams are served; MarketPath where
+	// aggregate trade and all-market ticker streams are. Binance routes them
+	// to different paths and a stream subscribed on the wrong one is
+	// acknowledged but never delivers; Aster serves both on one path.
+	DepthPath  string
+	MarketPath string
+	// PerConn is the most streams one connection may carry.
+	PerConn int
+	// ControlPerSecond is how many messages the client sends per second
+	// per connection. The venue closes a connection at 10 incoming messages
+	// per second, pongs included, so this stays well below.
+	ControlPerSecond int
+	// NamesPerSubscribe is the most stream names in one SUBSCRIBE.
+	NamesPerSubscribe int
+	// Lifetime is how long the venue keeps a connection open before it
+	// closes it.
+	Lifetime time.Duration
 }
 
 // Binance is Binance USDⓈ-M futures.
 var Binance = Preset{
-	Name:    "binance",
-	URL:     "https://fapi.binance.com",
-	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 5, Book: 5, Trades: 5},
+	Name:          "binance",
+	URL:           "https://fapi.binance.com",
+	AggTradesPath: "/fapi/v1/aggTrades",
+	Weights:       Weights{Catalog: 1, Stats: 40, Quotes: 5, Book: 5, Trades: 20},
+	Streams: StreamPreset{
+		URL:        "wss://fstream.binance.com",
+		DepthPath:  "/public/stream",
+		MarketPath: "/market/stream",
+		// Binance documents 1024 streams per connection, but a mirror of its
+		// documentation says 200; 200 is safe either way.
+		PerConn:           200,
+		ControlPerSecond:  5,
+		NamesPerSubscribe: 200,
+		Lifetime:          24 * time.Hour,
+	},
 }
 
 // Aster is Aster perpetual futures, which serves Binance's paths and fields
 // with its own weights.
 var Aster = Preset{
-	Name:    "aster",
-	URL:     "https://fapi.asterdex.com",
-	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 2, Book: 5, Trades: 1},
+	Name:          "aster",
+	URL:           "https://fapi.asterdex.com",
+	AggTradesPath: "/fapi/v3/aggTrades",
+	// Aster publishes no aggTrades weight of its own; Binance's is assumed.
+	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 2, Book: 5, Trades: 20},
+	Streams: StreamPreset{
+		URL:               "wss://fstream.asterdex.com",
+		DepthPath:         "/stream",
+		MarketPath:        "/stream",
+		PerConn:           200,
+		ControlPerSecond:  5,
+		NamesPerSubscribe: 200,
+		Lifetime:          24 * time.Hour,
+	},
 }
 
 // Presets lists every known venue, in the order help texts show them.
@@ -103,6 +158,7 @@ type Client struct {
 	name    string
 	base    string
 	weights Weights
+	aggPath string
 	hc      *http.Client
 	timeout time.Duration
 
@@ -135,6 +191,7 @@ func New(p Preset, opts Options) *Client {
 		name:    p.Name,
 		base:    strings.TrimRight(base, "/"),
 		weights: p.Weights,
+		aggPath: cmp.Or(p.AggTradesPath, pathAggTrades),
 		hc:      hc,
 		timeout: timeout,
 	}
@@ -211,7 +268,7 @@ const (
 	pathTicker24h    = "/fapi/v1/ticker/24hr"
 	pathBookTicker   = "/fapi/v1/ticker/bookTicker"
 	pathDepth        = "/fapi/v1/depth"
-	pathTrades       = "/fapi/v1/trades"
+	pathAggTrades    = "/fapi/v1/aggTrades" // when a preset names none
 )
 
 // Body size caps. exchangeInfo lists every symbol with its filters (about
@@ -282,7 +339,8 @@ func depthLimit(depth int) int {
 // Book reads /fapi/v1/depth?symbol=S&limit=N, N being the smallest limit
 // the venue accepts that covers depth (at most 1000), and returns at most
 // depth levels per side, best first. Book.Time is the venue's engine time T
-// (its output time E only when T is absent).
+// (its output time E only when T is absent); Book.LastUpdateID is the
+// venue's lastUpdateId, where a book kept from the diff stream starts.
 func (c *Client) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
 	if symbol == "" || depth < 1 {
 		return poller.Book{}, fmt.Errorf("fetch depth %s: invalid request (depth %d)", symbol, depth)
@@ -301,22 +359,25 @@ func (c *Client) Book(ctx context.Context, symbol string, depth int) (poller.Boo
 	return book, nil
 }
 
-// maxTradesLimit is the largest limit /fapi/v1/trades accepts.
+// maxTradesLimit is the largest limit the aggregate-trades list accepts.
 const maxTradesLimit = 1000
 
-// Trades reads /fapi/v1/trades?symbol=S&limit=N with N = limit (at most
-// 1000) and returns the most recent trades, oldest first.
+// Trades reads the aggregate-trades list (/fapi/v1/aggTrades?symbol=S&limit=N
+// on Binance) with N = limit (at most 1000) and returns the most recent
+// aggregate trades, oldest first, each with its aggregate id: the same trades
+// and ids the aggTrade stream publishes, so that a REST backfill and the
+// stream can be merged. Aggregate trades carry no quote quantity.
 func (c *Client) Trades(ctx context.Context, symbol string, limit int) ([]poller.Trade, error) {
 	if symbol == "" || limit < 1 {
 		return nil, fmt.Errorf("fetch trades %s: invalid request (limit %d)", symbol, limit)
 	}
 	limit = min(limit, maxTradesLimit)
 	query := "symbol=" + url.QueryEscape(symbol) + "&limit=" + strconv.Itoa(limit)
-	body, err := c.get(ctx, pathTrades, query, maxBody)
+	body, err := c.get(ctx, c.aggPath, query, maxBody)
 	if err != nil {
 		return nil, fmt.Errorf("fetch trades %s: %w", symbol, err)
 	}
-	trades, err := decodeTrades(body)
+	trades, err := decodeAggTrades(body)
 	if err != nil {
 		return nil, fmt.Errorf("fetch trades %s: %w", symbol, err)
 	}

@@ -29,8 +29,8 @@ func TestPresets(t *testing.T) {
 		url  string
 		w    [5]int // catalog, stats, quotes, book, trades
 	}{
-		{Binance, "binance", "https://fapi.binance.com", [5]int{1, 40, 5, 5, 5}},
-		{Aster, "aster", "https://fapi.asterdex.com", [5]int{1, 40, 2, 5, 1}},
+		{Binance, "binance", "https://fapi.binance.com", [5]int{1, 40, 5, 5, 20}},
+		{Aster, "aster", "https://fapi.asterdex.com", [5]int{1, 40, 2, 5, 20}},
 	} {
 		p, ok := PresetByName(tc.name)
 		if !ok || !reflect.DeepEqual(p, tc.p) {
@@ -121,14 +121,14 @@ var calls = []call{
 		extraBody:   `{"T":1767225600450,"newField":[{"x":"y"}],"bids":[["1","1"]],"asks":[["2","1"]]}`,
 	},
 	{
-		name: "trades", path: "/fapi/v1/trades", query: "symbol=BTCUSDT&limit=100", fixture: "trades.json",
+		name: "trades", path: "/fapi/v1/aggTrades", query: "symbol=BTCUSDT&limit=100", fixture: "trades.json",
 		do:     func(ctx context.Context, c *Client) (any, error) { return c.Trades(ctx, "BTCUSDT", 100) },
-		decode: func(b []byte) (any, error) { return decodeTrades(b) },
+		decode: func(b []byte) (any, error) { return decodeAggTrades(b) },
 		priceBody: func(p string) string {
-			return `[{"id":1,"price":` + p + `,"qty":"1","quoteQty":"1","time":1767225600450,"isBuyerMaker":false}]`
+			return `[{"a":1,"p":` + p + `,"q":"1","f":1,"l":1,"T":1767225600450,"m":false}]`
 		},
-		missingBody: `[{"id":1,"qty":"1","quoteQty":"1","time":1767225600450,"isBuyerMaker":false}]`,
-		extraBody:   `[{"id":1,"price":"1","qty":"1","quoteQty":"1","time":1767225600450,"isBuyerMaker":false,"isBestMatch":true,"newField":[]}]`,
+		missingBody: `[{"a":1,"q":"1","f":1,"l":1,"T":1767225600450,"m":false}]`,
+		extraBody:   `[{"a":1,"p":"1","q":"1","f":1,"l":1,"T":1767225600450,"m":false,"M":true,"newField":[]}]`,
 	},
 }
 
@@ -154,6 +154,8 @@ func newFakeVenue(t *testing.T) *fakeVenue {
 	for _, c := range calls {
 		files[c.path] = readFixture(t, c.fixture)
 	}
+	// Aster serves aggregate trades under another path.
+	files[Aster.AggTradesPath] = files[Binance.AggTradesPath]
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.reqs = append(f.reqs, request{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Accept")})
@@ -203,7 +205,11 @@ func TestClientReadsFixtures(t *testing.T) {
 				}
 				reqs := f.requests()
 				last := reqs[len(reqs)-1]
-				if want := (request{"GET", cl.path, cl.query, "application/json"}); last != want {
+				path := cl.path
+				if cl.name == "trades" {
+					path = p.AggTradesPath
+				}
+				if want := (request{"GET", path, cl.query, "application/json"}); last != want {
 					t.Errorf("%s: request %+v, want %+v", cl.name, last, want)
 				}
 			}

@@ -445,8 +445,9 @@ func optional(f field) (string, bool) {
 
 // depthBody is /fapi/v1/depth.
 type depthBody struct {
-	T field `json:"T"` // engine time: the book's timestamp
-	E field `json:"E"` // output time: the fallback
+	LastUpdateID field `json:"lastUpdateId"`
+	T            field `json:"T"` // engine time: the book's timestamp
+	E            field `json:"E"` // output time: the fallback
 	// The venue sends no lowercase t or e. Declaring them keeps one that
 	// appears from landing in T or E: the decoder matches keys without
 	// regard to case when no field matches exactly.
@@ -462,7 +463,8 @@ type depthBody struct {
 // decodeBook decodes /fapi/v1/depth.
 //
 // Book.Time is T, or E when T is absent; a present T or E that is not a
-// positive integer, or neither being sent, is bad data. Every level is a
+// positive integer, or neither being sent, is bad data. LastUpdateID is
+// lastUpdateId, 0 when absent; present, it must be an integer without a sign. Every level is a
 // [price, quantity] array of positive plain decimals. A book with no bid or no ask is bad
 // data: it cannot have a mid and is more likely a broken answer than a real
 // market state. Levels keep the venue's order, best first.
@@ -487,6 +489,12 @@ func decodeBook(body []byte) (poller.Book, error) {
 	default:
 		return poller.Book{}, badData("depth has neither T nor E")
 	}
+	var lastID int64
+	if d.LastUpdateID.present() {
+		if lastID, ok = d.LastUpdateID.natural(); !ok {
+			return poller.Book{}, badData("depth lastUpdateId is not an unsigned integer")
+		}
+	}
 	bids, err := levels(d.Bids, "bid")
 	if err != nil {
 		return poller.Book{}, err
@@ -495,7 +503,7 @@ func decodeBook(body []byte) (poller.Book, error) {
 	if err != nil {
 		return poller.Book{}, err
 	}
-	return poller.Book{Time: t, Bids: bids, Asks: asks}, nil
+	return poller.Book{Time: t, LastUpdateID: lastID, Bids: bids, Asks: asks}, nil
 }
 
 func levels(raw [][2]field, name string) ([]poller.Level, error) {
@@ -517,63 +525,76 @@ func levels(raw [][2]field, name string) ([]poller.Level, error) {
 	return out, nil
 }
 
-// tradeItem is one item of /fapi/v1/trades.
-type tradeItem struct {
-	Price        field `json:"price"`
-	Qty          field `json:"qty"`
-	QuoteQty     field `json:"quoteQty"`
-	Time         field `json:"time"`
-	IsBuyerMaker field `json:"isBuyerMaker"`
+// aggTradeItem is one row of the aggregate-trades list: a, p, q, f, l, T,
+// m. The first and last trade ids f and l are not used.
+type aggTradeItem struct {
+	ID    field `json:"a"`
+	Price field `json:"p"`
+	Qty   field `json:"q"`
+	Time  field `json:"T"`
+	Maker field `json:"m"`
+	// Declared so that a lowercase t or uppercase M, which the venue may
+	// add, never lands in T or m: the decoder matches keys without regard
+	// to case when no field matches exactly.
+	LowerT field `json:"t"`
+	UpperM field `json:"M"`
+	UpperA field `json:"A"`
+	UpperP field `json:"P"`
+	UpperQ field `json:"Q"`
 }
 
-// decodeTrades decodes /fapi/v1/trades and returns the trades oldest first.
+// decodeAggTrades decodes the aggregate-trades list and returns the trades
+// oldest first.
 //
-// price and qty are required positive plain decimals, time a required
-// positive integer, isBuyerMaker a required boolean: true means the buyer
-// rested and the taker sold, so Sell is true. quoteQty is optional: absent
-// or null gives QuoteQty "" and the snapshot computes price × size; a zero
-// quoteQty is a rounding artefact of a tiny trade and is treated the same
-// way; otherwise it must be a non-negative plain decimal.
+// a (the aggregate id, which becomes Trade.ID) is a required integer without
+// a sign; p and q are required positive plain decimals; T a required
+// positive integer; m a required boolean: true means the buyer was the
+// maker, so the taker sold and Sell is true. Aggregate trades carry no quote
+// quantity: QuoteQty is always "" and the snapshot computes price × size.
 //
-// Unlike the bulk calls, one bad trade makes the whole body bad data:
-// dropping it would publish a trade list with a silent hole. An empty array
-// is a market without recent trades, not an error. The venue sends trades
-// oldest first; a stable sort by time keeps that order and repairs any
-// other.
-func decodeTrades(body []byte) ([]poller.Trade, error) {
-	var items []tradeItem
+// One bad trade makes the whole body bad data: dropping it would publish a
+// trade list with a silent hole. An empty array is a market without recent
+// trades, not an error. Aggregate ids increase in trade order; a stable sort
+// by id keeps the venue's order and repairs any other.
+func decodeAggTrades(body []byte) ([]poller.Trade, error) {
+	var items []aggTradeItem
 	if err := unmarshal(body, '[', &items); err != nil {
 		return nil, err
 	}
 	trades := make([]poller.Trade, len(items))
 	for i, it := range items {
-		price, ok := it.Price.positive()
-		if !ok {
-			return nil, badData("trade %d price is not a positive plain decimal", i)
+		tr, err := aggTradeOf(it.ID, it.Price, it.Qty, it.Time, it.Maker)
+		if err != nil {
+			return nil, fmt.Errorf("trade %d %w", i, err)
 		}
-		size, ok := it.Qty.positive()
-		if !ok {
-			return nil, badData("trade %d qty is not a positive plain decimal", i)
-		}
-		quoteQty := ""
-		if it.QuoteQty.present() {
-			if quoteQty, ok = it.QuoteQty.nonNegative(); !ok {
-				return nil, badData("trade %d quoteQty is not a plain decimal", i)
-			}
-			if isZero(quoteQty) {
-				quoteQty = ""
-			}
-		}
-		t, ok := it.Time.natural()
-		if !ok || t == 0 {
-			return nil, badData("trade %d time is not a positive integer", i)
-		}
-		sell, ok := it.IsBuyerMaker.boolean()
-		if !ok {
-			return nil, badData("trade %d isBuyerMaker is not a boolean", i)
-		}
-		trades[i] = poller.Trade{Time: t, Price: price, Size: size, QuoteQty: quoteQty, Sell: sell}
+		trades[i] = tr
 	}
-	slices.SortStableFunc(trades, func(a, b poller.Trade) int { return cmp.Compare(a.Time, b.Time) })
+	slices.SortStableFunc(trades, func(a, b poller.Trade) int { return cmp.Compare(a.ID, b.ID) })
 	return trades, nil
+}
+
+// aggTradeOf checks one aggregate trade's fields, shared by the REST list
+// and the aggTrade stream. Its error names the field and wraps ErrBadData.
+func aggTradeOf(id, price, qty, t, maker field) (poller.Trade, error) {
+	n, ok := id.natural()
+	if !ok {
+		return poller.Trade{}, badData("id is not an unsigned integer")
+	}
+	p, ok := price.positive()
+	if !ok {
+		return poller.Trade{}, badData("price is not a positive plain decimal")
+	}
+	q, ok := qty.positive()
+	if !ok {
+		return poller.Trade{}, badData("qty is not a positive plain decimal")
+	}
+	ms, ok := t.natural()
+	if !ok || ms == 0 {
+		return poller.Trade{}, badData("time is not a positive integer")
+	}
+	sell, ok := maker.boolean()
+	if !ok {
+		return poller.Trade{}, badData("maker flag is not a boolean")
+	}
+	return poller.Trade{ID: n, Time: ms, Price: p, Size: q, Sell: sell}, nil
 }

@@ -32,7 +32,7 @@ var ourWords = map[string]bool{
 	"fetch": true, "body": true, "JSON": true, "array": true, "object": true, "venue": true,
 	"answered": true, "retry": true, "after": true, "unusable": true, "data": true, "read": true,
 	"exceeds": true, "bytes": true, "symbol": true, "price": true, "quantity": true, "quoteQty": true,
-	"time": true, "isBuyerMaker": true, "bids": true, "asks": true, "depth": true, "trades": true,
+	"time": true, "isBuyerMaker": true, "maker": true, "flag": true, "unsigned": true, "lastUpdateId": true, "id": true, "bids": true, "asks": true, "depth": true, "trades": true,
 	"trade": true, "item": true, "plain": true, "decimal": true, "positive": true, "integer": true,
 	"boolean": true, "pair": true, "usable": true, "not": true, "has": true, "nor": true,
 	"bid": true, "ask": true, "qty": true, "and": true, "lists": true, "exchangeInfo": true,
@@ -257,7 +257,8 @@ func TestDecodeBook(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := poller.Book{
-		Time: 1767225600450, // T, not E
+		Time:         1767225600450, // T, not E
+		LastUpdateID: 8812345679100,
 		Bids: []poller.Level{
 			{Price: "64820.30", Size: "4.127"}, {Price: "64820.20", Size: "0.051"}, {Price: "64820.10", Size: "1.300"},
 			{Price: "64819.80", Size: "0.002"}, {Price: "64819.00", Size: "12.500"},
@@ -274,8 +275,9 @@ func TestDecodeBook(t *testing.T) {
 
 func TestDecodeBookTime(t *testing.T) {
 	one := poller.Book{
-		Bids: []poller.Level{{Price: "64820.30", Size: "4.127"}},
-		Asks: []poller.Level{{Price: "64820.40", Size: "2.310"}},
+		LastUpdateID: 8812345679100,
+		Bids:         []poller.Level{{Price: "64820.30", Size: "4.127"}},
+		Asks:         []poller.Level{{Price: "64820.40", Size: "2.310"}},
 	}
 	for _, tc := range []struct {
 		file string
@@ -299,40 +301,91 @@ func TestDecodeBookTime(t *testing.T) {
 	}
 }
 
-func TestDecodeTrades(t *testing.T) {
-	trades, err := decodeTrades(readFixture(t, "trades.json"))
+func TestDecodeAggTrades(t *testing.T) {
+	trades, err := decodeAggTrades(readFixture(t, "trades.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []poller.Trade{
-		{Time: 1767225599001, Price: "64820.30", Size: "0.015", QuoteQty: "972.30", Sell: true},
-		{Time: 1767225599120, Price: "64820.40", Size: "0.250", QuoteQty: "16205.10", Sell: false},
-		{Time: 1767225599120, Price: "64820.40", Size: "0.001", QuoteQty: "64.82", Sell: false},
-		{Time: 1767225599530, Price: "64820.30", Size: "1.102", QuoteQty: "71432.17", Sell: true},
-		{Time: 1767225600011, Price: "64820.40", Size: "0.030", QuoteQty: "1944.61", Sell: false},
+		{ID: 6102345671, Time: 1767225599001, Price: "64820.30", Size: "0.015", Sell: true},
+		{ID: 6102345672, Time: 1767225599120, Price: "64820.40", Size: "0.250", Sell: false},
+		{ID: 6102345673, Time: 1767225599120, Price: "64820.40", Size: "0.001", Sell: false},
+		{ID: 6102345674, Time: 1767225599530, Price: "64820.30", Size: "1.102", Sell: true},
+		{ID: 6102345675, Time: 1767225600011, Price: "64820.40", Size: "0.030", Sell: false},
 	}
 	if !reflect.DeepEqual(trades, want) {
 		t.Errorf("got  %+v\nwant %+v", trades, want)
 	}
 }
 
-func TestDecodeTradesQuoteQty(t *testing.T) {
-	trades, err := decodeTrades(readFixture(t, "partial/trades_no_quoteqty.json"))
+// TestDecodeAggTradesRecorded decodes the venues' own aggregate-trade
+// bodies: every row, in id order, with the values as sent.
+func TestDecodeAggTradesRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		file        string
+		n           int
+		first, last poller.Trade
+		sells       int
+	}{
+		{
+			"recorded/binance-aggTrades-gocryptotrader-BTCUSDT-limit5-20201018.json", 5,
+			poller.Trade{ID: 154676475, Time: 1602989582346, Price: "11376.16", Size: "0.001"},
+			poller.Trade{ID: 154676479, Time: 1602989583660, Price: "11378.45", Size: "0.090", Sell: true},
+			1,
+		},
+		{
+			"recorded/aster-doc-aggTrades.json", 1,
+			poller.Trade{ID: 26129, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
+			poller.Trade{ID: 26129, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
+			1,
+		},
+	} {
+		trades, err := decodeAggTrades(readFixture(t, tc.file))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		sells := 0
+		for _, tr := range trades {
+			if tr.Sell {
+				sells++
+			}
+		}
+		if len(trades) != tc.n || trades[0] != tc.first || trades[len(trades)-1] != tc.last || sells != tc.sells {
+			t.Errorf("%s: %d trades (%d sells), first %+v, last %+v", tc.file, len(trades), sells, trades[0], trades[len(trades)-1])
+		}
+	}
+
+	trades, err := decodeAggTrades(readFixture(t, "recorded/binance-aggTrades-gocryptotrader-LTCUSDT-500-20201016.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trades) != 500 || trades[0].ID != 19427407 || trades[499].ID != 19427906 {
+		t.Fatalf("%d trades, ids %d..%d", len(trades), trades[0].ID, trades[len(trades)-1].ID)
+	}
+	for i, tr := range trades {
+		if tr.ID != 19427407+int64(i) || !plainRE.MatchString(tr.Price) || !plainRE.MatchString(tr.Size) || tr.QuoteQty != "" {
+			t.Fatalf("trade %d: %+v", i, tr)
+		}
+	}
+}
+
+func TestDecodeAggTradesExtraFields(t *testing.T) {
+	trades, err := decodeAggTrades(readFixture(t, "partial/trades_extra.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []poller.Trade{
-		{Time: 1767225599120, Price: "64820.40", Size: "0.250", QuoteQty: "", Sell: false}, // absent
-		{Time: 1767225599121, Price: "64820.40", Size: "0.001", QuoteQty: "", Sell: true},  // null
-		{Time: 1767225599122, Price: "0.0000012", Size: "1", QuoteQty: "", Sell: true},     // zero
+		{ID: 2, Time: 1767225599120, Price: "64820.40", Size: "0.250", Sell: false},
+		{ID: 3, Time: 1767225599121, Price: "64820.40", Size: "0.001", Sell: true},
+		{ID: 4, Time: 1767225599122, Price: "0.0000012", Size: "1", Sell: true},
 	}
 	if !reflect.DeepEqual(trades, want) {
 		t.Errorf("got  %+v\nwant %+v", trades, want)
 	}
 }
 
-func TestDecodeTradesOrder(t *testing.T) {
-	trades, err := decodeTrades(readFixture(t, "partial/trades_unordered.json"))
+func TestDecodeAggTradesOrder(t *testing.T) {
+	trades, err := decodeAggTrades(readFixture(t, "partial/trades_unordered.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,14 +393,14 @@ func TestDecodeTradesOrder(t *testing.T) {
 	for _, tr := range trades {
 		prices = append(prices, tr.Price)
 	}
-	// Sorted by time; the two trades of one millisecond keep the venue's order.
+	// Sorted by aggregate id, whatever order the rows came in.
 	if got, want := strings.Join(prices, " "), "1.0 2.0 3.0"; got != want {
 		t.Errorf("order %s, want %s", got, want)
 	}
 }
 
-func TestDecodeTradesEmpty(t *testing.T) {
-	trades, err := decodeTrades(readFixture(t, "partial/trades_empty.json"))
+func TestDecodeAggTradesEmpty(t *testing.T) {
+	trades, err := decodeAggTrades(readFixture(t, "partial/trades_empty.json"))
 	if err != nil || len(trades) != 0 {
 		t.Errorf("got %v, %v; want no trades and no error", trades, err)
 	}
@@ -362,7 +415,7 @@ var decoders = []struct {
 	{"ticker_24hr", func(b []byte) error { _, err := decodeStats(b); return err }},
 	{"bookTicker", func(b []byte) error { _, err := decodeQuotes(b); return err }},
 	{"depth", func(b []byte) error { _, err := decodeBook(b); return err }},
-	{"trades", func(b []byte) error { _, err := decodeTrades(b); return err }},
+	{"trades", func(b []byte) error { _, err := decodeAggTrades(b); return err }},
 }
 
 // TestDecodeBadFixtures: every file under testdata/bad is bad data for the
@@ -409,7 +462,7 @@ func TestDecimalForms(t *testing.T) {
 			return `{"T":1767225600450,"bids":[[` + p + `,"1"]],"asks":[["2","1"]]}`
 		},
 		"trades": func(p string) string {
-			return `[{"price":` + p + `,"qty":"1","quoteQty":"1","time":1767225600450,"isBuyerMaker":false}]`
+			return `[{"a":1,"p":` + p + `,"q":"1","T":1767225600450,"m":false}]`
 		},
 		"ticker_24hr": func(p string) string {
 			return `[{"symbol":"BTCUSDT","lastPrice":` + p + `,"highPrice":"2","lowPrice":"1","volume":"1","quoteVolume":"1"}]`
@@ -462,16 +515,67 @@ func TestZeroPrice(t *testing.T) {
 	if _, err := decodeBook([]byte(`{"T":1,"bids":[["1","1"]],"asks":[["2","0.0"]]}`)); !errors.Is(err, poller.ErrBadData) {
 		t.Errorf("book size: %v", err)
 	}
-	if _, err := decodeTrades([]byte(`[{"price":"0.000","qty":"1","time":1,"isBuyerMaker":false}]`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"0.000","q":"1","T":1,"m":false}]`)); !errors.Is(err, poller.ErrBadData) {
 		t.Errorf("trades: %v", err)
 	}
-	if _, err := decodeTrades([]byte(`[{"price":"1","qty":"0","time":1,"isBuyerMaker":false}]`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"1","q":"0","T":1,"m":false}]`)); !errors.Is(err, poller.ErrBadData) {
 		t.Errorf("trades qty: %v", err)
 	}
-	if _, err := decodeTrades([]byte(`[{"price":"1","qty":"1","time":0,"isBuyerMaker":false}]`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"1","q":"1","T":0,"m":false}]`)); !errors.Is(err, poller.ErrBadData) {
 		t.Errorf("trades time: %v", err)
 	}
 	if _, err := decodeBook([]byte(`{"T":0,"bids":[["1","1"]],"asks":[["2","1"]]}`)); !errors.Is(err, poller.ErrBadData) {
 		t.Errorf("book time: %v", err)
+	}
+}
+
+// TestDecodeBookRecorded decodes the venues' own depth bodies: lastUpdateId
+// and T as sent, every level kept.
+func TestDecodeBookRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		file       string
+		lastID     int64
+		time       int64
+		bids, asks int
+	}{
+		{"recorded/binance-depth-cryptofeed-SUSHIUSDT-limit1000-20210722.json", 600859605926, 1626992741261, 1000, 1000},
+		{"recorded/binance-depth-cryptofeed-AKROUSDT-limit1000-20210722.json", 600859605486, 0, 609, 763},
+		{"recorded/binance-depth-cryptofeed-KEEPUSDT-limit1000-20210722.json", 600859619434, 0, 400, 612},
+		{"recorded/binance-depth-cryptofeed-CTKUSDT-limit1000-20210722.json", 600859618836, 0, 485, 744},
+		{"recorded/binance-depth-gocryptotrader-BTCUSDT-limit100-20241101.json", 5643869211110, 1730440386476, 100, 100},
+		{"recorded/binance-depth-cryptomsgparser-BTCUSDT-3levels.json", 1570255790655, 1654232606695, 3, 3},
+		{"recorded/aster-doc-depth.json", 1027024, 1589436922959, 1, 1},
+	} {
+		book, err := decodeBook(readFixture(t, tc.file))
+		if err != nil {
+			t.Errorf("%s: %v", tc.file, err)
+			continue
+		}
+		if book.LastUpdateID != tc.lastID || (tc.time != 0 && book.Time != tc.time) ||
+			len(book.Bids) != tc.bids || len(book.Asks) != tc.asks {
+			t.Errorf("%s: lastUpdateId %d, time %d, %d bids, %d asks", tc.file, book.LastUpdateID, book.Time, len(book.Bids), len(book.Asks))
+		}
+	}
+}
+
+func TestDecodeBookLastUpdateID(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int64
+		ok    bool
+	}{
+		{`1`, 1, true}, {`0`, 0, true}, {`null`, 0, true}, {`9223372036854775807`, 9223372036854775807, true},
+		{`-1`, 0, false}, {`1.5`, 0, false}, {`1e3`, 0, false}, {`"1"`, 0, false}, {`9223372036854775808`, 0, false},
+	} {
+		body := []byte(`{"lastUpdateId":` + tc.value + `,"T":1,"bids":[["1","1"]],"asks":[["2","1"]]}`)
+		book, err := decodeBook(body)
+		switch {
+		case tc.ok && (err != nil || book.LastUpdateID != tc.want):
+			t.Errorf("lastUpdateId %s: %d, %v; want %d", tc.value, book.LastUpdateID, err, tc.want)
+		case !tc.ok && !errors.Is(err, poller.ErrBadData):
+			t.Errorf("lastUpdateId %s: error %v, want ErrBadData", tc.value, err)
+		case err != nil:
+			assertNoBody(t, err, body)
+		}
 	}
 }

@@ -178,21 +178,24 @@ func FuzzDecodeBook(f *testing.F) {
 func FuzzDecodeTrades(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		trades, err := decodeTrades(data)
+		trades, err := decodeAggTrades(data)
 		if err != nil {
 			checkErr(t, err)
 			return
 		}
-		again, _ := decodeTrades(data)
+		again, _ := decodeAggTrades(data)
 		checkSame(t, trades, again)
 		for i, tr := range trades {
-			if tr.Time <= 0 || i > 0 && tr.Time < trades[i-1].Time {
-				t.Fatalf("trade %d time %d out of order or not positive", i, tr.Time)
+			if tr.ID < 0 || i > 0 && tr.ID < trades[i-1].ID {
+				t.Fatalf("trade %d id %d out of order or negative", i, tr.ID)
+			}
+			if tr.Time <= 0 {
+				t.Fatalf("trade %d time %d not positive", i, tr.Time)
 			}
 			checkDecimal(t, data, "price", tr.Price, true)
 			checkDecimal(t, data, "qty", tr.Size, true)
 			if tr.QuoteQty != "" {
-				checkDecimal(t, data, "quoteQty", tr.QuoteQty, true)
+				t.Fatalf("trade %d quote quantity %q from an aggregate trade", i, tr.QuoteQty)
 			}
 		}
 	})

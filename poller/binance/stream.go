@@ -1,0 +1,390 @@
+package binance
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"marketfeed/poller"
+)
+
+// Streams keeps a Binance-compatible venue's market streams: every watched
+// symbol's diff depth stream (<s>@depth@100ms) and aggregate trade stream
+// (<s>@aggTrade), and the all-market ticker stream (!ticker@arr). It
+// implements poller.Streams.
+//
+// Streams are spread over connections of at most the preset's PerConn
+// streams each, on the path the venue routes them to (Binance serves depth
+// and market data on different paths). A connection opens without names in
+// its URL and subscribes them with SUBSCRIBE messages of at most
+// NamesPerSubscribe names, sent no faster than ControlPerSecond. A stream is
+// reported Live once the venue acknowledged it, and Lost when its connection
+// closes, the venue refuses it, or one of its events cannot be used.
+//
+// Each connection is replaced before the venue's own daily close: a new
+// connection subscribes the same names and is acknowledged before the old
+// one is closed, so a replacement loses nothing and reports no Lost. The
+// first replacement of each connection comes at a different fraction of
+// MaxAge, so that replacements never coincide.
+type Streams struct {
+	preset   StreamPreset
+	base     string
+	maxAge   time.Duration
+	log      *slog.Logger
+	dialOpts func() DialOptions
+	throttle *logThrottle
+	met      *streamMetrics
+
+	nextID   atomic.Int64 // control message ids, unique across connections
+	nextSlot atomic.Int64 // staggers the connections' first replacement
+
+	mu      sync.Mutex
+	symbols map[string]bool
+	where   map[string]*slot // stream name → the slot that carries it
+	groups  [numGroups][]*slot
+	// While Run runs: its context, sink and the goroutines it waits for.
+	runCtx  context.Context
+	sink    poller.Sink
+	wg      sync.WaitGroup
+	started bool
+}
+
+var _ poller.Streams = (*Streams)(nil)
+
+// group is a set of connections to one path.
+type group int
+
+const (
+	groupDepth  group = iota // the depth path: <s>@depth@100ms
+	groupMarket              // the market path: <s>@aggTrade and !ticker@arr
+	numGroups
+)
+
+// DialOptions is what a connection is dialled with.
+type DialOptions struct {
+	// HTTPClient performs the opening handshake; nil means the websocket
+	// library's default client.
+	HTTPClient *http.Client
+}
+
+// StreamOptions adjust Streams. The zero value is ready to use.
+type StreamOptions struct {
+	// BaseURL replaces the preset's stream URL (ws:// or wss://, without a
+	// trailing slash); the preset's depth and market paths are appended.
+	BaseURL string
+	// Logger receives the streams' log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics is where the stream metrics are registered; nil means a
+	// private set. A set holds the metrics of one Streams only.
+	Metrics *metrics.Set
+	// MaxAge is how long a connection serves before it is replaced; zero or
+	// negative means the preset's Lifetime less 30 minutes.
+	MaxAge time.Duration
+	// Dial gives the options each connection is dialled with; nil means
+	// the defaults.
+	Dial func() DialOptions
+}
+
+// Timing of connections and control messages. Variables, not constants,
+// only so that documentation and tests can name them.
+var (
+	// backoffMin and backoffMax bound the pause before a connection is
+	// dialled again or a refused subscription retried.
+	backoffMin = time.Second
+	backoffMax = time.Minute
+	// replyTimeout is how long a control message may wait for its reply
+	// before the connection is considered broken.
+	replyTimeout = 10 * time.Second
+	// dialTimeout bounds the opening handshake.
+	dialTimeout = 10 * time.Second
+	// maxAgeMargin is how long before the venue's own close a connection is
+	// replaced by default.
+	maxAgeMargin = 30 * time.Minute
+)
+
+// maxFrame is the read limit of a connection. The all-market ticker frame
+// lists every symbol that changed, several hundred rows of about 300 bytes;
+// 8 MiB leaves room for far more symbols than any venue lists, while still
+// refusing a runaway frame.
+const maxFrame = 8 << 20
+
+// NewStreams returns the market streams of the venue p describes. Nothing
+// connects before Run.
+func NewStreams(p Preset, opts StreamOptions) *Streams {
+	sp := p.Streams
+	base := sp.URL
+	if opts.BaseURL != "" {
+		base = opts.BaseURL
+	}
+	maxAge := opts.MaxAge
+	if maxAge <= 0 {
+		maxAge = sp.Lifetime - maxAgeMargin
+	}
+	if maxAge <= 0 {
+		maxAge = time.Hour
+	}
+	sp.PerConn = max(sp.PerConn, 2)
+	sp.NamesPerSubscribe = max(sp.NamesPerSubscribe, 1)
+	sp.ControlPerSecond = max(sp.ControlPerSecond, 1)
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	set := opts.Metrics
+	if set == nil {
+		set = metrics.NewSet()
+	}
+	dial := opts.Dial
+	if dial == nil {
+		dial = func() DialOptions { return DialOptions{} }
+	}
+	s := &Streams{
+		preset:   sp,
+		base:     strings.TrimRight(base, "/"),
+		maxAge:   maxAge,
+		log:      logger.With("component", "streams", "venue", p.Name),
+		dialOpts: dial,
+		throttle: newLogThrottle(time.Minute),
+		symbols:  make(map[string]bool),
+		where:    make(map[string]*slot),
+	}
+	s.met = newStreamMetrics(set)
+	set.NewGauge(`marketfeed_stream_connections`, func() float64 { return float64(s.met.conns.Load()) })
+	return s
+}
+
+// streamMetrics are the counters named in the service's documentation.
+type streamMetrics struct {
+	conns         atomic.Int64
+	depthEvents   *metrics.Counter
+	tradeEvents   *metrics.Counter
+	tickerEvents  *metrics.Counter
+	unknownEvents *metrics.Counter
+	badFrames     *metrics.Counter
+	closed        *metrics.Counter
+	refused       *metrics.Counter
+	rotated       *metrics.Counter
+	subscribeErrs *metrics.Counter
+}
+
+func newStreamMetrics(set *metrics.Set) *streamMetrics {
+	return &streamMetrics{
+		depthEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="depth"}`),
+		tradeEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="trades"}`),
+		tickerEvents:  set.NewCounter(`marketfeed_stream_events_total{kind="tickers"}`),
+		unknownEvents: set.NewCounter(`marketfeed_stream_events_total{kind="unknown"}`),
+		badFrames:     set.NewCounter(`marketfeed_stream_bad_frames_total`),
+		closed:        set.NewCounter(`marketfeed_stream_reconnects_total{reason="closed"}`),
+		refused:       set.NewCounter(`marketfeed_stream_reconnects_total{reason="refused"}`),
+		rotated:       set.NewCounter(`marketfeed_stream_reconnects_total{reason="rotated"}`),
+		subscribeErrs: set.NewCounter(`marketfeed_stream_subscribe_errors_total`),
+	}
+}
+
+// streamRef is what a stream name stands for.
+type streamRef struct {
+	kind   poller.StreamKind
+	symbol string
+	ticker bool // the all-market ticker stream, which has no kind
+}
+
+// streamName returns the name of a symbol's stream of kind, lower case as
+// the venue requires.
+func streamName(kind poller.StreamKind, symbol string) string {
+	s := strings.ToLower(symbol)
+	if kind == poller.StreamDepth {
+		return s + depthSuffix
+	}
+	return s + tradeSuffix
+}
+
+// usableSymbol reports whether a symbol can be part of a stream name: the
+// venue separates names with '/' in URLs and parts of a name with '@'.
+func usableSymbol(sym string) bool {
+	return sym != "" && !strings.ContainsAny(sym, "@/ \t\r\n\"\\")
+}
+
+func groupOf(kind poller.StreamKind) group {
+	if kind == poller.StreamDepth {
+		return groupDepth
+	}
+	return groupMarket
+}
+
+// Watch sets the symbols whose depth and trade streams are kept. New
+// symbols are subscribed on connections with room, or on new connections;
+// symbols no longer listed are unsubscribed. Symbols that cannot be part
+// of a stream name are ignored. It is safe to call at any time.
+func (s *Streams) Watch(symbols []string) {
+	want := make(map[string]bool, len(symbols))
+	for _, sym := range symbols {
+		if usableSymbol(sym) {
+			want[sym] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ensureTicker()
+	for sym := range s.symbols {
+		if want[sym] {
+			continue
+		}
+		delete(s.symbols, sym)
+		for _, kind := range []poller.StreamKind{poller.StreamDepth, poller.StreamTrades} {
+			name := streamName(kind, sym)
+			if sl := s.where[name]; sl != nil {
+				sl.remove(name)
+				delete(s.where, name)
+			}
+		}
+	}
+	for _, sym := range symbols {
+		if !want[sym] || s.symbols[sym] {
+			continue
+		}
+		s.symbols[sym] = true
+		for _, kind := range []poller.StreamKind{poller.StreamDepth, poller.StreamTrades} {
+			s.place(streamName(kind, sym), streamRef{kind: kind, symbol: sym}, groupOf(kind))
+		}
+	}
+}
+
+// ensureTicker places the all-market ticker stream on the first market
+// connection. Called with s.mu held.
+func (s *Streams) ensureTicker() {
+	if s.where[tickerName] == nil {
+		s.place(tickerName, streamRef{ticker: true}, groupMarket)
+	}
+}
+
+// place puts a stream on the first connection of g with room, making a new
+// one when all are full. Called with s.mu held.
+func (s *Streams) place(name string, ref streamRef, g group) {
+	var sl *slot
+	for _, c := range s.groups[g] {
+		if c.size() < s.preset.PerConn {
+			sl = c
+			break
+		}
+	}
+	if sl == nil {
+		sl = s.newSlot(g)
+		s.groups[g] = append(s.groups[g], sl)
+		if s.started {
+			s.wg.Go(func() { sl.run(s.runCtx, s.sink) })
+		}
+	}
+	sl.add(name, ref)
+	s.where[name] = sl
+}
+
+// Resubscribe sends UNSUBSCRIBE and then SUBSCRIBE for one symbol's stream
+// on its connection, and reports it Live once acknowledged: the answer to
+// a stream that was acknowledged and then stayed silent. A symbol that is
+// not watched is ignored.
+func (s *Streams) Resubscribe(kind poller.StreamKind, symbol string) {
+	name := streamName(kind, symbol)
+	s.mu.Lock()
+	sl := s.where[name]
+	s.mu.Unlock()
+	if sl != nil {
+		sl.resubscribe(name)
+	}
+}
+
+// errRunning is returned by a second Run.
+var errRunning = errors.New("run streams: already running")
+
+// Run keeps the streams flowing into sink until ctx is done, then closes
+// every connection and returns ctx's error once every goroutine it started
+// has ended. Run may be called once.
+func (s *Streams) Run(ctx context.Context, sink poller.Sink) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errRunning
+	}
+	s.ensureTicker()
+	s.started = true
+	s.runCtx, s.sink = ctx, sink
+	for _, g := range s.groups {
+		for _, sl := range g {
+			s.wg.Go(func() { sl.run(ctx, sink) })
+		}
+	}
+	s.mu.Unlock()
+
+	<-ctx.Done()
+	// No slot is started once Run stops waiting: place checks started
+	// under the same lock.
+	s.mu.Lock()
+	s.started = false
+	s.mu.Unlock()
+	s.wg.Wait()
+	return ctx.Err()
+}
+
+// newSlot returns an empty connection slot of g. Called with s.mu held.
+func (s *Streams) newSlot(g group) *slot {
+	path := s.preset.DepthPath
+	if g == groupMarket {
+		path = s.preset.MarketPath
+	}
+	return &slot{
+		s:        s,
+		url:      s.base + path,
+		firstAge: staggeredAge(s.maxAge, s.nextSlot.Add(1)-1),
+		want:     make(map[string]streamRef),
+		resub:    make(map[string]bool),
+		wake:     make(chan struct{}, 1),
+	}
+}
+
+// staggeredAge is the age at which connection i is first replaced:
+// MaxAge less a fraction of up to half of it, the fractions following the
+// golden-ratio sequence, which never repeats and spreads any number of
+// connections evenly. Later replacements come a full MaxAge apart, so the
+// connections keep their spacing.
+func staggeredAge(maxAge time.Duration, i int64) time.Duration {
+	_, frac := math.Modf(float64(i) * (math.Sqrt(5) - 1) / 2)
+	return maxAge - time.Duration(frac*float64(maxAge)/2)
+}
+
+// logThrottle writes a repeated message at most once per interval per
+// key, so a venue that sends a bad event a millisecond writes a line a
+// minute. Counting is the metrics' job.
+type logThrottle struct {
+	mu    sync.Mutex
+	every time.Duration
+	last  map[string]time.Time
+}
+
+func newLogThrottle(every time.Duration) *logThrottle {
+	return &logThrottle{every: every, last: make(map[string]time.Time)}
+}
+
+// allow reports whether a line for key may be written now.
+func (t *logThrottle) allow(key string) bool {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if last, ok := t.last[key]; ok && now.Sub(last) < t.every {
+		return false
+	}
+	t.last[key] = now
+	return true
+}
+
+func (s *Streams) warn(key, msg string, args ...any) {
+	if s.throttle.allow(key) {
+		s.log.Warn(msg, args...)
+	}
+}

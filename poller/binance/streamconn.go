@@ -1,0 +1,604 @@
+package binance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"marketfeed/poller"
+)
+
+// slot is one connection's worth of streams: the names it should carry and
+// the goroutine that keeps a connection carrying them, reconnecting after a
+// close and replacing the connection before the venue's daily close.
+type slot struct {
+	s        *Streams
+	url      string
+	firstAge time.Duration
+
+	mu    sync.Mutex
+	want  map[string]streamRef
+	resub map[string]bool // names to unsubscribe and subscribe again
+	wake  chan struct{}   // holds a token when want or resub changed
+
+	// blocked holds names the venue refused, not retried before the retry
+	// timer fires. Only the slot's goroutine uses it.
+	blocked map[string]bool
+}
+
+func (sl *slot) size() int {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return len(sl.want)
+}
+
+func (sl *slot) add(name string, ref streamRef) {
+	sl.mu.Lock()
+	sl.want[name] = ref
+	sl.mu.Unlock()
+	sl.poke()
+}
+
+func (sl *slot) remove(name string) {
+	sl.mu.Lock()
+	delete(sl.want, name)
+	delete(sl.resub, name)
+	sl.mu.Unlock()
+	sl.poke()
+}
+
+func (sl *slot) resubscribe(name string) {
+	sl.mu.Lock()
+	if _, ok := sl.want[name]; ok {
+		sl.resub[name] = true
+	}
+	sl.mu.Unlock()
+	sl.poke()
+}
+
+func (sl *slot) poke() {
+	select {
+	case sl.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wanted returns the names the slot should carry, sorted so that
+// subscriptions go out in a stable order.
+func (sl *slot) wanted() (map[string]streamRef, []string) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	want := make(map[string]streamRef, len(sl.want))
+	names := make([]string, 0, len(sl.want))
+	for n, r := range sl.want {
+		want[n] = r
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return want, names
+}
+
+func (sl *slot) takeResubs() []string {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	names := make([]string, 0, len(sl.resub))
+	for n := range sl.resub {
+		names = append(names, n)
+	}
+	clear(sl.resub)
+	slices.Sort(names)
+	return names
+}
+
+// run keeps a connection for the slot's names until ctx is done. It
+// returns only after the connection's reader has ended.
+func (sl *slot) run(ctx context.Context, sink poller.Sink) {
+	var bo backoff
+	age := sl.firstAge
+	for ctx.Err() == nil {
+		if sl.size() == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sl.wake:
+			}
+			continue
+		}
+		c, err := sl.dial(ctx, sink)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			sl.s.met.refused.Inc()
+			sl.s.warn("dial "+sl.url, "market stream connection failed", "url", sl.url, "err", err)
+			sleep(ctx, bo.next())
+			continue
+		}
+		sl.serve(ctx, c, age, sink, &bo)
+		age = sl.s.maxAge
+		if ctx.Err() == nil {
+			sleep(ctx, bo.next())
+		}
+	}
+}
+
+// serve keeps c, or the connection that replaced it, subscribed to the
+// slot's names until the connection closes or ctx is done, and returns once
+// its reader has ended. A closed connection's streams are reported Lost.
+func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink poller.Sink, bo *backoff) {
+	since := time.Now()
+	ageTimer := time.NewTimer(age)
+	defer ageTimer.Stop()
+	var rotate backoff
+	var retry <-chan time.Time
+	var refusals backoff
+	sl.blocked = make(map[string]bool)
+
+	for {
+		refused, err := sl.sync(ctx, c, sink)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			sl.s.warn("sync "+sl.url, "market stream connection broken", "url", sl.url, "err", err)
+			_ = c.ws.CloseNow()
+		case refused && retry == nil:
+			retry = time.After(refusals.next())
+		case !refused && retry == nil:
+			refusals.reset()
+		}
+		select {
+		case <-ctx.Done():
+			c.closeNow()
+			return
+		case <-c.done:
+			// A connection that lived long enough was healthy: the next one
+			// starts the back-off afresh.
+			if time.Since(since) > backoffMax {
+				bo.reset()
+			}
+			sl.s.met.closed.Inc()
+			sl.s.warn("closed "+sl.url, "market stream connection closed", "url", sl.url, "err", c.err)
+			c.reportLost(sink)
+			return
+		case <-sl.wake:
+		case <-retry:
+			retry = nil
+			clear(sl.blocked)
+		case <-ageTimer.C:
+			nc, err := sl.replace(ctx, c, sink)
+			if err != nil {
+				if ctx.Err() != nil {
+					continue
+				}
+				sl.s.met.refused.Inc()
+				sl.s.warn("replace "+sl.url, "market stream replacement failed; keeping the old connection", "url", sl.url, "err", err)
+				ageTimer.Reset(rotate.next())
+				continue
+			}
+			rotate.reset()
+			sl.s.met.rotated.Inc()
+			old := c
+			c, since = nc, time.Now()
+			old.retire()
+			ageTimer.Reset(sl.s.maxAge)
+		}
+	}
+}
+
+// sync brings c's subscriptions in line with the slot: names no longer
+// wanted are unsubscribed, names asked for are resubscribed, and wanted
+// names not on c are subscribed. refused is true when the venue refused a
+// subscription; err is a broken connection.
+func (sl *slot) sync(ctx context.Context, c *wsConn, sink poller.Sink) (refused bool, err error) {
+	want, names := sl.wanted()
+	var drop []string
+	for _, n := range c.names() {
+		if _, ok := want[n]; !ok {
+			drop = append(drop, n)
+		}
+	}
+	for chunk := range slices.Chunk(drop, sl.s.preset.NamesPerSubscribe) {
+		c.unroute(chunk)
+		r, err := c.request(ctx, "UNSUBSCRIBE", chunk)
+		if err != nil {
+			return refused, err
+		}
+		if !r.ok {
+			sl.s.met.subscribeErrs.Inc()
+			sl.s.warn("unsubscribe "+sl.url, "venue refused an unsubscription", "code", r.code, "streams", len(chunk))
+		}
+	}
+	for _, n := range sl.takeResubs() {
+		if _, ok := c.route(n); !ok {
+			continue // not on this connection yet: subscribed below
+		}
+		c.unroute([]string{n})
+		r, err := c.request(ctx, "UNSUBSCRIBE", []string{n})
+		if err != nil {
+			return refused, err
+		}
+		if !r.ok {
+			sl.s.warn("unsubscribe "+sl.url, "venue refused an unsubscription", "code", r.code, "streams", 1)
+		}
+		// No longer routed: subscribed again below, and reported Live once
+		// acknowledged.
+	}
+	var add []string
+	for _, n := range names {
+		if _, on := c.route(n); !on && !sl.blocked[n] {
+			add = append(add, n)
+		}
+	}
+	for chunk := range slices.Chunk(add, sl.s.preset.NamesPerSubscribe) {
+		refs := make([]streamRef, len(chunk))
+		for i, n := range chunk {
+			refs[i] = want[n]
+		}
+		r, err := c.subscribe(ctx, chunk, refs)
+		if err != nil {
+			return refused, err
+		}
+		if !r.ok {
+			refused = true
+			for _, n := range chunk {
+				sl.blocked[n] = true
+			}
+			sl.s.met.subscribeErrs.Inc()
+			sl.s.warn("subscribe "+sl.url, "venue refused a subscription; retrying later", "code", r.code, "streams", len(chunk))
+			report(refs, sink.Lost)
+			continue
+		}
+		report(refs, sink.Live)
+	}
+	return refused, nil
+}
+
+// replace dials a new connection and subscribes every name old carries, and
+// any wanted name it does not. Only when the venue acknowledged them all is
+// the new connection returned; the caller then closes old. Names old did
+// not carry are reported Live; the others never stopped being live.
+func (sl *slot) replace(ctx context.Context, old *wsConn, sink poller.Sink) (*wsConn, error) {
+	nc, err := sl.dial(ctx, sink)
+	if err != nil {
+		return nil, err
+	}
+	want, names := sl.wanted()
+	var fresh []streamRef
+	for chunk := range slices.Chunk(names, sl.s.preset.NamesPerSubscribe) {
+		refs := make([]streamRef, len(chunk))
+		for i, n := range chunk {
+			refs[i] = want[n]
+			if _, on := old.route(n); !on {
+				fresh = append(fresh, want[n])
+			}
+		}
+		r, err := nc.subscribe(ctx, chunk, refs)
+		if err == nil && !r.ok {
+			err = fmt.Errorf("subscribe: venue refused with code %d", r.code)
+		}
+		if err != nil {
+			nc.closeNow()
+			return nil, err
+		}
+	}
+	report(fresh, sink.Live)
+	return nc, nil
+}
+
+// report calls fn once per stream kind with the symbols of refs; the
+// all-market ticker stream has no kind and is not reported.
+func report(refs []streamRef, fn func(poller.StreamKind, []string)) {
+	var by [2][]string
+	for _, r := range refs {
+		if !r.ticker && r.kind >= 0 && int(r.kind) < len(by) {
+			by[r.kind] = append(by[r.kind], r.symbol)
+		}
+	}
+	for k, syms := range by {
+		if len(syms) > 0 {
+			fn(poller.StreamKind(k), syms)
+		}
+	}
+}
+
+// wsConn is one websocket connection and the streams routed to it.
+type wsConn struct {
+	s    *Streams
+	sl   *slot
+	ws   *websocket.Conn
+	pace pacer
+	done chan struct{} // closed when the reader has ended
+	err  error         // why the reader ended; read after done
+
+	retired atomic.Bool // closed on purpose: report nothing
+
+	mu      sync.Mutex
+	routes  map[string]streamRef // names subscribed (or being subscribed)
+	pending map[int64]chan reply
+}
+
+// dial opens a connection to the slot's path and starts its reader, which
+// runs until the connection closes: the library answers the venue's pings
+// only while a read is in progress, so one read is always outstanding.
+func (sl *slot) dial(ctx context.Context, sink poller.Sink) (*wsConn, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	o := sl.s.dialOpts()
+	ws, _, err := websocket.Dial(dctx, sl.url, &websocket.DialOptions{
+		HTTPClient: o.HTTPClient,
+		HTTPHeader: http.Header{"User-Agent": {userAgent}},
+		// Compression stays off: over the recorded frames permessage-deflate
+		// saves bytes on the wire but costs more CPU per frame than the
+		// decoder does (see BenchmarkStreamCompression).
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	ws.SetReadLimit(maxFrame)
+	c := &wsConn{
+		s:       sl.s,
+		sl:      sl,
+		ws:      ws,
+		pace:    pacer{every: time.Second / time.Duration(sl.s.preset.ControlPerSecond)},
+		done:    make(chan struct{}),
+		routes:  make(map[string]streamRef),
+		pending: make(map[int64]chan reply),
+	}
+	sl.s.met.conns.Add(1)
+	// The slot waits for done before it returns, so this goroutine is owned
+	// by Run like every other.
+	go c.readLoop(ctx, sink)
+	return c, nil
+}
+
+// closeNow closes the connection without a handshake and waits for the
+// reader; used when shutting down or abandoning a connection.
+func (c *wsConn) closeNow() {
+	c.retired.Store(true)
+	_ = c.ws.CloseNow()
+	<-c.done
+}
+
+// retire closes a replaced connection politely and waits for its reader.
+func (c *wsConn) retire() {
+	c.retired.Store(true)
+	_ = c.ws.Close(websocket.StatusNormalClosure, "replaced")
+	<-c.done
+}
+
+// reportLost reports every stream c carried as Lost, unless c was closed on
+// purpose.
+func (c *wsConn) reportLost(sink poller.Sink) {
+	if c.retired.Load() {
+		return
+	}
+	c.mu.Lock()
+	refs := make([]streamRef, 0, len(c.routes))
+	for _, r := range c.routes {
+		refs = append(refs, r)
+	}
+	c.mu.Unlock()
+	report(refs, sink.Lost)
+}
+
+func (c *wsConn) names() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(c.routes))
+	for n := range c.routes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (c *wsConn) route(name string) (streamRef, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.routes[name]
+	return r, ok
+}
+
+func (c *wsConn) unroute(names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range names {
+		delete(c.routes, n)
+	}
+}
+
+// subscribe routes names to c, so that events arriving before the
+// acknowledgement are delivered, and sends SUBSCRIBE. A refusal unroutes
+// them again.
+func (c *wsConn) subscribe(ctx context.Context, names []string, refs []streamRef) (reply, error) {
+	c.mu.Lock()
+	for i, n := range names {
+		c.routes[n] = refs[i]
+	}
+	c.mu.Unlock()
+	r, err := c.request(ctx, "SUBSCRIBE", names)
+	if err == nil && !r.ok {
+		c.unroute(names)
+	}
+	return r, err
+}
+
+// Errors of a control message that got no answer.
+var (
+	errConnClosed = errors.New("connection closed")
+	errNoReply    = errors.New("no reply in time")
+)
+
+// request sends one control message, paced, and waits for its reply.
+func (c *wsConn) request(ctx context.Context, method string, names []string) (reply, error) {
+	id := c.s.nextID.Add(1)
+	ch := make(chan reply, 1)
+	c.mu.Lock()
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+	if err := c.pace.wait(ctx); err != nil {
+		return reply{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, replyTimeout)
+	defer cancel()
+	if err := c.ws.Write(wctx, websocket.MessageText, encodeControl(method, names, id)); err != nil {
+		return reply{}, fmt.Errorf("send %s: %w", method, err)
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-c.done:
+		return reply{}, fmt.Errorf("await %s reply: %w", method, errConnClosed)
+	case <-wctx.Done():
+		if err := ctx.Err(); err != nil {
+			return reply{}, err
+		}
+		return reply{}, fmt.Errorf("await %s reply: %w", method, errNoReply)
+	}
+}
+
+// readLoop reads until the connection closes, delivering events to sink
+// and replies to the requests waiting for them.
+func (c *wsConn) readLoop(ctx context.Context, sink poller.Sink) {
+	defer close(c.done)
+	defer c.s.met.conns.Add(-1)
+	for {
+		_, b, err := c.ws.Read(ctx)
+		if err != nil {
+			if errors.Is(err, websocket.ErrMessageTooBig) {
+				c.s.met.badFrames.Inc()
+			}
+			c.err = err
+			return
+		}
+		c.handle(b, sink)
+	}
+}
+
+// handle routes one frame. Events of streams not routed to c (an
+// unsubscription in flight, a stream never asked for) are counted as
+// unknown and dropped.
+func (c *wsConn) handle(b []byte, sink poller.Sink) {
+	f, err := decodeFrame(b)
+	m := c.s.met
+	if err == nil && f.kind == frameReply {
+		c.mu.Lock()
+		ch := c.pending[f.reply.id]
+		delete(c.pending, f.reply.id)
+		c.mu.Unlock()
+		if ch == nil {
+			m.unknownEvents.Inc()
+			return
+		}
+		ch <- f.reply
+		return
+	}
+	if err != nil && f.name == "" {
+		m.badFrames.Inc()
+		c.s.warn("bad frame", "unusable market stream frame", "bytes", len(b), "err", err)
+		return
+	}
+	ref, ok := c.route(f.name)
+	if !ok || f.kind == frameUnknown {
+		m.unknownEvents.Inc()
+		return
+	}
+	switch f.kind {
+	case frameDepth, frameTrade:
+		sym := f.symbol
+		if f.kind == frameDepth {
+			sym = f.depth.Symbol
+		}
+		if err == nil && sym != ref.symbol {
+			err = badData("event symbol does not match its stream")
+		}
+		if err != nil {
+			// The stream is out of sequence now: the poller resyncs once the
+			// stream is acknowledged again.
+			m.badFrames.Inc()
+			c.s.warn("bad event "+ref.kind.String(), "unusable market stream event; resubscribing",
+				"symbol", ref.symbol, "stream", ref.kind.String(), "err", err)
+			sink.Lost(ref.kind, []string{ref.symbol})
+			c.sl.resubscribe(f.name)
+			return
+		}
+		if f.kind == frameDepth {
+			m.depthEvents.Inc()
+			sink.Depth(f.depth)
+		} else {
+			m.tradeEvents.Inc()
+			sink.Trade(ref.symbol, f.trade)
+		}
+	case frameTickers:
+		if err != nil {
+			m.badFrames.Inc()
+			c.s.warn("bad event tickers", "unusable all-market ticker frame", "bytes", len(b), "err", err)
+			return
+		}
+		m.tickerEvents.Inc()
+		if len(f.tickers) > 0 {
+			sink.Tickers(f.tickers)
+		}
+	}
+}
+
+// pacer spaces one connection's control messages at least every apart, so
+// that the venue never counts more than the preset's ControlPerSecond.
+// Only the slot's goroutine sends on a connection, so it needs no lock.
+type pacer struct {
+	every time.Duration
+	next  time.Time
+}
+
+func (p *pacer) wait(ctx context.Context) error {
+	now := time.Now()
+	if d := p.next.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		now = p.next
+	}
+	p.next = now.Add(p.every)
+	return nil
+}
+
+// backoff is an exponential back-off from backoffMin to backoffMax with
+// "equal jitter": each pause is between half and all of the step, so that
+// connections that failed together do not come back together.
+type backoff struct{ n int }
+
+func (b *backoff) next() time.Duration {
+	d := backoffMin << min(b.n, 10)
+	d = min(d, backoffMax)
+	b.n++
+	return d/2 + rand.N(d/2+1)
+}
+
+func (b *backoff) reset() { b.n = 0 }
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
