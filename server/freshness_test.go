@@ -271,3 +271,24 @@ func TestVenueFailureIsNever500(t *testing.T) {
 		wantStatus(t, f.get(t, uri), 502)
 	}
 }
+
+// TestColdLoadFailureIsLoggedByPair logs a failed cold load under the keys
+// the rest of the service uses for the same things (pair, stream, err), so
+// one log query finds a pair's failures wherever they were written.
+func TestColdLoadFailureIsLoggedByPair(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	f := newFixture(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	wantError(t, f.get(t, "/api/public/trades?ticker_id=SOL_USDT"), errNoTrades)
+
+	mu.Lock()
+	logged := logs.String()
+	mu.Unlock()
+	for _, want := range []string{"cold load failed", "component=server", "pair=SOL_USDT", "stream=trades", `err="venue said: SECRET-418 teapot"`} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("log lacks %q:\n%s", want, logged)
+		}
+	}
+}
