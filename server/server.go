@@ -151,6 +151,7 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool
 	lns    []*onceCloseListener
+	caps   []*capListener // one per Serve; Shutdown waits for their refusals
 }
 
 // New returns a Server for cfg. It panics if cfg.Store is nil.
@@ -271,22 +272,28 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = l.Close()
 		return nil
 	}
+	capped := newCapListener(l, s.maxConns, s.refusedConns)
 	s.lns = append(s.lns, l)
+	s.caps = append(s.caps, capped)
 	s.mu.Unlock()
-	return s.srv.Serve(newCapListener(l, s.maxConns, s.refusedConns))
+	return s.srv.Serve(capped)
 }
 
 // Shutdown stops accepting connections and waits until the requests in
-// flight are answered, or ctx is done.
+// flight are answered, or ctx is done. Connections being refused over
+// MaxConns are closed, and their goroutines have returned when it does.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
-	lns := s.lns
+	lns, caps := s.lns, s.caps
 	s.mu.Unlock()
 	// Closing the listeners here as well covers a Serve that has not yet
 	// handed its listener to fasthttp, which would otherwise serve on.
 	for _, l := range lns {
 		_ = l.Close()
+	}
+	for _, c := range caps {
+		c.stop()
 	}
 	return s.srv.ShutdownWithContext(ctx)
 }
