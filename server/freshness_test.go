@@ -12,7 +12,7 @@ import (
 	"marketfeed/snapshot"
 )
 
-// Freshness and failures (decisions.md): a missing or too old snapshot is a
+// Freshness and failures (docs/api.md): a missing or too old snapshot is a
 // 502, never a 500; a cold pair makes one venue read and waits for it.
 
 func TestNoCatalogIs502(t *testing.T) {
