@@ -5,7 +5,25 @@ PKGS     := ./...
 FUZZTIME ?= 60s
 BIN      := bin
 
-.PHONY: run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint tidy-check check clean
+# The optional test files (chaos, soak) are only added by their tags, never
+# swapped for others, so vetting and linting with every tag covers every file once.
+ALLTAGS  := chaos,soak
+# Redocly CLI lints docs/openapi.yaml; npm installs the pinned version once into a cache.
+REDOCLY_VERSION := 2.11.1
+REDOCLY_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/redocly-$(REDOCLY_VERSION)
+REDOCLY         := $(REDOCLY_DIR)/node_modules/.bin/redocly
+
+.PHONY: run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint tidy-check check clean
+
+# need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
+# in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
+# that passes by running nothing.
+define need_tests
+	@set -e; list="$$($(GO) test $(3) -list . $(1))"; \
+	for p in $$(printf '%s' '$(2)' | tr '|' ' '); do \
+	  printf '%s\n' "$$list" | grep -Eq "^($$p)" || { echo "$(1): no test matches $$p"; exit 1; }; \
+	done
+endef
 
 ## run: serve the API on the embedded simulated venue (http://127.0.0.1:8080/api/public/pairs)
 run:
@@ -18,15 +36,16 @@ venuesim:
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## test: every test, once without and once with the race detector
-test: unit race
+## test: the lint and go.mod checks, then every test once without and once with the race
+## detector (allocation tests need the first, data races the second). lint has vetted the
+## code in full, so go test skips its own partial vet.
+test: lint tidy-check unit race
 
 unit:
-	$(GO) vet $(PKGS)
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -vet=off $(PKGS)
 
 race:
-	$(GO) test -race -count=1 -shuffle=on $(PKGS)
+	$(GO) test -race -count=1 -shuffle=on -vet=off $(PKGS)
 
 ## bench: Go benchmarks, ns/op and allocations per route
 bench:
@@ -41,6 +60,7 @@ loadtest:
 
 ## test-cdn: the end-to-end test with nginx as a caching proxy in front (part of make test too)
 test-cdn:
+	$(call need_tests,./cmd/marketfeed,TestCDNInFront)
 	$(GO) test -count=1 -run TestCDNInFront -v ./cmd/marketfeed
 
 ## build-static: a static, stripped binary with its version, as docs/deploy.md ships it
@@ -48,18 +68,26 @@ build-static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$$(git describe --tags --always 2>/dev/null || echo dev)" -o $(BIN)/ ./cmd/marketfeed
 
 ## chaos: every venue fault against venuesim under traffic (about 5 minutes); prints the figures
+CHAOS_RUN := ^TestChaosFull$$
 chaos:
-	$(GO) test -tags chaos -run '^TestChaosFull$$' -count=1 -v -timeout 30m ./cmd/marketfeed
+	$(call need_tests,./cmd/marketfeed,$(CHAOS_RUN),-tags chaos)
+	$(GO) test -tags chaos -run '$(CHAOS_RUN)' -count=1 -v -timeout 30m ./cmd/marketfeed
 
 ## soak: the real binaries under mixed traffic while the venue flaps, SOAKTIME long; prints memory/goroutine/fd drift
 SOAKTIME ?= 10m
+SOAK_RUN := ^TestSoak$$
 soak:
-	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 60m ./cmd/marketfeed -soak.duration=$(SOAKTIME)
+	$(call need_tests,./cmd/marketfeed,$(SOAK_RUN),-tags soak)
+	$(GO) test -tags soak -run '$(SOAK_RUN)' -count=1 -v -timeout 60m ./cmd/marketfeed -soak.duration=$(SOAKTIME)
 
 ## abuse: malformed requests, slow connections, the connection cap, a million client addresses; prints the figures
+ABUSE_SERVER := TestTenThousandMalformed|TestBareLineFeed|TestTwoThousandSlow|TestConnection|TestMillionClient|TestSpoofed
+ABUSE_MAIN   := TestClientAddressOverTheWire
 abuse:
-	$(GO) test -count=1 -v -run 'TestTenThousandMalformed|TestBareLineFeed|TestTwoThousandSlow|TestConnection|TestMillionClient|TestSpoofed' ./server
-	$(GO) test -count=1 -v -run 'TestClientAddressOverTheWire' ./cmd/marketfeed
+	$(call need_tests,./server,$(ABUSE_SERVER))
+	$(call need_tests,./cmd/marketfeed,$(ABUSE_MAIN))
+	$(GO) test -count=1 -v -run '$(ABUSE_SERVER)' ./server
+	$(GO) test -count=1 -v -run '$(ABUSE_MAIN)' ./cmd/marketfeed
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s)
 fuzz:
@@ -70,16 +98,39 @@ fuzz:
 	  done; \
 	done
 
-lint:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
-	$(GO) vet $(PKGS)
-	$(GO) vet -tags chaos,soak ./cmd/marketfeed
+## lint: formatting, go vet, staticcheck and the OpenAPI document, each once
+lint: fmt-check vet staticcheck openapi-lint
+
+## fmt-check: every Go file is as gofmt writes it
+fmt-check:
+	@out="$$($$($(GO) env GOROOT)/bin/gofmt -l .)"; \
+	test -z "$$out" || { echo "gofmt needed (run gofmt -w):"; echo "$$out"; exit 1; }
+
+vet:
+	$(GO) vet -tags $(ALLTAGS) $(PKGS)
+
+## staticcheck: the version pinned as a tool in go.mod
+staticcheck:
+	$(GO) tool staticcheck -tags $(ALLTAGS) $(PKGS)
+
+## openapi-lint: docs/openapi.yaml under Redocly's recommended rules (installs Node.js and
+## the pinned Redocly CLI when missing)
+openapi-lint: $(REDOCLY)
+	$(REDOCLY) lint --format=stylish docs/openapi.yaml
+
+$(REDOCLY):
+	@command -v npm >/dev/null 2>&1 || { \
+	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nodejs npm; }
+	npm install --prefix $(REDOCLY_DIR) --no-audit --no-fund --loglevel=error @redocly/cli@$(REDOCLY_VERSION)
 
 ## tidy-check: go.mod and go.sum are exactly what the code needs
 tidy-check:
 	$(GO) mod tidy -diff
 
-check: lint tidy-check test
+## check: the same as test, kept for habit
+check: test
 
 clean:
 	rm -rf $(BIN)

@@ -26,6 +26,13 @@ type capListener struct {
 	// over-the-cap connection is closed without an answer, so a connection
 	// flood cannot turn refusals into its own pile of goroutines.
 	refusing chan struct{}
+
+	// The listener owns its refusal goroutines: stop closes the connections
+	// they hold and waits for every one of them to return.
+	refusals sync.WaitGroup
+	mu       sync.Mutex
+	stopped  bool
+	held     map[net.Conn]struct{} // connections being refused
 }
 
 // refusalTimeout bounds the time spent answering a refused connection.
@@ -44,7 +51,8 @@ var refusal = func() []byte {
 }()
 
 func newCapListener(ln net.Listener, max int, refused *metrics.Counter) *capListener {
-	return &capListener{Listener: ln, max: int64(max), refused: refused, refusing: make(chan struct{}, 64)}
+	return &capListener{Listener: ln, max: int64(max), refused: refused,
+		refusing: make(chan struct{}, 64), held: make(map[net.Conn]struct{})}
 }
 
 // Accept returns the next connection within the cap, answering and closing
@@ -62,11 +70,42 @@ func (l *capListener) Accept() (net.Conn, error) {
 		l.refused.Inc()
 		select {
 		case l.refusing <- struct{}{}:
-			go l.refuse(c)
+			if !l.hold(c) {
+				<-l.refusing
+				_ = c.Close()
+				continue
+			}
+			l.refusals.Go(func() { l.refuse(c) })
 		default:
 			_ = c.Close()
 		}
 	}
+}
+
+// hold records a connection about to be refused, unless the listener is
+// stopped: then no refusal goroutine may start, since stop may have
+// finished waiting for them.
+func (l *capListener) hold(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return false
+	}
+	l.held[c] = struct{}{}
+	return true
+}
+
+// stop ends every refusal in progress, by closing its connection rather
+// than waiting out refusalTimeout, and returns once their goroutines have.
+// It is for after the listener is closed: no connection is refused later.
+func (l *capListener) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	for c := range l.held {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
+	l.refusals.Wait()
 }
 
 // refuse writes the 503, then reads what the client sent until it closes or
@@ -74,7 +113,12 @@ func (l *capListener) Accept() (net.Conn, error) {
 // and could destroy the answer before the client reads it.
 func (l *capListener) refuse(c net.Conn) {
 	defer func() { <-l.refusing }()
-	defer c.Close()
+	defer func() {
+		l.mu.Lock()
+		delete(l.held, c)
+		l.mu.Unlock()
+		_ = c.Close()
+	}()
 	_ = c.SetDeadline(time.Now().Add(refusalTimeout))
 	if _, err := c.Write(refusal); err != nil {
 		return

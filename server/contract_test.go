@@ -12,8 +12,8 @@ import (
 	"marketfeed/snapshot"
 )
 
-// The tests in this file follow market-data-api.md and decisions.md rule by
-// rule; each is named after the rule it checks.
+// The tests in this file follow docs/api.md rule by rule; each is named
+// after the rule it checks.
 
 func wantStatus(t *testing.T, resp *fasthttp.Response, status int) {
 	t.Helper()

@@ -12,7 +12,7 @@ import (
 	"marketfeed/snapshot"
 )
 
-// Freshness and failures (decisions.md): a missing or too old snapshot is a
+// Freshness and failures (docs/api.md): a missing or too old snapshot is a
 // 502, never a 500; a cold pair makes one venue read and waits for it.
 
 func TestNoCatalogIs502(t *testing.T) {
@@ -269,5 +269,26 @@ func TestVenueFailureIsNever500(t *testing.T) {
 		"/api/public/trades?ticker_id=SOL_USDT", "/api/public/historical_trades?ticker_id=ETH_USDT",
 	} {
 		wantStatus(t, f.get(t, uri), 502)
+	}
+}
+
+// TestColdLoadFailureIsLoggedByPair logs a failed cold load under the keys
+// the rest of the service uses for the same things (pair, stream, err), so
+// one log query finds a pair's failures wherever they were written.
+func TestColdLoadFailureIsLoggedByPair(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	f := newFixture(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	wantError(t, f.get(t, "/api/public/trades?ticker_id=SOL_USDT"), errNoTrades)
+
+	mu.Lock()
+	logged := logs.String()
+	mu.Unlock()
+	for _, want := range []string{"cold load failed", "component=server", "pair=SOL_USDT", "stream=trades", `err="venue said: SECRET-418 teapot"`} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("log lacks %q:\n%s", want, logged)
+		}
 	}
 }

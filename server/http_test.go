@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,30 +21,35 @@ import (
 // These tests go through a real fasthttp.Server over an in-memory listener:
 // what reaches the wire, the error handler, and shutdown.
 
-// serving starts srv on an in-memory listener and returns it with a function
-// that shuts the server down and checks that Serve returned nil.
+// serving starts srv on an in-memory listener and returns it with the
+// function of serveOn that shuts the server down.
 func serving(t *testing.T, srv *Server) (*fasthttputil.InmemoryListener, func()) {
 	t.Helper()
 	ln := fasthttputil.NewInmemoryListener()
+	return ln, serveOn(t, srv, ln)
+}
+
+// serveOn serves srv on ln until the returned function (also run at cleanup)
+// shuts it down; Shutdown and then Serve must return nil.
+func serveOn(t *testing.T, srv *Server, ln net.Listener) func() {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	stopped := false
+	var once sync.Once
 	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
 	}
 	t.Cleanup(stop)
-	return ln, stop
+	return stop
 }
 
 // raw sends raw request bytes on a new connection and returns the response
@@ -240,5 +247,50 @@ func TestShutdownBeforeServe(t *testing.T) {
 	}
 	if _, err := ln.Dial(); err == nil {
 		t.Error("the listener still accepts after Serve returned")
+	}
+}
+
+// TestShutdownWaitsForRefusals: a connection over MaxConns is answered by a
+// goroutine that then drains what the client sends, for up to
+// refusalTimeout. Shutdown must not leave it behind: it closes the
+// connection and returns only once that goroutine has.
+func TestShutdownWaitsForRefusals(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MaxConns = 1 })
+	ln, stop := serving(t, f.srv)
+	held, err := ln.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	// An answer on the held connection shows it was accepted within the
+	// cap; keep-alive keeps its place taken.
+	if status, _ := sendRaw(held, []byte("GET /api/public/pairs HTTP/1.1\r\nHost: x\r\n\r\n"), "GET"); status != 200 {
+		t.Fatalf("held connection: status %d, want 200", status)
+	}
+	refused, err := ln.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refused.Close()
+	// The client reads the 503 and keeps its side open, so the refusal
+	// goroutine stays in its drain until the timeout, or Shutdown.
+	var resp fasthttp.Response
+	if err := resp.Read(bufio.NewReader(refused)); err != nil || resp.StatusCode() != 503 {
+		t.Fatalf("over the cap: %v, status %d, want 503", err, resp.StatusCode())
+	}
+	f.srv.mu.Lock()
+	capped := f.srv.caps[0]
+	f.srv.mu.Unlock()
+	if n := len(capped.refusing); n != 1 {
+		t.Fatalf("%d refusals in progress before Shutdown, want 1", n)
+	}
+
+	stop()
+	if n := len(capped.refusing); n != 0 {
+		t.Errorf("Shutdown returned with %d refusal goroutines running", n)
+	}
+	_ = refused.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := refused.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+		t.Errorf("refused connection after Shutdown: read %v, want it closed", err)
 	}
 }

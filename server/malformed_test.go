@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -498,29 +497,6 @@ func sendRawOnNewConn(t *testing.T, addr string, raw []byte, method string) (int
 	}
 	defer c.Close()
 	return sendRaw(c, raw, method)
-}
-
-// serveOn serves srv on ln until the returned function shuts it down; Serve
-// must then have returned nil.
-func serveOn(t *testing.T, srv *Server, ln net.Listener) func() {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("Shutdown: %v", err)
-			}
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // TestBareLineFeedHeadersWaitForTheReadTimeout: fasthttp does not take a

@@ -5,8 +5,6 @@ import (
 	"context"
 	"math"
 	"net"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +13,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
+
+	"marketfeed/internal/promtext"
 )
 
 // scrapeSet returns a set's exposition as series → value.
@@ -25,37 +25,13 @@ func scrapeSet(t testing.TB, set *metrics.Set) map[string]float64 {
 	return parseMetricsText(t, buf.String())
 }
 
-var (
-	metricSampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*\})?) (\S+)$`)
-	metricTypeLine   = regexp.MustCompile(`^# TYPE [a-zA-Z_:][a-zA-Z0-9_:]* (counter|gauge|histogram|summary|untyped)$`)
-)
-
 // parseMetricsText reads the Prometheus text format strictly enough to catch
 // a malformed line, a duplicate series or a value that is not a number.
 func parseMetricsText(t testing.TB, text string) map[string]float64 {
 	t.Helper()
-	out := map[string]float64{}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSuffix(line, "\n")
-		if strings.HasPrefix(line, "#") {
-			if !metricTypeLine.MatchString(line) && !strings.HasPrefix(line, "# HELP ") {
-				t.Errorf("bad comment line %q", line)
-			}
-			continue
-		}
-		m := metricSampleLine.FindStringSubmatch(line)
-		if m == nil {
-			t.Errorf("bad sample line %q", line)
-			continue
-		}
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			t.Errorf("bad value in %q: %v", line, err)
-		}
-		if _, dup := out[m[1]]; dup {
-			t.Errorf("series %s written twice", m[1])
-		}
-		out[m[1]] = v
+	out, err := promtext.Parse(text)
+	if err != nil {
+		t.Error(err)
 	}
 	return out
 }

@@ -236,7 +236,9 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		}
 		c.check(ln, specRequest{method: "POST", uri: uri, body: strings.Repeat("x", 2*maxBodySize)}, 413)
 		c.check(ln, specRequest{uri: uri, partial: true}, 408)
-		c.check(ln, specRequest{uri: uri, headers: []string{"Content-Length", "ten"}}, 400)
+		for _, m := range []string{"GET", "OPTIONS"} {
+			c.check(ln, specRequest{method: m, uri: uri, headers: []string{"Content-Length", "ten"}}, 400)
+		}
 	}
 	for _, uri := range []string{
 		"/api/public/orderbook?ticker_id=BTC_USDT&depth=3",

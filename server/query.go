@@ -30,7 +30,7 @@ type rawQuery struct {
 // rather than resolved by picking one.
 func readQuery(args *fasthttp.Args) rawQuery {
 	var q rawQuery
-	args.VisitAll(func(key, value []byte) {
+	for key, value := range args.All() {
 		var i int
 		switch string(key) {
 		case "ticker_id":
@@ -42,13 +42,13 @@ func readQuery(args *fasthttp.Args) rawQuery {
 		case "type":
 			i = paramType
 		default:
-			return
+			continue
 		}
 		if q.count[i] == 0 {
 			q.value[i] = value
 		}
 		q.count[i]++
-	})
+	}
 	return q
 }
 

@@ -94,10 +94,11 @@ var (
 )
 
 // answer starts the answer for one variant of a snapshot: a 304 when the
-// client's If-None-Match already names it, the pre-built gzip form when the
-// variant has one (gz not nil) and the client accepts gzip, and otherwise a
-// 200 whose identity body the caller writes, which answer reports by
-// returning true.
+// client's If-None-Match already names it, the pre-built gzip body gz when
+// the caller passes one (the variant has a compressed form and the client
+// accepts gzip: the caller has read Accept-Encoding once, for this and for
+// the feed), and otherwise a 200 whose identity body the caller writes,
+// which answer reports by returning true.
 //
 // The entity tag is the snapshot's tag plus suffix, which names the variant
 // (depth, side, limit), plus "-gz" for the compressed form: a strong tag
@@ -106,7 +107,7 @@ var (
 // that did not ask for it, or the reverse.
 func answer(ctx *fasthttp.RequestCtx, tag, suffix, gz []byte) (writeBody bool) {
 	resp := &ctx.Response
-	useGzip := gz != nil && acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc))
+	useGzip := gz != nil
 	var buf [96]byte
 	etag := append(buf[:0], '"')
 	etag = append(etag, tag...)

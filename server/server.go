@@ -98,6 +98,21 @@ type Config struct {
 	MaxConns int
 }
 
+// Log attribute keys. Each meaning has one key, the one the rest of the
+// service uses too, so that a query for a pair or an error finds every line
+// about it whichever component wrote it.
+const (
+	logComponent = "component"
+	logErr       = "err"
+	logPair      = "pair"
+	logStream    = "stream"
+	logPanic     = "panic"
+	logMethod    = "method"
+	logURI       = "uri"
+	logStack     = "stack"
+	logSource    = "source"
+)
+
 // Defaults for the zero values of Config.
 const (
 	DefaultMaxStale       = 10 * time.Second
@@ -121,8 +136,8 @@ type Server struct {
 	feed          Feed
 	log           *slog.Logger
 	now           func() time.Time
-	maxStale      int64 // ns
-	pairsMaxStale int64 // ns
+	maxStale      time.Duration
+	pairsMaxStale time.Duration
 	coldTimeout   time.Duration
 	limit         *limiter // nil: no rate limit
 	exempt        []netip.Prefix
@@ -136,6 +151,7 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool
 	lns    []*onceCloseListener
+	caps   []*capListener // one per Serve; Shutdown waits for their refusals
 }
 
 // New returns a Server for cfg. It panics if cfg.Store is nil.
@@ -156,10 +172,10 @@ func New(cfg Config) *Server {
 	s := &Server{
 		store:         cfg.Store,
 		feed:          cfg.Feed,
-		log:           log.With("component", "server"),
+		log:           log.With(logComponent, "server"),
 		now:           cfg.Now,
-		maxStale:      int64(orDefault(cfg.MaxStale, DefaultMaxStale)),
-		pairsMaxStale: int64(orDefault(cfg.PairsMaxStale, DefaultPairsMaxStale)),
+		maxStale:      orDefault(cfg.MaxStale, DefaultMaxStale),
+		pairsMaxStale: orDefault(cfg.PairsMaxStale, DefaultPairsMaxStale),
 		coldTimeout:   orDefault(cfg.ColdTimeout, DefaultColdTimeout),
 		exempt:        normalizePrefixes(cfg.RateLimitExempt),
 		ip: clientIP{
@@ -256,22 +272,28 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = l.Close()
 		return nil
 	}
+	capped := newCapListener(l, s.maxConns, s.refusedConns)
 	s.lns = append(s.lns, l)
+	s.caps = append(s.caps, capped)
 	s.mu.Unlock()
-	return s.srv.Serve(newCapListener(l, s.maxConns, s.refusedConns))
+	return s.srv.Serve(capped)
 }
 
 // Shutdown stops accepting connections and waits until the requests in
-// flight are answered, or ctx is done.
+// flight are answered, or ctx is done. Connections being refused over
+// MaxConns are closed, and their goroutines have returned when it does.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
-	lns := s.lns
+	lns, caps := s.lns, s.caps
 	s.mu.Unlock()
 	// Closing the listeners here as well covers a Serve that has not yet
 	// handed its listener to fasthttp, which would otherwise serve on.
 	for _, l := range lns {
 		_ = l.Close()
+	}
+	for _, c := range caps {
+		c.stop()
 	}
 	return s.srv.ShutdownWithContext(ctx)
 }
@@ -311,10 +333,10 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 func (s *Server) finish(ctx *fasthttp.RequestCtx, start time.Time, label *int) {
 	if r := recover(); r != nil {
 		s.log.Error("panic in handler",
-			slog.Any("panic", r),
-			slog.String("method", string(ctx.Method())),
-			slog.String("uri", string(ctx.RequestURI())),
-			slog.String("stack", string(debug.Stack())))
+			slog.Any(logPanic, r),
+			slog.String(logMethod, string(ctx.Method())),
+			slog.String(logURI, string(ctx.RequestURI())),
+			slog.String(logStack, string(debug.Stack())))
 		ctx.Response.Reset()
 		fail(&ctx.Response, errInternal)
 	}
@@ -373,18 +395,15 @@ func (s *Server) clock(ctx *fasthttp.RequestCtx) int64 {
 	return time.Now().UnixNano()
 }
 
-// fresh reports whether a snapshot read at readAt may still be served.
-func fresh(readAt, now, maxStale int64) bool { return now-readAt <= maxStale }
-
 func (s *Server) pairs(ctx *fasthttp.RequestCtx, now int64) {
 	p := s.store.Pairs()
 	switch {
 	case p == nil:
 		fail(&ctx.Response, errNoCatalog)
-	case !fresh(p.ReadAt(), now, s.pairsMaxStale):
+	case !p.FreshAt(now, s.pairsMaxStale):
 		fail(&ctx.Response, errCatalogStale)
 	default:
-		if answer(ctx, p.Tag(), nil, p.Gzip()) {
+		if answer(ctx, p.Tag(), nil, gzipFor(ctx, p.Gzip())) {
 			ctx.Response.SetBodyRaw(p.Body())
 		}
 	}
@@ -392,11 +411,11 @@ func (s *Server) pairs(ctx *fasthttp.RequestCtx, now int64) {
 
 func (s *Server) tickers(ctx *fasthttp.RequestCtx, now int64) {
 	t := s.store.Tickers()
-	if t == nil || !fresh(t.ReadAt(), now, s.maxStale) {
+	if !t.FreshAt(now, s.maxStale) {
 		fail(&ctx.Response, errNoTickers)
 		return
 	}
-	if answer(ctx, t.Tag(), nil, t.Gzip()) {
+	if answer(ctx, t.Tag(), nil, gzipFor(ctx, t.Gzip())) {
 		ctx.Response.SetBodyRaw(t.Body())
 	}
 }
@@ -408,32 +427,20 @@ func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
 		fail(&ctx.Response, e)
 		return
 	}
-	if s.store.Pairs() == nil {
-		fail(&ctx.Response, errNoCatalog) // no catalog: listed or not is unknown
+	gzipOK := acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc))
+	snap, e := s.perPair(&bookRoute, q.id, q.depth >= snapshot.MaxDepth && gzipOK, now)
+	if e != nil {
+		fail(&ctx.Response, e)
 		return
 	}
-	b, listed := s.store.Book(q.id)
-	if !listed {
-		fail(&ctx.Response, errUnknownTicker)
-		return
-	}
-	if s.feed != nil {
-		s.feed.Want(q.id, snapshot.StreamBook, q.depth >= snapshot.MaxDepth && s.acceptsGzip(ctx))
-	}
-	if b == nil || !fresh(b.ReadAt(), now, s.maxStale) {
-		s.load(q.id, snapshot.StreamBook)
-		if b, listed = s.store.Book(q.id); !listed {
-			fail(&ctx.Response, errUnknownTicker) // delisted while loading
-			return
-		}
-		if b == nil || !fresh(b.ReadAt(), now, s.maxStale) {
-			fail(&ctx.Response, errNoBook)
-			return
-		}
-	}
+	b := snap.(*snapshot.Book)
 	bids, asks := b.Levels()
 	if q.depth >= max(bids, asks) {
-		if answer(ctx, b.Tag(), nil, b.Gzip()) {
+		var gz []byte
+		if gzipOK {
+			gz = b.Gzip()
+		}
+		if answer(ctx, b.Tag(), nil, gz) {
 			ctx.Response.SetBodyRaw(b.Body()) // the whole book: no copy
 		}
 		return
@@ -455,30 +462,14 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 		fail(&ctx.Response, e)
 		return
 	}
-	if s.store.Pairs() == nil {
-		fail(&ctx.Response, errNoCatalog)
+	// Only the default body, every trade of both sides, has a gzip form.
+	gzipOK := q.side == snapshot.SideAll && acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc))
+	snap, e := s.perPair(&tradesRoute, q.id, q.limit >= snapshot.MaxTrades && gzipOK, now)
+	if e != nil {
+		fail(&ctx.Response, e)
 		return
 	}
-	t, listed := s.store.Trades(q.id)
-	if !listed {
-		fail(&ctx.Response, errUnknownTicker)
-		return
-	}
-	if s.feed != nil {
-		s.feed.Want(q.id, snapshot.StreamTrades,
-			q.side == snapshot.SideAll && q.limit >= snapshot.MaxTrades && s.acceptsGzip(ctx))
-	}
-	if t == nil || !fresh(t.ReadAt(), now, s.maxStale) {
-		s.load(q.id, snapshot.StreamTrades)
-		if t, listed = s.store.Trades(q.id); !listed {
-			fail(&ctx.Response, errUnknownTicker)
-			return
-		}
-		if t == nil || !fresh(t.ReadAt(), now, s.maxStale) {
-			fail(&ctx.Response, errNoTrades)
-			return
-		}
-	}
+	t := snap.(*snapshot.Trades)
 	head, tail := t.Parts(q.side, q.limit)
 	var buf [8]byte
 	suffix := append(buf[:0], sideSuffix[q.side]...)
@@ -486,8 +477,8 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 		suffix = strconv.AppendInt(append(suffix, '-', 'l'), int64(q.limit), 10)
 	}
 	var gz []byte
-	if tail == nil && q.side == snapshot.SideAll {
-		gz = t.Gzip() // only the default body has a compressed form
+	if tail == nil && gzipOK {
+		gz = t.Gzip()
 	}
 	if !answer(ctx, t.Tag(), suffix, gz) {
 		return
@@ -500,13 +491,71 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 	ctx.Response.AppendBody(tail)
 }
 
-// acceptsGzip reports whether the request accepts gzip.
-func (s *Server) acceptsGzip(ctx *fasthttp.RequestCtx) bool {
-	return acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc))
+// gzipFor returns gz when the request accepts gzip, nil otherwise: the
+// compressed body to send, for routes whose only variant is the default one.
+func gzipFor(ctx *fasthttp.RequestCtx, gz []byte) []byte {
+	if acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc)) {
+		return gz
+	}
+	return nil
 }
 
 // sideSuffix names a trade side in entity tags.
 var sideSuffix = [...]string{snapshot.SideAll: "", snapshot.SideBuy: "-b", snapshot.SideSell: "-s"}
+
+// perPairSnapshot is what the per-pair path needs of a book or trades
+// snapshot; the route's handler asserts it back to its concrete type. A nil
+// pointer inside it means no snapshot yet, which FreshAt reports as stale.
+type perPairSnapshot interface {
+	FreshAt(now int64, maxStale time.Duration) bool
+}
+
+// pairRoute is what differs between the per-pair routes: which stream
+// they serve, how to read it from the store and which 502 they give.
+type pairRoute struct {
+	stream      snapshot.Stream
+	get         func(*snapshot.Store, []byte) (perPairSnapshot, bool)
+	unavailable *apiError
+}
+
+var (
+	bookRoute = pairRoute{snapshot.StreamBook, func(st *snapshot.Store, id []byte) (perPairSnapshot, bool) {
+		return st.Book(id)
+	}, errNoBook}
+	tradesRoute = pairRoute{snapshot.StreamTrades, func(st *snapshot.Store, id []byte) (perPairSnapshot, bool) {
+		return st.Trades(id)
+	}, errNoTrades}
+)
+
+// perPair is the one lookup path of /orderbook and the trade routes: the
+// catalog gates the pair, the feed is told it is wanted (gzip: the request
+// would take the default body compressed), and a pair without a fresh
+// snapshot gets one cold load before the answer is a 502. The store is read
+// again after the load: the store, not the load's error, says whether there
+// is something to serve, and the pair may have been delisted meanwhile.
+func (s *Server) perPair(r *pairRoute, id []byte, gzip bool, now int64) (perPairSnapshot, *apiError) {
+	if s.store.Pairs() == nil {
+		return nil, errNoCatalog // no catalog: listed or not is unknown
+	}
+	snap, listed := r.get(s.store, id)
+	if !listed {
+		return nil, errUnknownTicker
+	}
+	if s.feed != nil {
+		s.feed.Want(id, r.stream, gzip)
+	}
+	if snap.FreshAt(now, s.maxStale) {
+		return snap, nil
+	}
+	s.load(id, r.stream)
+	if snap, listed = r.get(s.store, id); !listed {
+		return nil, errUnknownTicker
+	}
+	if !snap.FreshAt(now, s.maxStale) {
+		return nil, r.unavailable
+	}
+	return snap, nil
+}
 
 // load asks the feed for one read of a pair's stream and waits for it, at
 // most ColdTimeout. Whatever it returns, the caller reads the store again:
@@ -521,8 +570,8 @@ func (s *Server) load(id []byte, stream snapshot.Stream) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.coldTimeout)
 	defer cancel()
 	if err := s.feed.Load(ctx, string(id), stream); err != nil {
-		s.log.Debug("cold load failed", slog.String("ticker_id", string(id)),
-			slog.String("stream", stream.String()), slog.Any("error", err))
+		s.log.Debug("cold load failed", slog.String(logPair, string(id)),
+			slog.String(logStream, stream.String()), slog.Any(logErr, err))
 	}
 }
 
@@ -551,5 +600,5 @@ func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
 type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Warn(fmt.Sprintf(format, args...), slog.String("source", "fasthttp"))
+	l.log.Warn(fmt.Sprintf(format, args...), slog.String(logSource, "fasthttp"))
 }

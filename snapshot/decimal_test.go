@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// plainRE is the decisions.md definition of a plain decimal.
+// plainRE is the docs/api.md definition of a plain decimal.
 var plainRE = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
 
 func TestIsPlain(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
 )
@@ -228,21 +229,9 @@ func scrapeOps(t *testing.T, spec *opsSpec, ops string) map[string]float64 {
 	if status != 200 {
 		t.Fatalf("/metrics: %d", status)
 	}
-	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if i < 0 || err != nil {
-			t.Fatalf("bad sample line %q", line)
-		}
-		if _, dup := out[line[:i]]; dup {
-			t.Errorf("series %s written twice", line[:i])
-		}
-		out[line[:i]] = v
+	out, err := promtext.Parse(string(body))
+	if err != nil {
+		t.Error(err)
 	}
 	return out
 }
