@@ -71,6 +71,9 @@ type livePair struct {
 	// activeAt is when the ticker stream last showed the market trading:
 	// then its depth and trade streams must be delivering too.
 	activeAt time.Time
+	// tradedAt is when the trade stream last delivered a trade: a market
+	// that trades changes its book, so its depth stream must deliver too.
+	tradedAt time.Time
 	volume   string // the last base volume the ticker stream sent
 }
 
@@ -162,7 +165,7 @@ func (l *live) Trade(symbol string, tr Trade) {
 	}
 	now := time.Now()
 	lp.mu.Lock()
-	lp.tradesAt = now
+	lp.tradesAt, lp.tradedAt = now, now
 	lp.tradesSilent = silence{}
 	if lp.trades.add(tr) {
 		lp.tradesChanged = true
@@ -533,20 +536,26 @@ const (
 )
 
 // watch resubscribes streams that are acknowledged but silent while their
-// market trades, and moves a pair to REST when resubscribing did not help.
+// market trades (the ticker stream's volume moved, or for a book, trades
+// arrived), and moves a pair to REST when resubscribing did not help. A
+// quiet market is not a silent stream: without activity nothing happens.
 func (l *live) watch() {
 	now := time.Now()
 	for _, lp := range *l.pairs.Load() {
 		lp.mu.Lock()
-		l.check(lp, StreamDepth, lp.depthLive, lp.depthAt, &lp.silent, now)
-		l.check(lp, StreamTrades, lp.tradesLive, lp.tradesAt, &lp.tradesSilent, now)
+		active := lp.activeAt
+		if lp.tradedAt.After(active) {
+			active = lp.tradedAt
+		}
+		l.check(lp, StreamDepth, lp.depthLive, lp.depthAt, active, &lp.silent, now)
+		l.check(lp, StreamTrades, lp.tradesLive, lp.tradesAt, lp.activeAt, &lp.tradesSilent, now)
 		lp.mu.Unlock()
 	}
 }
 
 // check is the watchdog for one stream of one pair. Called with lp.mu held.
-func (l *live) check(lp *livePair, kind StreamKind, isLive bool, lastEvent time.Time, s *silence, now time.Time) {
-	if !isLive || s.fellBack || lp.activeAt.Sub(lastEvent) < silenceAfter {
+func (l *live) check(lp *livePair, kind StreamKind, isLive bool, lastEvent, active time.Time, s *silence, now time.Time) {
+	if !isLive || s.fellBack || active.Sub(lastEvent) < silenceAfter {
 		return
 	}
 	switch {

@@ -128,7 +128,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.StringVar(&c.opsListen, "ops-listen", "127.0.0.1:9090", "`address` of /metrics /healthz /readyz /debug/pprof; empty: off")
 	fs.StringVar(&c.venue, "venue", simVenue, "venue `name`: "+strings.Join(venueNames(), " | "))
 	fs.StringVar(&c.venueURL, "venue-url", "", "base `URL` (http or https) of a Binance-compatible venue (default: that venue's public URL)")
-	fs.StringVar(&c.VenueWSURL, "venue-ws-url", "", "base `URL` (ws or wss) of the venue's market streams (default: that venue's public stream URL; binance: the /public and /market paths are derived from it)")
+	fs.StringVar(&c.VenueWSURL, "venue-ws-url", "", "base `URL` (ws or wss) of the venue's market streams (default: the -venue-url host when that is set, else that venue's public stream URL; binance: the /public and /market paths are derived from it)")
 	onOffVar(fs, &c.VenueStreams, "venue-streams", true, "read market streams, `on|off` (binance and aster; the simulated venue feeds the same path)")
 	fs.StringVar(&c.spotList, "spot", "", "platform spot pairs, comma separated `ids` (sim has a built-in default list)")
 	fs.StringVar(&c.spotFile, "spot-file", "", "`file` of platform spot pairs, one ticker_id a line, # comments; re-read on SIGHUP")

@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -140,14 +141,37 @@ func newVenue(cfg *Config) (poller.Venue, error) {
 
 // newStreams returns the venue's market streams when cfg asks for them and
 // the venue has them, and nil otherwise: the poller then reads REST only.
-func newStreams(cfg *Config, venue poller.Venue) poller.Streams {
+func newStreams(cfg *Config, venue poller.Venue, log *slog.Logger, set *metrics.Set) poller.Streams {
 	if !cfg.VenueStreams {
 		return nil
 	}
 	if v, ok := venue.(*sim.Venue); ok {
 		return v.Streams()
 	}
-	return nil
+	preset, ok := binance.PresetByName(cfg.venue)
+	if !ok {
+		return nil
+	}
+	return binance.NewStreams(preset, binance.StreamOptions{BaseURL: streamURL(cfg), Logger: log, Metrics: set})
+}
+
+// streamURL is the base URL of the venue's market streams: -venue-ws-url;
+// without it, a -venue-url's host (a proxy or a simulator serves both);
+// without either, "" for the venue's public stream URL.
+func streamURL(cfg *Config) string {
+	switch {
+	case cfg.VenueWSURL != "":
+		return cfg.VenueWSURL
+	case cfg.venueURL != "":
+		u, err := url.Parse(cfg.venueURL)
+		if err != nil {
+			return "" // validated before anything starts
+		}
+		u.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
+		u.Path, u.RawQuery, u.Fragment = "", "", ""
+		return u.String()
+	}
+	return ""
 }
 
 // newApp wires the program around venue and opens its listeners.
@@ -162,7 +186,7 @@ func newApp(cfg *Config, log *slog.Logger, venue poller.Venue) (*app, error) {
 	set := metrics.NewSet()
 	p := poller.New(poller.Config{
 		Venue:    venue,
-		Streams:  newStreams(cfg, venue),
+		Streams:  newStreams(cfg, venue, log, set),
 		Store:    store,
 		Logger:   log,
 		Metrics:  set,
