@@ -125,15 +125,15 @@ func (b *bench) verify(ctx context.Context, caps []captured) error {
 		}
 		body, h, err := get(ctx, b.urls[srvPeer]+c.URI, nil)
 		if err != nil {
-			return fmt.Errorf("Go peer: %w", err)
+			return fmt.Errorf("the Go peer: %w", err)
 		}
 		for _, name := range []string{"Content-Type", "Cache-Control", "Access-Control-Allow-Origin"} {
 			if h.Get(name) != c.Header.Get(name) {
-				return fmt.Errorf("Go peer %s: %s %q, marketfeed %q", c.URI, name, h.Get(name), c.Header.Get(name))
+				return fmt.Errorf("the Go peer %s: %s %q, marketfeed %q", c.URI, name, h.Get(name), c.Header.Get(name))
 			}
 		}
 		if err := sameShape(body, c.Body); err != nil {
-			return fmt.Errorf("Go peer %s: %w", c.URI, err)
+			return fmt.Errorf("the Go peer %s: %w", c.URI, err)
 		}
 	}
 	return nil
