@@ -334,7 +334,7 @@ func (a *app) opsHandler() http.Handler {
 		if !st.Ready {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, readiness{Ready: st.Ready, Reason: st.Reason})
+		writeJSON(w, status, readiness{Ready: st.Ready, Reason: st.Reason, Sources: st.Sources})
 	})
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -355,6 +355,9 @@ type liveness struct {
 type readiness struct {
 	Ready  bool   `json:"ready"`
 	Reason string `json:"reason"`
+	// Sources says where books, trades and tickers come from while the
+	// venue's market streams are read.
+	Sources *poller.Sources `json:"sources,omitempty"`
 }
 
 // labelValue escapes a Prometheus label value: the version comes from the
