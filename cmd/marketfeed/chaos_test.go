@@ -363,9 +363,10 @@ type chaos struct {
 }
 
 // chaosArgs are marketfeed's flags for a chaos run: the Binance adapter on
-// venuesim, three spot pairs, no rate limit (the clients are one address).
+// venuesim over REST alone (the stream faults have their own run), three
+// spot pairs, no rate limit (the clients are one address).
 func chaosArgs(venueURL string, maxStale time.Duration) []string {
-	return []string{"-venue", "binance", "-venue-url", venueURL, "-spot", "BTC_USDT,ETH_USDT,ADA_USDT",
+	return []string{"-venue", "binance", "-venue-url", venueURL, "-venue-streams", "off", "-spot", "BTC_USDT,ETH_USDT,ADA_USDT",
 		"-rate-limit", "0", "-max-stale", maxStale.String(), "-cold-timeout", "1s", "-log-level", "debug"}
 }
 

@@ -126,7 +126,7 @@ func TestCallLogReportsEachCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got.Calls) != 2 || got.Calls[0].Path != "/fapi/v1/depth" || got.Calls[0].Fault ||
-		got.Calls[1].Path != "/fapi/v1/trades" || !got.Calls[1].Fault || got.Calls[0].At < start.UnixMicro() {
+		got.Calls[1].Path != "/fapi/v1/aggTrades" || !got.Calls[1].Fault || got.Calls[0].At < start.UnixMicro() {
 		t.Fatalf("calls = %+v, want a healthy depth then a faulted trades call", got.Calls)
 	}
 	if calls := vs.callsSince(time.Now().Add(time.Hour)); len(calls) != 0 {
