@@ -409,26 +409,70 @@ func rank(a, b *livePair) int {
 	return cmp.Compare(a.symbol, b.symbol)
 }
 
-// syncBooks starts snapshot reads for the books that need one, in rank
-// order, while the budget and the read slots allow. It does not wait for
-// them.
-func (l *live) syncBooks(ctx context.Context) {
+// restRead is one kind of REST read a stream-fed pair may need: a book
+// snapshot or a trades backfill. The two are scheduled the same way, so a
+// kind is a row of this table rather than a branch at every step.
+type restRead struct {
+	purpose Purpose
+	stream  snapshot.Stream
+	weight  func(p *Poller) int
+	// due reports whether lp needs the read now; called with lp.mu held.
+	due func(lp *livePair, now time.Time) bool
+	// mark flags lp as being read; called with lp.mu held.
+	mark func(lp *livePair)
+	read func(l *live, ctx context.Context, lp *livePair)
+}
+
+var (
+	snapshotRead = restRead{
+		purpose: PurposeSnapshot,
+		stream:  snapshot.StreamBook,
+		weight:  func(p *Poller) int { return p.bookWeight(p.cfg.SyncDepth) },
+		due: func(lp *livePair, now time.Time) bool {
+			return lp.depthLive && !lp.book.Synced() && !lp.syncing && lp.book.Buffered() > 0 && !now.Before(lp.syncAfter)
+		},
+		mark: func(lp *livePair) { lp.syncing = true },
+		read: (*live).syncBook,
+	}
+	backfillRead = restRead{
+		purpose: PurposeBackfill,
+		stream:  snapshot.StreamTrades,
+		weight:  func(p *Poller) int { return p.venue.Weight(CallTrades) },
+		due: func(lp *livePair, now time.Time) bool {
+			return lp.tradesLive && !lp.backfilled && !lp.trades.full() && !lp.backfilling && !now.Before(lp.backfillAfter)
+		},
+		mark: func(lp *livePair) { lp.backfilling = true },
+		read: (*live).backfill,
+	}
+)
+
+// syncBooks starts snapshot reads for the books that need one.
+func (l *live) syncBooks(ctx context.Context) { l.dispatch(ctx, snapshotRead) }
+
+// backfillTrades starts REST reads of the newest trades for the windows
+// that are not complete yet.
+func (l *live) backfillTrades(ctx context.Context) { l.dispatch(ctx, backfillRead) }
+
+// dispatch starts the reads of one kind for every pair that needs one, in
+// rank order, while the budget and the read slots allow. It does not wait
+// for them.
+func (l *live) dispatch(ctx context.Context, r restRead) {
 	now := time.Now()
 	var due []*livePair
 	for _, lp := range *l.pairs.Load() {
 		lp.mu.Lock()
-		if lp.depthLive && !lp.book.Synced() && !lp.syncing && lp.book.Buffered() > 0 && !now.Before(lp.syncAfter) {
+		if r.due(lp, now) {
 			due = append(due, lp)
 		}
 		lp.mu.Unlock()
 	}
 	slices.SortFunc(due, rank)
-	weight := l.p.bookWeight(l.p.cfg.SyncDepth)
+	weight := r.weight(l.p)
 	for i, lp := range due {
-		if !l.p.startRead(ctx, PurposeSnapshot, weight, lp.waiting.Load() != 0, func(ctx context.Context) {
-			l.syncBook(ctx, lp)
-		}, func() { lp.mu.Lock(); lp.syncing = true; lp.mu.Unlock() }) {
-			l.p.deferred(snapshot.StreamBook, len(due)-i)
+		if !l.p.startRead(ctx, r.purpose, weight, lp.waiting.Load() != 0, func(ctx context.Context) {
+			r.read(l, ctx, lp)
+		}, func() { lp.mu.Lock(); r.mark(lp); lp.mu.Unlock() }) {
+			l.p.deferred(r.stream, len(due)-i)
 			return
 		}
 	}
@@ -470,30 +514,6 @@ func (l *live) syncBook(ctx context.Context, lp *livePair) {
 	lp.book.ResetChanged()
 	lp.mu.Unlock()
 	l.publishBook(lp, venueTime, bids, asks, now)
-}
-
-// backfillTrades starts REST reads of the newest trades for the windows
-// that are not complete yet, in rank order, within the budget.
-func (l *live) backfillTrades(ctx context.Context) {
-	now := time.Now()
-	var due []*livePair
-	for _, lp := range *l.pairs.Load() {
-		lp.mu.Lock()
-		if lp.tradesLive && !lp.backfilled && !lp.trades.full() && !lp.backfilling && !now.Before(lp.backfillAfter) {
-			due = append(due, lp)
-		}
-		lp.mu.Unlock()
-	}
-	slices.SortFunc(due, rank)
-	weight := l.p.venue.Weight(CallTrades)
-	for i, lp := range due {
-		if !l.p.startRead(ctx, PurposeBackfill, weight, lp.waiting.Load() != 0, func(ctx context.Context) {
-			l.backfill(ctx, lp)
-		}, func() { lp.mu.Lock(); lp.backfilling = true; lp.mu.Unlock() }) {
-			l.p.deferred(snapshot.StreamTrades, len(due)-i)
-			return
-		}
-	}
 }
 
 // backfill reads a pair's newest trades into its window and publishes it.
