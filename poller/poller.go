@@ -396,7 +396,7 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 		p.mu.Lock()
 		unmet, statsEvery := p.staleUnmet, p.statsEvery
 		p.mu.Unlock()
-		if unmet {
+		if unmet && p.live == nil {
 			p.log.Warn("max-stale cannot be honoured within the venue weight budget: tickers are read less often",
 				"max_stale", p.cfg.MaxStale, "stats_every", statsEvery)
 		}
@@ -515,7 +515,9 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		stats, statsAt = streamStats, now
 	}
 	if allLocal {
-		quotes, quotesAt = localQuotes, now
+		// Every spot pair's quote is from its local book; no spot pair at
+		// all is an empty list, not a missing one.
+		quotes, quotesAt = append([]Quote{}, localQuotes...), now
 	} else if len(localQuotes) > 0 {
 		quotes = overlay(quotes, localQuotes)
 	}
