@@ -881,21 +881,13 @@ func (p *Poller) gzipWanted(hp *hotPair, now time.Time) bool {
 // fresh reports whether the store holds a snapshot of the stream read within
 // max-stale.
 func (p *Poller) fresh(id string, s snapshot.Stream) bool {
-	var readAt int64
+	now := time.Now().UnixNano()
 	if s == snapshot.StreamTrades {
 		t, _ := p.store.Trades([]byte(id))
-		if t == nil {
-			return false
-		}
-		readAt = t.ReadAt()
-	} else {
-		b, _ := p.store.Book([]byte(id))
-		if b == nil {
-			return false
-		}
-		readAt = b.ReadAt()
+		return t.FreshAt(now, p.cfg.MaxStale)
 	}
-	return time.Since(time.Unix(0, readAt)) < p.cfg.MaxStale
+	b, _ := p.store.Book([]byte(id))
+	return b.FreshAt(now, p.cfg.MaxStale)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
