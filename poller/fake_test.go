@@ -131,9 +131,6 @@ func (v *fakeVenue) Book(ctx context.Context, symbol string, depth int) (Book, e
 	v.mu.Lock()
 	gate, hang, model := v.gate, v.hang, v.depth[symbol]
 	v.mu.Unlock()
-	if model != nil {
-		return model.snapshot(depth), nil
-	}
 	if symbol == hang {
 		<-ctx.Done()
 		return Book{}, ctx.Err()
@@ -144,6 +141,9 @@ func (v *fakeVenue) Book(ctx context.Context, symbol string, depth int) (Book, e
 		case <-ctx.Done():
 			return Book{}, ctx.Err()
 		}
+	}
+	if model != nil {
+		return model.snapshot(depth), nil
 	}
 	ms := time.Now().UnixMilli()
 	return Book{
@@ -224,6 +224,21 @@ func (m *depthModel) next() DepthUpdate {
 	}
 	m.last = u.Last
 	u.Time = 1_700_000_000_000 + k
+	return u
+}
+
+// takeAsks is an event in which a buyer takes the n best asks: the top
+// moves up through them.
+func (m *depthModel) takeAsks(n int) DepthUpdate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.step++
+	u := DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3, Time: 1_700_000_000_000 + m.step}
+	for _, l := range m.side(m.asks, false, n) {
+		delete(m.asks, l.Price)
+		u.Asks = append(u.Asks, Level{Price: l.Price, Size: "0"})
+	}
+	m.last = u.Last
 	return u
 }
 

@@ -83,11 +83,15 @@ type silence struct {
 	fellBack       bool      // served by REST until the stream delivers again
 }
 
+// refreshBelow is how many levels a side may still vouch for when its book
+// asks for a new snapshot to lay under it.
+const refreshBelow = snapshot.MaxDepth + snapshot.MaxDepth/2
+
 // Resync causes, for metrics and logs.
 const (
 	causeGap     = "gap"      // an event did not continue the book
 	causeLost    = "lost"     // the connection closed or the venue refused
-	causeShort   = "short"    // the book holds fewer levels than are published
+	causeShort   = "short"    // the book came close to holding fewer levels than are published
 	causeStale   = "stale"    // the snapshot was older than the buffered events
 	causeBadData = "bad_data" // an event or snapshot held an unusable value
 	causeSilent  = "silent"   // an acknowledged subscription delivered nothing
@@ -302,11 +306,11 @@ func (l *live) publishBooks() {
 			lp.mu.Unlock()
 			continue
 		}
-		if lp.book.Short(snapshot.MaxDepth) {
-			lp.book.Desync()
-			l.resynced(lp, causeShort, nil)
-			lp.mu.Unlock()
-			continue
+		// Ask for a deeper view while the book can still publish every
+		// level: half the published depth ahead of running short. What it
+		// holds meanwhile is an exact prefix of the venue's book.
+		if lp.book.Short(refreshBelow) && !lp.book.Record() {
+			l.p.metrics.resyncs[causeShort].Inc()
 		}
 		if !lp.book.Changed() && lp.published != nil {
 			b := lp.published.Confirmed(now)
@@ -415,21 +419,30 @@ func rank(a, b *livePair) int {
 type restRead struct {
 	purpose Purpose
 	stream  snapshot.Stream
-	weight  func(p *Poller) int
-	// due reports whether lp needs the read now; called with lp.mu held.
-	due func(lp *livePair, now time.Time) bool
+	weight  func(p *Poller, tier int) int
+	// due reports whether lp needs the read now, and its tier: lower tiers
+	// go first. Called with lp.mu held.
+	due func(lp *livePair, now time.Time) (bool, int)
 	// mark flags lp as being read; called with lp.mu held.
 	mark func(lp *livePair)
-	read func(l *live, ctx context.Context, lp *livePair)
+	read func(l *live, ctx context.Context, lp *livePair, tier int)
 }
 
 var (
 	snapshotRead = restRead{
 		purpose: PurposeSnapshot,
 		stream:  snapshot.StreamBook,
-		weight:  func(p *Poller) int { return p.bookWeight(p.cfg.SyncDepth) },
-		due: func(lp *livePair, now time.Time) bool {
-			return lp.depthLive && !lp.book.Synced() && !lp.syncing && lp.book.Buffered() > 0 && !now.Before(lp.syncAfter)
+		weight:  func(p *Poller, tier int) int { return p.bookWeight(p.snapshotDepth(tier)) },
+		due: func(lp *livePair, now time.Time) (bool, int) {
+			if !lp.depthLive || lp.syncing || now.Before(lp.syncAfter) {
+				return false, 0
+			}
+			if lp.book.Synced() {
+				// A refresh: the book is served meanwhile, so it waits
+				// behind every book that is not.
+				return lp.book.Recording(), tierRefresh
+			}
+			return lp.book.Buffered() > 0, tierSync
 		},
 		mark: func(lp *livePair) { lp.syncing = true },
 		read: (*live).syncBook,
@@ -437,14 +450,29 @@ var (
 	backfillRead = restRead{
 		purpose: PurposeBackfill,
 		stream:  snapshot.StreamTrades,
-		weight:  func(p *Poller) int { return p.venue.Weight(CallTrades) },
-		due: func(lp *livePair, now time.Time) bool {
-			return lp.tradesLive && !lp.backfilled && !lp.trades.full() && !lp.backfilling && !now.Before(lp.backfillAfter)
+		weight:  func(p *Poller, _ int) int { return p.venue.Weight(CallTrades) },
+		due: func(lp *livePair, now time.Time) (bool, int) {
+			return lp.tradesLive && !lp.backfilled && !lp.trades.full() && !lp.backfilling && !now.Before(lp.backfillAfter), 0
 		},
 		mark: func(lp *livePair) { lp.backfilling = true },
 		read: (*live).backfill,
 	}
 )
+
+// Snapshot tiers: books not in sequence go first, refreshes of books that
+// are served meanwhile after them.
+const (
+	tierSync    = 0
+	tierRefresh = 1
+)
+
+// snapshotDepth is the depth of a snapshot read of a tier.
+func (p *Poller) snapshotDepth(tier int) int {
+	if tier == tierRefresh {
+		return p.cfg.RefreshDepth
+	}
+	return p.cfg.SyncDepth
+}
 
 // syncBooks starts snapshot reads for the books that need one.
 func (l *live) syncBooks(ctx context.Context) { l.dispatch(ctx, snapshotRead) }
@@ -458,19 +486,32 @@ func (l *live) backfillTrades(ctx context.Context) { l.dispatch(ctx, backfillRea
 // for them.
 func (l *live) dispatch(ctx context.Context, r restRead) {
 	now := time.Now()
-	var due []*livePair
+	type queued struct {
+		lp   *livePair
+		tier int
+	}
+	var due []queued
 	for _, lp := range *l.pairs.Load() {
 		lp.mu.Lock()
-		if r.due(lp, now) {
-			due = append(due, lp)
+		if ok, tier := r.due(lp, now); ok {
+			due = append(due, queued{lp, tier})
 		}
 		lp.mu.Unlock()
 	}
-	slices.SortFunc(due, rank)
-	weight := r.weight(l.p)
-	for i, lp := range due {
-		if !l.p.startRead(ctx, r.purpose, weight, lp.waiting.Load() != 0, func(ctx context.Context) {
-			r.read(l, ctx, lp)
+	slices.SortFunc(due, func(a, b queued) int {
+		// A request waiting for a pair puts it first whatever its tier.
+		aw, bw := a.lp.waiting.Load() != 0, b.lp.waiting.Load() != 0
+		if aw == bw {
+			if c := cmp.Compare(a.tier, b.tier); c != 0 {
+				return c
+			}
+		}
+		return rank(a.lp, b.lp)
+	})
+	for i, q := range due {
+		lp, tier := q.lp, q.tier
+		if !l.p.startRead(ctx, r.purpose, r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
+			r.read(l, ctx, lp, tier)
 		}, func() { lp.mu.Lock(); r.mark(lp); lp.mu.Unlock() }) {
 			l.p.deferred(r.stream, len(due)-i)
 			return
@@ -478,11 +519,13 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 	}
 }
 
-// syncBook reads one snapshot and syncs the pair's book from it.
-func (l *live) syncBook(ctx context.Context, lp *livePair) {
+// syncBook reads one snapshot and syncs the pair's book from it, or lays it
+// under a book in sequence that asked for a deeper view.
+func (l *live) syncBook(ctx context.Context, lp *livePair, tier int) {
+	depth := l.p.snapshotDepth(tier)
 	var snap Book
 	err := l.p.call(ctx, CallBook, func(ctx context.Context) (err error) {
-		snap, err = l.p.venue.Book(ctx, lp.symbol, l.p.cfg.SyncDepth)
+		snap, err = l.p.venue.Book(ctx, lp.symbol, depth)
 		return err
 	})
 	now := time.Now()
@@ -495,10 +538,15 @@ func (l *live) syncBook(ctx context.Context, lp *livePair) {
 			slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
 		return
 	}
-	if err := lp.book.Sync(snap, l.p.cfg.SyncDepth); err != nil {
+	if err := lp.book.Refresh(snap, depth); err != nil {
 		cause := causeStale
 		if !errors.Is(err, ErrStaleSnapshot) {
 			cause = causeBadData
+		}
+		if lp.book.Synced() {
+			// A refresh that came too late: the book is still in
+			// sequence and served; try again in a moment.
+			lp.syncAfter = now.Add(time.Second)
 		}
 		l.resynced(lp, cause, err)
 		lp.mu.Unlock()
@@ -517,7 +565,7 @@ func (l *live) syncBook(ctx context.Context, lp *livePair) {
 }
 
 // backfill reads a pair's newest trades into its window and publishes it.
-func (l *live) backfill(ctx context.Context, lp *livePair) {
+func (l *live) backfill(ctx context.Context, lp *livePair, _ int) {
 	var trades []Trade
 	err := l.p.call(ctx, CallTrades, func(ctx context.Context) (err error) {
 		trades, err = l.p.venue.Trades(ctx, lp.symbol, snapshot.MaxTrades)

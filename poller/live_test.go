@@ -347,3 +347,58 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 		}
 	})
 }
+
+// A book whose side is consumed towards its snapshot's edge asks for a new
+// snapshot and goes on being served meanwhile with the levels it can vouch
+// for, an exact prefix of the venue's; the new snapshot is laid under it
+// without taking it out of sequence.
+func TestShortBookIsRefreshedWhileServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 1, Config{SyncDepth: 150})
+		defer w.stop()
+		m := w.models[0]
+		w.p.live.Live(StreamDepth, w.symbols)
+		w.tick()
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		if n := w.v.count(CallBook, m.symbol); n != 1 {
+			t.Fatalf("%d snapshot reads, want 1", n)
+		}
+		w.v.mu.Lock()
+		w.v.gate = make(chan struct{}) // hold the refresh's snapshot read
+		w.v.mu.Unlock()
+		w.p.live.Depth(m.takeAsks(60)) // 90 of the 150 asks vouched for remain
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		b := w.book(0)
+		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+			t.Fatal("a book waiting for a refresh is not served as current")
+		}
+		if _, asks := b.Levels(); asks != 90 {
+			t.Fatalf("%d asks served while the refresh waits, want the 90 vouched for", asks)
+		}
+		want, _ := snapshot.NewBook(pairID(1), 0, m.snapshot(90).Bids, m.snapshot(90).Asks, time.Now())
+		_, wantAsks, _ := want.Parts(90)
+		_, gotAsks, _ := b.Parts(90)
+		if string(gotAsks) != string(wantAsks) {
+			t.Fatalf("asks served meanwhile are not a prefix of the venue's:\n%s\nwant\n%s", gotAsks, wantAsks)
+		}
+		if n := w.v.count(CallBook, m.symbol); n != 2 {
+			t.Fatalf("%d snapshot reads, want a refresh started", n)
+		}
+		w.tick() // an event while the snapshot is on its way
+		w.v.mu.Lock()
+		close(w.v.gate)
+		w.v.gate = nil
+		w.v.mu.Unlock()
+		w.tick()
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		if got, want := string(w.book(0).Body()), m.body(pairID(1)); got != want {
+			t.Fatalf("after the refresh: published\n%s\nwant\n%s", got, want)
+		}
+		if !w.p.live.current(pairID(1), snapshot.StreamBook) {
+			t.Fatal("the refresh took the book out of the stream's keeping")
+		}
+	})
+}

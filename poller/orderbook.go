@@ -24,9 +24,11 @@ import (
 // A snapshot holds only the best levels of each side. A side that came back
 // full may have more levels beyond its worst one, which the diff stream
 // reports only when they change, so the book trusts nothing beyond that edge:
-// it ignores updates there, and once the levels within the edge are fewer
-// than a response publishes (the top was consumed), Short reports it and the
-// book needs a new snapshot.
+// it ignores updates there, and what it holds is always an exact prefix of
+// the venue's side. As the top is consumed towards the edge, Short reports
+// it; the book then records the events it applies (Record) so that a new
+// snapshot can be laid under it without leaving sequence (Refresh), while
+// it goes on being served.
 //
 // An OrderBook is not safe for concurrent use; its owner locks it.
 type OrderBook struct {
@@ -43,17 +45,23 @@ type OrderBook struct {
 	// connection is replaced the same events come from two connections,
 	// and one may run ahead of the other. At most maxAhead.
 	ahead []DepthUpdate
+	// recording is set while a refresh is pending: recent then holds the
+	// events applied since, at most maxBuffered, the newest kept, so that a
+	// snapshot taken meanwhile can be brought up to the book's update id.
+	recording bool
+	recent    []DepthUpdate
 	// changed is set when the published levels may differ from the last
 	// time Changed was reset.
 	changed bool
 }
 
 // The bounds of the buffers. At 10 events a second, maxBuffered covers a
-// snapshot that takes up to about ten seconds to arrive: the events needed
+// snapshot that takes up to about three seconds to arrive: the events needed
 // are those from just before the snapshot was taken, so older ones are
-// dropped rather than held without bound for hundreds of markets.
+// dropped rather than held for hundreds of markets waiting their turn in the
+// budget. A snapshot older than the buffer is refused and read again.
 const (
-	maxBuffered = 100
+	maxBuffered = 30
 	maxAhead    = 10
 )
 
@@ -103,6 +111,7 @@ func (b *OrderBook) Desync() {
 	b.asks.levels = b.asks.levels[:0]
 	b.buffer = append(b.buffer[:0], b.ahead...)
 	b.ahead = b.ahead[:0]
+	b.recording, b.recent = false, nil
 	b.changed = true
 }
 
@@ -113,10 +122,7 @@ func (b *OrderBook) Desync() {
 // it has desynced and buffers again, and needs a new snapshot.
 func (b *OrderBook) Apply(u DepthUpdate) error {
 	if !b.synced {
-		if len(b.buffer) == maxBuffered {
-			b.buffer = append(b.buffer[:0], b.buffer[1:]...)
-		}
-		b.buffer = append(b.buffer, u)
+		b.buffer = appendBounded(b.buffer, u)
 		return nil
 	}
 	if u.Last <= b.last {
@@ -178,7 +184,18 @@ func (b *OrderBook) apply(u DepthUpdate) error {
 	b.first = false
 	b.time = max(b.time, u.Time)
 	b.changed = true
+	if b.recording {
+		b.recent = appendBounded(b.recent, u)
+	}
 	return nil
+}
+
+// appendBounded appends u to events, dropping the oldest past maxBuffered.
+func appendBounded(events []DepthUpdate, u DepthUpdate) []DepthUpdate {
+	if len(events) == maxBuffered {
+		events = append(events[:0], events[1:]...)
+	}
+	return append(events, u)
 }
 
 // Sync starts the book from a REST snapshot taken with the given per-side
@@ -218,9 +235,40 @@ func (b *OrderBook) Sync(snap Book, limit int) error {
 }
 
 // Short reports whether a side holds fewer than n levels it can vouch for
-// while the venue may have more: the book can no longer publish n levels
-// and needs a new snapshot.
+// while the venue may have more: the book needs a new snapshot to publish n
+// levels.
 func (b *OrderBook) Short(n int) bool { return b.bids.short(n) || b.asks.short(n) }
+
+// Record starts keeping the events the book applies, for a Refresh; it
+// reports whether it was already recording.
+func (b *OrderBook) Record() bool {
+	was := b.recording
+	b.recording = true
+	return was
+}
+
+// Recording reports whether a refresh is pending.
+func (b *OrderBook) Recording() bool { return b.recording }
+
+// Refresh lays a new snapshot under a book that is in sequence, without
+// taking it out of sequence: the events recorded since Record that follow
+// the snapshot are applied on top of it. A book that is not synced is
+// synced from the snapshot. A snapshot older than the recorded events is
+// refused with ErrStaleSnapshot and the book stays as it was.
+func (b *OrderBook) Refresh(snap Book, limit int) error {
+	if !b.synced {
+		return b.Sync(snap, limit)
+	}
+	events := slices.DeleteFunc(slices.Clone(b.recent), func(u DepthUpdate) bool { return u.Last < snap.LastUpdateID })
+	if (len(events) == 0 && snap.LastUpdateID < b.last) || (len(events) > 0 && events[0].Prev > snap.LastUpdateID) {
+		return fmt.Errorf("%w: snapshot at %d, book at %d", ErrStaleSnapshot, snap.LastUpdateID, b.last)
+	}
+	b.buffer = append(events, b.ahead...)
+	b.ahead = b.ahead[:0]
+	b.synced = false
+	b.recording, b.recent = false, nil
+	return b.Sync(snap, limit)
+}
 
 // Top returns up to n levels of each side, best first. The slices are new;
 // the strings are the venue's.

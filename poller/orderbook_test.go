@@ -197,3 +197,61 @@ func TestParsePriceOrdersExactly(t *testing.T) {
 		t.Errorf("1.50 parsed as %v", a)
 	}
 }
+
+// A refresh lays a newer or slightly older snapshot under a book in
+// sequence, keeping it in sequence; a snapshot older than what was recorded
+// is refused and the book stays as it was.
+func TestOrderBookRefreshKeepsSequence(t *testing.T) {
+	snap := Book{LastUpdateID: 100, Bids: lv("10", "1"), Asks: lv("11", "1")}
+	b := synced(t, snap, 1000)
+	b.Record()
+	if err := b.Apply(upd(101, 110, 100, lv("10", "2"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Apply(upd(111, 120, 110, nil, lv("11", "3"))); err != nil {
+		t.Fatal(err)
+	}
+	// Taken at 110, arriving when the book is at 120: the recorded event
+	// 111..120 is applied on top of it.
+	deeper := Book{LastUpdateID: 110, Bids: lv("10", "2", "9", "5"), Asks: lv("11", "1", "12", "7")}
+	if err := b.Refresh(deeper, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Synced() || b.LastUpdateID() != 120 || b.Recording() {
+		t.Fatalf("synced %v at %d, recording %v; want in sequence at 120, done recording", b.Synced(), b.LastUpdateID(), b.Recording())
+	}
+	bids, asks := b.Top(10)
+	if !slices.Equal(bids, lv("10", "2", "9", "5")) || !slices.Equal(asks, lv("11", "3", "12", "7")) {
+		t.Fatalf("after the refresh: bids %v asks %v", bids, asks)
+	}
+	if err := b.Apply(upd(121, 130, 120, lv("9", "0"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	// A snapshot from before the recording began cannot be brought up to
+	// date: refused, and the book goes on as it was.
+	b.Record()
+	if err := b.Apply(upd(131, 140, 130, lv("10", "4"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Refresh(Book{LastUpdateID: 105, Bids: lv("10", "9")}, 1000)
+	if !errors.Is(err, ErrStaleSnapshot) || !b.Synced() || b.LastUpdateID() != 140 {
+		t.Fatalf("err %v, synced %v at %d; want ErrStaleSnapshot and the book unchanged at 140", err, b.Synced(), b.LastUpdateID())
+	}
+	if bids, _ := b.Top(1); bids[0].Size != "4" {
+		t.Fatalf("a refused refresh changed the book: %v", bids)
+	}
+	// A snapshot newer than the book: the events it covers are dropped
+	// when they arrive.
+	if err := b.Refresh(Book{LastUpdateID: 150, Bids: lv("10", "6")}, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Apply(upd(141, 150, 140, lv("10", "1"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Apply(upd(151, 160, 150, nil, lv("11", "8"))); err != nil {
+		t.Fatal(err)
+	}
+	if bids, _ := b.Top(1); !b.Synced() || b.LastUpdateID() != 160 || bids[0].Size != "6" {
+		t.Fatalf("synced %v at %d, bids %v: the newer snapshot's covered event was applied again", b.Synced(), b.LastUpdateID(), bids)
+	}
+}

@@ -65,8 +65,13 @@ type Config struct {
 	Streams Streams
 	// SyncDepth is the per-side depth of the snapshot a local book starts
 	// from (default 500): deeper than the 100 levels published, so that
-	// the published levels stay complete as the top is consumed.
+	// the published levels stay complete as the top is consumed, and half
+	// the weight of 1000, so that a cold start of every book is quicker.
 	SyncDepth int
+	// RefreshDepth is the depth of the snapshot laid under a book whose
+	// side came close to its edge (default 1000): the deepest snapshot is
+	// the cheapest in the long run, since it is needed least often.
+	RefreshDepth int
 }
 
 func (c *Config) setDefaults() {
@@ -90,6 +95,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SyncDepth <= 0 {
 		c.SyncDepth = 500
+	}
+	if c.RefreshDepth <= 0 {
+		c.RefreshDepth = 1000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
