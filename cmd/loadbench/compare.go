@@ -1,6 +1,8 @@
 package main
 
 import (
+	"marketfeed/internal/process"
+
 	"context"
 	"fmt"
 	"io"
@@ -20,11 +22,11 @@ type bench struct {
 	cfg    *config
 	dir    string
 	vegeta string
-	procs  []*proc           // every process started, stopped at the end
-	mfs    []*proc           // marketfeed instances, paused while others run
-	urls   map[string]string // server name → base URL
-	ops    map[string]string // marketfeed name → base URL of its ops endpoints
-	owners map[string]*proc  // server name → its process
+	procs  []*process.Proc          // every process started, stopped at the end
+	mfs    []*process.Proc          // marketfeed instances, paused while others run
+	urls   map[string]string        // server name → base URL
+	ops    map[string]string        // marketfeed name → base URL of its ops endpoints
+	owners map[string]*process.Proc // server name → its process
 	routes []route
 	res    results
 	waited time.Duration // spent in quiet so far
@@ -32,7 +34,7 @@ type bench struct {
 
 // compare runs the whole comparison and prints the report.
 func compare(ctx context.Context, cfg *config) (err error) {
-	b := &bench{cfg: cfg, urls: map[string]string{}, ops: map[string]string{}, owners: map[string]*proc{}, routes: benchRoutes(cfg.ticker)}
+	b := &bench{cfg: cfg, urls: map[string]string{}, ops: map[string]string{}, owners: map[string]*process.Proc{}, routes: benchRoutes(cfg.ticker)}
 	b.res = results{
 		Rounds: cfg.rounds, Duration: cfg.duration, Connections: cfg.connections, Routes: b.routes,
 		Groups:     benchGroups(!cfg.skipLimiter, !cfg.skipGzip),
@@ -53,7 +55,7 @@ func compare(ctx context.Context, cfg *config) (err error) {
 	}
 	defer func() {
 		for _, p := range b.procs {
-			p.stop()
+			p.Stop()
 		}
 		if cfg.keep || err != nil {
 			fmt.Fprintln(os.Stderr, "loadbench: logs and configs kept in", b.dir)
@@ -131,7 +133,7 @@ func compare(ctx context.Context, cfg *config) (err error) {
 	}
 	// The hot-pairs run has the server core to itself.
 	for _, p := range b.mfs {
-		p.stop()
+		p.Stop()
 	}
 	if !cfg.skipHot {
 		if b.res.Hot, err = b.hot(ctx); err != nil {
@@ -173,24 +175,24 @@ func runQuiet(ctx context.Context, name string, args ...string) error {
 
 // startMarketfeed starts one marketfeed on the server core and waits until
 // it is ready.
-func (b *bench) startMarketfeed(ctx context.Context, name string, args ...string) (*proc, error) {
-	api, err := freeAddr()
+func (b *bench) startMarketfeed(ctx context.Context, name string, args ...string) (*process.Proc, error) {
+	api, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	ops, err := freeAddr()
+	ops, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	logName := strings.NewReplacer(" ", "_", "-", "").Replace(name) + ".log"
 	argv := append([]string{filepath.Join(b.dir, "marketfeed"), "-listen", api, "-ops-listen", ops, "-log-level", "warn"}, args...)
-	p, err := startPinned(name, b.cfg.serverCPU, []string{"GOMAXPROCS=1"}, filepath.Join(b.dir, logName), argv...)
+	p, err := process.Start(name, filepath.Join(b.dir, logName), process.Options{Pinned: true, CPU: b.cfg.serverCPU, Env: []string{"GOMAXPROCS=1"}}, argv...)
 	if err != nil {
 		return nil, err
 	}
 	b.procs = append(b.procs, p)
 	b.mfs = append(b.mfs, p)
-	if err := waitHTTP(ctx, p, "http://"+ops+"/readyz", 30*time.Second); err != nil {
+	if err := process.WaitHTTP(ctx, p, "http://"+ops+"/readyz", 30*time.Second); err != nil {
 		return nil, err
 	}
 	b.urls[name] = "http://" + api
@@ -264,9 +266,9 @@ func (b *bench) focus(server string) {
 	owner := b.owners[server]
 	for _, p := range b.mfs {
 		if p == owner {
-			p.resume()
+			p.Resume()
 		} else {
-			p.pause()
+			p.Pause()
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"marketfeed/internal/process"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,13 +58,13 @@ func (b *bench) hot(ctx context.Context) (*hotResult, error) {
 		wg.Wait()
 	}()
 
-	if err := sleep(ctx, cfg.hotWarmup); err != nil {
+	if err := process.Sleep(ctx, cfg.hotWarmup); err != nil {
 		return nil, err
 	}
 	h := &hotResult{Pairs: cfg.hotPairs, Every: cfg.hotEvery, WarmFailed: failed.Load()}
 	okStart, failStart := ok.Load(), failed.Load()
 	start := time.Now()
-	cpuStart, err := readProcStat(p.pid())
+	cpuStart, err := process.ReadStat(p.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -83,13 +85,13 @@ func (b *bench) hot(ctx context.Context) (*hotResult, error) {
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
-		rss, err := readVmRSS(p.pid())
+		rss, err := process.ReadVmRSS(p.Pid())
 		if err != nil {
 			return nil, err
 		}
 		h.RSSMax, h.RSSLast = max(h.RSSMax, rss), rss
 	}
-	cpuEnd, err := readProcStat(p.pid())
+	cpuEnd, err := process.ReadStat(p.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -182,15 +184,4 @@ func saveProfile(ctx context.Context, u, path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

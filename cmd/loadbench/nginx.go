@@ -1,6 +1,8 @@
 package main
 
 import (
+	"marketfeed/internal/process"
+
 	"context"
 	"fmt"
 	"net/http"
@@ -238,11 +240,11 @@ func (b *bench) startNginx(ctx context.Context, caps []captured) error {
 			}
 		}
 	}
-	static, err := freeAddr()
+	static, err := process.FreeAddr()
 	if err != nil {
 		return err
 	}
-	memory, err := freeAddr()
+	memory, err := process.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -258,7 +260,7 @@ func (b *bench) startNginx(ctx context.Context, caps []captured) error {
 	if err := runQuiet(ctx, "nginx", "-t", "-q", "-p", prefix, "-c", confPath, "-e", filepath.Join(prefix, "error.log")); err != nil {
 		return err
 	}
-	p, err := startPinned("nginx", b.cfg.serverCPU, nil, filepath.Join(b.dir, "nginx.log"),
+	p, err := process.Start("nginx", filepath.Join(b.dir, "nginx.log"), process.Options{Pinned: true, CPU: b.cfg.serverCPU},
 		"nginx", "-p", prefix, "-c", confPath, "-e", filepath.Join(prefix, "error.log"))
 	if err != nil {
 		return err
@@ -267,7 +269,7 @@ func (b *bench) startNginx(ctx context.Context, caps []captured) error {
 	b.urls[srvStatic], b.urls[srvMemory] = "http://"+static, "http://"+memory
 	b.owners[srvStatic], b.owners[srvMemory] = p, p
 	for _, name := range []string{srvStatic, srvMemory} {
-		if err := waitHTTP(ctx, p, b.urls[name]+b.routes[0].URI, 10*time.Second); err != nil {
+		if err := process.WaitHTTP(ctx, p, b.urls[name]+b.routes[0].URI, 10*time.Second); err != nil {
 			return err
 		}
 	}

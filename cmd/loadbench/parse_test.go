@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -176,36 +175,6 @@ func TestTrimProcs(t *testing.T) {
 	} {
 		if got := trimProcs(in); got != want {
 			t.Errorf("trimProcs(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestParseProcStat(t *testing.T) {
-	// A command name with spaces and a parenthesis must not shift the fields.
-	line := "4242 (mark (x) feed) S 1 4242 4242 0 -1 4194560 1200 0 0 0 731 269 0 0 20 0 6 0 215542 1234567 2500 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
-	got, err := parseProcStat([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.UserTicks != 731 || got.SystemTicks != 269 || got.CPU() != 10*time.Second {
-		t.Errorf("parseProcStat = %+v (CPU %v), want 731 + 269 ticks, 10s", got, got.CPU())
-	}
-	for _, bad := range []string{"", "4242 (x) S 1 2", "4242 (x) S 1 2 3 4 5 6 7 8 9 10 x 269 0"} {
-		if _, err := parseProcStat([]byte(bad)); err == nil {
-			t.Errorf("parseProcStat(%q): no error", bad)
-		}
-	}
-}
-
-func TestParseVmRSS(t *testing.T) {
-	status := "Name:\tmarketfeed\nVmHWM:\t  120000 kB\nVmRSS:\t   98304 kB\nThreads:\t6\n"
-	got, err := parseVmRSS([]byte(status))
-	if err != nil || got != 98304<<10 {
-		t.Errorf("parseVmRSS = %d, %v; want %d", got, err, 98304<<10)
-	}
-	for _, bad := range []string{"", "Name:\tx\n", "VmRSS:\t 12 MB\n", "VmRSS:\t x kB\n"} {
-		if _, err := parseVmRSS([]byte(bad)); err == nil {
-			t.Errorf("parseVmRSS(%q): no error", strings.TrimSpace(bad))
 		}
 	}
 }

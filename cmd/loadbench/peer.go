@@ -1,6 +1,8 @@
 package main
 
 import (
+	"marketfeed/internal/process"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -250,16 +252,16 @@ func (b *bench) startPeer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	addr, err := freeAddr()
+	addr, err := process.FreeAddr()
 	if err != nil {
 		return err
 	}
-	p, err := startPinned(srvPeer, b.cfg.serverCPU, []string{"GOMAXPROCS=1"}, filepath.Join(b.dir, "peer.log"),
+	p, err := process.Start(srvPeer, filepath.Join(b.dir, "peer.log"), process.Options{Pinned: true, CPU: b.cfg.serverCPU, Env: []string{"GOMAXPROCS=1"}},
 		self, "peer", "-listen", addr, "-from", b.urls[srvMarketfeed], "-ticker", b.cfg.ticker)
 	if err != nil {
 		return err
 	}
 	b.procs = append(b.procs, p)
 	b.urls[srvPeer], b.owners[srvPeer] = "http://"+addr, p
-	return waitHTTP(ctx, p, b.urls[srvPeer]+"/api/public/pairs", 30*time.Second)
+	return process.WaitHTTP(ctx, p, b.urls[srvPeer]+"/api/public/pairs", 30*time.Second)
 }

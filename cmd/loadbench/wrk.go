@@ -185,7 +185,7 @@ func (b *bench) runWrk(ctx context.Context, c cell, d time.Duration) (wrkResult,
 		extra = []string{"--", strconv.Itoa(xffRing)}
 	}
 	args = append(append(args, url), extra...)
-	pgid := b.owners[c.Server].pid()
+	pgid := b.owners[c.Server].Pid()
 	before, err := groupCPU(pgid)
 	if err != nil {
 		return wrkResult{}, err

@@ -130,23 +130,6 @@ func TestSummaryKeepsTheBaselineApart(t *testing.T) {
 	}
 }
 
-func TestParseCPUAndRSS(t *testing.T) {
-	stat := []byte("4242 (market feed (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 9 0 100 0 0")
-	if got, err := parseCPU(stat); err != nil || got != 3250*time.Millisecond {
-		t.Errorf("parseCPU = %v, %v; want 3.25s", got, err)
-	}
-	if _, err := parseCPU([]byte("4242 (x) S 1")); err == nil {
-		t.Error("parseCPU of a short line: no error")
-	}
-	status := []byte("Name:\tmarketfeed\nVmPeak:\t  900 kB\nVmRSS:\t   49152 kB\nThreads:\t9\n")
-	if got, err := parseVmRSS(status); err != nil || got != 48<<20 {
-		t.Errorf("parseVmRSS = %v, %v; want 48 MiB", got, err)
-	}
-	if _, err := parseVmRSS([]byte("Name:\tx\n")); err == nil {
-		t.Error("parseVmRSS without VmRSS: no error")
-	}
-}
-
 func TestParseFlags(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"marketfeed/internal/process"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,21 +137,21 @@ func routeURL(base, kind, pair string) string {
 // stops both. An error means the configuration could not be run at all.
 func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode streamMode) (res result, err error) {
 	res = result{Extra: extra, Streams: mode, HotRate: cfg.hotRate}
-	venueAddr, err1 := freeAddr()
-	apiAddr, err2 := freeAddr()
-	opsAddr, err3 := freeAddr()
+	venueAddr, err1 := process.FreeAddr()
+	apiAddr, err2 := process.FreeAddr()
+	opsAddr, err3 := process.FreeAddr()
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return res, err
 	}
 	tag := fmt.Sprintf("extra%d-%s", extra, mode)
-	venue, err := start("venuesim", filepath.Join(cfg.workDir, "venuesim-"+tag+".log"), bins.venuesim,
+	venue, err := process.Start("venuesim", filepath.Join(cfg.workDir, "venuesim-"+tag+".log"), process.Options{}, bins.venuesim,
 		"-listen", venueAddr, "-extra", strconv.Itoa(extra), "-weight-limit", strconv.Itoa(cfg.weightLimit))
 	if err != nil {
 		return res, err
 	}
-	defer venue.stop()
+	defer venue.Stop()
 	venueURL := "http://" + venueAddr
-	if err := waitHTTP(ctx, venue, venueURL+"/_control/stats", 30*time.Second); err != nil {
+	if err := process.WaitHTTP(ctx, venue, venueURL+"/_control/stats", 30*time.Second); err != nil {
 		return res, err
 	}
 
@@ -161,15 +163,15 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	}
 	args = append(args, cfg.marketfeedArgs...)
 	t0 := time.Now()
-	feed, err := start("marketfeed", filepath.Join(cfg.workDir, "marketfeed-"+tag+".log"), args...)
+	feed, err := process.Start("marketfeed", filepath.Join(cfg.workDir, "marketfeed-"+tag+".log"), process.Options{}, args...)
 	if err != nil {
 		return res, err
 	}
-	defer feed.stop()
-	rss := sampleRSS(feed.pid())
+	defer feed.Stop()
+	rss := sampleRSS(feed.Pid())
 	defer rss.stop()
 
-	if err := waitHTTP(ctx, feed, "http://"+opsAddr+"/readyz", 2*time.Minute); err != nil {
+	if err := process.WaitHTTP(ctx, feed, "http://"+opsAddr+"/readyz", 2*time.Minute); err != nil {
 		return res, err
 	}
 	res.Ready = time.Since(t0)
@@ -189,7 +191,7 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	fmt.Fprintf(cfg.stdout, "  cold start %v (%d books pending); measuring for %v\n", res.ColdStart.Round(time.Millisecond), pending, cfg.duration)
 
 	col := newCollector()
-	cpu0, err := readCPU(feed.pid())
+	cpu0, err := readCPU(feed.Pid())
 	if err != nil {
 		return res, err
 	}
@@ -207,11 +209,11 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	// The run ends at end, not when the last read in flight comes back: a
 	// read the feed holds for seconds would otherwise stretch the window
 	// the CPU and the weight are measured over. Those reads still count.
-	if err := sleep(ctx, time.Until(end)); err != nil {
+	if err := process.Sleep(ctx, time.Until(end)); err != nil {
 		return res, err
 	}
 	m1 := time.Now()
-	cpu1, err := readCPU(feed.pid())
+	cpu1, err := readCPU(feed.Pid())
 	if err != nil {
 		return res, fmt.Errorf("marketfeed during the run: %w", err)
 	}
@@ -256,7 +258,7 @@ func fetchPairs(ctx context.Context, apiURL string) ([]string, error) {
 		} else {
 			last = fmt.Errorf("pairs: status %d", status)
 		}
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := process.Sleep(ctx, time.Second); err != nil {
 			return nil, err
 		}
 	}
@@ -301,7 +303,7 @@ func coldStart(ctx context.Context, apiURL string, pairs []string, interval time
 		}
 		pending = still
 		if len(pending) > 0 {
-			if err := sleep(ctx, time.Until(round.Add(interval))); err != nil {
+			if err := process.Sleep(ctx, time.Until(round.Add(interval))); err != nil {
 				return time.Time{}, 0, err
 			}
 		}
@@ -324,7 +326,7 @@ func aggregate(ctx context.Context, apiURL string, pairs []string, round time.Du
 			if !at.Before(end) {
 				return
 			}
-			if sleep(ctx, time.Until(at)) != nil {
+			if process.Sleep(ctx, time.Until(at)) != nil {
 				return
 			}
 			sem <- struct{}{}
@@ -395,7 +397,7 @@ func sampleRSS(pid int) *rssSampler {
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if n, err := readVmRSS(pid); err == nil {
+			if n, err := process.ReadVmRSS(pid); err == nil {
 				s.peak = max(s.peak, n)
 			}
 			select {
@@ -417,4 +419,10 @@ func (s *rssSampler) stop() int64 {
 	}
 	<-s.done
 	return s.peak
+}
+
+// readCPU is the CPU time a process has used so far.
+func readCPU(pid int) (time.Duration, error) {
+	st, err := process.ReadStat(pid)
+	return st.CPU(), err
 }
