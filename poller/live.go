@@ -48,14 +48,14 @@ type livePair struct {
 	// waiting is when a request last waited for this pair (Unix ns): such
 	// pairs go first in the REST queue.
 	waiting atomic.Int64
+	// rest is the state of the pair's REST reads, by restKind.
+	rest [numRestKinds]restState
 
 	mu sync.Mutex
 	// Depth: the local book and what the stream has said about it.
 	book      *OrderBook
 	depthLive bool      // the subscription is acknowledged on a reading connection
 	depthAt   time.Time // when the last depth event arrived
-	syncing   bool      // a snapshot read is in flight
-	syncAfter time.Time // no snapshot read before this (after a failed one)
 	published *snapshot.Book
 	silent    silence
 	// Trades: the window and its state.
@@ -64,8 +64,6 @@ type livePair struct {
 	tradesAt      time.Time
 	tradesChanged bool
 	backfilled    bool // the window was filled from REST since the stream went live
-	backfilling   bool
-	backfillAfter time.Time
 	tradesPub     *snapshot.Trades
 	tradesSilent  silence
 	// activeAt is when the ticker stream last showed the market trading:
@@ -413,28 +411,49 @@ func rank(a, b *livePair) int {
 	return cmp.Compare(a.symbol, b.symbol)
 }
 
-// restRead is one kind of REST read a stream-fed pair may need: a book
-// snapshot or a trades backfill. The two are scheduled the same way, so a
-// kind is a row of this table rather than a branch at every step.
+// restKind is one kind of REST read a stream-fed pair may need.
+type restKind int
+
+const (
+	restSnapshot restKind = iota // a book snapshot, to sync or refresh the local book
+	restBackfill                 // the newest trades, to fill the window
+	numRestKinds
+)
+
+// restState is one kind of REST read of one pair.
+type restState struct {
+	inFlight bool
+	after    time.Time // no read before this, after a failed one
+}
+
+// ready reports whether a read may start now.
+func (st restState) ready(now time.Time) bool { return !st.inFlight && !now.Before(st.after) }
+
+// restRead is one kind of REST read as a row of a table: a book snapshot
+// and a trades backfill are scheduled, paced and finished the same way, so
+// what differs is here rather than a branch at every step.
 type restRead struct {
+	kind    restKind
 	purpose Purpose
 	stream  snapshot.Stream
 	weight  func(p *Poller, tier int) int
-	// due reports whether lp needs the read now, and its tier: lower tiers
-	// go first. Called with lp.mu held.
-	due func(lp *livePair, now time.Time) (bool, int)
-	// mark flags lp as being read; called with lp.mu held.
-	mark func(lp *livePair)
-	read func(l *live, ctx context.Context, lp *livePair, tier int)
+	// due reports whether lp needs the read, and its tier: lower tiers go
+	// first. Called with lp.mu held, only when a read of the kind may start.
+	due func(lp *livePair) (bool, int)
+	// fetch reads the venue. Its result is applied with lp.mu held by the
+	// function it returns, which returns what to publish once the lock is
+	// released (nil: nothing).
+	fetch func(l *live, ctx context.Context, lp *livePair, tier int) (apply func(now time.Time) (publish func()), err error)
 }
 
 var (
 	snapshotRead = restRead{
+		kind:    restSnapshot,
 		purpose: PurposeSnapshot,
 		stream:  snapshot.StreamBook,
 		weight:  func(p *Poller, tier int) int { return p.bookWeight(p.snapshotDepth(tier)) },
-		due: func(lp *livePair, now time.Time) (bool, int) {
-			if !lp.depthLive || lp.syncing || now.Before(lp.syncAfter) {
+		due: func(lp *livePair) (bool, int) {
+			if !lp.depthLive {
 				return false, 0
 			}
 			if lp.book.Synced() {
@@ -444,18 +463,17 @@ var (
 			}
 			return lp.book.Buffered() > 0, tierSync
 		},
-		mark: func(lp *livePair) { lp.syncing = true },
-		read: (*live).syncBook,
+		fetch: (*live).fetchSnapshot,
 	}
 	backfillRead = restRead{
+		kind:    restBackfill,
 		purpose: PurposeBackfill,
 		stream:  snapshot.StreamTrades,
 		weight:  func(p *Poller, _ int) int { return p.venue.Weight(CallTrades) },
-		due: func(lp *livePair, now time.Time) (bool, int) {
-			return lp.tradesLive && !lp.backfilled && !lp.trades.full() && !lp.backfilling && !now.Before(lp.backfillAfter), 0
+		due: func(lp *livePair) (bool, int) {
+			return lp.tradesLive && !lp.backfilled && !lp.trades.full(), 0
 		},
-		mark: func(lp *livePair) { lp.backfilling = true },
-		read: (*live).backfill,
+		fetch: (*live).fetchTrades,
 	}
 )
 
@@ -493,8 +511,10 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 	var due []queued
 	for _, lp := range *l.pairs.Load() {
 		lp.mu.Lock()
-		if ok, tier := r.due(lp, now); ok {
-			due = append(due, queued{lp, tier})
+		if lp.rest[r.kind].ready(now) {
+			if ok, tier := r.due(lp); ok {
+				due = append(due, queued{lp, tier})
+			}
 		}
 		lp.mu.Unlock()
 	}
@@ -511,87 +531,89 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 	for i, q := range due {
 		lp, tier := q.lp, q.tier
 		if !l.p.startRead(ctx, r.purpose, r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
-			r.read(l, ctx, lp, tier)
-		}, func() { lp.mu.Lock(); r.mark(lp); lp.mu.Unlock() }) {
+			l.run(ctx, r, lp, tier)
+		}, func() { lp.mu.Lock(); lp.rest[r.kind].inFlight = true; lp.mu.Unlock() }) {
 			l.p.deferred(r.stream, len(due)-i)
 			return
 		}
 	}
 }
 
-// syncBook reads one snapshot and syncs the pair's book from it, or lays it
+// run makes one REST read of a pair and applies it: a failed read is
+// logged and retried a second later, a good one applied under the pair's
+// lock and what it changed published after.
+func (l *live) run(ctx context.Context, r restRead, lp *livePair, tier int) {
+	apply, err := r.fetch(l, ctx, lp, tier)
+	now := time.Now()
+	lp.mu.Lock()
+	st := &lp.rest[r.kind]
+	st.inFlight = false
+	if err != nil {
+		st.after = now.Add(time.Second)
+		lp.mu.Unlock()
+		l.p.logs.log(l.p.log, slog.LevelWarn, "rest-"+r.stream.String(), "venue read of a stream-fed pair failed",
+			slog.String("purpose", purposeNames[r.purpose]), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+		return
+	}
+	publish := apply(now)
+	lp.mu.Unlock()
+	if publish != nil {
+		publish()
+	}
+}
+
+// fetchSnapshot reads one snapshot, which syncs the pair's book or is laid
 // under a book in sequence that asked for a deeper view.
-func (l *live) syncBook(ctx context.Context, lp *livePair, tier int) {
+func (l *live) fetchSnapshot(ctx context.Context, lp *livePair, tier int) (func(time.Time) func(), error) {
 	depth := l.p.snapshotDepth(tier)
 	var snap Book
 	err := l.p.call(ctx, CallBook, func(ctx context.Context) (err error) {
 		snap, err = l.p.venue.Book(ctx, lp.symbol, depth)
 		return err
 	})
-	now := time.Now()
-	lp.mu.Lock()
-	lp.syncing = false
-	if err != nil {
-		lp.syncAfter = now.Add(time.Second)
-		lp.mu.Unlock()
-		l.p.logs.log(l.p.log, slog.LevelWarn, "sync-read", "order book snapshot failed",
-			slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
-		return
-	}
-	if err := lp.book.Refresh(snap, depth); err != nil {
-		cause := causeStale
-		if !errors.Is(err, ErrStaleSnapshot) {
-			cause = causeBadData
+	return func(now time.Time) func() {
+		if err := lp.book.Refresh(snap, depth); err != nil {
+			cause := causeStale
+			if !errors.Is(err, ErrStaleSnapshot) {
+				cause = causeBadData
+			}
+			if lp.book.Synced() {
+				// A refresh that came too late: the book is still in
+				// sequence and served; try again in a moment.
+				lp.rest[restSnapshot].after = now.Add(time.Second)
+			}
+			l.resynced(lp, cause, err)
+			return nil
 		}
-		if lp.book.Synced() {
-			// A refresh that came too late: the book is still in
-			// sequence and served; try again in a moment.
-			lp.syncAfter = now.Add(time.Second)
+		if !lp.bookCurrent() {
+			return nil
 		}
-		l.resynced(lp, cause, err)
-		lp.mu.Unlock()
-		return
-	}
-	if !lp.bookCurrent() {
-		lp.mu.Unlock()
-		return
-	}
-	// Publish at once: a request may be waiting for this book.
-	bids, asks := lp.book.Top(snapshot.MaxDepth)
-	venueTime := lp.book.Time()
-	lp.book.ResetChanged()
-	lp.mu.Unlock()
-	l.publishBook(lp, venueTime, bids, asks, now)
+		// Publish at once: a request may be waiting for this book.
+		bids, asks := lp.book.Top(snapshot.MaxDepth)
+		venueTime := lp.book.Time()
+		lp.book.ResetChanged()
+		return func() { l.publishBook(lp, venueTime, bids, asks, now) }
+	}, err
 }
 
-// backfill reads a pair's newest trades into its window and publishes it.
-func (l *live) backfill(ctx context.Context, lp *livePair, _ int) {
+// fetchTrades reads a pair's newest trades into its window.
+func (l *live) fetchTrades(ctx context.Context, lp *livePair, _ int) (func(time.Time) func(), error) {
 	var trades []Trade
 	err := l.p.call(ctx, CallTrades, func(ctx context.Context) (err error) {
 		trades, err = l.p.venue.Trades(ctx, lp.symbol, snapshot.MaxTrades)
 		return err
 	})
-	now := time.Now()
-	lp.mu.Lock()
-	lp.backfilling = false
-	if err != nil {
-		lp.backfillAfter = now.Add(time.Second)
-		lp.mu.Unlock()
-		l.p.logs.log(l.p.log, slog.LevelWarn, "backfill", "trades backfill failed",
-			slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
-		return
-	}
-	lp.trades.merge(trades)
-	lp.backfilled = true
-	if !lp.tradesCurrent() {
-		lp.mu.Unlock()
-		return
-	}
-	list := slices.Clone(lp.trades.list())
-	prev := lp.tradesPub
-	lp.tradesChanged = false
-	lp.mu.Unlock()
-	l.publishTradeList(lp, prev, list, now)
+	return func(now time.Time) func() {
+		lp.trades.merge(trades)
+		lp.backfilled = true
+		if !lp.tradesCurrent() {
+			return nil
+		}
+		list := slices.Clone(lp.trades.list())
+		prev := lp.tradesPub
+		lp.tradesChanged = false
+		return func() { l.publishTradeList(lp, prev, list, now) }
+	}, err
 }
 
 // The silence watchdog's periods. A market that traded (its volume moved on
