@@ -50,13 +50,17 @@ type livePair struct {
 	waiting atomic.Int64
 	// rest is the state of the pair's REST reads, by restKind.
 	rest [numRestKinds]restState
+	// published, by snapshot.Stream, is closed at the next publication of
+	// the pair's book or trades, for requests waiting for one; nil until a
+	// request waits. Guarded by mu.
+	published [2]chan struct{}
 
 	mu sync.Mutex
 	// Depth: the local book and what the stream has said about it.
 	book      *OrderBook
-	depthLive bool      // the subscription is acknowledged on a reading connection
-	depthAt   time.Time // when the last depth event arrived
-	published *snapshot.Book
+	depthLive bool           // the subscription is acknowledged on a reading connection
+	depthAt   time.Time      // when the last depth event arrived
+	pub       *snapshot.Book // the book last published from the stream
 	silent    silence
 	// Trades: the window and its state.
 	trades        tradeWindow
@@ -266,6 +270,25 @@ func (l *live) poke() {
 	}
 }
 
+// announce wakes the requests waiting for the pair's next publication of
+// s. Called with lp.mu held.
+func (lp *livePair) announce(s snapshot.Stream) {
+	if ch := lp.published[s]; ch != nil {
+		close(ch)
+		lp.published[s] = nil
+	}
+}
+
+// streaming reports whether the pair's stream of s delivers: acknowledged
+// and not given up as silent. Such a pair is kept by the stream once synced
+// or backfilled, and REST polls would only spend the budget those need.
+func (lp *livePair) streaming(s snapshot.Stream) bool {
+	if s == snapshot.StreamTrades {
+		return lp.tradesLive && !lp.tradesSilent.fellBack
+	}
+	return lp.depthLive && !lp.silent.fellBack
+}
+
 // bookCurrent reports whether the pair's book is kept current by the stream:
 // synced, in sequence and not silent. Such a pair needs no REST read.
 func (lp *livePair) bookCurrent() bool {
@@ -278,19 +301,16 @@ func (lp *livePair) tradesCurrent() bool {
 	return lp.tradesLive && (lp.backfilled || lp.trades.full()) && !lp.tradesSilent.fellBack
 }
 
-// current reports whether the stream keeps a pair's snapshots of kind s
-// current, so that REST reads of it are not needed.
-func (l *live) current(id string, s snapshot.Stream) bool {
+// streaming reports whether the pair's stream of s delivers, so that the
+// stream, not REST polling, keeps it (see livePair.streaming).
+func (l *live) streaming(id string, s snapshot.Stream) bool {
 	lp := l.byID(id)
 	if lp == nil {
 		return false
 	}
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
-	if s == snapshot.StreamTrades {
-		return lp.tradesCurrent()
-	}
-	return lp.bookCurrent()
+	return lp.streaming(s)
 }
 
 // publishBooks publishes every stream-fed book that changed since its last
@@ -310,9 +330,9 @@ func (l *live) publishBooks() {
 		if lp.book.Short(refreshBelow) && !lp.book.Record() {
 			l.p.metrics.resyncs[causeShort].Inc()
 		}
-		if !lp.book.Changed() && lp.published != nil {
-			b := lp.published.Confirmed(now)
-			lp.published = b
+		if !lp.book.Changed() && lp.pub != nil {
+			b := lp.pub.Confirmed(now)
+			lp.pub = b
 			lp.mu.Unlock()
 			l.p.store.PutBook(b)
 			continue
@@ -340,10 +360,11 @@ func (l *live) publishBook(lp *livePair, venueTime int64, bids, asks []Level, no
 	if l.p.gzipWanted(l.p.hot[snapshot.StreamBook].get(lp.tickerID), now) {
 		b = b.WithGzip()
 	}
-	lp.mu.Lock()
-	lp.published = b
-	lp.mu.Unlock()
 	l.p.store.PutBook(b)
+	lp.mu.Lock()
+	lp.pub = b
+	lp.announce(snapshot.StreamBook)
+	lp.mu.Unlock()
 	l.p.metrics.publishLag.observe(now.Sub(time.UnixMilli(venueTime)))
 }
 
@@ -382,10 +403,11 @@ func (l *live) publishTradeList(lp *livePair, prev *snapshot.Trades, list []Trad
 	if l.p.gzipWanted(l.p.hot[snapshot.StreamTrades].get(lp.tickerID), now) {
 		t = t.WithGzip()
 	}
+	l.p.store.PutTrades(t)
 	lp.mu.Lock()
 	lp.tradesPub = t
+	lp.announce(snapshot.StreamTrades)
 	lp.mu.Unlock()
-	l.p.store.PutTrades(t)
 }
 
 // rank orders pairs for REST reads: pairs a request waits for first, newest
@@ -667,15 +689,23 @@ func (l *live) check(lp *livePair, kind StreamKind, isLive bool, lastEvent, acti
 	}
 }
 
+// tickersFlowing reports whether the ticker stream has delivered within
+// half of max-stale: then the statistics need no REST read.
+func (l *live) tickersFlowing(now time.Time) bool {
+	l.tickersMu.Lock()
+	defer l.tickersMu.Unlock()
+	return !l.tickersAt.IsZero() && now.Sub(l.tickersAt) <= l.p.cfg.MaxStale/2
+}
+
 // streamTickers returns the ticker stream's rows while it delivers, and
 // false when it has been quiet for longer than max-stale: then the REST
 // statistics stand in.
 func (l *live) streamTickers(now time.Time) ([]Stat, bool) {
-	l.tickersMu.Lock()
-	defer l.tickersMu.Unlock()
-	if l.tickersAt.IsZero() || now.Sub(l.tickersAt) > l.p.cfg.MaxStale/2 {
+	if !l.tickersFlowing(now) {
 		return nil, false
 	}
+	l.tickersMu.Lock()
+	defer l.tickersMu.Unlock()
 	rows := make([]Stat, 0, len(l.tickers))
 	for _, r := range l.tickers {
 		rows = append(rows, r)
@@ -739,28 +769,25 @@ func (l *live) load(ctx context.Context, id string, s snapshot.Stream) (bool, er
 	}
 	lp.waiting.Store(time.Now().UnixNano())
 	defer lp.waiting.Store(0)
-	lp.mu.Lock()
-	usable := lp.depthLive && !lp.silent.fellBack
-	if s == snapshot.StreamTrades {
-		usable = lp.tradesLive && !lp.tradesSilent.fellBack
-	}
-	lp.mu.Unlock()
-	if !usable {
-		return false, nil
-	}
-	l.poke()
-	// Wait for the pair's next publication; the schedules and the wake-up
-	// above bring it.
-	t := time.NewTicker(25 * time.Millisecond)
-	defer t.Stop()
 	for {
 		if l.p.fresh(id, s) {
 			return true, nil
 		}
+		lp.mu.Lock()
+		if !lp.streaming(s) {
+			lp.mu.Unlock()
+			return false, nil
+		}
+		if lp.published[s] == nil {
+			lp.published[s] = make(chan struct{})
+		}
+		next := lp.published[s]
+		lp.mu.Unlock()
+		l.poke() // start its read now, not at the next tick
 		select {
 		case <-ctx.Done():
 			return true, fmt.Errorf("load %s %s from the stream: %w", s, id, ctx.Err())
-		case <-t.C:
+		case <-next:
 		}
 	}
 }

@@ -402,3 +402,18 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		}
 	})
 }
+
+// current reports whether the stream keeps a pair's snapshots of kind s
+// current, as the poller's own state says.
+func (l *live) current(id string, s snapshot.Stream) bool {
+	lp := l.byID(id)
+	if lp == nil {
+		return false
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if s == snapshot.StreamTrades {
+		return lp.tradesCurrent()
+	}
+	return lp.bookCurrent()
+}

@@ -298,10 +298,8 @@ func (p *Poller) reserve() int {
 	p.mu.Lock()
 	all, catalog := p.bulkReserve, p.catalogReserve
 	p.mu.Unlock()
-	if p.live != nil {
-		if _, ok := p.live.streamTickers(time.Now()); ok {
-			return catalog
-		}
+	if p.live != nil && p.live.tickersFlowing(time.Now()) {
+		return catalog
 	}
 	return all
 }
@@ -604,8 +602,8 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	})
 	due := hot[:0]
 	for _, hp := range hot {
-		if p.live != nil && p.live.current(hp.id, s) {
-			continue // the stream keeps it current
+		if p.live != nil && p.live.streaming(hp.id, s) {
+			continue // the stream keeps it, once synced: see live.load
 		}
 		if tick-hp.started.Load() >= int64(every) && !hp.reading.Load() {
 			due = append(due, hp)
@@ -947,7 +945,7 @@ func (p *Poller) Status() Status {
 	if p.live != nil {
 		books, trades := p.live.sources()
 		src := &Sources{Tickers: "rest", Books: map[string]int{}, Trades: map[string]int{}}
-		if _, ok := p.live.streamTickers(time.Now()); ok {
+		if p.live.tickersFlowing(time.Now()) {
 			src.Tickers = "stream"
 		}
 		for i, name := range sourceNames {
