@@ -325,7 +325,7 @@ func (s *bookSide) load(levels []Level, limit int) error {
 		if n := len(s.levels); n > 0 && !s.better(key, s.levels[n-1].key) {
 			return fmt.Errorf("%w: snapshot level %d is out of order", ErrBadLevel, i+1)
 		}
-		if isZeroSize(l.Size) {
+		if IsZeroDecimal(l.Size) {
 			continue
 		}
 		s.levels = append(s.levels, bookLevel{key, l.Price, l.Size})
@@ -348,7 +348,7 @@ func (s *bookSide) update(levels []Level) error {
 		}
 		at, found := s.search(key)
 		switch {
-		case isZeroSize(l.Size):
+		case IsZeroDecimal(l.Size):
 			if found {
 				s.levels = slices.Delete(s.levels, at, at+1)
 			}
@@ -416,26 +416,4 @@ func parsePrice(s string) (priceKey, bool) {
 }
 
 // isPlainSize reports whether s is a non-negative plain decimal.
-func isPlainSize(s string) bool {
-	dot := false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9':
-		case c == '.' && !dot && i > 0 && i < len(s)-1:
-			dot = true
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
-
-// isZeroSize reports whether a plain decimal size is zero.
-func isZeroSize(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c != '0' && c != '.' {
-			return false
-		}
-	}
-	return true
-}
+func isPlainSize(s string) bool { return IsPlainDecimal(s) && s[0] != '-' }

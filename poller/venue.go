@@ -50,6 +50,22 @@ type DepthWeigher interface {
 	BookWeight(depth int) int
 }
 
+// IsPlainDecimal reports whether s is a decimal in plain notation: an
+// optional minus sign, digits, and optionally a dot and digits. It is
+// snapshot.IsPlain, the one check every venue adapter and the local books
+// apply before a venue's string may reach a response.
+func IsPlainDecimal(s string) bool { return snapshot.IsPlain(s) }
+
+// IsZeroDecimal reports whether the plain decimal s is zero ("0", "0.000").
+func IsZeroDecimal(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '1' && s[i] <= '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // Log attribute keys, one per meaning, shared by every log line of the
 // poller and the venue adapters.
 const (

@@ -21,7 +21,7 @@ import (
 //   - A body that is not JSON, or JSON of the wrong shape (an object where an
 //     array belongs, an array of numbers), is bad data.
 //   - Unknown fields are ignored; the venue adds fields over time.
-//   - A decimal must be a JSON string in plain notation (isPlain). A number,
+//   - A decimal must be a JSON string in plain notation (poller.IsPlainDecimal). A number,
 //     an exponent, spaces, quotes, "" or "NaN" is not a decimal.
 //   - A field sent as null counts as absent.
 //   - Errors name the item and the field, never the value: no venue byte
@@ -74,7 +74,7 @@ func (f field) decimal() (string, bool) {
 		return "", false
 	}
 	s := r[1 : len(r)-1]
-	return s, isPlain(s)
+	return s, poller.IsPlainDecimal(s)
 }
 
 // nonNegative returns the field when it is a plain decimal without a sign.
@@ -86,7 +86,7 @@ func (f field) nonNegative() (string, bool) {
 // positive returns the field when it is a plain decimal greater than zero.
 func (f field) positive() (string, bool) {
 	s, ok := f.nonNegative()
-	return s, ok && !isZero(s)
+	return s, ok && !poller.IsZeroDecimal(s)
 }
 
 // natural returns the field when it is a JSON integer without a sign,
@@ -110,31 +110,13 @@ func (f field) boolean() (v, ok bool) {
 	return false, false
 }
 
-// isPlain reports whether s is a decimal in plain notation: an optional
-// minus sign, one or more digits, and optionally a dot and one or more
-// digits (^-?[0-9]+(\.[0-9]+)?$).
-func isPlain(s string) bool {
-	s = strings.TrimPrefix(s, "-")
-	whole, frac, dot := strings.Cut(s, ".")
-	return allDigits(whole) && (!dot || allDigits(frac))
-}
-
+// allDigits reports whether s is one or more ASCII digits.
 func allDigits(s string) bool {
 	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// isZero reports whether the plain decimal s is zero ("0", "0.000").
-func isZero(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= '1' && s[i] <= '9' {
 			return false
 		}
 	}
@@ -428,7 +410,7 @@ func side(price, qty field) (string, bool) {
 	if !ok1 || !ok2 {
 		return "", false
 	}
-	if p == "" || q == "" || isZero(p) || isZero(q) {
+	if p == "" || q == "" || poller.IsZeroDecimal(p) || poller.IsZeroDecimal(q) {
 		return "", true
 	}
 	return p, true

@@ -14,7 +14,7 @@ import (
 )
 
 // plainRE is the contract's definition of a plain decimal, kept apart from
-// isPlain so that each checks the other.
+// IsPlainDecimal so that each checks the other.
 var plainRE = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
 
 func readFixture(t testing.TB, name string) []byte {
@@ -69,8 +69,8 @@ func TestIsPlain(t *testing.T) {
 		"", "-", ".", ".5", "5.", "1e3", "1E3", "1.5e-3", "+1", "--1", "1.2.3", " 1", "1 ", "1,5",
 		"NaN", "Inf", "-Inf", "0x10", "１", "1_000", `"1"`, "1-", "-.5",
 	} {
-		if got, want := isPlain(s), plainRE.MatchString(s); got != want {
-			t.Errorf("isPlain(%q) = %v, regexp says %v", s, got, want)
+		if got, want := poller.IsPlainDecimal(s), plainRE.MatchString(s); got != want {
+			t.Errorf("IsPlainDecimal(%q) = %v, regexp says %v", s, got, want)
 		}
 	}
 }
