@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/snapshot"
 )
 
@@ -23,18 +23,9 @@ func scrape(t testing.TB, set *metrics.Set) map[string]float64 {
 	t.Helper()
 	var buf bytes.Buffer
 	set.WritePrometheus(&buf)
-	out := map[string]float64{}
-	for line := range strings.Lines(buf.String()) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if i < 0 || err != nil {
-			t.Fatalf("bad sample line %q", line)
-		}
-		out[line[:i]] = v
+	out, err := promtext.Parse(buf.String())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -282,4 +273,53 @@ func TestMetricsCountReadsTheBudgetDeferred(t *testing.T) {
 			t.Fatalf("%v books read and %v deferred of 5 hot pairs; want both and a total of 5", read, deferred)
 		}
 	})
+}
+
+// A book the venue sent but the snapshot builder refuses (out of order) is
+// unusable data: counted so, never as a good read, and nothing published.
+func TestRefusedBookCountsAsBadData(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set := metrics.NewSet()
+		v := newFakeVenue(1)
+		p, store := newTestPoller(v, Config{Metrics: set})
+		p.venue = &badBookVenue{fakeVenue: v}
+		err := p.read(context.Background(), snapshot.StreamBook, snapshot.Pair{TickerID: pairID(1), Symbol: "P001USDT"}, time.Now(), false)
+		if !errors.Is(err, ErrBadData) {
+			t.Fatalf("err %v, want ErrBadData", err)
+		}
+		if b, _ := store.Book([]byte(pairID(1))); b != nil {
+			t.Fatal("a refused book was published")
+		}
+		want(t, scrape(t, set), map[string]float64{
+			`marketfeed_venue_calls_total{call="book",outcome="bad_data"}`: 1,
+			`marketfeed_venue_calls_total{call="book",outcome="ok"}`:       0,
+		})
+	})
+}
+
+// badBookVenue answers every book with asks out of order.
+type badBookVenue struct{ *fakeVenue }
+
+func (v *badBookVenue) Book(ctx context.Context, symbol string, depth int) (Book, error) {
+	return Book{Time: 1, Bids: []Level{{Price: "10", Size: "1"}}, Asks: []Level{{Price: "12", Size: "1"}, {Price: "11", Size: "1"}}}, nil
+}
+
+// With a venue's weights and a short max-stale, the bulk calls keep to
+// their shares of the budget instead of planning more than all of it: the
+// per-pair reads keep most of the budget, and the process says max-stale
+// cannot be honoured.
+func TestShortMaxStaleLeavesPerPairReadsTheirShare(t *testing.T) {
+	set := metrics.NewSet()
+	v := newFakeVenue(3)
+	v.limit = 2400
+	v.weights = [numCalls]int{CallCatalog: 1, CallStats: 40, CallQuotes: 5, CallBook: 5, CallTrades: 20}
+	p, _ := newTestPoller(v, Config{Metrics: set, MaxStale: 3 * time.Second})
+	book, trades := p.caps()
+	if book+trades < 1200/2 {
+		t.Fatalf("per-pair reads may spend %d + %d of a 1200 budget; the bulk calls took more than their shares", book, trades)
+	}
+	if p.bulkReserve > 1200/2 {
+		t.Fatalf("bulk calls planned at %d a minute of a 1200 budget", p.bulkReserve)
+	}
+	want(t, scrape(t, set), map[string]float64{"marketfeed_venue_max_stale_unmet": 1})
 }

@@ -663,43 +663,57 @@ dispatch:
 // began by the service's clock; it becomes the snapshot's read time. gzip
 // adds the compressed form of the default body.
 func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair, start time.Time, gzip bool) error {
+	c, _ := streamCall(s)
+	read := p.readBook
 	if s == snapshot.StreamTrades {
-		var trades []Trade
-		err := p.call(ctx, CallTrades, func(ctx context.Context) (err error) {
-			trades, err = p.venue.Trades(ctx, pair.Symbol, snapshot.MaxTrades)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("read trades %s: %w", pair.TickerID, err)
-		}
-		prev, _ := p.store.Trades([]byte(pair.TickerID))
-		t, err := snapshot.NewTradesAfter(prev, pair.TickerID, trades, start)
-		if err != nil {
-			return fmt.Errorf("read trades %s: %w", pair.TickerID, err)
-		}
-		if gzip {
-			t = t.WithGzip()
-		}
-		p.store.PutTrades(t)
-		return nil
+		read = p.readTrades
 	}
-	var book Book
-	err := p.call(ctx, CallBook, func(ctx context.Context) (err error) {
-		book, err = p.venue.Book(ctx, pair.Symbol, snapshot.MaxDepth)
+	// The value is built inside the call, so that a venue answer the
+	// builder refuses counts as unusable data, not as a good read.
+	var publish func()
+	err := p.call(ctx, c, func(ctx context.Context) (err error) {
+		publish, err = read(ctx, pair, start, gzip)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("read book %s: %w", pair.TickerID, err)
+		return fmt.Errorf("read %s %s: %w", s, pair.TickerID, err)
+	}
+	publish()
+	return nil
+}
+
+// readBook reads one pair's book over REST and returns its publication.
+func (p *Poller) readBook(ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error) {
+	book, err := p.venue.Book(ctx, pair.Symbol, snapshot.MaxDepth)
+	if err != nil {
+		return nil, err
 	}
 	b, err := snapshot.NewBook(pair.TickerID, book.Time, book.Bids, book.Asks, start)
 	if err != nil {
-		return fmt.Errorf("read book %s: %w", pair.TickerID, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadData, err)
 	}
 	if gzip {
 		b = b.WithGzip()
 	}
-	p.store.PutBook(b)
-	return nil
+	return func() { p.store.PutBook(b) }, nil
+}
+
+// readTrades reads one pair's trades over REST and returns their
+// publication.
+func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error) {
+	trades, err := p.venue.Trades(ctx, pair.Symbol, snapshot.MaxTrades)
+	if err != nil {
+		return nil, err
+	}
+	prev, _ := p.store.Trades([]byte(pair.TickerID))
+	t, err := snapshot.NewTradesAfter(prev, pair.TickerID, trades, start)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadData, err)
+	}
+	if gzip {
+		t = t.WithGzip()
+	}
+	return func() { p.store.PutTrades(t) }, nil
 }
 
 // Purpose says what REST weight was spent on, for metrics.
