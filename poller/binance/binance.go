@@ -138,7 +138,8 @@ func PresetByName(name string) (Preset, bool) {
 }
 
 // DefaultTimeout bounds one venue call, from sending the request to the
-// last byte of the body, when Options.Timeout is not set.
+// last byte of the body, when Options.Timeout is not set and the caller's
+// context has no deadline of its own.
 const DefaultTimeout = 5 * time.Second
 
 // Options adjust a Client. The zero value is ready to use.
@@ -148,7 +149,8 @@ type Options struct {
 	// HTTPClient sends the requests; nil means a client of the package's
 	// own. Its Timeout should be unset: each call has its own deadline.
 	HTTPClient *http.Client
-	// Timeout bounds one call; zero or negative means DefaultTimeout.
+	// Timeout bounds one call whose context has no deadline; zero or
+	// negative means DefaultTimeout. A context's deadline always wins.
 	Timeout time.Duration
 }
 

@@ -703,3 +703,35 @@ func TestClientConcurrent(t *testing.T) {
 		t.Errorf("UsedWeight = %d, %v", w, ok)
 	}
 }
+
+// The caller's deadline owns a call: the client's own timeout does not
+// shorten a call the caller bounded, and bounds only a caller that set no
+// deadline.
+func TestCallersDeadlineOwnsTheCall(t *testing.T) {
+	var seen []time.Time
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		d, ok := r.Context().Deadline()
+		if !ok {
+			t.Error("a call without any deadline")
+		}
+		seen = append(seen, d)
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+	})
+	c := New(Binance, Options{BaseURL: "http://venue.invalid", Timeout: 50 * time.Millisecond, HTTPClient: &http.Client{Transport: rt}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	want, _ := ctx.Deadline()
+	_, _ = c.Catalog(ctx)
+	before := time.Now()
+	_, _ = c.Catalog(context.Background())
+	after := time.Now()
+	if len(seen) != 2 {
+		t.Fatalf("%d calls, want 2", len(seen))
+	}
+	if !seen[0].Equal(want) {
+		t.Fatalf("deadline %v, want the caller's %v", seen[0], want)
+	}
+	if seen[1].Before(before.Add(50*time.Millisecond)) || seen[1].After(after.Add(50*time.Millisecond)) {
+		t.Fatalf("without a caller's deadline the call's deadline was %v after it began, want the client's 50ms", seen[1].Sub(before))
+	}
+}

@@ -33,8 +33,14 @@ const maxRetryAfter = 7 * 24 * time.Hour
 // at most limit bytes. Every answer's used-weight header is recorded first,
 // whatever its status, because a 429 or 418 reports it too.
 func (c *Client) get(ctx context.Context, path, query string, limit int64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	// The caller's deadline owns the call (the poller sets one on every
+	// call); the client's own bounds only a caller that set none, so that
+	// two deadlines never nest and the shorter silently win.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 
 	u := c.base + path
 	if query != "" {
