@@ -96,16 +96,21 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 		items = appendTrade(items, ids[i], trades[i], targets[i])
 		itemEnds[i] = len(items)
 	}
-	buys := 0
-	for _, tr := range trades {
-		if !tr.Sell {
+	// Each side's view is sized for its own items: a pair's three views
+	// are held for every listed pair, so sizing them all for every item
+	// would hold its trades twice over for nothing.
+	buys, buyBytes, begin := 0, 0, 0
+	for i := len(trades) - 1; i >= 0; i-- {
+		if !trades[i].Sell {
 			buys++
+			buyBytes += itemEnds[i] - begin
 		}
+		begin = itemEnds[i]
 	}
 	t.views[SideAll].start(len(items), len(trades))
-	t.views[SideBuy].start(len(items), buys)
-	t.views[SideSell].start(len(items), len(trades)-buys)
-	begin := 0
+	t.views[SideBuy].start(buyBytes, buys)
+	t.views[SideSell].start(len(items)-buyBytes, len(trades)-buys)
+	begin = 0
 	for i := len(trades) - 1; i >= 0; i-- {
 		item := items[begin:itemEnds[i]]
 		begin = itemEnds[i]

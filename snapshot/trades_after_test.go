@@ -115,3 +115,16 @@ func TestTradeIDsWithVenueIDsStayStableAsTheWindowSlides(t *testing.T) {
 		t.Fatalf("backfilled copy renumbered published ids: %v", third.ids.byVenue)
 	}
 }
+
+// Each side's view holds only its own trades' bytes.
+func TestTradeViewsAreSizedForTheirSide(t *testing.T) {
+	tape := tradeTape(100)
+	tr := mustTrades(t, tape)
+	all := len(tr.Body(SideAll))
+	if got := cap(tr.views[SideBuy].body) + cap(tr.views[SideSell].body); got > all+8 {
+		t.Fatalf("buy and sell views hold %d bytes of capacity for %d bytes of trades", got, all)
+	}
+	if string(tr.Body(SideBuy)) == "[]" || string(tr.Body(SideSell)) == "[]" {
+		t.Fatal("the tape should hold both sides")
+	}
+}
