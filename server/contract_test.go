@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"marketfeed/internal/golden"
 	"marketfeed/snapshot"
 )
 
@@ -70,7 +71,7 @@ func TestPairsServesEveryPublishedPair(t *testing.T) {
 	if !bytes.Equal(resp.Body(), f.store.Pairs().Body()) {
 		t.Fatalf("body is not the snapshot's")
 	}
-	golden(t, "pairs.json", resp.Body())
+	golden.Check(t, "pairs", resp.Body())
 }
 
 func TestTickersServesSpotPairsOnly(t *testing.T) {
@@ -87,7 +88,7 @@ func TestTickersServesSpotPairsOnly(t *testing.T) {
 	if items[0]["bid"] != items[0]["ask"] {
 		t.Errorf("bid %v and ask %v differ; both are the mid", items[0]["bid"], items[0]["ask"])
 	}
-	golden(t, "tickers.json", resp.Body())
+	golden.Check(t, "tickers", resp.Body())
 }
 
 func TestOrderbookDepthDefaultsToCeiling(t *testing.T) {
@@ -145,11 +146,11 @@ func TestOrderbookDepthLargerThanBookServesWholeBook(t *testing.T) {
 	if !bytes.Equal(resp.Body(), b.Body()) {
 		t.Fatalf("body %s, want the whole book", resp.Body())
 	}
-	golden(t, "orderbook_eth.json", resp.Body())
+	golden.Check(t, "orderbook_eth", resp.Body())
 
 	resp = f.get(t, "/api/public/orderbook?ticker_id=ETH_USDT&depth=2")
 	wantStatus(t, resp, 200)
-	golden(t, "orderbook_eth_depth2.json", resp.Body())
+	golden.Check(t, "orderbook_eth_depth2", resp.Body())
 }
 
 func TestOrderbookTimestampIsVenueClock(t *testing.T) {
@@ -221,9 +222,9 @@ func TestTradesTypeFiltersByAggressorSide(t *testing.T) {
 		t.Fatalf("no type: want both sides, saw %v", seen)
 	}
 	resp := f.get(t, "/api/public/trades?ticker_id=ETH_USDT&type=sell")
-	golden(t, "trades_eth_sell.json", resp.Body())
-	golden(t, "trades_eth.json", f.get(t, "/api/public/trades?ticker_id=ETH_USDT").Body())
-	golden(t, "trades_eth_limit1.json", f.get(t, "/api/public/trades?ticker_id=ETH_USDT&limit=1").Body())
+	golden.Check(t, "trades_eth_sell", resp.Body())
+	golden.Check(t, "trades_eth", f.get(t, "/api/public/trades?ticker_id=ETH_USDT").Body())
+	golden.Check(t, "trades_eth_limit1", f.get(t, "/api/public/trades?ticker_id=ETH_USDT&limit=1").Body())
 }
 
 func TestHistoricalTradesSameAsTrades(t *testing.T) {
@@ -269,7 +270,7 @@ func TestUnknownPathIsNotFound(t *testing.T) {
 	} {
 		wantError(t, f.get(t, uri), errNotFound)
 	}
-	golden(t, "error_not_found.json", f.get(t, "/api/public/fees").Body())
+	golden.Check(t, "error_not_found", f.get(t, "/api/public/fees").Body())
 }
 
 func TestFeesIsNotServed(t *testing.T) {
@@ -310,7 +311,7 @@ func TestOtherMethodsAreNotAllowed(t *testing.T) {
 			t.Errorf("%s: Allow = %q", m, got)
 		}
 	}
-	golden(t, "error_method_not_allowed.json", f.do(t, request{method: "POST", uri: "/api/public/trades"}).Body())
+	golden.Check(t, "error_method_not_allowed", f.do(t, request{method: "POST", uri: "/api/public/trades"}).Body())
 }
 
 func TestTickerIDMissingOrEmptyIs400(t *testing.T) {
@@ -321,8 +322,8 @@ func TestTickerIDMissingOrEmptyIs400(t *testing.T) {
 		wantError(t, f.get(t, "/api/public/"+route+"?ticker_id="), errTickerEmpty)
 		wantError(t, f.get(t, "/api/public/"+route+"?ticker_id"), errTickerEmpty)
 	}
-	golden(t, "error_ticker_missing.json", f.get(t, "/api/public/orderbook").Body())
-	golden(t, "error_ticker_empty.json", f.get(t, "/api/public/orderbook?ticker_id=").Body())
+	golden.Check(t, "error_ticker_missing", f.get(t, "/api/public/orderbook").Body())
+	golden.Check(t, "error_ticker_empty", f.get(t, "/api/public/orderbook?ticker_id=").Body())
 }
 
 func TestTickerIDFormIsExact(t *testing.T) {
@@ -337,7 +338,7 @@ func TestTickerIDFormIsExact(t *testing.T) {
 			wantError(t, f.get(t, "/api/public/trades?ticker_id="+id), errTickerForm)
 		})
 	}
-	golden(t, "error_ticker_form.json", f.get(t, "/api/public/orderbook?ticker_id=btc_usdt").Body())
+	golden.Check(t, "error_ticker_form", f.get(t, "/api/public/orderbook?ticker_id=btc_usdt").Body())
 	// The longest sides that fit are well-formed: unlisted, so 404, not 400.
 	wantError(t, f.get(t, "/api/public/orderbook?ticker_id=ABCDEFGHIJKLMNO_ABCDEFGHIJKLMNO"), errUnknownTicker)
 	wantError(t, f.get(t, "/api/public/orderbook?ticker_id=AB_CD"), errUnknownTicker)
@@ -370,7 +371,7 @@ func TestRepeatedParameterIs400(t *testing.T) {
 	} {
 		wantError(t, f.get(t, tc.uri), tc.want)
 	}
-	golden(t, "error_ticker_repeated.json", f.get(t, "/api/public/orderbook?ticker_id=A_B&ticker_id=C_D").Body())
+	golden.Check(t, "error_ticker_repeated", f.get(t, "/api/public/orderbook?ticker_id=A_B&ticker_id=C_D").Body())
 }
 
 func TestUnknownParametersAreIgnored(t *testing.T) {
@@ -399,8 +400,8 @@ func TestCountSyntaxIsSignAndDigitsOnly(t *testing.T) {
 		})
 	}
 	wantError(t, f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT&depth"), errDepthSyntax)
-	golden(t, "error_depth_syntax.json", f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT&depth=1e2").Body())
-	golden(t, "error_limit_syntax.json", f.get(t, "/api/public/trades?ticker_id=BTC_USDT&limit=5.0").Body())
+	golden.Check(t, "error_depth_syntax", f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT&depth=1e2").Body())
+	golden.Check(t, "error_limit_syntax", f.get(t, "/api/public/trades?ticker_id=BTC_USDT&limit=5.0").Body())
 }
 
 func TestCountZeroMeansCeiling(t *testing.T) {
@@ -420,8 +421,8 @@ func TestCountNegativeIs400(t *testing.T) {
 		wantError(t, f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT&depth="+v), errDepthNegative)
 		wantError(t, f.get(t, "/api/public/trades?ticker_id=BTC_USDT&limit="+v), errLimitNegative)
 	}
-	golden(t, "error_depth_negative.json", f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT&depth=-1").Body())
-	golden(t, "error_limit_negative.json", f.get(t, "/api/public/trades?ticker_id=BTC_USDT&limit=-1").Body())
+	golden.Check(t, "error_depth_negative", f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT&depth=-1").Body())
+	golden.Check(t, "error_limit_negative", f.get(t, "/api/public/trades?ticker_id=BTC_USDT&limit=-1").Body())
 }
 
 func TestCountAboveCeilingIsClamped(t *testing.T) {
@@ -446,7 +447,7 @@ func TestTypeIsExactlyBuyOrSell(t *testing.T) {
 		wantError(t, f.get(t, "/api/public/trades?ticker_id=BTC_USDT&type="+v), errType)
 	}
 	wantError(t, f.get(t, "/api/public/trades?ticker_id=BTC_USDT&type"), errType)
-	golden(t, "error_type.json", f.get(t, "/api/public/trades?ticker_id=BTC_USDT&type=BUY").Body())
+	golden.Check(t, "error_type", f.get(t, "/api/public/trades?ticker_id=BTC_USDT&type=BUY").Body())
 }
 
 func TestParamsOnRoutesThatDoNotTakeThemAreIgnored(t *testing.T) {
@@ -500,7 +501,7 @@ func TestPairsGateUnlistedTickerIs404(t *testing.T) {
 	if n := f.feed.wants.Load() + f.feed.loads.Load(); n != 0 {
 		t.Errorf("unlisted pairs reached the feed %d times", n)
 	}
-	golden(t, "error_unknown_ticker.json", f.get(t, "/api/public/orderbook?ticker_id=PEPE_USDT").Body())
+	golden.Check(t, "error_unknown_ticker", f.get(t, "/api/public/orderbook?ticker_id=PEPE_USDT").Body())
 }
 
 func TestListedPairIsAnswerableImmediately(t *testing.T) {

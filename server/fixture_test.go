@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"net"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,8 +17,6 @@ import (
 
 	"marketfeed/snapshot"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // t0 is the fixtures' read time and the fake clock's start.
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -485,27 +480,5 @@ func checkField(t testing.TB, name string, x any, kind string) {
 		if !good {
 			t.Errorf("%s = %q, want %s", name, s, kind)
 		}
-	}
-}
-
-// golden compares body with testdata/name, or rewrites it with -update.
-func golden(t testing.TB, name string, body []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, append(bytes.Clone(body), '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got := string(body) + "\n"; got != string(want) {
-		t.Errorf("%s: body differs from golden file\n got: %s\nwant: %s", name, got, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/internal/golden"
 	"marketfeed/snapshot"
 )
 
@@ -28,7 +29,7 @@ func TestNoCatalogIs502(t *testing.T) {
 		checkResponse(t, uri, resp)
 		wantError(t, resp, want)
 	}
-	golden(t, "error_no_catalog.json", serveOne(srv, request{uri: "/api/public/pairs"}).Body())
+	golden.Check(t, "error_no_catalog", serveOne(srv, request{uri: "/api/public/pairs"}).Body())
 }
 
 func TestPairsOlderThanPairsMaxStaleIs502(t *testing.T) {
@@ -37,7 +38,7 @@ func TestPairsOlderThanPairsMaxStaleIs502(t *testing.T) {
 	wantStatus(t, f.get(t, "/api/public/pairs"), 200) // exactly max-stale old is still served
 	f.clock.Advance(time.Nanosecond)
 	wantError(t, f.get(t, "/api/public/pairs"), errCatalogStale)
-	golden(t, "error_catalog_stale.json", f.get(t, "/api/public/pairs").Body())
+	golden.Check(t, "error_catalog_stale", f.get(t, "/api/public/pairs").Body())
 
 	f = newFixture(t, func(c *Config) { c.PairsMaxStale = time.Minute })
 	f.clock.Advance(time.Minute + time.Nanosecond)
@@ -52,7 +53,7 @@ func TestTickersMissingOrOlderThanMaxStaleIs502(t *testing.T) {
 	wantStatus(t, f.get(t, "/api/public/tickers"), 200)
 	f.clock.Advance(time.Nanosecond)
 	wantError(t, f.get(t, "/api/public/tickers"), errNoTickers)
-	golden(t, "error_tickers_unavailable.json", f.get(t, "/api/public/tickers").Body())
+	golden.Check(t, "error_tickers_unavailable", f.get(t, "/api/public/tickers").Body())
 	if n := f.feed.loads.Load(); n != 0 {
 		t.Errorf("%d loads for tickers, want none: tickers are polled in bulk", n)
 	}
@@ -71,11 +72,11 @@ func TestStaleSnapshotTriesOneLoadThen502(t *testing.T) {
 	if n := f.feed.loads.Load(); n != 1 {
 		t.Fatalf("%d loads, want exactly 1", n)
 	}
-	golden(t, "error_book_unavailable.json", resp.Body())
+	golden.Check(t, "error_book_unavailable", resp.Body())
 
 	resp = f.get(t, "/api/public/trades?ticker_id=BTC_USDT")
 	wantError(t, resp, errNoTrades)
-	golden(t, "error_trades_unavailable.json", resp.Body())
+	golden.Check(t, "error_trades_unavailable", resp.Body())
 	if n := f.feed.loads.Load(); n != 2 {
 		t.Fatalf("%d loads, want 2", n)
 	}
@@ -235,7 +236,7 @@ func TestHandlerPanicIs500AndServingContinues(t *testing.T) {
 	f.feed.panicOnWant.Store(true)
 	resp := f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT&depth=2")
 	wantError(t, resp, errInternal)
-	golden(t, "error_internal.json", resp.Body())
+	golden.Check(t, "error_internal", resp.Body())
 
 	mu.Lock()
 	logged := logs.String()

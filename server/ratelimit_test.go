@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"marketfeed/internal/golden"
 )
 
 // Rate limit: 600 requests a minute per client address, every route, above
@@ -30,7 +32,7 @@ func TestRateLimitAllows600ThenAnswers429WithRetryAfter(t *testing.T) {
 	if got := header(resp, "Retry-After"); got != "1" {
 		t.Fatalf("Retry-After %q, want 1 (one emission interval, 100ms, rounded up)", got)
 	}
-	golden(t, "error_rate_limited.json", resp.Body())
+	golden.Check(t, "error_rate_limited", resp.Body())
 }
 
 func TestRateLimitRecoversAsTimePasses(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"marketfeed/internal/golden"
 )
 
 const bookTime = 1767225600456 // the venue's clock for the fixture books
@@ -51,7 +53,7 @@ func TestBookGolden(t *testing.T) {
 		[]Level{{"65000.0", "0.5"}, {"64999.9", "1.25"}, {"64990", "10"}},
 		[]Level{{"65000.1", "0.001"}, {"65001.00", "3"}},
 	)
-	golden(t, "book", b.Body())
+	golden.Check(t, "book", b.Body())
 	got := checkBook(t, b.Body())
 	if got.TickerID != "BTC_USDT" || got.Timestamp != bookTime {
 		t.Errorf("ticker_id %s timestamp %d, want BTC_USDT %d (the venue's clock)", got.TickerID, got.Timestamp, bookTime)

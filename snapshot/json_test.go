@@ -4,40 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
 // readAt is the service clock of every fixture read: 2026-01-01T00:00:00.123Z.
 var readAt = time.UnixMilli(1767225600123)
-
-// golden compares got with testdata/<name>.golden byte for byte; with -update
-// it rewrites the file instead.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n got: %s\nwant: %s", path, got, want)
-	}
-}
 
 // dec is a decimal as the contract publishes it: a JSON string holding a plain
 // decimal. Decoding a JSON number, null or a non-plain string fails, so every

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"marketfeed/internal/golden"
 )
 
 // perp is a tradable perpetual market named the way Binance names them.
@@ -269,7 +271,7 @@ func catalog() []Market {
 
 func TestPairsGolden(t *testing.T) {
 	p := NewPairs(catalog(), PairsConfig{Venue: "binance", Spot: []string{"BTC_USDT", "ETH_USDT", "PEPE_USDT", "LUNA_USDT"}}, readAt)
-	golden(t, "pairs", p.Body())
+	golden.Check(t, "pairs", p.Body())
 	checkItems[pairJSON](t, p.Body(), pairKeys)
 }
 

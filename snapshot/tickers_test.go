@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"marketfeed/internal/golden"
 )
 
 // tickerPairs publishes BTC_USDT, ETH_USDT and SOL_USDT as spot and
@@ -188,5 +190,5 @@ func TestTickersNoSpotPairs(t *testing.T) {
 
 func TestTickersGolden(t *testing.T) {
 	tk, _ := NewTickers(tickerPairs(), tickerStats(), tickerQuotes(), readAt)
-	golden(t, "tickers", tk.Body())
+	golden.Check(t, "tickers", tk.Body())
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"marketfeed/internal/golden"
 )
 
 const tradeTime = 1767225600000
@@ -335,6 +337,6 @@ func TestTradesGolden(t *testing.T) {
 		{Time: 1767225600002, Price: "65000.2", Size: "0.25", Sell: true},
 	}
 	tr := mustTrades(t, tape)
-	golden(t, "trades", tr.Body(SideAll))
-	golden(t, "trades_sell", tr.Body(SideSell))
+	golden.Check(t, "trades", tr.Body(SideAll))
+	golden.Check(t, "trades_sell", tr.Body(SideSell))
 }

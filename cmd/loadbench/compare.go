@@ -1,8 +1,6 @@
 package main
 
 import (
-	"marketfeed/internal/process"
-
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"marketfeed/internal/process"
 )
 
 // bench is one comparison run in progress: the processes it started and

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"marketfeed/internal/process"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"marketfeed/internal/process"
 )
 
 // hot measures marketfeed with many hot pairs: it starts one on the

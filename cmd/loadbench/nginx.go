@@ -1,8 +1,6 @@
 package main
 
 import (
-	"marketfeed/internal/process"
-
 	"context"
 	"fmt"
 	"net/http"
@@ -11,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"marketfeed/internal/process"
 )
 
 // captured is marketfeed's answer on one benchmarked route, as the

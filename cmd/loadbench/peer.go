@@ -1,8 +1,6 @@
 package main
 
 import (
-	"marketfeed/internal/process"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"marketfeed/internal/process"
 )
 
 // The peer is the reference a plain integration stands for: net/http, the

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"marketfeed/internal/process"
-
 	"bytes"
 	"context"
 	"errors"
@@ -11,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"marketfeed/internal/process"
 )
 
 // groupCPU is the CPU time of every process in process group pgid: nginx's

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"marketfeed/internal/process"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"marketfeed/internal/process"
 )
 
 // streamMode is how marketfeed is told about market streams.
