@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"marketfeed/internal/golden"
+	"marketfeed/internal/wire"
 	"marketfeed/snapshot"
 )
 
@@ -34,30 +35,16 @@ func wantError(t *testing.T, resp *fasthttp.Response, e *apiError) {
 
 func bookLevels(t *testing.T, body []byte) (bids, asks [][2]string, ts int64) {
 	t.Helper()
-	var b struct {
-		TickerID  string      `json:"ticker_id"`
-		Timestamp int64       `json:"timestamp"`
-		Bids      [][2]string `json:"bids"`
-		Asks      [][2]string `json:"asks"`
-	}
+	var b wire.Book
 	if err := json.Unmarshal(body, &b); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bids, b.Asks, b.Timestamp
 }
 
-type tradeItem struct {
-	TradeID        string `json:"trade_id"`
-	Price          string `json:"price"`
-	BaseVolume     string `json:"base_volume"`
-	TargetVolume   string `json:"target_volume"`
-	TradeTimestamp int64  `json:"trade_timestamp"`
-	Type           string `json:"type"`
-}
-
-func tradeItems(t *testing.T, body []byte) []tradeItem {
+func tradeItems(t *testing.T, body []byte) []wire.Trade {
 	t.Helper()
-	var items []tradeItem
+	var items []wire.Trade
 	if err := json.Unmarshal(body, &items); err != nil {
 		t.Fatal(err)
 	}

@@ -2,52 +2,29 @@ package server
 
 import (
 	"bufio"
-	"bytes"
-	"compress/gzip"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/valyala/fasthttp/fasthttputil"
+
+	"marketfeed/internal/apispec"
 )
 
-// specCheck checks real responses against docs/openapi.yaml and records
-// which documented responses were seen, so that neither the document nor
-// the code can drift from the other unnoticed.
+// specCheck sends raw requests to a server and checks every answer
+// against docs/openapi.yaml (see apispec).
 type specCheck struct {
-	t      *testing.T
-	doc    *openapi3.T
-	router routers.Router
-	seen   map[string]int // "GET /api/public/pairs 200", "... default"
+	t    *testing.T
+	spec *apispec.Spec
 }
 
 func loadSpec(t *testing.T) *specCheck {
 	t.Helper()
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromFile(filepath.Join("..", "docs", "openapi.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doc.Validate(loader.Context); err != nil {
-		t.Fatalf("docs/openapi.yaml is not a valid OpenAPI document: %v", err)
-	}
-	doc.Servers = nil // match routes by path alone: the tests do not listen where the document says
-	router, err := legacy.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &specCheck{t: t, doc: doc, router: router, seen: map[string]int{}}
+	return &specCheck{t: t, spec: apispec.Load(t, filepath.Join("..", "docs", "openapi.yaml"))}
 }
 
 // specRequest sends one raw request on a new connection and reads the answer.
@@ -101,7 +78,7 @@ func (c *specCheck) do(ln *fasthttputil.InmemoryListener, e specRequest) (*http.
 		c.t.Fatalf("%s: read body: %v", e, err)
 	}
 	resp.Body.Close()
-	c.validate(e, req, resp, body)
+	c.spec.Check(c.t, e.String(), req, resp, body)
 	return resp, body
 }
 
@@ -113,90 +90,6 @@ func (c *specCheck) check(ln *fasthttputil.InmemoryListener, e specRequest, stat
 		c.t.Errorf("%s: status %d, want %d: %.200s", e, resp.StatusCode, status, body)
 	}
 	return resp
-}
-
-func (c *specCheck) validate(e specRequest, req *http.Request, resp *http.Response, body []byte) {
-	t := c.t
-	t.Helper()
-	route, params, err := c.router.FindRoute(req)
-	if err != nil {
-		t.Errorf("%s: no operation in docs/openapi.yaml: %v", e, err)
-		return
-	}
-	documented := route.Operation.Responses.Status(resp.StatusCode)
-	key := fmt.Sprintf("%s %s %d", req.Method, route.Path, resp.StatusCode)
-	if documented == nil {
-		documented = route.Operation.Responses.Default()
-		key = fmt.Sprintf("%s %s default", req.Method, route.Path)
-	}
-	if documented == nil {
-		t.Errorf("%s: status %d is not documented for %s %s", e, resp.StatusCode, req.Method, route.Path)
-		return
-	}
-	c.seen[key]++
-	// The validator skips 304 and HEAD; their headers are the specCheck too.
-	if resp.StatusCode == http.StatusNotModified || req.Method == http.MethodHead {
-		for name, h := range documented.Value.Headers {
-			v := resp.Header.Get(name)
-			if v == "" {
-				if h.Value.Required {
-					t.Errorf("%s: %d lacks documented header %s", e, resp.StatusCode, name)
-				}
-				continue
-			}
-			var value any = v
-			if h.Value.Schema.Value.Type.Is(openapi3.TypeInteger) {
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					t.Errorf("%s: %d header %s = %q, want an integer", e, resp.StatusCode, name, v)
-				}
-				value = float64(n)
-			}
-			if err := h.Value.Schema.Value.VisitJSON(value); err != nil {
-				t.Errorf("%s: %d header %s = %q: %v", e, resp.StatusCode, name, v, err)
-			}
-		}
-	}
-	if resp.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("%s: gzip: %v", e, err)
-		}
-		if body, err = io.ReadAll(zr); err != nil {
-			t.Fatalf("%s: gzip: %v", e, err)
-		}
-	}
-	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
-		Status:                 resp.StatusCode,
-		Header:                 resp.Header,
-		Body:                   io.NopCloser(bytes.NewReader(body)),
-		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
-	})
-	if err != nil {
-		t.Errorf("%s: %d does not match docs/openapi.yaml: %v\nbody: %.300s", e, resp.StatusCode, err, body)
-	}
-}
-
-// unseen returns the documented responses no request produced, except those
-// in skip.
-func (c *specCheck) unseen(skip map[string]string) []string {
-	var missing []string
-	for path, item := range c.doc.Paths.Map() {
-		if !strings.HasPrefix(path, "/api/public/") {
-			continue // the operator endpoints are checked where they are served
-		}
-		for method, op := range item.Operations() {
-			for status := range op.Responses.Map() {
-				key := method + " " + path + " " + status
-				if c.seen[key] == 0 && skip[key] == "" {
-					missing = append(missing, key)
-				}
-			}
-		}
-	}
-	slices.Sort(missing)
-	return missing
 }
 
 // The data routes, and how each is asked for with a valid query.
@@ -291,7 +184,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	}
 	c.check(ln, specRequest{uri: "/api/public/fees"}, 429)
 
-	if missing := c.unseen(map[string]string{
+	if missing := c.spec.Unseen("/api/public/", map[string]string{
 		"GET /api/public/pairs 500":   "no fault to inject: the route calls nothing that can fail",
 		"GET /api/public/tickers 500": "no fault to inject: the route calls nothing that can fail",
 	}); len(missing) > 0 {

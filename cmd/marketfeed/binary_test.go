@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"marketfeed/internal/wire"
 )
 
 // buildBinary builds a command of this module into dir.
@@ -100,14 +102,14 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 
 	resp, body := get(t, base+"/pairs")
 	checkOK(t, resp)
-	var pairs []pairItem
+	var pairs []wire.Pair
 	decode(t, body, &pairs)
 	if len(pairs) < 40 || pairs[0].PriceSource != "binance-perp" {
 		t.Fatalf("%d pairs, first %+v", len(pairs), pairs[0])
 	}
 	resp, body = get(t, base+"/tickers")
 	checkOK(t, resp)
-	var tickers []tickerItem
+	var tickers []wire.Ticker
 	decode(t, body, &tickers)
 	if len(tickers) != 3 {
 		t.Fatalf("%d tickers, want one per spot pair (3)", len(tickers))

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/internal/wire"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
 )
@@ -123,51 +124,13 @@ func decode(t *testing.T, body []byte, v any) {
 	}
 }
 
-type pairItem struct {
-	TickerID    string `json:"ticker_id"`
-	Base        string `json:"base"`
-	Target      string `json:"target"`
-	Kind        string `json:"kind"`
-	PriceSource string `json:"price_source"`
-}
-
-type tickerItem struct {
-	TickerID       string `json:"ticker_id"`
-	BaseCurrency   string `json:"base_currency"`
-	TargetCurrency string `json:"target_currency"`
-	LastPrice      string `json:"last_price"`
-	BaseVolume     string `json:"base_volume"`
-	TargetVolume   string `json:"target_volume"`
-	Bid            string `json:"bid"`
-	Ask            string `json:"ask"`
-	High           string `json:"high"`
-	Low            string `json:"low"`
-	Timestamp      int64  `json:"timestamp"`
-}
-
-type bookBody struct {
-	TickerID  string      `json:"ticker_id"`
-	Timestamp int64       `json:"timestamp"`
-	Bids      [][2]string `json:"bids"`
-	Asks      [][2]string `json:"asks"`
-}
-
-type tradeItem struct {
-	TradeID        string `json:"trade_id"`
-	Price          string `json:"price"`
-	BaseVolume     string `json:"base_volume"`
-	TargetVolume   string `json:"target_volume"`
-	TradeTimestamp int64  `json:"trade_timestamp"`
-	Type           string `json:"type"`
-}
-
 func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 	api, ops, _, _ := startApp(t, nil)
 	base := api + "/api/public"
 
 	resp, body := get(t, base+"/pairs")
 	checkOK(t, resp)
-	var pairs []pairItem
+	var pairs []wire.Pair
 	decode(t, body, &pairs)
 	kinds := map[string]string{}
 	for _, p := range pairs {
@@ -185,7 +148,7 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 
 	resp, body = get(t, base+"/tickers")
 	checkOK(t, resp)
-	var tickers []tickerItem
+	var tickers []wire.Ticker
 	decode(t, body, &tickers)
 	if len(tickers) == 0 {
 		t.Fatal("no tickers")
@@ -202,7 +165,7 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 	for _, route := range []string{"/trades", "/historical_trades"} {
 		resp, body = get(t, base+route+"?ticker_id=BTC_USDT&limit=7&type=buy")
 		checkOK(t, resp)
-		var trades []tradeItem
+		var trades []wire.Trade
 		decode(t, body, &trades)
 		if len(trades) == 0 || len(trades) > 7 {
 			t.Fatalf("%s limit=7 gave %d trades", route, len(trades))
@@ -219,7 +182,7 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 
 	resp, body = get(t, base+"/orderbook?ticker_id=1000PEPE_USDT&depth=5")
 	checkOK(t, resp)
-	var book bookBody
+	var book wire.Book
 	decode(t, body, &book)
 	if book.TickerID != "1000PEPE_USDT" || len(book.Bids) != 5 || len(book.Asks) != 5 {
 		t.Fatalf("depth=5 book: %s with %d bids, %d asks", book.TickerID, len(book.Bids), len(book.Asks))
@@ -341,7 +304,7 @@ func TestSIGHUPReloadsTheSpotFileAndKeepsTheListOnABadFile(t *testing.T) {
 	api, _, a, reload := startApp(t, nil, "-spot-file", file)
 	kind := func(id string) string {
 		_, body := get(t, api+"/api/public/pairs")
-		var pairs []pairItem
+		var pairs []wire.Pair
 		decode(t, body, &pairs)
 		for _, p := range pairs {
 			if p.TickerID == id {

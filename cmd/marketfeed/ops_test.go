@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,17 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
-
+	"marketfeed/internal/apispec"
 	"marketfeed/internal/promtext"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
@@ -83,48 +77,20 @@ func (v *opsVenue) Quotes(ctx context.Context) ([]poller.Quote, error) {
 	return v.Venue.Quotes(ctx)
 }
 
-// opsSpec validates the operator endpoints' answers against
-// docs/openapi.yaml and records which documented answers were seen.
-type opsSpec struct {
-	doc    *openapi3.T
-	router routers.Router
-	seen   map[string]bool
-}
+// opsSpec checks the operator endpoints' answers against
+// docs/openapi.yaml (see apispec).
+type opsSpec struct{ spec *apispec.Spec }
 
 func loadOpsSpec(t *testing.T) *opsSpec {
 	t.Helper()
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromFile(filepath.Join("..", "..", "docs", "openapi.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc.Servers = nil // match by path: the test listens on ephemeral ports
-	router, err := legacy.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &opsSpec{doc: doc, router: router, seen: map[string]bool{}}
+	return &opsSpec{spec: apispec.Load(t, filepath.Join("..", "..", "docs", "openapi.yaml"))}
 }
 
-// get fetches url and validates the answer; it returns the status and body.
+// get fetches url and checks the answer; it returns the status and body.
 func (s *opsSpec) get(t *testing.T, url string) (int, []byte) {
 	t.Helper()
 	resp, body := get(t, url)
-	route, params, err := s.router.FindRoute(resp.Request)
-	if err != nil {
-		t.Fatalf("%s: not in docs/openapi.yaml: %v", url, err)
-	}
-	s.seen[route.Path+" "+strconv.Itoa(resp.StatusCode)] = true
-	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: resp.Request, PathParams: params, Route: route},
-		Status:                 resp.StatusCode,
-		Header:                 resp.Header,
-		Body:                   io.NopCloser(bytes.NewReader(body)),
-		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
-	})
-	if err != nil {
-		t.Errorf("%s: %d does not match docs/openapi.yaml: %v\nbody: %.300s", url, resp.StatusCode, err, body)
-	}
+	s.spec.Check(t, url, resp.Request, resp, body)
 	return resp.StatusCode, body
 }
 
@@ -132,11 +98,7 @@ func (s *opsSpec) get(t *testing.T, url string) (int, []byte) {
 func (s *opsSpec) unseen() []string {
 	var missing []string
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-		for status := range s.doc.Paths.Value(path).Get.Responses.Map() {
-			if !s.seen[path+" "+status] {
-				missing = append(missing, path+" "+status)
-			}
-		}
+		missing = append(missing, s.spec.Unseen(path, nil)...)
 	}
 	return missing
 }

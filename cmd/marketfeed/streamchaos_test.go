@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/internal/wire"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
 	"marketfeed/snapshot"
@@ -47,11 +48,7 @@ func (c *truthChecker) check(id, symbol string) {
 	if resp.StatusCode != http.StatusOK {
 		return // the traffic's checks judge non-200 answers
 	}
-	var got struct {
-		Timestamp int64
-		Bids      [][2]string
-		Asks      [][2]string
-	}
+	var got wire.Book
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 		c.t.Fatal(err)
 	}
