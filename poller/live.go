@@ -61,7 +61,12 @@ type livePair struct {
 	depthLive bool           // the subscription is acknowledged on a reading connection
 	depthAt   time.Time      // when the last depth event arrived
 	pub       *snapshot.Book // the book last published from the stream
-	silent    silence
+	// bookTaken and bookShown order the book's publications: each state
+	// taken for publishing gets the next number, and a publication older
+	// than the one already shown is dropped, so two publishers (the
+	// schedule and a sync) can never leave an older book in place.
+	bookTaken, bookShown uint64
+	silent               silence
 	// Trades: the window and its state.
 	trades        tradeWindow
 	tradesLive    bool
@@ -69,7 +74,10 @@ type livePair struct {
 	tradesChanged bool
 	backfilled    bool // the window was filled from REST since the stream went live
 	tradesPub     *snapshot.Trades
-	tradesSilent  silence
+	// tradesTaken and tradesShown order the trades' publications, as
+	// bookTaken and bookShown do the book's.
+	tradesTaken, tradesShown uint64
+	tradesSilent             silence
 	// activeAt is when the ticker stream last showed the market trading:
 	// then its depth and trade streams must be delivering too.
 	activeAt time.Time
@@ -337,16 +345,25 @@ func (l *live) publishBooks() {
 			l.p.store.PutBook(b)
 			continue
 		}
-		bids, asks := lp.book.Top(snapshot.MaxDepth)
-		venueTime := lp.book.Time()
-		lp.book.ResetChanged()
+		publish := l.takeBook(lp, now)
 		lp.mu.Unlock()
-		l.publishBook(lp, venueTime, bids, asks, now)
+		publish()
 	}
 }
 
+// takeBook takes the book's state for publishing and returns the
+// publication, to run once lp.mu is released. Called with lp.mu held.
+func (l *live) takeBook(lp *livePair, now time.Time) func() {
+	bids, asks := lp.book.Top(snapshot.MaxDepth)
+	venueTime := lp.book.Time()
+	lp.book.ResetChanged()
+	lp.bookTaken++
+	seq := lp.bookTaken
+	return func() { l.publishBook(lp, seq, venueTime, bids, asks, now) }
+}
+
 // publishBook builds and publishes one pair's book outside its lock.
-func (l *live) publishBook(lp *livePair, venueTime int64, bids, asks []Level, now time.Time) {
+func (l *live) publishBook(lp *livePair, seq uint64, venueTime int64, bids, asks []Level, now time.Time) {
 	b, err := snapshot.NewBook(lp.tickerID, venueTime, bids, asks, now)
 	if err != nil {
 		// The levels were checked when applied: a book that fails the
@@ -360,11 +377,15 @@ func (l *live) publishBook(lp *livePair, venueTime int64, bids, asks []Level, no
 	if l.p.gzipWanted(l.p.hot[snapshot.StreamBook].get(lp.tickerID), now) {
 		b = b.WithGzip()
 	}
-	l.p.store.PutBook(b)
 	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if seq < lp.bookShown {
+		return // a newer state was published meanwhile
+	}
+	lp.bookShown = seq
+	l.p.store.PutBook(b)
 	lp.pub = b
 	lp.announce(snapshot.StreamBook)
-	lp.mu.Unlock()
 	l.p.metrics.publishLag.observe(now.Sub(time.UnixMilli(venueTime)))
 }
 
@@ -385,15 +406,24 @@ func (l *live) publishTrades() {
 			l.p.store.PutTrades(t)
 			continue
 		}
-		list := slices.Clone(lp.trades.list())
-		prev := lp.tradesPub
-		lp.tradesChanged = false
+		publish := l.takeTrades(lp, now)
 		lp.mu.Unlock()
-		l.publishTradeList(lp, prev, list, now)
+		publish()
 	}
 }
 
-func (l *live) publishTradeList(lp *livePair, prev *snapshot.Trades, list []Trade, now time.Time) {
+// takeTrades takes the trade window for publishing and returns the
+// publication, to run once lp.mu is released. Called with lp.mu held.
+func (l *live) takeTrades(lp *livePair, now time.Time) func() {
+	list := slices.Clone(lp.trades.list())
+	prev := lp.tradesPub
+	lp.tradesChanged = false
+	lp.tradesTaken++
+	seq := lp.tradesTaken
+	return func() { l.publishTradeList(lp, seq, prev, list, now) }
+}
+
+func (l *live) publishTradeList(lp *livePair, seq uint64, prev *snapshot.Trades, list []Trade, now time.Time) {
 	t, err := snapshot.NewTradesAfter(prev, lp.tickerID, list, now)
 	if err != nil {
 		l.p.logs.log(l.p.log, slog.LevelWarn, "trades-"+lp.tickerID, "trade window unusable",
@@ -403,11 +433,15 @@ func (l *live) publishTradeList(lp *livePair, prev *snapshot.Trades, list []Trad
 	if l.p.gzipWanted(l.p.hot[snapshot.StreamTrades].get(lp.tickerID), now) {
 		t = t.WithGzip()
 	}
-	l.p.store.PutTrades(t)
 	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if seq < lp.tradesShown {
+		return // a newer window was published meanwhile
+	}
+	lp.tradesShown = seq
+	l.p.store.PutTrades(t)
 	lp.tradesPub = t
 	lp.announce(snapshot.StreamTrades)
-	lp.mu.Unlock()
 }
 
 // rank orders pairs for REST reads: pairs a request waits for first, newest
@@ -611,10 +645,7 @@ func (l *live) fetchSnapshot(ctx context.Context, lp *livePair, tier int) (func(
 			return nil
 		}
 		// Publish at once: a request may be waiting for this book.
-		bids, asks := lp.book.Top(snapshot.MaxDepth)
-		venueTime := lp.book.Time()
-		lp.book.ResetChanged()
-		return func() { l.publishBook(lp, venueTime, bids, asks, now) }
+		return l.takeBook(lp, now)
 	}, err
 }
 
@@ -631,10 +662,7 @@ func (l *live) fetchTrades(ctx context.Context, lp *livePair, _ int) (func(time.
 		if !lp.tradesCurrent() {
 			return nil
 		}
-		list := slices.Clone(lp.trades.list())
-		prev := lp.tradesPub
-		lp.tradesChanged = false
-		return func() { l.publishTradeList(lp, prev, list, now) }
+		return l.takeTrades(lp, now)
 	}, err
 }
 

@@ -417,3 +417,29 @@ func (l *live) current(id string, s snapshot.Stream) bool {
 	}
 	return lp.bookCurrent()
 }
+
+// Two publishers of one book (the schedule and a sync) finishing out of
+// order never leave the older state in place.
+func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 1, Config{})
+		defer w.stop()
+		w.p.live.Live(StreamDepth, w.symbols)
+		w.tick()
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		lp := w.p.live.byID(pairID(1))
+		lp.mu.Lock()
+		older := w.p.live.takeBook(lp, time.Now())
+		lp.mu.Unlock()
+		w.p.live.Depth(w.models[0].next())
+		lp.mu.Lock()
+		newer := w.p.live.takeBook(lp, time.Now())
+		lp.mu.Unlock()
+		newer()
+		older()
+		if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
+			t.Fatalf("published\n%s\nwant the newer state\n%s", got, want)
+		}
+	})
+}
