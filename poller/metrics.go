@@ -174,9 +174,9 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 		}
 	}
 	set.NewGauge("marketfeed_venue_max_stale_unmet", func() float64 {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return b2f(p.staleUnmet && p.budget.Limit() > 0)
+		p.planned.mu.Lock()
+		defer p.planned.mu.Unlock()
+		return b2f(p.planned.staleUnmet && p.budget.Limit() > 0)
 	})
 	for k := range numPauseKinds {
 		set.NewGauge(`marketfeed_venue_pauses_total{reason="`+pauseKindNames[k]+`"}`, func() float64 {
@@ -232,7 +232,7 @@ func (p *Poller) snapshotAge(kind string, now time.Time) time.Duration {
 			if hp.wanted.Load() < cut {
 				continue // cooling: no longer refreshed, and pruned at the next round
 			}
-			at, listed := p.readAt(id, s)
+			at, listed := streamRows[s].readAt(p.store, []byte(id))
 			if !listed {
 				continue
 			}
@@ -243,21 +243,4 @@ func (p *Poller) snapshotAge(kind string, now time.Time) time.Duration {
 		}
 	}
 	return time.Duration(max(ns-readAt, 0))
-}
-
-// readAt returns when a pair's stream was read (0: never) and whether the
-// pair is listed.
-func (p *Poller) readAt(id string, s snapshot.Stream) (int64, bool) {
-	if s == snapshot.StreamTrades {
-		t, listed := p.store.Trades([]byte(id))
-		if t == nil {
-			return 0, listed
-		}
-		return t.ReadAt(), true
-	}
-	b, listed := p.store.Book([]byte(id))
-	if b == nil {
-		return 0, listed
-	}
-	return b.ReadAt(), true
 }

@@ -314,12 +314,13 @@ func TestShortMaxStaleLeavesPerPairReadsTheirShare(t *testing.T) {
 	v.limit = 2400
 	v.weights = [numCalls]int{CallCatalog: 1, CallStats: 40, CallQuotes: 5, CallBook: 5, CallTrades: 20}
 	p, _ := newTestPoller(v, Config{Metrics: set, MaxStale: 3 * time.Second})
-	book, trades := p.caps()
+	caps := p.caps()
+	book, trades := caps[snapshot.StreamBook], caps[snapshot.StreamTrades]
 	if book+trades < 1200/2 {
 		t.Fatalf("per-pair reads may spend %d + %d of a 1200 budget; the bulk calls took more than their shares", book, trades)
 	}
-	if p.bulkReserve > 1200/2 {
-		t.Fatalf("bulk calls planned at %d a minute of a 1200 budget", p.bulkReserve)
+	if p.planned.bulkReserve > 1200/2 {
+		t.Fatalf("bulk calls planned at %d a minute of a 1200 budget", p.planned.bulkReserve)
 	}
 	want(t, scrape(t, set), map[string]float64{"marketfeed_venue_max_stale_unmet": 1})
 }

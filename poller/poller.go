@@ -28,6 +28,34 @@ import (
 	"marketfeed/snapshot"
 )
 
+// bulkPlan is how often the bulk calls run within the budget, derived from
+// the venue's weight limit (see Poller.plan).
+type bulkPlan struct {
+	mu          sync.Mutex
+	statsEvery  time.Duration
+	quotesEvery time.Duration
+	bulkReserve int // weight per minute the bulk calls are planned to spend
+	// catalogReserve is the part of bulkReserve the catalog needs; the
+	// rest is for tickers, which a live ticker stream makes unnecessary.
+	catalogReserve int
+	// staleUnmet is set when the bulk calls cannot run often enough within
+	// their share of the budget to honour max-stale.
+	staleUnmet bool
+}
+
+// tickerReads is what the bulk statistics and quotes last brought, and when
+// they were last tried.
+type tickerReads struct {
+	mu          sync.Mutex
+	stats       []Stat
+	quotes      []Quote
+	statsAt     time.Time // when the stats in use were read
+	quotesAt    time.Time
+	statsTried  time.Time // when a stats read was last attempted
+	quotesTried time.Time
+	from        uint64 // version of the pairs the current tickers were built from
+}
+
 // Config is what a Poller needs; zero durations take the defaults.
 type Config struct {
 	Venue  Venue
@@ -128,26 +156,16 @@ type Poller struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu          sync.Mutex
-	flights     map[flightKey]*flight
-	spot        []string
-	markets     []Market // the last catalog, to rebuild pairs when the spot list changes
-	stats       []Stat
-	quotes      []Quote
-	statsAt     time.Time // when the stats in use were read
-	quotesAt    time.Time
-	statsTried  time.Time // when a stats read was last attempted
-	quotesTried time.Time
-	tickersFrom uint64 // version of the pairs the current tickers were built from
-	statsEvery  time.Duration
-	quotesEvery time.Duration
-	bulkReserve int // weight per minute the bulk calls are planned to spend
-	// catalogReserve is the part of bulkReserve the catalog needs; the
-	// rest is for tickers, which a live ticker stream makes unnecessary.
-	catalogReserve int
-	// staleUnmet is set when the bulk calls cannot run often enough within
-	// their share of the budget to honour max-stale.
-	staleUnmet bool
+	// flights are the cold loads in flight, one per pair and stream.
+	flightsMu sync.Mutex
+	flights   map[flightKey]*flight
+	// catalogMu guards the spot list and the last catalog, from which the
+	// pairs are rebuilt when the spot list changes.
+	catalogMu sync.Mutex
+	spot      []string
+	markets   []Market
+	planned   bulkPlan
+	tk        tickerReads
 
 	stretched  atomic.Int64 // reads a round could not afford
 	omitted    atomic.Int64 // spot tickers left out of the last build
@@ -268,36 +286,36 @@ func (l cronLogger) Error(err error, msg string, kv ...any) {
 // process says so (a log line and a metric) rather than starve every pair.
 // What the bulk calls are planned to spend is held back from per-pair reads.
 func (p *Poller) plan(limit int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.planned.mu.Lock()
+	defer p.planned.mu.Unlock()
 	ceiling := max(p.cfg.TickersEvery, p.cfg.MaxStale/2)
-	p.staleUnmet = false
+	p.planned.staleUnmet = false
 	interval := func(weight int, share float64) time.Duration {
 		if limit == 0 || weight == 0 {
 			return p.cfg.TickersEvery
 		}
 		d := time.Duration(float64(weight) * float64(time.Minute) / (share * float64(limit)))
 		if d > ceiling {
-			p.staleUnmet = true
+			p.planned.staleUnmet = true
 		}
 		return max(d, p.cfg.TickersEvery)
 	}
-	p.statsEvery = interval(p.venue.Weight(CallStats), 0.3)
-	p.quotesEvery = interval(p.venue.Weight(CallQuotes), 0.1)
+	p.planned.statsEvery = interval(p.venue.Weight(CallStats), 0.3)
+	p.planned.quotesEvery = interval(p.venue.Weight(CallQuotes), 0.1)
 	perMinute := func(weight int, every time.Duration) int {
 		return int(math.Ceil(float64(weight) * float64(time.Minute) / float64(every)))
 	}
-	p.catalogReserve = perMinute(p.venue.Weight(CallCatalog), p.cfg.CatalogEvery)
-	p.bulkReserve = perMinute(p.venue.Weight(CallStats), p.statsEvery) +
-		perMinute(p.venue.Weight(CallQuotes), p.quotesEvery) + p.catalogReserve
+	p.planned.catalogReserve = perMinute(p.venue.Weight(CallCatalog), p.cfg.CatalogEvery)
+	p.planned.bulkReserve = perMinute(p.venue.Weight(CallStats), p.planned.statsEvery) +
+		perMinute(p.venue.Weight(CallQuotes), p.planned.quotesEvery) + p.planned.catalogReserve
 }
 
 // reserve is the weight a minute held back for the bulk calls: only the
 // catalog's while the ticker stream delivers the statistics.
 func (p *Poller) reserve() int {
-	p.mu.Lock()
-	all, catalog := p.bulkReserve, p.catalogReserve
-	p.mu.Unlock()
+	p.planned.mu.Lock()
+	all, catalog := p.planned.bulkReserve, p.planned.catalogReserve
+	p.planned.mu.Unlock()
 	if p.live != nil && p.live.tickersFlowing(time.Now()) {
 		return catalog
 	}
@@ -305,13 +323,13 @@ func (p *Poller) reserve() int {
 }
 
 // caps returns how much of the budget per-pair book and trade reads may
-// spend. When the hot pairs want less than is left after the bulk calls, each
+// spend, by stream. When the hot pairs want less than is left after the bulk calls, each
 // stream may use all the other does not need; when they want more, the rest
 // is split in proportion to demand, so neither stream starves the other.
-func (p *Poller) caps() (book, trades int) {
+func (p *Poller) caps() [2]int {
 	limit := p.budget.Limit()
 	if limit == 0 {
-		return math.MaxInt, math.MaxInt
+		return [2]int{math.MaxInt, math.MaxInt}
 	}
 	left := max(limit-p.reserve(), 0)
 	demand := func(s snapshot.Stream, c Call, every time.Duration) float64 {
@@ -320,10 +338,10 @@ func (p *Poller) caps() (book, trades int) {
 	db := demand(snapshot.StreamBook, CallBook, p.cfg.BookEvery)
 	dt := demand(snapshot.StreamTrades, CallTrades, p.cfg.TradesEvery)
 	if db+dt <= float64(left) {
-		return left - int(dt), left - int(db)
+		return [2]int{snapshot.StreamBook: left - int(dt), snapshot.StreamTrades: left - int(db)}
 	}
-	book = int(float64(left) * db / (db + dt))
-	return book, left - book
+	book := int(float64(left) * db / (db + dt))
+	return [2]int{snapshot.StreamBook: book, snapshot.StreamTrades: left - book}
 }
 
 // call runs one venue call of kind c whose weight is already spent: it
@@ -399,18 +417,18 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 		p.plan(limit)
 		p.reconcile(time.Now()) // the count that came with the catalog, now that there is a limit
 		p.log.Info("venue weight budget", "limit_per_minute", cat.WeightLimit, "budget_per_minute", limit)
-		p.mu.Lock()
-		unmet, statsEvery := p.staleUnmet, p.statsEvery
-		p.mu.Unlock()
+		p.planned.mu.Lock()
+		unmet, statsEvery := p.planned.staleUnmet, p.planned.statsEvery
+		p.planned.mu.Unlock()
 		if unmet && p.live == nil {
 			p.log.Warn("max-stale cannot be honoured within the venue weight budget: tickers are read less often",
 				"max_stale", p.cfg.MaxStale, "stats_every", statsEvery)
 		}
 	}
-	p.mu.Lock()
+	p.catalogMu.Lock()
 	p.markets = cat.Markets
 	spot := p.spot
-	p.mu.Unlock()
+	p.catalogMu.Unlock()
 	p.publishPairs(cat.Markets, spot, start)
 	return nil
 }
@@ -430,10 +448,10 @@ func (p *Poller) publishPairs(markets []Market, spot []string, readAt time.Time)
 // SetSpot replaces the platform's spot list and republishes the pairs from
 // the last catalog read, without calling the venue.
 func (p *Poller) SetSpot(ids []string) {
-	p.mu.Lock()
+	p.catalogMu.Lock()
 	p.spot = slices.Clone(ids)
 	markets := p.markets
-	p.mu.Unlock()
+	p.catalogMu.Unlock()
 	if prev := p.store.Pairs(); prev != nil {
 		p.publishPairs(markets, ids, time.Unix(0, prev.ReadAt()))
 	}
@@ -472,16 +490,19 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		localQuotes, missing = p.live.quotes(pairs.Spot())
 		allLocal = missing == 0
 	}
-	p.mu.Lock()
-	quotesDue := !allLocal && now.Sub(p.quotesTried) >= p.quotesEvery
-	statsDue := !fromStream && now.Sub(p.statsTried) >= p.statsEvery
+	p.planned.mu.Lock()
+	quotesEvery, statsEvery := p.planned.quotesEvery, p.planned.statsEvery
+	p.planned.mu.Unlock()
+	p.tk.mu.Lock()
+	quotesDue := !allLocal && now.Sub(p.tk.quotesTried) >= quotesEvery
+	statsDue := !fromStream && now.Sub(p.tk.statsTried) >= statsEvery
 	if quotesDue {
-		p.quotesTried = now
+		p.tk.quotesTried = now
 	}
 	if statsDue {
-		p.statsTried = now
+		p.tk.statsTried = now
 	}
-	p.mu.Unlock()
+	p.tk.mu.Unlock()
 
 	var errs []error
 	read := fromStream || len(localQuotes) > 0
@@ -489,9 +510,9 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		if quotes, err := readBulk(ctx, p, CallQuotes, p.venue.Quotes); err != nil {
 			errs = append(errs, err)
 		} else {
-			p.mu.Lock()
-			p.quotes, p.quotesAt = quotes, now
-			p.mu.Unlock()
+			p.tk.mu.Lock()
+			p.tk.quotes, p.tk.quotesAt = quotes, now
+			p.tk.mu.Unlock()
 			read = true
 		}
 	}
@@ -499,9 +520,9 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		if stats, err := readBulk(ctx, p, CallStats, p.venue.Stats); err != nil {
 			errs = append(errs, err)
 		} else {
-			p.mu.Lock()
-			p.stats, p.statsAt = stats, now
-			p.mu.Unlock()
+			p.tk.mu.Lock()
+			p.tk.stats, p.tk.statsAt = stats, now
+			p.tk.mu.Unlock()
 			if p.live != nil {
 				p.live.seedTickers(stats)
 			}
@@ -514,9 +535,9 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		p.logs.forget("tickers")
 	}
 
-	p.mu.Lock()
-	stats, quotes := p.stats, p.quotes
-	statsAt, quotesAt := p.statsAt, p.quotesAt
+	p.tk.mu.Lock()
+	stats, quotes := p.tk.stats, p.tk.quotes
+	statsAt, quotesAt := p.tk.statsAt, p.tk.quotesAt
 	if fromStream {
 		stats, statsAt = streamStats, now
 	}
@@ -531,11 +552,11 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	if quotesAt.Before(readAt) {
 		readAt = quotesAt
 	}
-	rebuild := (read || p.tickersFrom != pairs.Version()) && stats != nil && quotes != nil
+	rebuild := (read || p.tk.from != pairs.Version()) && stats != nil && quotes != nil
 	if rebuild {
-		p.tickersFrom = pairs.Version()
+		p.tk.from = pairs.Version()
 	}
-	p.mu.Unlock()
+	p.tk.mu.Unlock()
 	if rebuild {
 		t, omitted := snapshot.NewTickers(pairs, stats, quotes, readAt)
 		p.store.PutTickers(t)
@@ -570,18 +591,57 @@ func (p *Poller) RefreshBooks(ctx context.Context) { p.round(ctx, snapshot.Strea
 // RefreshTrades runs one round of trade reads over the hot pairs.
 func (p *Poller) RefreshTrades(ctx context.Context) { p.round(ctx, snapshot.StreamTrades) }
 
-func (p *Poller) every(s snapshot.Stream) time.Duration {
-	if s == snapshot.StreamTrades {
-		return p.cfg.TradesEvery
-	}
-	return p.cfg.BookEvery
+// streamRow is what differs between a pair's book and its trades on the
+// REST path: one row each, so that the steps are written once.
+type streamRow struct {
+	call  Call
+	class spendClass
+	every func(c *Config) time.Duration
+	// read reads one pair over REST and returns its publication.
+	read func(p *Poller, ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error)
+	// readAt returns when a pair's snapshot was read (0: none) and
+	// whether the pair is listed.
+	readAt func(store *snapshot.Store, id []byte) (int64, bool)
+	// fresh reports whether a pair's snapshot may still be served at now,
+	// by the snapshot value's own rule.
+	fresh func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool
 }
 
-func streamCall(s snapshot.Stream) (Call, spendClass) {
-	if s == snapshot.StreamTrades {
-		return CallTrades, classTrades
-	}
-	return CallBook, classBook
+var streamRows = [2]streamRow{
+	snapshot.StreamBook: {
+		call:  CallBook,
+		class: classBook,
+		every: func(c *Config) time.Duration { return c.BookEvery },
+		read:  (*Poller).readBook,
+		readAt: func(store *snapshot.Store, id []byte) (int64, bool) {
+			b, listed := store.Book(id)
+			if b == nil {
+				return 0, listed
+			}
+			return b.ReadAt(), true
+		},
+		fresh: func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool {
+			b, _ := store.Book(id)
+			return b.FreshAt(now, maxStale)
+		},
+	},
+	snapshot.StreamTrades: {
+		call:  CallTrades,
+		class: classTrades,
+		every: func(c *Config) time.Duration { return c.TradesEvery },
+		read:  (*Poller).readTrades,
+		readAt: func(store *snapshot.Store, id []byte) (int64, bool) {
+			t, listed := store.Trades(id)
+			if t == nil {
+				return 0, listed
+			}
+			return t.ReadAt(), true
+		},
+		fresh: func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool {
+			t, _ := store.Trades(id)
+			return t.FreshAt(now, maxStale)
+		},
+	},
 }
 
 // round reads the stream of every hot pair that is due, oldest read first,
@@ -594,7 +654,8 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 		return
 	}
 	now := time.Now()
-	every := p.every(s)
+	row := &streamRows[s]
+	every := row.every(&p.cfg)
 	tick := alignDown(now, every)
 	hot := p.hot[s].snapshot(now.Add(-p.cfg.HotTTL), func(id string) bool {
 		_, ok := pairs.Lookup(id)
@@ -611,12 +672,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	}
 	slices.SortFunc(due, func(a, b *hotPair) int { return cmp.Compare(a.started.Load(), b.started.Load()) })
 
-	c, class := streamCall(s)
-	bookCap, tradesCap := p.caps()
-	classCap := bookCap
-	if s == snapshot.StreamTrades {
-		classCap = tradesCap
-	}
+	c, class, classCap := row.call, row.class, p.caps()[s]
 	var wg sync.WaitGroup
 	slots := p.slots[s]
 dispatch:
@@ -663,16 +719,12 @@ dispatch:
 // began by the service's clock; it becomes the snapshot's read time. gzip
 // adds the compressed form of the default body.
 func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair, start time.Time, gzip bool) error {
-	c, _ := streamCall(s)
-	read := p.readBook
-	if s == snapshot.StreamTrades {
-		read = p.readTrades
-	}
+	row := &streamRows[s]
 	// The value is built inside the call, so that a venue answer the
 	// builder refuses counts as unusable data, not as a good read.
 	var publish func()
-	err := p.call(ctx, c, func(ctx context.Context) (err error) {
-		publish, err = read(ctx, pair, start, gzip)
+	err := p.call(ctx, row.call, func(ctx context.Context) (err error) {
+		publish, err = row.read(p, ctx, pair, start, gzip)
 		return err
 	})
 	if err != nil {
@@ -761,11 +813,11 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urg
 	default:
 		return false
 	}
-	bookCap, tradesCap := p.caps()
-	class, classCap := classBook, bookCap
+	s := snapshot.StreamBook
 	if purpose == PurposeBackfill {
-		class, classCap = classTrades, tradesCap
+		s = snapshot.StreamTrades
 	}
+	class, classCap := streamRows[s].class, p.caps()[s]
 	if !urgent && classCap != math.MaxInt {
 		classCap = classCap * 4 / 5
 	}
@@ -803,7 +855,7 @@ func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
 	start := time.Now()
 	defer func() { p.metrics.coldWait[s].observe(time.Since(start)) }()
 	key := flightKey{s, id}
-	p.mu.Lock()
+	p.flightsMu.Lock()
 	f := p.flights[key]
 	if f == nil {
 		f = &flight{done: make(chan struct{})}
@@ -815,13 +867,13 @@ func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
 				failed = 1
 			}
 			p.metrics.coldLoads[s][failed].Inc()
-			p.mu.Lock()
+			p.flightsMu.Lock()
 			delete(p.flights, key)
-			p.mu.Unlock()
+			p.flightsMu.Unlock()
 			close(f.done)
 		})
 	}
-	p.mu.Unlock()
+	p.flightsMu.Unlock()
 	select {
 	case <-f.done:
 		return f.err
@@ -846,7 +898,8 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	if !ok {
 		return ErrUnlisted
 	}
-	every := p.every(s)
+	row := &streamRows[s]
+	every := row.every(&p.cfg)
 	hp := p.hot[s].get(id)
 	if hp != nil {
 		if wait := time.Until(time.Unix(0, hp.started.Load()).Add(every)); wait > 0 {
@@ -862,13 +915,9 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	if p.gate.blocked(time.Now()) {
 		return fmt.Errorf("load %s %s: %w", s, id, ErrPaused)
 	}
-	c, class := streamCall(s)
+	c, class := row.call, row.class
 	for {
-		bookCap, tradesCap := p.caps()
-		classCap := bookCap
-		if s == snapshot.StreamTrades {
-			classCap = tradesCap
-		}
+		classCap := p.caps()[s]
 		now := time.Now()
 		if p.budget.take(now, p.venue.Weight(c), class, classCap) {
 			p.metrics.weight[PurposePoll].Add(p.venue.Weight(c))
@@ -901,13 +950,7 @@ func (p *Poller) gzipWanted(hp *hotPair, now time.Time) bool {
 // fresh reports whether the store holds a snapshot of the stream read within
 // max-stale.
 func (p *Poller) fresh(id string, s snapshot.Stream) bool {
-	now := time.Now().UnixNano()
-	if s == snapshot.StreamTrades {
-		t, _ := p.store.Trades([]byte(id))
-		return t.FreshAt(now, p.cfg.MaxStale)
-	}
-	b, _ := p.store.Book([]byte(id))
-	return b.FreshAt(now, p.cfg.MaxStale)
+	return streamRows[s].fresh(p.store, []byte(id), time.Now().UnixNano(), p.cfg.MaxStale)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
