@@ -104,21 +104,10 @@ func pairIDs(body []byte) ([]string, error) {
 
 // venueCall is one REST call in venuesim's call log (/_control/calls).
 type venueCall struct {
-	At    int64  `json:"at_us"` // arrival, Unix microseconds
-	Path  string `json:"path"`
-	Fault bool   `json:"fault"` // a fault or the weight limit answered it
-}
-
-// callWeights is the weight venuesim charges per path, which is Binance's for
-// the parameters marketfeed sends. Kept in step with cmd/venuesim by hand: a
-// main package cannot be imported. A path not listed (a stream connection,
-// say) costs no REST weight.
-var callWeights = map[string]int{
-	"/fapi/v1/exchangeInfo":      1,
-	"/fapi/v1/ticker/24hr":       40,
-	"/fapi/v1/ticker/bookTicker": 5,
-	"/fapi/v1/depth":             5,
-	"/fapi/v1/trades":            5,
+	At     int64  `json:"at_us"` // arrival, Unix microseconds
+	Path   string `json:"path"`
+	Weight int    `json:"weight"` // what venuesim charged, Binance's weight for the call
+	Fault  bool   `json:"fault"`  // a fault or the weight limit answered it
 }
 
 // weightUse is the REST weight charged over a window.
@@ -157,7 +146,7 @@ func weightIn(calls []venueCall, from, to time.Time) weightUse {
 		if c.At < f || c.At >= t {
 			continue
 		}
-		cost := callWeights[c.Path]
+		cost := c.Weight
 		w.Total += cost
 		w.Calls++
 		if c.Fault {

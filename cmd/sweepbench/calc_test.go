@@ -127,17 +127,19 @@ func TestPairIDs(t *testing.T) {
 func TestWeightIn(t *testing.T) {
 	from := time.Unix(1_000_000, 0)
 	at := func(d time.Duration) int64 { return from.Add(d).UnixMicro() }
-	call := func(d time.Duration, path string) venueCall { return venueCall{At: at(d), Path: path} }
+	call := func(d time.Duration, path string, weight int) venueCall {
+		return venueCall{At: at(d), Path: path, Weight: weight}
+	}
 	steady := []venueCall{
-		call(-time.Second, "/fapi/v1/ticker/24hr"), // before the window
-		call(0, "/fapi/v1/depth"),
-		call(30*time.Second, "/fapi/v1/trades"),
-		call(59*time.Second, "/fapi/v1/ticker/24hr"),
-		call(60*time.Second, "/fapi/v1/exchangeInfo"),
-		call(90*time.Second, "/fapi/v1/ticker/bookTicker"),
-		call(150*time.Second, "/market/stream"), // no REST weight
-		{At: at(170 * time.Second), Path: "/fapi/v1/depth", Fault: true},
-		call(180*time.Second, "/fapi/v1/depth"), // at the window's end: out
+		call(-time.Second, "/fapi/v1/ticker/24hr", 40), // before the window
+		call(0, "/fapi/v1/depth", 10),
+		call(30*time.Second, "/fapi/v1/aggTrades", 20),
+		call(59*time.Second, "/fapi/v1/ticker/24hr", 40),
+		call(60*time.Second, "/fapi/v1/exchangeInfo", 1),
+		call(90*time.Second, "/fapi/v1/ticker/bookTicker", 5),
+		call(150*time.Second, "/market/stream", 0), // no REST weight
+		{At: at(170 * time.Second), Path: "/fapi/v1/depth", Weight: 10, Fault: true},
+		call(180*time.Second, "/fapi/v1/depth", 20), // at the window's end: out
 	}
 	tests := []struct {
 		name     string
@@ -147,11 +149,11 @@ func TestWeightIn(t *testing.T) {
 		wantPeak float64
 	}{
 		{"three minutes", steady, 3 * time.Minute,
-			weightUse{Total: 61, Minutes: []int{50, 6, 5}, PerMin: 61.0 / 3, Calls: 7, Refused: 1}, 50},
+			weightUse{Total: 86, Minutes: []int{70, 6, 10}, PerMin: 86.0 / 3, Calls: 7, Refused: 1}, 70},
 		{"a part-minute counts in the total, not as a minute", steady, 150 * time.Second,
-			weightUse{Total: 56, Minutes: []int{50, 6}, PerMin: 56 / 2.5, Calls: 5}, 50},
+			weightUse{Total: 76, Minutes: []int{70, 6}, PerMin: 76 / 2.5, Calls: 5}, 70},
 		{"under a minute: the rate is the peak", steady, 30 * time.Second,
-			weightUse{Total: 5, Minutes: []int{}, PerMin: 10, Calls: 1}, 10},
+			weightUse{Total: 10, Minutes: []int{}, PerMin: 20, Calls: 1}, 20},
 		{"no calls", nil, time.Minute, weightUse{Minutes: []int{0}}, 0},
 		{"an empty window", steady, 0, weightUse{}, 0},
 	}

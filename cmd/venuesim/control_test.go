@@ -129,6 +129,9 @@ func TestCallLogReportsEachCall(t *testing.T) {
 		got.Calls[1].Path != "/fapi/v1/aggTrades" || !got.Calls[1].Fault || got.Calls[0].At < start.UnixMicro() {
 		t.Fatalf("calls = %+v, want a healthy depth then a faulted trades call", got.Calls)
 	}
+	if got.Calls[0].Weight != 5 || got.Calls[1].Weight != 20 {
+		t.Fatalf("weights %d, %d; want 5 (depth at limit 100) and 20 (aggTrades)", got.Calls[0].Weight, got.Calls[1].Weight)
+	}
 	if calls := vs.callsSince(time.Now().Add(time.Hour)); len(calls) != 0 {
 		t.Fatalf("%d calls in the future", len(calls))
 	}

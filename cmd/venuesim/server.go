@@ -45,9 +45,10 @@ const callLogSize = 1 << 16
 
 // call is one venue call as the simulator received it.
 type call struct {
-	At    int64  `json:"at_us"` // arrival, Unix microseconds
-	Path  string `json:"path"`
-	Fault bool   `json:"fault"` // a fault or the weight limit answered it
+	At     int64  `json:"at_us"` // arrival, Unix microseconds
+	Path   string `json:"path"`
+	Weight int    `json:"weight"` // the request weight it was charged
+	Fault  bool   `json:"fault"`  // a fault or the weight limit answered it
 }
 
 // aggTradesWeight is Binance's weight for /fapi/v1/aggTrades. The Binance
@@ -204,7 +205,7 @@ func (s *venueServer) admit(path string, weight int) (used int, over bool, f fau
 		}
 	}
 	over = s.limit > 0 && s.used > s.limit
-	s.log(call{At: now.UnixMicro(), Path: path, Fault: hit || over})
+	s.log(call{At: now.UnixMicro(), Path: path, Weight: weight, Fault: hit || over})
 	return s.used, over, f, hit
 }
 
