@@ -43,19 +43,21 @@ type live struct {
 type livePair struct {
 	symbol   string
 	tickerID string
-	spot     bool
+	// spot is set while the pair is one of the platform's spot pairs; the
+	// spot list can change while the pair's state stays.
+	spot atomic.Bool
 
 	// waiting is when a request last waited for this pair (Unix ns): such
 	// pairs go first in the REST queue.
 	waiting atomic.Int64
+
+	mu sync.Mutex
 	// rest is the state of the pair's REST reads, by restKind.
 	rest [numRestKinds]restState
 	// published, by snapshot.Stream, is closed at the next publication of
 	// the pair's book or trades, for requests waiting for one; nil until a
-	// request waits. Guarded by mu.
+	// request waits.
 	published [2]chan struct{}
-
-	mu sync.Mutex
 	// Depth: the local book and what the stream has said about it.
 	book      *OrderBook
 	depthLive bool           // the subscription is acknowledged on a reading connection
@@ -129,7 +131,7 @@ func (l *live) setPairs(pairs *snapshot.Pairs) {
 		if lp == nil || lp.tickerID != pair.TickerID {
 			lp = &livePair{symbol: pair.Symbol, tickerID: pair.TickerID, book: NewOrderBook()}
 		}
-		lp.spot = pair.Kind == snapshot.KindSpot
+		lp.spot.Store(pair.Kind == snapshot.KindSpot)
 		if _, dup := bySymbol[pair.Symbol]; dup {
 			continue
 		}
@@ -458,8 +460,8 @@ func rank(a, b *livePair) int {
 	if c := cmp.Compare(wb, wa); c != 0 {
 		return c
 	}
-	if a.spot != b.spot {
-		if a.spot {
+	if as, bs := a.spot.Load(), b.spot.Load(); as != bs {
+		if as {
 			return -1
 		}
 		return 1
