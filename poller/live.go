@@ -28,6 +28,9 @@ type live struct {
 	p       *Poller
 	streams Streams
 
+	// setMu serialises setPairs (a catalog read and a spot-list reload
+	// may both publish pairs); readers load the maps without locking.
+	setMu sync.Mutex
 	pairs atomic.Pointer[map[string]*livePair] // by venue symbol
 	ids   atomic.Pointer[map[string]*livePair] // by ticker id
 
@@ -122,6 +125,8 @@ func newLive(p *Poller, s Streams) *live {
 // setPairs follows a new pair list: pairs that stay keep their state, new
 // ones start buffering, delisted ones are dropped, and the streams are told.
 func (l *live) setPairs(pairs *snapshot.Pairs) {
+	l.setMu.Lock()
+	defer l.setMu.Unlock()
 	old := *l.pairs.Load()
 	bySymbol := make(map[string]*livePair, len(pairs.List()))
 	byID := make(map[string]*livePair, len(pairs.List()))
