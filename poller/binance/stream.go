@@ -46,7 +46,11 @@ type Streams struct {
 	nextID   atomic.Int64 // control message ids, unique across connections
 	nextSlot atomic.Int64 // staggers the connections' first replacement
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// perConn is the most streams a connection is given: the preset's
+	// PerConn, halved each time the venue closes a connection for breaking
+	// its rules (a venue whose real limit is lower than documented).
+	perConn int
 	symbols map[string]bool
 	where   map[string]*slot // stream name → the slot that carries it
 	groups  [numGroups][]*slot
@@ -153,11 +157,17 @@ func NewStreams(p Preset, opts StreamOptions) *Streams {
 		log:      logger.With("component", "streams", "venue", p.Name),
 		dialOpts: dial,
 		throttle: newLogThrottle(time.Minute),
+		perConn:  sp.PerConn,
 		symbols:  make(map[string]bool),
 		where:    make(map[string]*slot),
 	}
 	s.met = newStreamMetrics(set)
 	set.NewGauge(`marketfeed_stream_connections`, func() float64 { return float64(s.met.conns.Load()) })
+	set.NewGauge(`marketfeed_stream_per_connection`, func() float64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return float64(s.perConn)
+	})
 	return s
 }
 
@@ -270,7 +280,7 @@ func (s *Streams) ensureTicker() {
 func (s *Streams) place(name string, ref streamRef, g group) {
 	var sl *slot
 	for _, c := range s.groups[g] {
-		if c.size() < s.preset.PerConn {
+		if c.size() < s.perConn {
 			sl = c
 			break
 		}
@@ -332,6 +342,27 @@ func (s *Streams) Run(ctx context.Context, sink poller.Sink) error {
 	return ctx.Err()
 }
 
+// shrink answers a connection the venue closed for breaking its rules
+// (close status 1008, policy violation): a venue whose limit on streams per
+// connection is lower than documented closes every connection that
+// subscribes more, and would keep doing so after every reconnection. The
+// cap is halved and the slot's streams beyond it move to other connections,
+// so that the streams come back instead of looping. It returns the new cap.
+func (s *Streams) shrink(sl *slot) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perConn = max(min(s.perConn, sl.size())/2, 1)
+	_, names := sl.wanted()
+	if len(names) <= s.perConn {
+		return s.perConn
+	}
+	for _, name := range names[s.perConn:] {
+		ref := sl.take(name)
+		s.place(name, ref, sl.group)
+	}
+	return s.perConn
+}
+
 // newSlot returns an empty connection slot of g. Called with s.mu held.
 func (s *Streams) newSlot(g group) *slot {
 	path := s.preset.DepthPath
@@ -340,6 +371,7 @@ func (s *Streams) newSlot(g group) *slot {
 	}
 	return &slot{
 		s:        s,
+		group:    g,
 		url:      s.base + path,
 		firstAge: staggeredAge(s.maxAge, s.nextSlot.Add(1)-1),
 		want:     make(map[string]streamRef),

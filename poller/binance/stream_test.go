@@ -755,3 +755,55 @@ func TestStreamsResubscribe(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamsShrinkAfterPolicyClose: a venue that closes a connection for
+// breaking its rules (1008), as one whose real limit on streams per
+// connection is lower than documented does, gets the streams back on
+// connections carrying half as many, instead of the same close forever.
+func TestStreamsShrinkAfterPolicyClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		symbols := []string{"AAAUSDT", "BBBUSDT", "CCCUSDT", "DDDUSDT"}
+		h := startStreams(t, Binance, 0, symbols)
+		defer h.stop()
+		h.sink.take()
+		old := h.conn("/public/stream", "aaausdt@depth@100ms")
+		if got := len(old.streams()); got != 4 {
+			t.Fatalf("%d depth streams on one connection, want 4", got)
+		}
+		_ = old.ws.Close(websocket.StatusPolicyViolation, "too many streams")
+		synctest.Wait()
+		time.Sleep(2 * time.Second) // past the first reconnection back-off
+		synctest.Wait()
+		if got := h.metric("marketfeed_stream_per_connection"); got != "2" {
+			t.Fatalf("streams per connection %s, want 2", got)
+		}
+		carried := map[string]int{}
+		for _, c := range h.v.connections() {
+			if c == old || c.path != "/public/stream" {
+				continue
+			}
+			if n := len(c.streams()); n > 2 {
+				t.Errorf("connection %d carries %d depth streams, want at most 2", c.n, n)
+			}
+			for _, name := range c.streams() {
+				carried[name]++
+			}
+		}
+		for _, sym := range symbols {
+			if name := strings.ToLower(sym) + "@depth@100ms"; carried[name] != 1 {
+				t.Errorf("%s carried by %d connections, want 1", name, carried[name])
+			}
+		}
+		live := map[string]bool{}
+		for _, call := range h.sink.take() {
+			if rest, ok := strings.CutPrefix(call, "live depth "); ok {
+				for _, sym := range strings.Split(rest, ",") {
+					live[sym] = true
+				}
+			}
+		}
+		if len(live) != 4 {
+			t.Errorf("depth streams live again: %v, want all 4", live)
+		}
+	})
+}

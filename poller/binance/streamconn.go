@@ -21,6 +21,7 @@ import (
 // close and replacing the connection before the venue's daily close.
 type slot struct {
 	s        *Streams
+	group    group
 	url      string
 	firstAge time.Duration
 
@@ -53,6 +54,17 @@ func (sl *slot) remove(name string) {
 	delete(sl.resub, name)
 	sl.mu.Unlock()
 	sl.poke()
+}
+
+// take removes name from the slot without telling the venue: its
+// connection is closed. It returns what the name stood for.
+func (sl *slot) take(name string) streamRef {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	ref := sl.want[name]
+	delete(sl.want, name)
+	delete(sl.resub, name)
+	return ref
 }
 
 func (sl *slot) resubscribe(name string) {
@@ -166,6 +178,11 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink po
 			sl.s.met.closed.Inc()
 			sl.s.warn("closed "+sl.url, "market stream connection closed", "url", sl.url, "err", c.err)
 			c.reportLost(sink)
+			if websocket.CloseStatus(c.err) == websocket.StatusPolicyViolation {
+				n := sl.s.shrink(sl)
+				sl.s.log.Warn("the venue closed a market stream connection for breaking its rules; fewer streams a connection from now on",
+					"url", sl.url, "streams_per_connection", n)
+			}
 			return
 		case <-sl.wake:
 		case <-retry:
