@@ -214,7 +214,7 @@ func (s *venueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/_control/fault", "/_control/stats", "/_control/market", "/_control/calls":
 		s.control(w, r)
 		return
-	case "/_control/ws", "/_control/drop", "/_control/gap", "/_control/silence", "/_control/book":
+	case "/_control/ws", "/_control/drop", "/_control/gap", "/_control/garble", "/_control/silence", "/_control/book":
 		s.streamControl(w, r)
 		return
 	}
@@ -654,7 +654,7 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
-	case "/_control/gap":
+	case "/_control/gap", "/_control/garble":
 		n := 1
 		if v := q.Get("events"); v != "" {
 			var err error
@@ -667,7 +667,11 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "want symbol=S", http.StatusBadRequest)
 			return
 		}
-		s.hub.gap(q.Get("symbol"), n)
+		if r.URL.Path == "/_control/gap" {
+			s.hub.gap(q.Get("symbol"), n)
+		} else {
+			s.hub.garble(q.Get("symbol"), n)
+		}
 		w.WriteHeader(http.StatusNoContent)
 	case "/_control/silence":
 		d, err := time.ParseDuration(q.Get("for"))

@@ -107,6 +107,7 @@ type wsHub struct {
 	nextID   int64
 	silenced map[string]time.Time // stream name → silent until
 	gaps     map[string]int       // symbol → depth events still to skip
+	garbled  map[string]int       // symbol → depth events still to send with an unusable price
 	slow     map[string]*depthAgg // @depth and @depth@500ms name → events merged so far
 	opened   int64
 	skipped  int64
@@ -124,7 +125,7 @@ func newWSHub(cfg wsConfig, log *slog.Logger, hidden func(string) bool) *wsHub {
 	return &wsHub{
 		cfg: cfg, log: log, now: time.Now, hidden: hidden,
 		subs: make(map[string]map[*wsConn]struct{}), conns: make(map[int64]*wsConn),
-		silenced: make(map[string]time.Time), gaps: make(map[string]int),
+		silenced: make(map[string]time.Time), gaps: make(map[string]int), garbled: make(map[string]int),
 		slow: make(map[string]*depthAgg), closes: make(map[string]int64),
 	}
 }
@@ -570,6 +571,15 @@ func (h *wsHub) Depth(u poller.DepthUpdate) {
 		h.skipped++
 		return
 	}
+	if h.garbled[u.Symbol] > 0 {
+		h.garbled[u.Symbol]--
+		if h.garbled[u.Symbol] == 0 {
+			delete(h.garbled, u.Symbol)
+		}
+		// The same update ids, a price in exponent notation: a client must
+		// refuse the event rather than apply or publish it.
+		u.Bids = append([]poller.Level{{Price: "1e5", Size: "1"}}, u.Bids...)
+	}
 	lower := strings.ToLower(u.Symbol)
 	E := h.now().UnixMilli()
 	h.publish(lower+"@depth@100ms", func() []byte { return appendDepth(nil, u, E) })
@@ -821,6 +831,13 @@ func (h *wsHub) wait() { h.wg.Wait() }
 func (h *wsHub) gap(symbol string, n int) {
 	h.mu.Lock()
 	h.gaps[symbol] += n
+	h.mu.Unlock()
+}
+
+// garble sends the symbol's next n depth events with an unusable price.
+func (h *wsHub) garble(symbol string, n int) {
+	h.mu.Lock()
+	h.garbled[symbol] += n
 	h.mu.Unlock()
 }
 

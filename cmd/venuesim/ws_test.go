@@ -506,6 +506,25 @@ func TestGapBreaksTheChain(t *testing.T) {
 	}
 }
 
+func TestGarbleSendsAnUnusablePrice(t *testing.T) {
+	st := newStreamTest(t, defaultWSConfig())
+	c := st.dial(t, "/public/stream")
+	subscribe(t, c, "btcusdt@depth@100ms")
+	ev := chained("BTCUSDT", 2)
+	postControl(t, st.url+"/_control/garble?symbol=BTCUSDT")
+	st.vs.hub.Depth(ev[0])
+	st.vs.hub.Depth(ev[1])
+	bad, good := readFrame(t, c), readFrame(t, c)
+	if !strings.Contains(string(bad.Data), `"1e5"`) || strings.Contains(string(good.Data), `"1e5"`) {
+		t.Fatalf("garbled %s then %s; want the first event only with an exponent price", bad.Data, good.Data)
+	}
+	var a depthEvent
+	_ = json.Unmarshal(bad.Data, &a)
+	if a.Last != ev[0].Last {
+		t.Fatalf("garbled event u=%d, want the event's own ids (%d)", a.Last, ev[0].Last)
+	}
+}
+
 func TestSilenceAndDelistStopDelivery(t *testing.T) {
 	st := newStreamTest(t, defaultWSConfig())
 	c := st.dial(t, "/market/stream")
