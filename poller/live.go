@@ -66,6 +66,11 @@ type livePair struct {
 	depthLive bool           // the subscription is acknowledged on a reading connection
 	depthAt   time.Time      // when the last depth event arrived
 	pub       *snapshot.Book // the book last published from the stream
+	// lastQuote is the best bid and ask of the book last published, and
+	// lastQuoteAt when it was last known current: the tickers' mid while
+	// the book resyncs.
+	lastQuote   Quote
+	lastQuoteAt time.Time
 	// bookTaken and bookShown order the book's publications: each state
 	// taken for publishing gets the next number, and a publication older
 	// than the one already shown is dropped, so two publishers (the
@@ -348,6 +353,7 @@ func (l *live) publishBooks() {
 		if !lp.book.Changed() && lp.pub != nil {
 			b := lp.pub.Confirmed(now)
 			lp.pub = b
+			lp.lastQuoteAt = now
 			lp.mu.Unlock()
 			l.p.store.PutBook(b)
 			continue
@@ -392,6 +398,7 @@ func (l *live) publishBook(lp *livePair, seq uint64, venueTime int64, bids, asks
 	lp.bookShown = seq
 	l.p.store.PutBook(b)
 	lp.pub = b
+	lp.lastQuote, lp.lastQuoteAt = quoteOf(lp.symbol, bids[:min(1, len(bids))], asks[:min(1, len(asks))]), now
 	lp.announce(snapshot.StreamBook)
 	l.p.metrics.publishLag.observe(now.Sub(time.UnixMilli(venueTime)))
 }
@@ -764,9 +771,15 @@ func (l *live) seedTickers(stats []Stat) {
 	}
 }
 
-// quotes returns the best bid and ask of every spot pair whose book is
-// current, from the local books: the perpetual's mid the tickers publish.
-func (l *live) quotes(spot []snapshot.Pair) (quotes []Quote, missing int) {
+// quotes returns the best bid and ask of the spot pairs from their local
+// books: the perpetual's mid the tickers publish. A book in sequence gives
+// its current top; a book resyncing gives the top it last published while
+// that is younger than half of max-stale, so a brief resync does not take a
+// ticker away, and a longer one leaves the bulk quotes time to stand in
+// before the tickers grow stale. oldest is when the oldest quote returned was current; missing
+// counts the spot pairs with neither.
+func (l *live) quotes(spot []snapshot.Pair, now time.Time) (quotes []Quote, oldest time.Time, missing int) {
+	oldest = now
 	for _, pair := range spot {
 		lp := l.pair(pair.Symbol)
 		if lp == nil {
@@ -774,23 +787,34 @@ func (l *live) quotes(spot []snapshot.Pair) (quotes []Quote, missing int) {
 			continue
 		}
 		lp.mu.Lock()
-		if !lp.bookCurrent() {
-			lp.mu.Unlock()
+		q, at := lp.lastQuote, lp.lastQuoteAt
+		if lp.bookCurrent() {
+			bids, asks := lp.book.Top(1)
+			q, at = quoteOf(pair.Symbol, bids, asks), now
+		}
+		lp.mu.Unlock()
+		if q.Symbol == "" || now.Sub(at) > l.p.cfg.MaxStale/2 {
 			missing++
 			continue
 		}
-		bids, asks := lp.book.Top(1)
-		lp.mu.Unlock()
-		q := Quote{Symbol: pair.Symbol}
-		if len(bids) > 0 {
-			q.Bid = bids[0].Price
-		}
-		if len(asks) > 0 {
-			q.Ask = asks[0].Price
-		}
 		quotes = append(quotes, q)
+		if at.Before(oldest) {
+			oldest = at
+		}
 	}
-	return quotes, missing
+	return quotes, oldest, missing
+}
+
+// quoteOf is the best bid and ask of a book's top levels.
+func quoteOf(symbol string, bids, asks []Level) Quote {
+	q := Quote{Symbol: symbol}
+	if len(bids) > 0 {
+		q.Bid = bids[0].Price
+	}
+	if len(asks) > 0 {
+		q.Ask = asks[0].Price
+	}
+	return q
 }
 
 // load makes a pair's stream-fed snapshot of kind s current for a waiting

@@ -483,11 +483,12 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	now := time.Now()
 	var streamStats []Stat
 	var localQuotes []Quote
+	var localAt time.Time
 	fromStream, allLocal := false, false
 	if p.live != nil {
 		streamStats, fromStream = p.live.streamTickers(now)
 		var missing int
-		localQuotes, missing = p.live.quotes(pairs.Spot())
+		localQuotes, localAt, missing = p.live.quotes(pairs.Spot(), now)
 		allLocal = missing == 0
 	}
 	p.planned.mu.Lock()
@@ -541,12 +542,20 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	if fromStream {
 		stats, statsAt = streamStats, now
 	}
-	if allLocal {
+	switch {
+	case allLocal:
 		// Every spot pair's quote is from its local book; no spot pair at
 		// all is an empty list, not a missing one.
-		quotes, quotesAt = append([]Quote{}, localQuotes...), now
-	} else if len(localQuotes) > 0 {
+		quotes, quotesAt = append([]Quote{}, localQuotes...), localAt
+	case len(localQuotes) > 0 && quotes == nil:
+		// No bulk quotes yet: the pairs without a local quote are left
+		// out of /tickers (counted) rather than aging the whole list.
+		quotes, quotesAt = localQuotes, localAt
+	case len(localQuotes) > 0:
 		quotes = overlay(quotes, localQuotes)
+		if localAt.Before(quotesAt) {
+			quotesAt = localAt
+		}
 	}
 	readAt := statsAt
 	if quotesAt.Before(readAt) {

@@ -199,19 +199,23 @@ type traffic struct {
 
 	phase atomic.Pointer[string]
 
-	mu         sync.Mutex
-	byPhase    map[string]map[int]int // phase → status → count
-	phases     []string               // in order of first answer
-	total      int
-	violations int
-	examples   []string // the first violations, for the failure message
+	mu      sync.Mutex
+	byPhase map[string]map[int]int // phase → status → count
+	// unavailable counts the 502s by phase and target, to say which pairs
+	// a fault left without a fresh snapshot.
+	unavailable map[string]int
+	phases      []string // in order of first answer
+	total       int
+	violations  int
+	examples    []string // the first violations, for the failure message
 }
 
 func newTraffic(t testing.TB, api string, store *snapshot.Store, maxStale time.Duration) *traffic {
 	tr := &traffic{
 		t: t, api: api, store: store, maxStale: maxStale,
-		client:  &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
-		byPhase: make(map[string]map[int]int),
+		client:      &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		byPhase:     make(map[string]map[int]int),
+		unavailable: make(map[string]int),
 	}
 	tr.setPhase("start")
 	return tr
@@ -294,6 +298,9 @@ func (tr *traffic) once(tg target) {
 		tr.phases = append(tr.phases, phase)
 	}
 	counts[status]++
+	if status == 502 {
+		tr.unavailable[phase+" "+tg.path]++
+	}
 	tr.total++
 	if problem != "" {
 		tr.violations++
@@ -343,6 +350,11 @@ func (tr *traffic) report(t testing.TB) (total, s502 int) {
 			}
 		}
 		t.Logf("  %-28s %s", ph, strings.Join(parts, " "))
+		for key, n := range tr.unavailable {
+			if target, ok := strings.CutPrefix(key, ph+" "); ok {
+				t.Logf("  %-28s   502×%d %s", "", n, target)
+			}
+		}
 	}
 	t.Logf("answers: %d, of which 502: %d; violations: %d", tr.total, s502, tr.violations)
 	if tr.violations > 0 {

@@ -52,6 +52,7 @@ var badConfigs = []struct {
 	{"max stale zero", []string{"-max-stale", "0s"}, nil, []string{"-max-stale", "positive"}},
 	{"max stale not a duration", []string{"-max-stale", "10"}, nil, []string{"-max-stale", "duration"}},
 	{"cold timeout negative", []string{"-cold-timeout", "-1s"}, nil, []string{"-cold-timeout", "positive"}},
+	{"stream max age too short", []string{"-venue", "binance", "-venue-ws-max-age", "10ms"}, nil, []string{"-venue-ws-max-age", "at least 1s"}},
 	{"max conns zero", []string{"-max-conns", "0"}, nil, []string{"-max-conns", "at least 1"}},
 	{"max conns not a number", []string{"-max-conns", "1e4"}, nil, []string{"-max-conns", "whole number"}},
 	{"sim extra negative", []string{"-sim-extra", "-3"}, nil, []string{"-sim-extra"}},

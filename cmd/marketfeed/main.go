@@ -152,7 +152,7 @@ func newStreams(cfg *Config, venue poller.Venue, log *slog.Logger, set *metrics.
 	if !ok {
 		return nil
 	}
-	return binance.NewStreams(preset, binance.StreamOptions{BaseURL: streamURL(cfg), Logger: log, Metrics: set})
+	return binance.NewStreams(preset, binance.StreamOptions{BaseURL: streamURL(cfg), Logger: log, Metrics: set, MaxAge: cfg.VenueWSMaxAge})
 }
 
 // streamURL is the base URL of the venue's market streams: -venue-ws-url;

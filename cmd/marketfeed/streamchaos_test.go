@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/internal/wire"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
@@ -136,6 +138,11 @@ func TestStreamFaults(t *testing.T) {
 	// A lost depth event: that book resyncs from a new snapshot.
 	c.streamFault("sequence gap", http.MethodPost, "/_control/gap?symbol=BTCUSDT", 5*time.Second)
 	checkAll()
+	// A depth event with a price in exponent notation: refused, never
+	// applied or published; the stream is subscribed again and the book
+	// resyncs.
+	c.streamFault("unusable depth event", http.MethodPost, "/_control/garble?symbol=BTCUSDT", 5*time.Second)
+	checkAll()
 	// A 429 met by the resync's snapshot read: the pause is obeyed, then
 	// the book resyncs.
 	c.traffic.setPhase("429 during a resync")
@@ -156,8 +163,92 @@ func TestStreamFaults(t *testing.T) {
 	checkAll()
 
 	c.finish(stop, wait)
+	// The ticker stream and the local books keep /tickers whatever one
+	// pair's book goes through.
+	for key, n := range c.traffic.unavailable {
+		if strings.HasSuffix(key, " /tickers") || strings.HasSuffix(key, " /pairs") {
+			t.Errorf("%d × 502 for %s", n, key)
+		}
+	}
 	if truth.checked < 10 {
 		t.Fatalf("only %d books compared with the venue's", truth.checked)
 	}
 	t.Logf("%d served books equal the venue's true book at their heartbeat", truth.checked)
+}
+
+// opsMetrics scrapes the app's /metrics.
+func opsMetrics(t *testing.T, a *app) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + a.ops.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := promtext.Parse(string(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestStreamVenueLimits runs against a venue stricter than documented: it
+// closes a connection that carries more than 30 streams, and every
+// connection after 8 s. The client halves its streams per connection until
+// the venue keeps them, and replaces each connection at 3 s, before the
+// venue's close, with no stream lost and no book resynced for it; the
+// traffic meanwhile gets no 502 and no stale book.
+func TestStreamVenueLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds venuesim and runs for about half a minute")
+	}
+	const maxStale = 3 * time.Second
+	venue := startVenueSim(t, "-ws-max-streams", "30", "-ws-max-age", "8s")
+	api, a, logs := startLoggedApp(t, append(streamArgs(venue.url, maxStale), "-venue-ws-max-age", "3s")...)
+	c := &chaos{t: t, venue: venue, api: api, app: a, logs: logs, traffic: newTraffic(t, api, a.store, maxStale)}
+	c.traffic.setPhase("cold start over the venue's limits")
+	synced := allStreamed(t, a, 60*time.Second)
+	m := opsMetrics(t, a)
+	c.figure("%-28s every pair stream-fed after %s, at %v streams a connection", "stricter venue",
+		synced.Round(time.Millisecond), m["marketfeed_stream_per_connection"])
+	if got := m["marketfeed_stream_per_connection"]; got > 30 {
+		t.Fatalf("%v streams a connection on a venue that allows 30", got)
+	}
+	lostBefore := m[`marketfeed_book_resyncs_total{cause="lost"}`]
+	rotatedBefore := m[`marketfeed_stream_reconnects_total{reason="rotated"}`]
+
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	c.traffic.setPhase("replacements before the venue's close")
+	wait := c.traffic.run(ctx, 4, 5*time.Millisecond, 1_000_000, chaosTargets)
+	time.Sleep(12 * time.Second) // four replacement periods under traffic: nothing to wait for
+	m = opsMetrics(t, a)
+	rotated := m[`marketfeed_stream_reconnects_total{reason="rotated"}`] - rotatedBefore
+	lost := m[`marketfeed_book_resyncs_total{cause="lost"}`] - lostBefore
+	var stats struct {
+		Closes map[string]int64 `json:"closes"`
+	}
+	resp, err := http.Get(venue.url + "/_control/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	c.figure("%-28s %v connections replaced in 12 s, %v books resynced for a lost stream, venue closes by reason %v",
+		"rotation", rotated, lost, stats.Closes)
+	if rotated < 4 {
+		t.Errorf("%v connections replaced in 12 s at a 3 s age, want several", rotated)
+	}
+	if lost != 0 {
+		t.Errorf("%v books resynced for a lost stream during replacements, want 0", lost)
+	}
+	if stats.Closes["max age"] != 0 {
+		t.Errorf("the venue closed %d connections for their age: replacements came too late", stats.Closes["max age"])
+	}
+	c.finish(stop, wait)
 }

@@ -351,7 +351,7 @@ func (s *Streams) Run(ctx context.Context, sink poller.Sink) error {
 func (s *Streams) shrink(sl *slot) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.perConn = max(min(s.perConn, sl.size())/2, 1)
+	s.perConn = max(min(s.perConn, sl.size()/2), 1)
 	_, names := sl.wanted()
 	if len(names) <= s.perConn {
 		return s.perConn
