@@ -66,8 +66,7 @@ func IsZeroDecimal(s string) bool {
 	return true
 }
 
-// Log attribute keys, one per meaning, shared by every log line of the
-// poller and the venue adapters.
+// Log attribute keys, one per meaning, for every log line of the poller.
 const (
 	logKeyErr  = "err"
 	logKeyPair = "pair"
