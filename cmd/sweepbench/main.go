@@ -82,7 +82,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.streamsFlags, "streams-flags", true, "pass -venue-ws-url and -venue-streams to marketfeed; false: REST only, one run per count")
 	fs.StringVar(&mfArgs, "marketfeed-args", "", "more `flags` for marketfeed, space separated, after the sweep's own")
 	fs.IntVar(&c.weightLimit, "weight-limit", 2400, "venuesim's request weight a minute (Binance's)")
-	fs.DurationVar(&c.coldTimeout, "cold-timeout", 5*time.Minute, "give up waiting for every book after this long from marketfeed's start")
+	// A cold start is bound by the venue's budget: 846 books at 10 weight
+	// each take about 7.5 minutes of a 1,200-a-minute budget.
+	fs.DurationVar(&c.coldTimeout, "cold-timeout", 12*time.Minute, "give up waiting for every book after this long from marketfeed's start")
 	fs.DurationVar(&c.coldInterval, "cold-interval", 3*time.Second, "ask each waiting pair's book at most once per `period` during the cold start")
 	fs.IntVar(&c.workers, "workers", 16, "aggregator reads in flight at most")
 	fs.StringVar(&c.venuesimBin, "venuesim-bin", "", "venuesim `binary` to run instead of building ./cmd/venuesim")
