@@ -739,20 +739,21 @@ func (l *live) tickersFlowing(now time.Time) bool {
 	return !l.tickersAt.IsZero() && now.Sub(l.tickersAt) <= l.p.cfg.MaxStale/2
 }
 
-// streamTickers returns the ticker stream's rows while it delivers, and
-// false when it has been quiet for longer than max-stale: then the REST
-// statistics stand in.
-func (l *live) streamTickers(now time.Time) ([]Stat, bool) {
-	if !l.tickersFlowing(now) {
-		return nil, false
-	}
+// streamTickers returns the statistics the ticker stream has brought (over
+// the REST statistics seeded under them, for markets it has not sent) and
+// when its rows last arrived; ok is false before any arrived. The stream
+// sends only the markets that changed, so every row is current as of at.
+func (l *live) streamTickers() (rows []Stat, at time.Time, ok bool) {
 	l.tickersMu.Lock()
 	defer l.tickersMu.Unlock()
-	rows := make([]Stat, 0, len(l.tickers))
+	if l.tickersAt.IsZero() {
+		return nil, time.Time{}, false
+	}
+	rows = make([]Stat, 0, len(l.tickers))
 	for _, r := range l.tickers {
 		rows = append(rows, r)
 	}
-	return rows, true
+	return rows, l.tickersAt, true
 }
 
 // seedTickers keeps REST statistics as the base the stream's rows update:
@@ -772,37 +773,36 @@ func (l *live) seedTickers(stats []Stat) {
 }
 
 // quotes returns the best bid and ask of the spot pairs from their local
-// books: the perpetual's mid the tickers publish. A book in sequence gives
-// its current top; a book resyncing gives the top it last published while
-// that is younger than half of max-stale, so a brief resync does not take a
-// ticker away, and a longer one leaves the bulk quotes time to stand in
-// before the tickers grow stale. oldest is when the oldest quote returned was current; missing
-// counts the spot pairs with neither.
-func (l *live) quotes(spot []snapshot.Pair, now time.Time) (quotes []Quote, oldest time.Time, missing int) {
-	oldest = now
+// books, each with when it was current: the perpetual's mid the tickers
+// publish. A book in sequence gives its current top; a book resyncing gives
+// the top it last published while that is younger than max-stale, so a
+// resync does not take a ticker away. stale counts the spot pairs with no
+// quote younger than half of max-stale: for those the bulk quotes should
+// stand in, while there is time.
+func (l *live) quotes(spot []snapshot.Pair, now time.Time) (quotes []Quote, at []time.Time, stale int) {
 	for _, pair := range spot {
 		lp := l.pair(pair.Symbol)
 		if lp == nil {
-			missing++
+			stale++
 			continue
 		}
 		lp.mu.Lock()
-		q, at := lp.lastQuote, lp.lastQuoteAt
+		q, qAt := lp.lastQuote, lp.lastQuoteAt
 		if lp.bookCurrent() {
 			bids, asks := lp.book.Top(1)
-			q, at = quoteOf(pair.Symbol, bids, asks), now
+			q, qAt = quoteOf(pair.Symbol, bids, asks), now
 		}
 		lp.mu.Unlock()
-		if q.Symbol == "" || now.Sub(at) > l.p.cfg.MaxStale/2 {
-			missing++
-			continue
+		age := now.Sub(qAt)
+		if q.Symbol == "" || age > l.p.cfg.MaxStale/2 {
+			stale++
 		}
-		quotes = append(quotes, q)
-		if at.Before(oldest) {
-			oldest = at
+		if q.Symbol != "" && age <= l.p.cfg.MaxStale {
+			quotes = append(quotes, q)
+			at = append(at, qAt)
 		}
 	}
-	return quotes, oldest, missing
+	return quotes, at, stale
 }
 
 // quoteOf is the best bid and ask of a book's top levels.

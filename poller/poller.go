@@ -239,7 +239,15 @@ func (p *Poller) Run(ctx context.Context) error {
 		c.Schedule(Every(d), chain.Then(cron.FuncJob(func() { f(ctx) })))
 	}
 	every(p.cfg.CatalogEvery, single, func(ctx context.Context) { _ = p.RefreshCatalog(ctx) })
-	every(p.cfg.TickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
+	// With streams the tickers are rebuilt from the ticker stream and the
+	// local books as often as books are published, so that a spot pair's
+	// book back in sequence shows in /tickers at once; the bulk calls keep
+	// their own, slower plan either way.
+	tickersEvery := p.cfg.TickersEvery
+	if p.live != nil {
+		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
+	}
+	every(tickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
 	every(p.cfg.BookEvery, overlapping, p.RefreshBooks)
 	every(p.cfg.TradesEvery, overlapping, p.RefreshTrades)
 	if l := p.live; l != nil {
@@ -482,14 +490,18 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	}
 	now := time.Now()
 	var streamStats []Stat
+	var streamAt time.Time
 	var localQuotes []Quote
-	var localAt time.Time
-	fromStream, allLocal := false, false
+	var localAts []time.Time
+	haveStream, fromStream, allLocal := false, false, false
 	if p.live != nil {
-		streamStats, fromStream = p.live.streamTickers(now)
-		var missing int
-		localQuotes, localAt, missing = p.live.quotes(pairs.Spot(), now)
-		allLocal = missing == 0
+		streamStats, streamAt, haveStream = p.live.streamTickers()
+		// While the stream delivers, no bulk statistics are read; quiet
+		// for half of max-stale, they stand in.
+		fromStream = p.live.tickersFlowing(now)
+		var stale int
+		localQuotes, localAts, stale = p.live.quotes(pairs.Spot(), now)
+		allLocal = stale == 0
 	}
 	p.planned.mu.Lock()
 	quotesEvery, statsEvery := p.planned.quotesEvery, p.planned.statsEvery
@@ -506,7 +518,7 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	p.tk.mu.Unlock()
 
 	var errs []error
-	read := fromStream || len(localQuotes) > 0
+	read := haveStream || len(localQuotes) > 0
 	if quotesDue {
 		if quotes, err := readBulk(ctx, p, CallQuotes, p.venue.Quotes); err != nil {
 			errs = append(errs, err)
@@ -539,28 +551,44 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	p.tk.mu.Lock()
 	stats, quotes := p.tk.stats, p.tk.quotes
 	statsAt, quotesAt := p.tk.statsAt, p.tk.quotesAt
-	if fromStream {
-		stats, statsAt = streamStats, now
+	if haveStream && (stats == nil || streamAt.After(statsAt)) {
+		// The newer of the stream's rows and the bulk statistics.
+		stats, statsAt = streamStats, streamAt
+	}
+	// A spot pair's local quote is used while it is younger than half of
+	// max-stale, or, while the bulk quotes cannot stand in (none read
+	// recently: the venue refuses calls), while it is younger than
+	// max-stale; a pair with neither is left out of /tickers, counted,
+	// rather than aging the whole list.
+	half := p.cfg.MaxStale / 2
+	restFresh := quotes != nil && now.Sub(quotesAt) <= half
+	var use []Quote
+	useAt := now
+	for i, q := range localQuotes {
+		if now.Sub(localAts[i]) <= half || !restFresh {
+			use = append(use, q)
+			if localAts[i].Before(useAt) {
+				useAt = localAts[i]
+			}
+		}
 	}
 	switch {
 	case allLocal:
-		// Every spot pair's quote is from its local book; no spot pair at
-		// all is an empty list, not a missing one.
-		quotes, quotesAt = append([]Quote{}, localQuotes...), localAt
-	case len(localQuotes) > 0 && quotes == nil:
-		// No bulk quotes yet: the pairs without a local quote are left
-		// out of /tickers (counted) rather than aging the whole list.
-		quotes, quotesAt = localQuotes, localAt
-	case len(localQuotes) > 0:
-		quotes = overlay(quotes, localQuotes)
-		if localAt.Before(quotesAt) {
-			quotesAt = localAt
+		// No spot pair at all is an empty list, not a missing one.
+		quotes, quotesAt = append([]Quote{}, use...), useAt
+	case restFresh:
+		quotes = overlay(quotes, use)
+		if useAt.Before(quotesAt) {
+			quotesAt = useAt
 		}
+	case len(use) > 0:
+		quotes, quotesAt = use, useAt
 	}
 	readAt := statsAt
 	if quotesAt.Before(readAt) {
 		readAt = quotesAt
 	}
+
 	rebuild := (read || p.tk.from != pairs.Version()) && stats != nil && quotes != nil
 	if rebuild {
 		p.tk.from = pairs.Version()
