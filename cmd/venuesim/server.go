@@ -51,10 +51,11 @@ type call struct {
 	Fault  bool   `json:"fault"`  // a fault or the weight limit answered it
 }
 
-// aggTradesWeight is Binance's weight for /fapi/v1/aggTrades. The Binance
-// preset in poller/binance has no entry for it yet; every other weight is
-// the preset's, so the simulator charges what the adapter expects.
-const aggTradesWeight = 20
+// rawTradesWeight is Binance's weight for /fapi/v1/trades, which the
+// adapter no longer reads (trades are aggregate trades everywhere), so the
+// preset has no entry for it; every other weight is the preset's, so the
+// simulator charges what the adapter expects.
+const rawTradesWeight = 5
 
 // binanceWeights prices a depth call by its limit as the Binance adapter
 // does.
@@ -78,9 +79,9 @@ func weight(path string, q url.Values) (int, bool) {
 		}
 		return binanceWeights.BookWeight(limit), true
 	case "/fapi/v1/trades":
-		return w.Trades, true
+		return rawTradesWeight, true
 	case "/fapi/v1/aggTrades", "/fapi/v3/aggTrades": // Binance's path, Aster's
-		return aggTradesWeight, true
+		return w.Trades, true
 	}
 	return 0, false
 }
