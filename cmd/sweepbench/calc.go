@@ -117,6 +117,9 @@ type weightUse struct {
 	PerMin  float64 // the total as a rate per minute over the whole window
 	Calls   int     // calls in the window
 	Refused int     // calls a fault or the weight limit answered
+	// ByPath is the weight by venue path, so that a run says what the
+	// weight went on (snapshots, trade backfills, bulk reads).
+	ByPath map[string]int
 }
 
 // Peak is the heaviest whole minute, or the window's rate when it is shorter
@@ -141,6 +144,7 @@ func weightIn(calls []venueCall, from, to time.Time) weightUse {
 	}
 	whole := int(span / time.Minute)
 	w.Minutes = make([]int, whole)
+	w.ByPath = map[string]int{}
 	f, t := from.UnixMicro(), to.UnixMicro()
 	for _, c := range calls {
 		if c.At < f || c.At >= t {
@@ -148,6 +152,9 @@ func weightIn(calls []venueCall, from, to time.Time) weightUse {
 		}
 		cost := c.Weight
 		w.Total += cost
+		if cost > 0 {
+			w.ByPath[c.Path] += cost
+		}
 		w.Calls++
 		if c.Fault {
 			w.Refused++

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -149,7 +150,10 @@ func TestWeightIn(t *testing.T) {
 		wantPeak float64
 	}{
 		{"three minutes", steady, 3 * time.Minute,
-			weightUse{Total: 86, Minutes: []int{70, 6, 10}, PerMin: 86.0 / 3, Calls: 7, Refused: 1}, 70},
+			weightUse{Total: 86, Minutes: []int{70, 6, 10}, PerMin: 86.0 / 3, Calls: 7, Refused: 1, ByPath: map[string]int{
+				"/fapi/v1/depth": 20, "/fapi/v1/aggTrades": 20, "/fapi/v1/ticker/24hr": 40,
+				"/fapi/v1/exchangeInfo": 1, "/fapi/v1/ticker/bookTicker": 5,
+			}}, 70},
 		{"a part-minute counts in the total, not as a minute", steady, 150 * time.Second,
 			weightUse{Total: 76, Minutes: []int{70, 6}, PerMin: 76 / 2.5, Calls: 5}, 70},
 		{"under a minute: the rate is the peak", steady, 30 * time.Second,
@@ -161,7 +165,8 @@ func TestWeightIn(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := weightIn(tt.calls, from, from.Add(tt.span))
 			if got.Total != tt.want.Total || !slices.Equal(got.Minutes, tt.want.Minutes) || got.PerMin != tt.want.PerMin ||
-				got.Calls != tt.want.Calls || got.Refused != tt.want.Refused {
+				got.Calls != tt.want.Calls || got.Refused != tt.want.Refused ||
+				(tt.want.ByPath != nil && !maps.Equal(got.ByPath, tt.want.ByPath)) {
 				t.Errorf("weightIn = %+v, want %+v", got, tt.want)
 			}
 			if p := got.Peak(); p != tt.wantPeak {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -76,9 +79,29 @@ func rows(r result, weightLimit int) []row {
 	add("REST weight a minute, steady", fmt.Sprintf("mean %.0f, peak %.0f (%s)", w.PerMin, w.Peak(), minutes(w)),
 		fmt.Sprintf("≤ %.0f (%.0f%% of %d)", limit, 100*targetWeightPart, weightLimit), verdict(weightLimit <= 0 || w.Peak() <= limit))
 	add("venue calls, steady / refused", fmt.Sprintf("%d / %d", w.Calls, w.Refused), "", "")
+	add("REST weight, steady, by path", byPath(w), "", "")
 	add("marketfeed CPU", fmt.Sprintf("%.1f%% of one core", 100*r.CPUShare), "", "")
 	add("marketfeed max RSS", fmt.Sprintf("%.1f MiB", float64(r.MaxRSS)/(1<<20)), "", "")
 	return out
+}
+
+// byPath lists the weight of each venue path, heaviest first.
+func byPath(w weightUse) string {
+	if w.Total == 0 {
+		return "none"
+	}
+	paths := slices.Collect(maps.Keys(w.ByPath))
+	slices.SortFunc(paths, func(a, b string) int {
+		if c := cmp.Compare(w.ByPath[b], w.ByPath[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	parts := make([]string, len(paths))
+	for i, p := range paths {
+		parts[i] = fmt.Sprintf("%s %d", p, w.ByPath[p])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // minutes says what the steady weight was measured over.

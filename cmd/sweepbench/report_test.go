@@ -21,9 +21,10 @@ func good() result {
 		BookAge:    percentiles{N: 1338, P50: ms(100), P99: ms(900), Max: ms(1200)},
 		TradeLag:   percentiles{N: 1338, P50: ms(300), P99: ms(2000), Max: ms(3000)},
 		HotBookAge: percentiles{N: 4500, P50: ms(50), P99: ms(200), Max: ms(300)},
-		Steady:     weightUse{Total: 120, Minutes: []int{40, 40, 40}, PerMin: 40, Calls: 24},
-		CPUShare:   0.031,
-		MaxRSS:     48 << 20,
+		Steady: weightUse{Total: 120, Minutes: []int{40, 40, 40}, PerMin: 40, Calls: 24,
+			ByPath: map[string]int{"/fapi/v1/depth": 40, "/fapi/v1/aggTrades": 40, "/fapi/v1/ticker/24hr": 40}},
+		CPUShare: 0.031,
+		MaxRSS:   48 << 20,
 	}
 }
 
@@ -83,6 +84,8 @@ func TestRowsValues(t *testing.T) {
 		"marketfeed CPU":               "3.1% of one core",
 		"hot client reads a second":    "50.0 of 50 aimed at",
 		"marketfeed max RSS":           "48.0 MiB",
+		// Heaviest first; equal weights by path.
+		"REST weight, steady, by path": "/fapi/v1/aggTrades 40, /fapi/v1/depth 40, /fapi/v1/ticker/24hr 40",
 	}
 	for fig, v := range want {
 		if got[fig].Value != v {
