@@ -211,6 +211,15 @@ func (b *OrderBook) Sync(snap Book, limit int) error {
 		return fmt.Errorf("%w: snapshot at %d, first buffered update %d", ErrStaleSnapshot, snap.LastUpdateID, buffered[0].First)
 	}
 	b.buffer = nil
+	if err := b.load(snap, limit); err != nil {
+		return err
+	}
+	return b.replay(buffered)
+}
+
+// load replaces the book's levels with a snapshot's and makes the book
+// current at its update id.
+func (b *OrderBook) load(snap Book, limit int) error {
 	b.bids.levels = b.bids.levels[:0]
 	b.asks.levels = b.asks.levels[:0]
 	if err := b.bids.load(snap.Bids, limit); err != nil {
@@ -226,7 +235,12 @@ func (b *OrderBook) Sync(snap Book, limit int) error {
 	b.time = snap.Time
 	b.ahead = b.ahead[:0]
 	b.changed = true
-	for _, u := range buffered {
+	return nil
+}
+
+// replay applies events that followed a snapshot just loaded.
+func (b *OrderBook) replay(events []DepthUpdate) error {
+	for _, u := range events {
 		if err := b.Apply(u); err != nil {
 			return err
 		}
@@ -252,9 +266,12 @@ func (b *OrderBook) Recording() bool { return b.recording }
 
 // Refresh lays a new snapshot under a book that is in sequence, without
 // taking it out of sequence: the events recorded since Record that follow
-// the snapshot are applied on top of it. A book that is not synced is
-// synced from the snapshot. A snapshot older than the recorded events is
-// refused with ErrStaleSnapshot and the book stays as it was.
+// the snapshot are applied on top of it. What the book vouched for beyond
+// the snapshot's edge is kept (up to maxSideLevels a side): the book was in
+// sequence there, so a price that turns back finds its levels still
+// vouched for instead of asking for another snapshot. A book that is not
+// synced is synced from the snapshot. A snapshot older than the recorded
+// events is refused with ErrStaleSnapshot and the book stays as it was.
 func (b *OrderBook) Refresh(snap Book, limit int) error {
 	if !b.synced {
 		return b.Sync(snap, limit)
@@ -263,16 +280,43 @@ func (b *OrderBook) Refresh(snap Book, limit int) error {
 	if (len(events) == 0 && snap.LastUpdateID < b.last) || (len(events) > 0 && events[0].Prev > snap.LastUpdateID) {
 		return fmt.Errorf("%w: snapshot at %d, book at %d", ErrStaleSnapshot, snap.LastUpdateID, b.last)
 	}
-	b.buffer = append(events, b.ahead...)
-	b.ahead = b.ahead[:0]
-	b.synced = false
+	events = append(events, b.ahead...)
 	b.recording, b.recent = false, nil
-	return b.Sync(snap, limit)
+	// The old sides are current at the book's update id. When that is not
+	// before the snapshot's, replaying the events from the snapshot on
+	// leaves the kept levels as they are: an event sets a level's size
+	// outright, so applying it again to a level that already has it
+	// changes nothing. A snapshot newer than the book drops the events it
+	// covers, and with them their changes beyond its edge: then nothing
+	// is kept.
+	keep := b.last >= snap.LastUpdateID
+	oldBids, oldAsks := b.bids, b.asks
+	b.bids.levels, b.asks.levels = nil, nil
+	if err := b.load(snap, limit); err != nil {
+		return err
+	}
+	if keep {
+		b.bids.keepBeyond(oldBids)
+		b.asks.keepBeyond(oldAsks)
+	}
+	return b.replay(events)
 }
 
 // Top returns up to n levels of each side, best first. The slices are new;
 // the strings are the venue's.
 func (b *OrderBook) Top(n int) (bids, asks []Level) { return b.bids.top(n), b.asks.top(n) }
+
+// maxSideLevels bounds the levels a side keeps: twice the deepest snapshot
+// the venue gives. A side grows as the price moves away from it and as a
+// refresh keeps what the book vouched for beyond the snapshot; past this,
+// its worst levels are dropped and its edge drawn in, which costs nothing
+// served (100 levels are published) and bounds the memory of hundreds of
+// books. trimSlack lets a side grow a little past the bound before it is
+// trimmed, so that trimming, which moves every level, is rare.
+const (
+	maxSideLevels = 2000
+	trimSlack     = 256
+)
 
 // bookSide is one side of an OrderBook. Levels are stored worst first, so
 // that the changes a moving top brings (levels appearing and vanishing at the
@@ -358,7 +402,44 @@ func (s *bookSide) update(levels []Level) error {
 			s.levels = slices.Insert(s.levels, at, bookLevel{key, l.Price, l.Size})
 		}
 	}
+	if len(s.levels) > maxSideLevels+trimSlack {
+		s.trim()
+	}
 	return nil
+}
+
+// keepBeyond puts under a side just loaded from a snapshot the levels old,
+// the same side before the snapshot, held beyond the snapshot's edge, and
+// takes old's edge if it was farther: old was current, so its levels there
+// are the venue's.
+func (s *bookSide) keepBeyond(old bookSide) {
+	if !s.bounded || (old.bounded && !s.better(s.edge, old.edge)) {
+		return // the snapshot reaches at least as far as the old book did
+	}
+	// old's levels worse than the new edge are a prefix of its worst-first
+	// levels.
+	n, _ := slices.BinarySearchFunc(old.levels, s.edge, func(l bookLevel, k priceKey) int {
+		if s.better(k, l.key) {
+			return -1
+		}
+		return 1
+	})
+	s.levels = append(old.levels[:n:n], s.levels...)
+	s.bounded, s.edge = old.bounded, old.edge
+	if len(s.levels) > maxSideLevels {
+		s.trim()
+	}
+}
+
+// trim drops a side's worst levels down to maxSideLevels and draws its edge
+// in to the worst level kept.
+func (s *bookSide) trim() {
+	drop := len(s.levels) - maxSideLevels
+	if drop <= 0 {
+		return
+	}
+	s.levels = slices.Delete(s.levels, 0, drop)
+	s.bounded, s.edge = true, s.levels[0].key
 }
 
 func (s *bookSide) short(n int) bool { return s.bounded && len(s.levels) < n }

@@ -255,3 +255,99 @@ func TestOrderBookRefreshKeepsSequence(t *testing.T) {
 		t.Fatalf("synced %v at %d, bids %v: the newer snapshot's covered event was applied again", b.Synced(), b.LastUpdateID(), bids)
 	}
 }
+
+// levelsFrom returns n levels one apart in price from top, down for bids
+// and up for asks, each of size "1".
+func levelsFrom(top, n int, bids bool) []Level {
+	out := make([]Level, n)
+	for i := range out {
+		p := top + i
+		if bids {
+			p = top - i
+		}
+		out[i] = Level{Price: strconv.Itoa(p), Size: "1"}
+	}
+	return out
+}
+
+// A refresh taken because the price rose towards the asks' edge keeps the
+// bids the book vouched for beyond the new snapshot's bid edge, so that a
+// price turning back down finds them, and updates there are applied again.
+func TestOrderBookRefreshKeepsWhatTheBookVouchedForBeyondTheSnapshot(t *testing.T) {
+	// Five levels a side: bids 100..96, asks 101..105.
+	b := synced(t, Book{LastUpdateID: 10, Bids: levelsFrom(100, 5, true), Asks: levelsFrom(101, 5, false)}, 5)
+	// The price rises two ticks: asks 101 and 102 are taken, bids appear
+	// there. The asks now vouch for three levels.
+	if err := b.Apply(upd(11, 11, 10, lv("101", "1", "102", "1"), lv("101", "0", "102", "0"))); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Short(5) || b.Record() {
+		t.Fatal("asks not short after the top moved towards their edge")
+	}
+	// Recorded after the snapshot below was taken: bid 97, beyond the
+	// snapshot's bid edge, changes.
+	if err := b.Apply(upd(12, 12, 11, lv("97", "7"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	// The snapshot, at 11: bids 102..98, asks 103..107.
+	snap := Book{LastUpdateID: 11, Bids: levelsFrom(102, 5, true), Asks: levelsFrom(103, 5, false)}
+	if err := b.Refresh(snap, 5); err != nil {
+		t.Fatal(err)
+	}
+	bids, asks := b.Top(10)
+	if want := lv("102", "1", "101", "1", "100", "1", "99", "1", "98", "1", "97", "7", "96", "1"); !slices.Equal(bids, want) {
+		t.Fatalf("bids %v, want %v: the levels beyond the snapshot the book held are kept, at their newest size", bids, want)
+	}
+	if !slices.Equal(asks, levelsFrom(103, 5, false)) || b.Short(5) || b.LastUpdateID() != 12 {
+		t.Fatalf("asks %v, short %v, at %d", asks, b.Short(5), b.LastUpdateID())
+	}
+	// The kept levels are inside the edge again: updates there apply, and
+	// beyond the old edge (96) they still do not.
+	if err := b.Apply(upd(13, 13, 12, lv("96", "0", "95", "4"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if bids, _ := b.Top(10); len(bids) != 6 || bids[5].Price != "97" {
+		t.Fatalf("bids %v: want 96 removed and 95 (beyond the old edge) ignored", bids)
+	}
+}
+
+// A snapshot newer than the book cannot take the book's far levels along:
+// the events between would reach them only through the snapshot's edge.
+func TestOrderBookRefreshFromANewerSnapshotKeepsNothingBeyondIt(t *testing.T) {
+	b := synced(t, Book{LastUpdateID: 10, Bids: levelsFrom(100, 5, true), Asks: levelsFrom(101, 5, false)}, 5)
+	b.Record()
+	snap := Book{LastUpdateID: 20, Bids: levelsFrom(100, 3, true), Asks: levelsFrom(101, 3, false)}
+	if err := b.Refresh(snap, 3); err != nil {
+		t.Fatal(err)
+	}
+	// 11..20 removed bid 97, which the book at 10 still held.
+	if bids, _ := b.Top(10); !slices.Equal(bids, levelsFrom(100, 3, true)) {
+		t.Fatalf("bids %v, want only the snapshot's", bids)
+	}
+}
+
+// A side that grows past maxSideLevels, as the bids do while the price
+// rises, drops its worst levels and vouches no farther than it holds.
+func TestOrderBookSideIsTrimmed(t *testing.T) {
+	// The venue sent every bid: the side is complete and unbounded.
+	b := synced(t, Book{LastUpdateID: 1, Bids: levelsFrom(1000, 10, true), Asks: lv("5000", "1")}, 1000)
+	var last int64 = 1
+	for top := 1001; top < 1001+maxSideLevels+trimSlack; top += 10 {
+		if err := b.Apply(upd(last+1, last+1, last, levelsFrom(top+9, 10, true), nil)); err != nil {
+			t.Fatal(err)
+		}
+		last++
+	}
+	bids, _ := b.Top(1 << 20)
+	if len(bids) > maxSideLevels+trimSlack || len(bids) < maxSideLevels {
+		t.Fatalf("%d bids, want between %d and %d", len(bids), maxSideLevels, maxSideLevels+trimSlack)
+	}
+	worst := bids[len(bids)-1].Price
+	// Beyond the trimmed edge nothing is vouched for any more.
+	if err := b.Apply(upd(last+1, last+1, last, lv("995", "3"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := b.Top(1 << 20); len(again) != len(bids) || again[len(again)-1].Price != worst {
+		t.Fatalf("an update beyond the trimmed edge %s was applied", worst)
+	}
+}

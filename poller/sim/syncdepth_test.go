@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -63,6 +64,17 @@ func TestSnapshotDepthResyncs(t *testing.T) {
 				}
 				if b.Short(100) {
 					t.Fatalf("%s depth %d: fewer than 100 levels right after a refresh", sym, depth)
+				}
+				if k%50 == 0 {
+					// What the book would publish is the venue's true top
+					// 100, whatever it kept from before a refresh.
+					truth, err := v.BookAt(sym, b.LastUpdateID(), 100)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if bids, asks := b.Top(100); !slices.Equal(bids, truth.Bids) || !slices.Equal(asks, truth.Asks) {
+						t.Fatalf("%s depth %d, heartbeat %d: the local book's top 100 is not the venue's", sym, depth, k)
+					}
 				}
 			}
 		}
