@@ -170,10 +170,11 @@ func withoutBaseVolume(s spec) spec { s.noBaseVolume = true; return s }
 func withoutQuoteQty(s spec) spec   { s.noQuoteQty = true; return s }
 
 // extraSpec returns the i-th synthetic market (i from 1): SIM001USDT, base
-// SIM001, and so on. Its price level comes from the index alone, not the
-// seed, so a load test sees the same catalog and price levels whatever the
-// seed; every family keeps at least 10000 ticks to the price so a 1000-level
-// book never reaches zero.
+// SIM001, and so on. Its price comes from the index alone, not the seed, so a
+// load test sees the same catalog and price levels whatever the seed. The
+// family sets only how the price is written; how many ticks the price is
+// worth, which decides how far a 1000-level book reaches, is drawn as the
+// venue's catalog spreads it (priceTicks).
 func extraSpec(i int) spec {
 	n := strconv.Itoa(i)
 	if len(n) < 3 {
@@ -181,23 +182,50 @@ func extraSpec(i int) spec {
 	}
 	base := "SIM" + n
 	h := mix(uint64(i)*golden + 0x51a7)
+	ticks := ticksAt(int64(h >> 8 % 1000))
 	var price, tick string
 	var qd int
 	switch h % 4 {
-	case 0: // 100.00 .. 5000.00
-		price, tick, qd = decimalString(10_000+int64(h>>8%490_000), 2), "0.01", 2
-	case 1: // 1.0000 .. 51.0000
-		price, tick, qd = decimalString(10_000+int64(h>>8%500_000), 4), "0.0001", 1
-	case 2: // 0.010000 .. 0.510000
-		price, tick, qd = decimalString(10_000+int64(h>>8%500_000), 6), "0.000001", 0
-	default: // 1000.0 .. 61000.0
-		price, tick, qd = decimalString(10_000+int64(h>>8%600_000), 1), "0.1", 3
+	case 0:
+		price, tick, qd = decimalString(ticks, 2), "0.01", 2
+	case 1:
+		price, tick, qd = decimalString(ticks, 4), "0.0001", 1
+	case 2:
+		price, tick, qd = decimalString(ticks, 6), "0.000001", 0
+	default:
+		price, tick, qd = decimalString(ticks, 1), "0.1", 3
 	}
 	cls := &mid
 	if h>>40&1 == 1 {
 		cls = &small
 	}
 	return perp(base+"USDT", base, "USDT", price, tick, qd, cls)
+}
+
+// priceTicks is how many ticks a market's price is worth across the venue's
+// USDⓈ-M catalog, by share of markets (per mille), from its tick sizes
+// against its quoted prices: a tenth of its markets have a tick under 0.34
+// basis points of the price (over 29,000 ticks to the price, books as dense
+// as the majors'), half under 1.7 (5,700 ticks), a tenth over 5.4 (1,850),
+// the coarsest 38 (260). A 1000-level side spans some 1,200 ticks, so
+// that is what decides how far the price moves before a local book needs a
+// deeper snapshot, and why most of the venue's markets hardly ever do; a
+// market of a few hundred ticks has fewer than 1000 bids, all there are, as
+// the venue's thin books do.
+var priceTicks = [...]struct{ at, ticks int64 }{
+	{0, 110_000}, {100, 29_000}, {250, 12_800}, {500, 5_700}, {750, 2_800}, {900, 1_850}, {1000, 260},
+}
+
+// ticksAt returns the price in ticks of the market at per mille q of
+// priceTicks (0 <= q < 1000), between its points in a straight line.
+func ticksAt(q int64) int64 {
+	for j := 1; j < len(priceTicks); j++ {
+		a, b := priceTicks[j-1], priceTicks[j]
+		if q < b.at {
+			return a.ticks + (b.ticks-a.ticks)*(q-a.at)/(b.at-a.at)
+		}
+	}
+	return priceTicks[len(priceTicks)-1].ticks
 }
 
 func decimalString(v int64, decimals int) string {

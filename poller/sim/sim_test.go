@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -813,6 +814,58 @@ func TestExtra(t *testing.T) {
 	}
 	if len(catalog(t, New(Config{Extra: -4}))) != base {
 		t.Error("negative Extra added markets")
+	}
+}
+
+// The synthetic markets' 1000-level books reach as far as the venue's do:
+// a recorded 1000-level Binance book spans 0.6 % of the price for BTCUSDT,
+// 17 to 20 % for SUSHIUSDT, and three thinner markets sent fewer than 1000
+// bids, all they had. Most synthetic books should reach tens of percent,
+// a few be as dense as the majors', and a few thin.
+func TestExtraBooksReachAsTheVenuesDo(t *testing.T) {
+	c := newClock(t0)
+	v := New(Config{Seed: 1, Now: c.now, Extra: 800})
+	ms := catalog(t, v)
+	ms = ms[len(ms)-800:]
+	price := func(l poller.Level) float64 {
+		f, err := strconv.ParseFloat(l.Price, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	var spans []float64
+	thin := 0
+	for _, m := range ms {
+		b, err := v.Book(context.Background(), m.Symbol, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Asks) != 1000 {
+			t.Fatalf("%s: %d asks, want 1000", m.Symbol, len(b.Asks))
+		}
+		best, worst := price(b.Bids[0]), price(b.Bids[len(b.Bids)-1])
+		if len(b.Bids) < 1000 {
+			// A thin book sends every bid there is, down to near zero.
+			if worst > best/10 {
+				t.Fatalf("%s: %d bids down to %v from %v: a short side must be the whole side", m.Symbol, len(b.Bids), worst, best)
+			}
+			thin++
+			continue
+		}
+		spans = append(spans, (best-worst)/best)
+	}
+	slices.Sort(spans)
+	median, dense := spans[len(spans)/2], spans[len(spans)/20]
+	t.Logf("1000 bids span: median %.1f%%, 5th percentile %.2f%%; %d of 800 books thin", 100*median, 100*dense, thin)
+	if median < 0.08 || median > 0.4 {
+		t.Errorf("median 1000-bid span %.1f%%, want the venue's tens of percent", 100*median)
+	}
+	if dense > 0.03 {
+		t.Errorf("5th percentile span %.2f%%: no synthetic book is as dense as a major's", 100*dense)
+	}
+	if thin < 8 || thin > 120 {
+		t.Errorf("%d thin books of 800, want a few", thin)
 	}
 }
 
