@@ -9,9 +9,10 @@ import (
 type spendClass int
 
 const (
-	classBulk   spendClass = iota // catalog, stats, quotes
-	classBook                     // per-pair books
-	classTrades                   // per-pair trades
+	classBulk    spendClass = iota // catalog, stats, quotes
+	classBook                      // per-pair books
+	classTrades                    // per-pair trades
+	classRefresh                   // deeper snapshots under local books in sequence
 	numClasses
 )
 

@@ -504,12 +504,13 @@ func (st restState) ready(now time.Time) bool { return !st.inFlight && !now.Befo
 // what differs is here rather than a branch at every step.
 type restRead struct {
 	kind    restKind
-	purpose Purpose
+	purpose [numTiers]Purpose // what the read's weight is spent on, by tier
 	stream  snapshot.Stream
 	weight  func(p *Poller, tier int) int
-	// due reports whether lp needs the read, and its tier: lower tiers go
-	// first. Called with lp.mu held, only when a read of the kind may start.
-	due func(lp *livePair) (bool, int)
+	// due reports whether lp needs the read, its tier (lower tiers go
+	// first) and its order within the tier (lower first). Called with
+	// lp.mu held, only when a read of the kind may start.
+	due func(lp *livePair) (ok bool, tier, order int)
 	// fetch reads the venue. Its result is applied with lp.mu held by the
 	// function it returns, which returns what to publish once the lock is
 	// released (nil: nothing).
@@ -519,29 +520,30 @@ type restRead struct {
 var (
 	snapshotRead = restRead{
 		kind:    restSnapshot,
-		purpose: PurposeSnapshot,
+		purpose: [numTiers]Purpose{tierSync: PurposeSnapshot, tierRefresh: PurposeRefresh},
 		stream:  snapshot.StreamBook,
 		weight:  func(p *Poller, tier int) int { return p.bookWeight(p.snapshotDepth(tier)) },
-		due: func(lp *livePair) (bool, int) {
+		due: func(lp *livePair) (bool, int, int) {
 			if !lp.depthLive {
-				return false, 0
+				return false, 0, 0
 			}
 			if lp.book.Synced() {
 				// A refresh: the book is served meanwhile, so it waits
-				// behind every book that is not.
-				return lp.book.Recording(), tierRefresh
+				// behind every book that is not, and the book nearest
+				// to running short goes first.
+				return lp.book.Recording(), tierRefresh, lp.book.Vouched()
 			}
-			return lp.book.Buffered() > 0, tierSync
+			return lp.book.Buffered() > 0, tierSync, 0
 		},
 		fetch: (*live).fetchSnapshot,
 	}
 	backfillRead = restRead{
 		kind:    restBackfill,
-		purpose: PurposeBackfill,
+		purpose: [numTiers]Purpose{PurposeBackfill, PurposeBackfill},
 		stream:  snapshot.StreamTrades,
 		weight:  func(p *Poller, _ int) int { return p.venue.Weight(CallTrades) },
-		due: func(lp *livePair) (bool, int) {
-			return lp.tradesLive && !lp.backfilled && !lp.trades.full(), 0
+		due: func(lp *livePair) (bool, int, int) {
+			return lp.tradesLive && !lp.backfilled && !lp.trades.full(), 0, 0
 		},
 		fetch: (*live).fetchTrades,
 	}
@@ -552,6 +554,7 @@ var (
 const (
 	tierSync    = 0
 	tierRefresh = 1
+	numTiers    = 2
 )
 
 // snapshotDepth is the depth of a snapshot read of a tier.
@@ -575,15 +578,15 @@ func (l *live) backfillTrades(ctx context.Context) { l.dispatch(ctx, backfillRea
 func (l *live) dispatch(ctx context.Context, r restRead) {
 	now := time.Now()
 	type queued struct {
-		lp   *livePair
-		tier int
+		lp          *livePair
+		tier, order int
 	}
 	var due []queued
 	for _, lp := range *l.pairs.Load() {
 		lp.mu.Lock()
 		if lp.rest[r.kind].ready(now) {
-			if ok, tier := r.due(lp); ok {
-				due = append(due, queued{lp, tier})
+			if ok, tier, order := r.due(lp); ok {
+				due = append(due, queued{lp, tier, order})
 			}
 		}
 		lp.mu.Unlock()
@@ -595,12 +598,15 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 			if c := cmp.Compare(a.tier, b.tier); c != 0 {
 				return c
 			}
+			if c := cmp.Compare(a.order, b.order); c != 0 {
+				return c
+			}
 		}
 		return rank(a.lp, b.lp)
 	})
 	for i, q := range due {
 		lp, tier := q.lp, q.tier
-		if !l.p.startRead(ctx, r.purpose, r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
+		if !l.p.startRead(ctx, r.purpose[tier], r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
 			l.run(ctx, r, lp, tier)
 		}, func() { lp.mu.Lock(); lp.rest[r.kind].inFlight = true; lp.mu.Unlock() }) {
 			l.p.deferred(r.stream, len(due)-i)
@@ -622,7 +628,7 @@ func (l *live) run(ctx context.Context, r restRead, lp *livePair, tier int) {
 		st.after = now.Add(time.Second)
 		lp.mu.Unlock()
 		l.p.logs.log(l.p.log, slog.LevelWarn, "rest-"+r.stream.String(), "venue read of a stream-fed pair failed",
-			slog.String("purpose", purposeNames[r.purpose]), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+			slog.String("purpose", purposeNames[r.purpose[tier]]), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
 		return
 	}
 	publish := apply(now)
@@ -852,6 +858,21 @@ func (l *live) load(ctx context.Context, id string, s snapshot.Stream) (bool, er
 }
 
 // sources counts the pairs by where their books and trades come from.
+// shortBooks counts the books in sequence that hold fewer than the published
+// levels on a side they cannot vouch beyond: they serve fewer levels there
+// until their refresh comes.
+func (l *live) shortBooks() int {
+	n := 0
+	for _, lp := range *l.pairs.Load() {
+		lp.mu.Lock()
+		if lp.bookCurrent() && lp.book.Short(snapshot.MaxDepth) {
+			n++
+		}
+		lp.mu.Unlock()
+	}
+	return n
+}
+
 func (l *live) sources() (books, trades [numSources]int) {
 	for _, lp := range *l.pairs.Load() {
 		lp.mu.Lock()

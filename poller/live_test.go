@@ -443,3 +443,90 @@ func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
 		}
 	})
 }
+
+// Refreshes keep to their share of the venue's limit: books that wait go on
+// serving the levels they can vouch for, and the book nearest to running
+// out of them is refreshed first.
+func TestRefreshesKeepToTheirShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 6
+		// A limit of 1000 and a share of 5 %: 50 weight a minute, two
+		// refreshes of 20.
+		w := newStreamWorld(t, n, Config{Budget: 0.5, SyncDepth: 200, RefreshDepth: 300, RefreshShare: 0.05})
+		defer w.stop()
+		w.v.mu.Lock()
+		w.v.limit = 1000
+		w.v.weights[CallBook] = 20
+		w.v.weights[CallCatalog] = 1
+		w.v.mu.Unlock()
+		if err := w.p.RefreshCatalog(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.p.live.Live(StreamDepth, w.symbols)
+		for range 10 {
+			w.tick()
+		}
+		if synced := w.v.count(CallBook, ""); synced != n {
+			t.Fatalf("%d snapshot reads, want every book synced once", synced)
+		}
+		before := len(w.v.log())
+		// Buyers take 110 to 115 asks of each book: 90 down to 85 of the
+		// 200 the snapshots vouched for remain, the last book the fewest.
+		for i, m := range w.models {
+			w.p.live.Depth(m.takeAsks(110 + i))
+		}
+		refreshed := func() []string {
+			var out []string
+			for _, c := range w.v.log()[before:] {
+				if c.call == CallBook {
+					out = append(out, c.symbol)
+				}
+			}
+			return out
+		}
+		// No events for three seconds: the model's events put asks back.
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		// The two start in one round: in either order.
+		if got, want := slices.Sorted(slices.Values(refreshed())), []string{w.symbols[4], w.symbols[5]}; !slices.Equal(got, want) {
+			t.Fatalf("refreshed %v in the first seconds, want %v: two fit the share, fewest levels first", got, want)
+		}
+		if short := w.p.live.shortBooks(); short != n-2 {
+			t.Fatalf("%d books short, want the %d still waiting", short, n-2)
+		}
+		for i := 0; i < n-2; i++ {
+			b := w.book(i)
+			if _, asks := b.Levels(); asks != 90-i {
+				t.Fatalf("book %d serves %d asks while its refresh waits, want the %d it vouches for", i, asks, 90-i)
+			}
+		}
+		for range 600 { // a minute: two more
+			w.tick()
+		}
+		if got := refreshed(); len(got) != 4 {
+			t.Fatalf("refreshed %v after a minute, want four", got)
+		}
+		for range 600 {
+			w.tick()
+		}
+		if got := refreshed(); len(got) != n {
+			t.Fatalf("refreshed %v after two minutes, want every book once", got)
+		}
+		if short := w.p.live.shortBooks(); short != 0 {
+			t.Fatalf("%d books still short", short)
+		}
+		time.Sleep(400 * time.Millisecond) // the last events' publication
+		synctest.Wait()
+		for i, m := range w.models {
+			if got, want := string(w.book(i).Body()), m.body(pairID(i+1)); got != want {
+				t.Fatalf("book %d after its refresh: published\n%s\nwant\n%s", i, got, want)
+			}
+		}
+		if got := w.p.metrics.weight[PurposeRefresh].Get(); got != n*20 {
+			t.Fatalf("refresh weight %d, want %d", got, n*20)
+		}
+		if got := w.p.metrics.weight[PurposeSnapshot].Get(); got != n*20 {
+			t.Fatalf("sync snapshot weight %d, want %d", got, n*20)
+		}
+	})
+}

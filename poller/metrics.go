@@ -173,6 +173,9 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 			}
 		}
 	}
+	if p.live != nil {
+		set.NewGauge("marketfeed_books_short", func() float64 { return float64(p.live.shortBooks()) })
+	}
 	set.NewGauge("marketfeed_venue_max_stale_unmet", func() float64 {
 		p.planned.mu.Lock()
 		defer p.planned.mu.Unlock()

@@ -3,6 +3,7 @@ package poller
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -253,6 +254,11 @@ func (b *OrderBook) replay(events []DepthUpdate) error {
 // levels.
 func (b *OrderBook) Short(n int) bool { return b.bids.short(n) || b.asks.short(n) }
 
+// Vouched returns how many levels the book can vouch for on its shorter
+// side that the venue may hold more of, or math.MaxInt when the venue sent
+// both sides whole.
+func (b *OrderBook) Vouched() int { return min(b.bids.vouched(), b.asks.vouched()) }
+
 // Record starts keeping the events the book applies, for a Refresh; it
 // reports whether it was already recording.
 func (b *OrderBook) Record() bool {
@@ -443,6 +449,13 @@ func (s *bookSide) trim() {
 }
 
 func (s *bookSide) short(n int) bool { return s.bounded && len(s.levels) < n }
+
+func (s *bookSide) vouched() int {
+	if !s.bounded {
+		return math.MaxInt
+	}
+	return len(s.levels)
+}
 
 func (s *bookSide) top(n int) []Level {
 	n = min(n, len(s.levels))

@@ -100,6 +100,13 @@ type Config struct {
 	// side came close to its edge (default 1000): the deepest snapshot is
 	// the cheapest in the long run, since it is needed least often.
 	RefreshDepth int
+	// RefreshShare is the share of the venue's weight limit refreshes may
+	// spend in a minute (default 0.04). A market whose price travels
+	// faster than that buys serves fewer than the published levels on the
+	// side it moves towards until its refresh comes: always an exact
+	// prefix of the venue's book, never a level it cannot vouch for. Books
+	// out of sequence are not held to it: they are not served at all.
+	RefreshShare float64
 }
 
 func (c *Config) setDefaults() {
@@ -126,6 +133,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RefreshDepth <= 0 {
 		c.RefreshDepth = 1000
+	}
+	if c.RefreshShare <= 0 || c.RefreshShare > 1 {
+		c.RefreshShare = 0.04
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -813,12 +823,13 @@ const (
 	PurposeCatalog  Purpose = iota // the market list
 	PurposeTickers                 // bulk statistics and quotes
 	PurposeSnapshot                // order book snapshots that sync local books
+	PurposeRefresh                 // deeper snapshots laid under local books in sequence
 	PurposeBackfill                // trade reads that fill a stream-fed window
 	PurposePoll                    // book and trade reads of pairs served by REST
 	numPurposes
 )
 
-var purposeNames = [numPurposes]string{"catalog", "tickers", "snapshot", "backfill", "poll"}
+var purposeNames = [numPurposes]string{"catalog", "tickers", "snapshot", "refresh", "backfill", "poll"}
 
 // bookWeight is the weight of a book read of the given depth.
 func (p *Poller) bookWeight(depth int) int {
@@ -850,11 +861,7 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urg
 	default:
 		return false
 	}
-	s := snapshot.StreamBook
-	if purpose == PurposeBackfill {
-		s = snapshot.StreamTrades
-	}
-	class, classCap := streamRows[s].class, p.caps()[s]
+	class, classCap := p.readClass(purpose)
 	if !urgent && classCap != math.MaxInt {
 		classCap = classCap * 4 / 5
 	}
@@ -869,6 +876,28 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urg
 		fn(p.ctx)
 	})
 	return true
+}
+
+// readClass returns the spend class of a stream-fed pair's REST read and
+// what the class may spend in a minute.
+func (p *Poller) readClass(purpose Purpose) (spendClass, int) {
+	switch purpose {
+	case PurposeRefresh:
+		return classRefresh, p.refreshCap()
+	case PurposeBackfill:
+		return streamRows[snapshot.StreamTrades].class, p.caps()[snapshot.StreamTrades]
+	}
+	return streamRows[snapshot.StreamBook].class, p.caps()[snapshot.StreamBook]
+}
+
+// refreshCap is the weight refreshes may spend in a minute: RefreshShare of
+// the venue's limit, and at least one refresh.
+func (p *Poller) refreshCap() int {
+	limit := p.venueLimit.Load()
+	if limit <= 0 {
+		return math.MaxInt
+	}
+	return max(int(p.cfg.RefreshShare*float64(limit)), p.bookWeight(p.cfg.RefreshDepth))
 }
 
 // Want marks a pair's stream as asked for by a request, keeping it hot. It

@@ -194,6 +194,8 @@ func newApp(cfg *Config, log *slog.Logger, venue poller.Venue) (*app, error) {
 		Quotes:   cfg.quotes,
 		Budget:   cfg.venueBudget,
 		MaxStale: cfg.maxStale,
+
+		RefreshShare: cfg.refreshShare,
 	})
 	srv := server.New(server.Config{
 		Store:           store,

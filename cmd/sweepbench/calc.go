@@ -39,20 +39,23 @@ func nearestRank(sorted []time.Duration, p int) time.Duration {
 }
 
 // bookAge decodes an /orderbook answer and returns now minus its timestamp
-// (the source's clock, ms since the epoch). The venue runs on this machine,
-// so the clocks agree to well under a millisecond; a timestamp a hair in the
-// future counts as age 0 rather than a negative age.
-func bookAge(body []byte, now time.Time) (time.Duration, error) {
+// (the source's clock, ms since the epoch) and the levels of its shorter
+// side. The venue runs on this machine, so the clocks agree to well under a
+// millisecond; a timestamp a hair in the future counts as age 0 rather than
+// a negative age.
+func bookAge(body []byte, now time.Time) (age time.Duration, levels int, err error) {
 	var b struct {
-		Timestamp *int64 `json:"timestamp"`
+		Timestamp *int64            `json:"timestamp"`
+		Bids      []json.RawMessage `json:"bids"`
+		Asks      []json.RawMessage `json:"asks"`
 	}
 	if err := json.Unmarshal(body, &b); err != nil {
-		return 0, fmt.Errorf("orderbook: %w", err)
+		return 0, 0, fmt.Errorf("orderbook: %w", err)
 	}
 	if b.Timestamp == nil {
-		return 0, errors.New("orderbook: no timestamp")
+		return 0, 0, errors.New("orderbook: no timestamp")
 	}
-	return ageSince(*b.Timestamp, now), nil
+	return ageSince(*b.Timestamp, now), min(len(b.Bids), len(b.Asks)), nil
 }
 
 // tradeLag decodes a /trades answer and returns now minus the newest

@@ -49,27 +49,28 @@ func TestBookAge(t *testing.T) {
 		name    string
 		body    string
 		want    time.Duration
+		levels  int
 		wantErr string
 	}{
-		{"fresh", `{"ticker_id":"BTC_USDT","timestamp":1795240283774,"bids":[],"asks":[]}`, 0, ""},
-		{"250 ms old", `{"ticker_id":"BTC_USDT","timestamp":1795240283524,"bids":[["1","2"]],"asks":[]}`, ms(250), ""},
-		{"a minute old", `{"timestamp":1795240223774}`, time.Minute, ""},
-		{"from a clock a hair ahead", `{"timestamp":1795240283776}`, 0, ""},
-		{"no timestamp", `{"ticker_id":"BTC_USDT","bids":[],"asks":[]}`, 0, "no timestamp"},
-		{"not json", `<html>`, 0, "orderbook"},
-		{"an error body", `{"error":"UNKNOWN_TICKER","message":"x"}`, 0, "no timestamp"},
+		{"fresh", `{"ticker_id":"BTC_USDT","timestamp":1795240283774,"bids":[],"asks":[]}`, 0, 0, ""},
+		{"250 ms old", `{"ticker_id":"BTC_USDT","timestamp":1795240283524,"bids":[["1","2"],["0.9","1"]],"asks":[["1.1","3"]]}`, ms(250), 1, ""},
+		{"a minute old", `{"timestamp":1795240223774}`, time.Minute, 0, ""},
+		{"from a clock a hair ahead", `{"timestamp":1795240283776}`, 0, 0, ""},
+		{"no timestamp", `{"ticker_id":"BTC_USDT","bids":[],"asks":[]}`, 0, 0, "no timestamp"},
+		{"not json", `<html>`, 0, 0, "orderbook"},
+		{"an error body", `{"error":"UNKNOWN_TICKER","message":"x"}`, 0, 0, "no timestamp"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := bookAge([]byte(tt.body), now)
+			got, levels, err := bookAge([]byte(tt.body), now)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one with %q", err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil || got != tt.want {
-				t.Errorf("bookAge = %v, %v; want %v", got, err, tt.want)
+			if err != nil || got != tt.want || levels != tt.levels {
+				t.Errorf("bookAge = %v, %d levels, %v; want %v, %d", got, levels, err, tt.want, tt.levels)
 			}
 		})
 	}

@@ -72,18 +72,20 @@ func TestRowsVerdicts(t *testing.T) {
 func TestRowsValues(t *testing.T) {
 	r := good()
 	r.Agg = statusCount{200: 996, 429: 3, 0: 1}
+	r.ShortBooks = 3
 	got := map[string]row{}
 	for _, x := range rows(r, 2400) {
 		got[x.Figure] = x
 	}
 	want := map[string]string{
-		"aggregator: 200 share":        "99.600% of 1000",
-		"aggregator: other statuses":   "error×1 429×3",
-		"book age p50 / p99 / max":     "100ms / 900ms / 1.2s (n=1338)",
-		"REST weight a minute, steady": "mean 40, peak 40 (3 whole minutes)",
-		"marketfeed CPU":               "3.1% of one core",
-		"hot client reads a second":    "50.0 of 50 aimed at",
-		"marketfeed max RSS":           "48.0 MiB",
+		"aggregator: 200 share":                "99.600% of 1000",
+		"aggregator: other statuses":           "error×1 429×3",
+		"book age p50 / p99 / max":             "100ms / 900ms / 1.2s (n=1338)",
+		"REST weight a minute, steady":         "mean 40, peak 40 (3 whole minutes)",
+		"marketfeed CPU":                       "3.1% of one core",
+		"hot client reads a second":            "50.0 of 50 aimed at",
+		"marketfeed max RSS":                   "48.0 MiB",
+		"book answers under 100 levels a side": "3 of 1338",
 		// Heaviest first; equal weights by path.
 		"REST weight, steady, by path": "/fapi/v1/aggTrades 40, /fapi/v1/depth 40, /fapi/v1/ticker/24hr 40",
 	}
@@ -167,24 +169,28 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+// levels100 is a side of 100 levels, as JSON array items.
+var levels100 = strings.TrimSuffix(strings.Repeat(`["1","1"],`, 100), ",")
+
 func TestCollectorFilesAnswers(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	c := newCollector()
-	c.record(false, "orderbook", 200, []byte(`{"timestamp":999800}`), now)
+	c.record(false, "orderbook", 200, []byte(`{"timestamp":999800}`), now) // no levels: short
+	c.record(false, "orderbook", 200, []byte(`{"timestamp":999800,"bids":[`+levels100+`],"asks":[`+levels100+`]}`), now)
 	c.record(false, "trades", 200, []byte(`[{"trade_timestamp":999000}]`), now)
 	c.record(false, "trades", 200, []byte(`[]`), now)
 	c.record(false, "orderbook", 200, []byte(`{}`), now)
 	c.record(false, "orderbook", 502, []byte(`{"error":"UPSTREAM_UNAVAILABLE"}`), now)
 	c.record(true, "orderbook", 200, []byte(`{"timestamp":999950}`), now)
 	c.record(true, "trades", 0, nil, now)
-	if !slices.Equal(c.bookAges, []time.Duration{ms(200)}) || !slices.Equal(c.lags, []time.Duration{time.Second}) ||
+	if !slices.Equal(c.bookAges, []time.Duration{ms(200), ms(200)}) || !slices.Equal(c.lags, []time.Duration{time.Second}) ||
 		!slices.Equal(c.hotAges, []time.Duration{ms(50)}) {
 		t.Errorf("ages: book %v, lag %v, hot %v", c.bookAges, c.lags, c.hotAges)
 	}
-	if c.noTrades != 1 || c.badBodies != 1 {
-		t.Errorf("noTrades %d, badBodies %d; want 1, 1", c.noTrades, c.badBodies)
+	if c.noTrades != 1 || c.badBodies != 1 || c.short != 1 {
+		t.Errorf("noTrades %d, badBodies %d, short %d; want 1, 1, 1", c.noTrades, c.badBodies, c.short)
 	}
-	if c.agg.others() != "502×1" || c.agg[200] != 4 || c.hot.others() != "error×1" {
+	if c.agg.others() != "502×1" || c.agg[200] != 5 || c.hot.others() != "error×1" {
 		t.Errorf("statuses: aggregator %v, hot %v", c.agg, c.hot)
 	}
 }

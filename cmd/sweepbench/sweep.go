@@ -38,10 +38,13 @@ type result struct {
 	ColdPending int           // pairs whose book never answered 200 within -cold-timeout
 	ColdWeight  weightUse
 
-	Measured   time.Duration // the length of the measured run
-	HotRate    int           // reads a second the hot client aimed at
-	Agg, Hot   statusCount
-	BadBodies  int // 200 answers that did not decode
+	Measured  time.Duration // the length of the measured run
+	HotRate   int           // reads a second the hot client aimed at
+	Agg, Hot  statusCount
+	BadBodies int // 200 answers that did not decode
+	// ShortBooks counts the aggregator's book answers with fewer than
+	// fullDepth levels on a side: a book whose refresh waits.
+	ShortBooks int
 	NoTrades   int // trade answers with an empty list
 	BookAge    percentiles
 	TradeLag   percentiles
@@ -58,10 +61,15 @@ type collector struct {
 	agg, hot  statusCount
 	badBodies int
 	noTrades  int
+	short     int // aggregator book answers under fullDepth levels a side
 	bookAges  []time.Duration
 	lags      []time.Duration
 	hotAges   []time.Duration
 }
+
+// fullDepth is the levels a side of a full book answer holds: the API's
+// default and ceiling, and what every simulated market has.
+const fullDepth = 100
 
 func newCollector() *collector {
 	return &collector{agg: statusCount{}, hot: statusCount{}}
@@ -72,10 +80,11 @@ func (c *collector) record(hot bool, kind string, status int, body []byte, at ti
 	var age time.Duration
 	var hasAge bool
 	var err error
+	levels := fullDepth
 	if status == http.StatusOK {
 		switch kind {
 		case "orderbook":
-			age, err = bookAge(body, at)
+			age, levels, err = bookAge(body, at)
 			hasAge = err == nil
 		case "trades":
 			age, hasAge, err = tradeLag(body, at)
@@ -88,6 +97,9 @@ func (c *collector) record(hot bool, kind string, status int, body []byte, at ti
 		counts = c.hot
 	}
 	counts[status]++
+	if !hot && err == nil && levels < fullDepth {
+		c.short++
+	}
 	switch {
 	case err != nil:
 		c.badBodies++
@@ -232,7 +244,7 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	res.Steady = weightIn(calls, m0, m1)
 
 	col.mu.Lock()
-	res.Agg, res.Hot, res.BadBodies, res.NoTrades = col.agg, col.hot, col.badBodies, col.noTrades
+	res.Agg, res.Hot, res.BadBodies, res.NoTrades, res.ShortBooks = col.agg, col.hot, col.badBodies, col.noTrades, col.short
 	res.BookAge, res.TradeLag, res.HotBookAge = summarize(col.bookAges), summarize(col.lags), summarize(col.hotAges)
 	col.mu.Unlock()
 	res.MaxRSS = rss.stop()
