@@ -530,3 +530,36 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 		}
 	})
 }
+
+// A share smaller than one refresh still lets one through a minute: the
+// books are not left short for good.
+func TestRefreshShareBelowOneRefreshStillRefreshes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 2, Config{Budget: 0.5, SyncDepth: 200, RefreshDepth: 300, RefreshShare: 0.01})
+		defer w.stop()
+		w.v.mu.Lock()
+		w.v.limit = 1000 // a share of 10, a refresh of 20
+		w.v.weights[CallBook] = 20
+		w.v.mu.Unlock()
+		if err := w.p.RefreshCatalog(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.p.live.Live(StreamDepth, w.symbols)
+		w.tick()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for _, m := range w.models {
+			w.p.live.Depth(m.takeAsks(110))
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if n := w.v.count(CallBook, ""); n != 3 {
+			t.Fatalf("%d snapshot reads, want two syncs and one refresh", n)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := w.v.count(CallBook, ""); n != 4 {
+			t.Fatalf("%d snapshot reads after a minute, want the second refresh", n)
+		}
+	})
+}

@@ -848,9 +848,8 @@ func (p *Poller) deferred(s snapshot.Stream, n int) {
 
 // startRead starts one snapshot or backfill read of a stream-fed pair if a
 // read slot is free, calls are not paused and the budget has its weight;
-// it reports whether it started. Reads nobody waits for may use four fifths
-// of their share of the budget, so that a request always finds some left.
-// mark runs before the read starts, to flag the pair as being read. The
+// it reports whether it started; readClass says how much of the budget it
+// may use. mark runs before the read starts, to flag the pair as being read. The
 // read runs under the poller's lifetime and Run waits for it.
 func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urgent bool, fn func(context.Context), mark func()) bool {
 	if ctx.Err() != nil || p.gate.blocked(time.Now()) {
@@ -861,10 +860,7 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urg
 	default:
 		return false
 	}
-	class, classCap := p.readClass(purpose)
-	if !urgent && classCap != math.MaxInt {
-		classCap = classCap * 4 / 5
-	}
+	class, classCap := p.readClass(purpose, urgent)
 	if !p.budget.take(time.Now(), weight, class, classCap) {
 		<-p.liveSlots
 		return false
@@ -879,15 +875,23 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urg
 }
 
 // readClass returns the spend class of a stream-fed pair's REST read and
-// what the class may spend in a minute.
-func (p *Poller) readClass(purpose Purpose) (spendClass, int) {
-	switch purpose {
-	case PurposeRefresh:
+// what it may spend of the class's share in a minute: four fifths unless a
+// request waits for it, keeping the rest for requests. A request never
+// waits for a refresh, since the book is served meanwhile, so refreshes
+// keep nothing back.
+func (p *Poller) readClass(purpose Purpose, urgent bool) (spendClass, int) {
+	if purpose == PurposeRefresh {
 		return classRefresh, p.refreshCap()
-	case PurposeBackfill:
-		return streamRows[snapshot.StreamTrades].class, p.caps()[snapshot.StreamTrades]
 	}
-	return streamRows[snapshot.StreamBook].class, p.caps()[snapshot.StreamBook]
+	s := snapshot.StreamBook
+	if purpose == PurposeBackfill {
+		s = snapshot.StreamTrades
+	}
+	classCap := p.caps()[s]
+	if !urgent && classCap != math.MaxInt {
+		classCap = classCap * 4 / 5
+	}
+	return streamRows[s].class, classCap
 }
 
 // refreshCap is the weight refreshes may spend in a minute: RefreshShare of
