@@ -16,6 +16,16 @@ const (
 	numClasses
 )
 
+// parentOf is the class whose share a class's spending also counts
+// towards: a refresh is a book read, held to the book share with the
+// snapshots that sync books (which come first) as well as to its own.
+var parentOf = [numClasses]spendClass{
+	classBulk:    classBulk,
+	classBook:    classBook,
+	classTrades:  classTrades,
+	classRefresh: classBook,
+}
+
 // budget holds the venue weight the poller may spend: at most limit in any
 // 60-second window, and for each class at most the cap its caller passes.
 // A sliding window rather than a token bucket, because a bucket lets a full
@@ -56,8 +66,12 @@ func (b *budget) expire(now time.Time) {
 	cut := now.Add(-b.window)
 	i := 0
 	for i < len(b.entries) && !b.entries[i].at.After(cut) {
-		b.total -= b.entries[i].weight
-		b.byClass[b.entries[i].class] -= b.entries[i].weight
+		e := b.entries[i]
+		b.total -= e.weight
+		b.byClass[e.class] -= e.weight
+		if p := parentOf[e.class]; p != e.class {
+			b.byClass[p] -= e.weight
+		}
 		i++
 	}
 	if i > 0 {
@@ -88,10 +102,33 @@ func (b *budget) take(now time.Time, weight int, class spendClass, classCap int)
 	return true
 }
 
+// takeWithin is take for a class that counts towards its parent's share as
+// well as its own (see parentOf): the weight must fit classCap and, with
+// everything the parent's share holds, parentCap.
+func (b *budget) takeWithin(now time.Time, weight int, class spendClass, classCap, parentCap int) bool {
+	if weight <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limit == 0 {
+		return true
+	}
+	b.expire(now)
+	if !b.fits(weight, class, classCap) || b.byClass[parentOf[class]]+weight > parentCap {
+		return false
+	}
+	b.add(now, weight, class)
+	return true
+}
+
 func (b *budget) add(now time.Time, weight int, class spendClass) {
 	b.entries = append(b.entries, spend{now, weight, class})
 	b.total += weight
 	b.byClass[class] += weight
+	if p := parentOf[class]; p != class {
+		b.byClass[p] += weight
+	}
 }
 
 // freeAt returns the earliest time at which take could succeed if nothing
@@ -112,7 +149,7 @@ func (b *budget) freeAt(now time.Time, weight int, class spendClass, classCap in
 			break
 		}
 		total -= e.weight
-		if e.class == class {
+		if e.class == class || parentOf[e.class] == class {
 			own -= e.weight
 		}
 		now = e.at.Add(b.window)

@@ -604,14 +604,27 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 		}
 		return rank(a.lp, b.lp)
 	})
-	for i, q := range due {
+	// A tier the budget or the read slots refused gets no more reads this
+	// round, but the next tier may still have room in its own class:
+	// refreshes are not held up by a backlog of books to sync.
+	var refused [numTiers]bool
+	deferred := 0
+	for _, q := range due {
 		lp, tier := q.lp, q.tier
-		if !l.p.startRead(ctx, r.purpose[tier], r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
+		if !refused[tier] && l.p.startRead(ctx, r.purpose[tier], r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
 			l.run(ctx, r, lp, tier)
 		}, func() { lp.mu.Lock(); lp.rest[r.kind].inFlight = true; lp.mu.Unlock() }) {
-			l.p.deferred(r.stream, len(due)-i)
-			return
+			continue
 		}
+		refused[tier] = true
+		// Refreshes wait by design, within their share: that is not a
+		// budget running short.
+		if r.purpose[tier] != PurposeRefresh {
+			deferred++
+		}
+	}
+	if deferred > 0 {
+		l.p.deferred(r.stream, deferred)
 	}
 }
 

@@ -78,7 +78,12 @@ var (
 )
 
 // NewOrderBook returns an empty book that buffers events until Sync.
-func NewOrderBook() *OrderBook { return &OrderBook{bids: bookSide{bids: true}} }
+func NewOrderBook() *OrderBook { return newOrderBook(maxSideLevels) }
+
+// newOrderBook returns an empty book whose sides keep at most max levels.
+func newOrderBook(max int) *OrderBook {
+	return &OrderBook{bids: bookSide{bids: true, max: max}, asks: bookSide{max: max}}
+}
 
 // Synced reports whether the book is current: synced from a snapshot and in
 // sequence since.
@@ -297,7 +302,10 @@ func (b *OrderBook) Refresh(snap Book, limit int) error {
 	// is kept.
 	keep := b.last >= snap.LastUpdateID
 	oldBids, oldAsks := b.bids, b.asks
-	b.bids.levels, b.asks.levels = nil, nil
+	if keep {
+		// load reuses the sides' arrays; the old levels must outlive it.
+		b.bids.levels, b.asks.levels = nil, nil
+	}
 	if err := b.load(snap, limit); err != nil {
 		return err
 	}
@@ -317,18 +325,16 @@ func (b *OrderBook) Top(n int) (bids, asks []Level) { return b.bids.top(n), b.as
 // refresh keeps what the book vouched for beyond the snapshot; past this,
 // its worst levels are dropped and its edge drawn in, which costs nothing
 // served (100 levels are published) and bounds the memory of hundreds of
-// books. trimSlack lets a side grow a little past the bound before it is
-// trimmed, so that trimming, which moves every level, is rare.
-const (
-	maxSideLevels = 2000
-	trimSlack     = 256
-)
+// books. A side may grow an eighth past its bound before it is trimmed, so
+// that trimming, which moves every level, is rare.
+const maxSideLevels = 2000
 
 // bookSide is one side of an OrderBook. Levels are stored worst first, so
 // that the changes a moving top brings (levels appearing and vanishing at the
 // best prices) append and truncate at the end instead of moving every level.
 type bookSide struct {
 	bids   bool
+	max    int         // levels kept at most (see maxSideLevels)
 	levels []bookLevel // worst first
 	// bounded is set when the snapshot's side was full: the venue may hold
 	// levels beyond edge, the worst price it sent, which the book ignores.
@@ -408,7 +414,7 @@ func (s *bookSide) update(levels []Level) error {
 			s.levels = slices.Insert(s.levels, at, bookLevel{key, l.Price, l.Size})
 		}
 	}
-	if len(s.levels) > maxSideLevels+trimSlack {
+	if len(s.levels) > s.max+s.max/8 {
 		s.trim()
 	}
 	return nil
@@ -432,15 +438,15 @@ func (s *bookSide) keepBeyond(old bookSide) {
 	})
 	s.levels = append(old.levels[:n:n], s.levels...)
 	s.bounded, s.edge = old.bounded, old.edge
-	if len(s.levels) > maxSideLevels {
+	if len(s.levels) > s.max {
 		s.trim()
 	}
 }
 
-// trim drops a side's worst levels down to maxSideLevels and draws its edge
+// trim drops a side's worst levels down to s.max and draws its edge
 // in to the worst level kept.
 func (s *bookSide) trim() {
-	drop := len(s.levels) - maxSideLevels
+	drop := len(s.levels) - s.max
 	if drop <= 0 {
 		return
 	}

@@ -332,15 +332,15 @@ func TestOrderBookSideIsTrimmed(t *testing.T) {
 	// The venue sent every bid: the side is complete and unbounded.
 	b := synced(t, Book{LastUpdateID: 1, Bids: levelsFrom(1000, 10, true), Asks: lv("5000", "1")}, 1000)
 	var last int64 = 1
-	for top := 1001; top < 1001+maxSideLevels+trimSlack; top += 10 {
+	for top := 1001; top < 1001+maxSideLevels+maxSideLevels/8; top += 10 {
 		if err := b.Apply(upd(last+1, last+1, last, levelsFrom(top+9, 10, true), nil)); err != nil {
 			t.Fatal(err)
 		}
 		last++
 	}
 	bids, _ := b.Top(1 << 20)
-	if len(bids) > maxSideLevels+trimSlack || len(bids) < maxSideLevels {
-		t.Fatalf("%d bids, want between %d and %d", len(bids), maxSideLevels, maxSideLevels+trimSlack)
+	if len(bids) > maxSideLevels+maxSideLevels/8 || len(bids) < maxSideLevels {
+		t.Fatalf("%d bids, want between %d and %d", len(bids), maxSideLevels, maxSideLevels+maxSideLevels/8)
 	}
 	worst := bids[len(bids)-1].Price
 	// Beyond the trimmed edge nothing is vouched for any more.

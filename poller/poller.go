@@ -101,7 +101,7 @@ type Config struct {
 	// the cheapest in the long run, since it is needed least often.
 	RefreshDepth int
 	// RefreshShare is the share of the venue's weight limit refreshes may
-	// spend in a minute (default 0.04). A market whose price travels
+	// spend in a minute (default 0.04, at most half of Budget). A market whose price travels
 	// faster than that buys serves fewer than the published levels on the
 	// side it moves towards until its refresh comes: always an exact
 	// prefix of the venue's book, never a level it cannot vouch for. Books
@@ -134,9 +134,11 @@ func (c *Config) setDefaults() {
 	if c.RefreshDepth <= 0 {
 		c.RefreshDepth = 1000
 	}
-	if c.RefreshShare <= 0 || c.RefreshShare > 1 {
+	if c.RefreshShare <= 0 {
 		c.RefreshShare = 0.04
 	}
+	// Refreshes never take more than half the budget.
+	c.RefreshShare = min(c.RefreshShare, c.Budget/2)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -861,7 +863,15 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urg
 		return false
 	}
 	class, classCap := p.readClass(purpose, urgent)
-	if !p.budget.take(time.Now(), weight, class, classCap) {
+	var taken bool
+	if class == classRefresh {
+		// Within their own share and within the book share, keeping its
+		// fifth for requests.
+		taken = p.budget.takeWithin(time.Now(), weight, class, classCap, p.caps()[snapshot.StreamBook]*4/5)
+	} else {
+		taken = p.budget.take(time.Now(), weight, class, classCap)
+	}
+	if !taken {
 		<-p.liveSlots
 		return false
 	}

@@ -55,7 +55,7 @@ type Config struct {
 	trustedProxies  []netip.Prefix // -trusted-proxies
 	clientIPHeader  string         // -client-ip-header, believed from trusted proxies only
 	venueBudget     float64        // -venue-budget, in (0, 1]
-	refreshShare    float64        // -venue-refresh-share, in (0, -venue-budget]
+	refreshShare    float64        // -venue-refresh-share, in (0, -venue-budget/2]
 	maxStale        time.Duration  // -max-stale, positive
 	coldTimeout     time.Duration  // -cold-timeout, positive
 	simSeed         int64          // -sim-seed
@@ -145,7 +145,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.StringVar(&c.clientIPHeader, "client-ip-header", server.DefaultClientIPHeader, "`header` carrying the client IP from a trusted proxy (X-Forwarded-For, CF-Connecting-IP, ...)")
 	intVar(fs, &c.MaxConns, "max-conns", server.DefaultMaxConns, "most client `connections` open at once; each holds a 16 KiB write buffer, so 10000 can hold up to 160 MiB")
 	floatVar(fs, &c.venueBudget, "venue-budget", 0.5, "`fraction` of the venue's weight limit to spend, in (0, 1]")
-	floatVar(fs, &c.refreshShare, "venue-refresh-share", 0.04, "`fraction` of the venue's weight limit a minute that deeper snapshots under local books in sequence may spend, in (0, -venue-budget]; a book that must wait serves fewer levels on one side meanwhile")
+	floatVar(fs, &c.refreshShare, "venue-refresh-share", 0.04, "`fraction` of the venue's weight limit a minute that deeper snapshots under local books in sequence may spend, in (0, -venue-budget/2]; a book that must wait serves fewer levels on one side meanwhile")
 	durationVar(fs, &c.maxStale, "max-stale", 10*time.Second, "oldest snapshot still served while the venue fails, a `duration`")
 	durationVar(fs, &c.coldTimeout, "cold-timeout", 2*time.Second, "how long a first request waits for its venue read, a `duration`")
 	int64Var(fs, &c.simSeed, "sim-seed", 1, "`seed` of the simulated venue")
@@ -243,8 +243,8 @@ func (c *Config) validate() error {
 	if c.venueBudget <= 0 || c.venueBudget > 1 {
 		return c.invalid("venue-budget", c.venueBudget, "want a fraction in (0, 1]")
 	}
-	if c.refreshShare <= 0 || c.refreshShare > c.venueBudget {
-		return c.invalid("venue-refresh-share", c.refreshShare, "want a fraction in (0, -venue-budget]")
+	if c.refreshShare <= 0 || c.refreshShare > c.venueBudget/2 {
+		return c.invalid("venue-refresh-share", c.refreshShare, "want a fraction in (0, -venue-budget/2]")
 	}
 	if c.maxStale <= 0 {
 		return c.invalid("max-stale", c.maxStale, "want a positive duration")
