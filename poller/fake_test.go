@@ -242,6 +242,23 @@ func (m *depthModel) takeAsks(n int) DepthUpdate {
 	return u
 }
 
+// giveAsks is an event in which sellers put n asks back just below the
+// best ask, one price apart.
+func (m *depthModel) giveAsks(n int) DepthUpdate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.step++
+	u := DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3, Time: 1_700_000_000_000 + m.step}
+	best, _ := strconv.Atoi(m.side(m.asks, false, 1)[0].Price)
+	for i := 1; i <= n; i++ {
+		p := strconv.Itoa(best - i)
+		m.asks[p] = "1"
+		u.Asks = append(u.Asks, Level{Price: p, Size: "1"})
+	}
+	m.last = u.Last
+	return u
+}
+
 // snapshot is the venue's depth answer: up to depth levels a side, best
 // first, at the current update id.
 func (m *depthModel) snapshot(depth int) Book {

@@ -347,8 +347,15 @@ func (l *live) publishBooks() {
 		// Ask for a deeper view while the book can still publish every
 		// level: half the published depth ahead of running short. What it
 		// holds meanwhile is an exact prefix of the venue's book.
-		if lp.book.Short(refreshBelow) && !lp.book.Record() {
-			l.p.metrics.resyncs[causeShort].Inc()
+		switch {
+		case lp.book.Short(refreshBelow):
+			if !lp.book.Record() {
+				l.p.metrics.resyncs[causeShort].Inc()
+			}
+		case lp.book.Recording() && !lp.rest[restSnapshot].inFlight:
+			// The price turned back while the refresh waited its turn
+			// in the refresh share: it is no longer needed.
+			lp.book.StopRecording()
 		}
 		if !lp.book.Changed() && lp.pub != nil {
 			b := lp.pub.Confirmed(now)

@@ -563,3 +563,43 @@ func TestRefreshShareBelowOneRefreshStillRefreshes(t *testing.T) {
 		}
 	})
 }
+
+// A refresh that waits its turn is given up if the price turns back and the
+// book vouches for enough levels again: the share goes to books that need it.
+func TestWaitingRefreshIsGivenUpWhenThePriceTurnsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A share of one refresh a minute.
+		w := newStreamWorld(t, 2, Config{Budget: 0.5, SyncDepth: 200, RefreshDepth: 300, RefreshShare: 0.01})
+		defer w.stop()
+		w.v.mu.Lock()
+		w.v.limit = 1000
+		w.v.weights[CallBook] = 20
+		w.v.mu.Unlock()
+		if err := w.p.RefreshCatalog(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.p.live.Live(StreamDepth, w.symbols)
+		w.tick()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// Both books run short; the second, with fewer asks, is refreshed
+		// and the first waits.
+		w.p.live.Depth(w.models[0].takeAsks(110))
+		w.p.live.Depth(w.models[1].takeAsks(120))
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if n := w.v.count(CallBook, w.symbols[0]); n != 1 {
+			t.Fatalf("%d snapshot reads of the first book, want its refresh waiting", n)
+		}
+		// Sellers come back: the first book vouches for 150 asks again.
+		w.p.live.Depth(w.models[0].giveAsks(60))
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if n := w.v.count(CallBook, w.symbols[0]); n != 1 {
+			t.Fatalf("%d snapshot reads of the first book: a refresh no longer needed was made", n)
+		}
+		if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
+			t.Fatalf("published\n%s\nwant\n%s", got, want)
+		}
+	})
+}

@@ -272,6 +272,11 @@ func (b *OrderBook) Record() bool {
 	return was
 }
 
+// StopRecording gives up a pending refresh whose read has not started:
+// the top has moved back from the edge, and the book vouches for enough
+// levels again.
+func (b *OrderBook) StopRecording() { b.recording, b.recent = false, nil }
+
 // Recording reports whether a refresh is pending.
 func (b *OrderBook) Recording() bool { return b.recording }
 

@@ -68,7 +68,11 @@ func rows(r result, weightLimit int) []row {
 
 	bookOK := r.BookAge.N > 0 && r.BookAge.P99 <= targetBookAgeP99
 	add("book age p50 / p99 / max", pct(r.BookAge), "p99 ≤ "+dur(targetBookAgeP99), verdict(bookOK))
-	add("book answers under 100 levels a side", fmt.Sprintf("%d of %d", r.ShortBooks, r.BookAge.N), "", "")
+	short := fmt.Sprintf("%d of %d", r.ShortBooks, r.BookAge.N)
+	if r.ShortBooks > 0 {
+		short += fmt.Sprintf(" (fewest %d)", r.FewestLevels)
+	}
+	add("book answers under 100 levels a side", short, "", "")
 	add("newest-trade lag p50 / p99 / max", pct(r.TradeLag), "", "")
 	if r.NoTrades > 0 {
 		add("trade answers with no trades", fmt.Sprint(r.NoTrades), "", "")

@@ -72,7 +72,7 @@ func TestRowsVerdicts(t *testing.T) {
 func TestRowsValues(t *testing.T) {
 	r := good()
 	r.Agg = statusCount{200: 996, 429: 3, 0: 1}
-	r.ShortBooks = 3
+	r.ShortBooks, r.FewestLevels = 3, 61
 	got := map[string]row{}
 	for _, x := range rows(r, 2400) {
 		got[x.Figure] = x
@@ -85,7 +85,7 @@ func TestRowsValues(t *testing.T) {
 		"marketfeed CPU":                       "3.1% of one core",
 		"hot client reads a second":            "50.0 of 50 aimed at",
 		"marketfeed max RSS":                   "48.0 MiB",
-		"book answers under 100 levels a side": "3 of 1338",
+		"book answers under 100 levels a side": "3 of 1338 (fewest 61)",
 		// Heaviest first; equal weights by path.
 		"REST weight, steady, by path": "/fapi/v1/aggTrades 40, /fapi/v1/depth 40, /fapi/v1/ticker/24hr 40",
 	}
@@ -187,8 +187,8 @@ func TestCollectorFilesAnswers(t *testing.T) {
 		!slices.Equal(c.hotAges, []time.Duration{ms(50)}) {
 		t.Errorf("ages: book %v, lag %v, hot %v", c.bookAges, c.lags, c.hotAges)
 	}
-	if c.noTrades != 1 || c.badBodies != 1 || c.short != 1 {
-		t.Errorf("noTrades %d, badBodies %d, short %d; want 1, 1, 1", c.noTrades, c.badBodies, c.short)
+	if c.noTrades != 1 || c.badBodies != 1 || c.short != 1 || c.fewest != 0 {
+		t.Errorf("noTrades %d, badBodies %d, short %d (fewest %d); want 1, 1, 1 (0)", c.noTrades, c.badBodies, c.short, c.fewest)
 	}
 	if c.agg.others() != "502×1" || c.agg[200] != 5 || c.hot.others() != "error×1" {
 		t.Errorf("statuses: aggregator %v, hot %v", c.agg, c.hot)

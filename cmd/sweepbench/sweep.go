@@ -43,13 +43,15 @@ type result struct {
 	Agg, Hot  statusCount
 	BadBodies int // 200 answers that did not decode
 	// ShortBooks counts the aggregator's book answers with fewer than
-	// fullDepth levels on a side: a book whose refresh waits.
-	ShortBooks int
-	NoTrades   int // trade answers with an empty list
-	BookAge    percentiles
-	TradeLag   percentiles
-	HotBookAge percentiles
-	Steady     weightUse
+	// fullDepth levels on a side: a book whose refresh waits. FewestLevels
+	// is the shortest side among them.
+	ShortBooks   int
+	FewestLevels int
+	NoTrades     int // trade answers with an empty list
+	BookAge      percentiles
+	TradeLag     percentiles
+	HotBookAge   percentiles
+	Steady       weightUse
 
 	CPUShare float64 // marketfeed's CPU time over the measured run / its length
 	MaxRSS   int64   // bytes, sampled over the whole configuration
@@ -62,6 +64,7 @@ type collector struct {
 	badBodies int
 	noTrades  int
 	short     int // aggregator book answers under fullDepth levels a side
+	fewest    int // the fewest levels a side among them
 	bookAges  []time.Duration
 	lags      []time.Duration
 	hotAges   []time.Duration
@@ -98,6 +101,9 @@ func (c *collector) record(hot bool, kind string, status int, body []byte, at ti
 	}
 	counts[status]++
 	if !hot && err == nil && levels < fullDepth {
+		if c.short == 0 || levels < c.fewest {
+			c.fewest = levels
+		}
 		c.short++
 	}
 	switch {
@@ -245,6 +251,7 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 
 	col.mu.Lock()
 	res.Agg, res.Hot, res.BadBodies, res.NoTrades, res.ShortBooks = col.agg, col.hot, col.badBodies, col.noTrades, col.short
+	res.FewestLevels = col.fewest
 	res.BookAge, res.TradeLag, res.HotBookAge = summarize(col.bookAges), summarize(col.lags), summarize(col.hotAges)
 	col.mu.Unlock()
 	res.MaxRSS = rss.stop()
