@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -86,20 +87,7 @@ func (b *budget) fits(weight int, class spendClass, classCap int) bool {
 // take spends weight at now if the window's total stays within the limit and
 // the class's spend within classCap. It reports whether the weight was spent.
 func (b *budget) take(now time.Time, weight int, class spendClass, classCap int) bool {
-	if weight <= 0 {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.limit == 0 {
-		return true
-	}
-	b.expire(now)
-	if !b.fits(weight, class, classCap) {
-		return false
-	}
-	b.add(now, weight, class)
-	return true
+	return b.takeWithin(now, weight, class, classCap, math.MaxInt)
 }
 
 // takeWithin is take for a class that counts towards its parent's share as
@@ -115,7 +103,7 @@ func (b *budget) takeWithin(now time.Time, weight int, class spendClass, classCa
 		return true
 	}
 	b.expire(now)
-	if !b.fits(weight, class, classCap) || b.byClass[parentOf[class]]+weight > parentCap {
+	if !b.fits(weight, class, classCap) || (parentOf[class] != class && b.byClass[parentOf[class]]+weight > parentCap) {
 		return false
 	}
 	b.add(now, weight, class)

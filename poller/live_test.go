@@ -62,6 +62,22 @@ func (w *streamWorld) tick(skip ...string) {
 	synctest.Wait()
 }
 
+// goLive gives the venue a weight limit a minute and a snapshot weight,
+// has the poller read the catalog for it, then sets every depth stream
+// delivering and delivers one event.
+func (w *streamWorld) goLive(limit, snapshotWeight int) {
+	w.v.mu.Lock()
+	w.v.limit = limit
+	w.v.weights[CallBook] = snapshotWeight
+	w.v.weights[CallCatalog] = 1
+	w.v.mu.Unlock()
+	if err := w.p.RefreshCatalog(context.Background()); err != nil {
+		w.t.Fatal(err)
+	}
+	w.p.live.Live(StreamDepth, w.symbols)
+	w.tick()
+}
+
 func (w *streamWorld) book(i int) *snapshot.Book {
 	b, _ := w.store.Book([]byte(pairID(i + 1)))
 	return b
@@ -246,17 +262,8 @@ func TestColdStartStaysInBudgetAndServesWaitingPairsFirst(t *testing.T) {
 		const n = 40
 		w := newStreamWorld(t, n, Config{Budget: 0.5})
 		defer w.stop()
-		w.v.mu.Lock()
-		w.v.limit = 400 // budget 200 a minute: 20 snapshots of weight 10
-		w.v.weights[CallBook] = 10
-		w.v.weights[CallCatalog] = 1
-		w.v.mu.Unlock()
-		if err := w.p.RefreshCatalog(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.p.live.Live(StreamDepth, w.symbols)
-		w.tick()
-		last := n // the last in the queue's own order
+		w.goLive(400, 10) // budget 200 a minute: 20 snapshots of weight 10
+		last := n         // the last in the queue's own order
 		done := make(chan error, 1)
 		loadAt := time.Now()
 		go func() {
@@ -444,28 +451,26 @@ func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
 	})
 }
 
+// newRefreshWorld is a stream world of n books on a venue with a limit of
+// 1000 a minute, snapshots of 20 and the given refresh share, every book
+// synced from 200 levels and refreshed from 300.
+func newRefreshWorld(t *testing.T, n int, share float64) *streamWorld {
+	w := newStreamWorld(t, n, Config{Budget: 0.5, SyncDepth: 200, RefreshDepth: 300, RefreshShare: share})
+	w.goLive(1000, 20)
+	time.Sleep(time.Second)
+	synctest.Wait()
+	return w
+}
+
 // Refreshes keep to their share of the venue's limit: books that wait go on
 // serving the levels they can vouch for, and the book nearest to running
 // out of them is refreshed first.
 func TestRefreshesKeepToTheirShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 6
-		// A limit of 1000 and a share of 5 %: 50 weight a minute, two
-		// refreshes of 20.
-		w := newStreamWorld(t, n, Config{Budget: 0.5, SyncDepth: 200, RefreshDepth: 300, RefreshShare: 0.05})
+		// A share of 5 %: 50 weight a minute, two refreshes of 20.
+		w := newRefreshWorld(t, n, 0.05)
 		defer w.stop()
-		w.v.mu.Lock()
-		w.v.limit = 1000
-		w.v.weights[CallBook] = 20
-		w.v.weights[CallCatalog] = 1
-		w.v.mu.Unlock()
-		if err := w.p.RefreshCatalog(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.p.live.Live(StreamDepth, w.symbols)
-		for range 10 {
-			w.tick()
-		}
 		if synced := w.v.count(CallBook, ""); synced != n {
 			t.Fatalf("%d snapshot reads, want every book synced once", synced)
 		}
@@ -535,19 +540,8 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 // books are not left short for good.
 func TestRefreshShareBelowOneRefreshStillRefreshes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newStreamWorld(t, 2, Config{Budget: 0.5, SyncDepth: 200, RefreshDepth: 300, RefreshShare: 0.01})
+		w := newRefreshWorld(t, 2, 0.01) // a share of 10, a refresh of 20
 		defer w.stop()
-		w.v.mu.Lock()
-		w.v.limit = 1000 // a share of 10, a refresh of 20
-		w.v.weights[CallBook] = 20
-		w.v.mu.Unlock()
-		if err := w.p.RefreshCatalog(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.p.live.Live(StreamDepth, w.symbols)
-		w.tick()
-		time.Sleep(time.Second)
-		synctest.Wait()
 		for _, m := range w.models {
 			w.p.live.Depth(m.takeAsks(110))
 		}
@@ -568,20 +562,8 @@ func TestRefreshShareBelowOneRefreshStillRefreshes(t *testing.T) {
 // book vouches for enough levels again: the share goes to books that need it.
 func TestWaitingRefreshIsGivenUpWhenThePriceTurnsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// A share of one refresh a minute.
-		w := newStreamWorld(t, 2, Config{Budget: 0.5, SyncDepth: 200, RefreshDepth: 300, RefreshShare: 0.01})
+		w := newRefreshWorld(t, 2, 0.01) // a share of one refresh a minute
 		defer w.stop()
-		w.v.mu.Lock()
-		w.v.limit = 1000
-		w.v.weights[CallBook] = 20
-		w.v.mu.Unlock()
-		if err := w.p.RefreshCatalog(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.p.live.Live(StreamDepth, w.symbols)
-		w.tick()
-		time.Sleep(time.Second)
-		synctest.Wait()
 		// Both books run short; the second, with fewer asks, is refreshed
 		// and the first waits.
 		w.p.live.Depth(w.models[0].takeAsks(110))
