@@ -107,17 +107,24 @@ type silence struct {
 // asks for a new snapshot to lay under it.
 const refreshBelow = snapshot.MaxDepth + snapshot.MaxDepth/2
 
+// depletedBelow is how few levels a side may vouch for before its refresh
+// no longer waits its turn in the refresh share: a book down to a handful
+// of levels on a side (none, if the price runs on) is hardly a book, so
+// its refresh is read from the book share, next after the books to sync.
+const depletedBelow = snapshot.MaxDepth / 5
+
 // Resync causes, for metrics and logs.
 const (
-	causeGap     = "gap"      // an event did not continue the book
-	causeLost    = "lost"     // the connection closed or the venue refused
-	causeShort   = "short"    // the book came close to holding fewer levels than are published
-	causeStale   = "stale"    // the snapshot was older than the buffered events
-	causeBadData = "bad_data" // an event or snapshot held an unusable value
-	causeSilent  = "silent"   // an acknowledged subscription delivered nothing
+	causeGap      = "gap"      // an event did not continue the book
+	causeLost     = "lost"     // the connection closed or the venue refused
+	causeShort    = "short"    // the book came close to holding fewer levels than are published
+	causeDepleted = "depleted" // its refresh, still waiting, was read beyond the refresh share
+	causeStale    = "stale"    // the snapshot was older than the buffered events
+	causeBadData  = "bad_data" // an event or snapshot held an unusable value
+	causeSilent   = "silent"   // an acknowledged subscription delivered nothing
 )
 
-var resyncCauses = []string{causeGap, causeLost, causeShort, causeStale, causeBadData, causeSilent}
+var resyncCauses = []string{causeGap, causeLost, causeShort, causeDepleted, causeStale, causeBadData, causeSilent}
 
 func newLive(p *Poller, s Streams) *live {
 	l := &live{p: p, streams: s, tickers: make(map[string]Stat), wake: make(chan struct{}, 1)}
@@ -511,7 +518,8 @@ func (st restState) ready(now time.Time) bool { return !st.inFlight && !now.Befo
 // what differs is here rather than a branch at every step.
 type restRead struct {
 	kind    restKind
-	purpose [numTiers]Purpose // what the read's weight is spent on, by tier
+	purpose [numTiers]Purpose    // what the read's weight is spent on, by tier
+	class   [numTiers]spendClass // the budget share it is read from, by tier
 	stream  snapshot.Stream
 	weight  func(p *Poller, tier int) int
 	// due reports whether lp needs the read, its tier (lower tiers go
@@ -527,7 +535,8 @@ type restRead struct {
 var (
 	snapshotRead = restRead{
 		kind:    restSnapshot,
-		purpose: [numTiers]Purpose{tierSync: PurposeSnapshot, tierRefresh: PurposeRefresh},
+		purpose: [numTiers]Purpose{tierSync: PurposeSnapshot, tierDepleted: PurposeRefresh, tierRefresh: PurposeRefresh},
+		class:   [numTiers]spendClass{tierSync: classBook, tierDepleted: classBook, tierRefresh: classRefresh},
 		stream:  snapshot.StreamBook,
 		weight:  func(p *Poller, tier int) int { return p.bookWeight(p.snapshotDepth(tier)) },
 		due: func(lp *livePair) (bool, int, int) {
@@ -538,7 +547,11 @@ var (
 				// A refresh: the book is served meanwhile, so it waits
 				// behind every book that is not, and the book nearest
 				// to running short goes first.
-				return lp.book.Recording(), tierRefresh, lp.book.Vouched()
+				vouched := lp.book.Vouched()
+				if vouched < depletedBelow {
+					return lp.book.Recording(), tierDepleted, vouched
+				}
+				return lp.book.Recording(), tierRefresh, vouched
 			}
 			return lp.book.Buffered() > 0, tierSync, 0
 		},
@@ -546,7 +559,8 @@ var (
 	}
 	backfillRead = restRead{
 		kind:    restBackfill,
-		purpose: [numTiers]Purpose{PurposeBackfill, PurposeBackfill},
+		purpose: [numTiers]Purpose{PurposeBackfill, PurposeBackfill, PurposeBackfill},
+		class:   [numTiers]spendClass{classTrades, classTrades, classTrades},
 		stream:  snapshot.StreamTrades,
 		weight:  func(p *Poller, _ int) int { return p.venue.Weight(CallTrades) },
 		due: func(lp *livePair) (bool, int, int) {
@@ -557,19 +571,20 @@ var (
 )
 
 // Snapshot tiers: books not in sequence go first, refreshes of books that
-// are served meanwhile after them.
+// are served meanwhile after them, the depleted ones first.
 const (
-	tierSync    = 0
-	tierRefresh = 1
-	numTiers    = 2
+	tierSync     = 0
+	tierDepleted = 1
+	tierRefresh  = 2
+	numTiers     = 3
 )
 
 // snapshotDepth is the depth of a snapshot read of a tier.
 func (p *Poller) snapshotDepth(tier int) int {
-	if tier == tierRefresh {
-		return p.cfg.RefreshDepth
+	if tier == tierSync {
+		return p.cfg.SyncDepth
 	}
-	return p.cfg.SyncDepth
+	return p.cfg.RefreshDepth
 }
 
 // syncBooks starts snapshot reads for the books that need one.
@@ -618,15 +633,18 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 	deferred := 0
 	for _, q := range due {
 		lp, tier := q.lp, q.tier
-		if !refused[tier] && l.p.startRead(ctx, r.purpose[tier], r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
+		if !refused[tier] && l.p.startRead(ctx, r.purpose[tier], r.class[tier], r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
 			l.run(ctx, r, lp, tier)
 		}, func() { lp.mu.Lock(); lp.rest[r.kind].inFlight = true; lp.mu.Unlock() }) {
+			if r.kind == restSnapshot && tier == tierDepleted {
+				l.p.metrics.resyncs[causeDepleted].Inc()
+			}
 			continue
 		}
 		refused[tier] = true
 		// Refreshes wait by design, within their share: that is not a
 		// budget running short.
-		if r.purpose[tier] != PurposeRefresh {
+		if r.class[tier] != classRefresh {
 			deferred++
 		}
 	}

@@ -585,3 +585,37 @@ func TestWaitingRefreshIsGivenUpWhenThePriceTurnsBack(t *testing.T) {
 		}
 	})
 }
+
+// A book whose side is down to a handful of levels does not wait its turn
+// in the refresh share: it is refreshed from the book share at once, while
+// a book that still serves most of its levels waits.
+func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newRefreshWorld(t, 3, 0.01) // a share of one refresh a minute
+		defer w.stop()
+		w.p.live.Depth(w.models[0].takeAsks(110)) // 90 asks left of 200
+		w.p.live.Depth(w.models[1].takeAsks(115)) // 85: refreshed first
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if a, b := w.v.count(CallBook, w.symbols[0]), w.v.count(CallBook, w.symbols[1]); a != 1 || b != 2 {
+			t.Fatalf("snapshot reads %d and %d, want the second book refreshed and the first waiting", a, b)
+		}
+		w.p.live.Depth(w.models[2].takeAsks(185)) // 15 asks left
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if n := w.v.count(CallBook, w.symbols[2]); n != 2 {
+			t.Fatalf("%d snapshot reads of the depleted book, want its refresh at once", n)
+		}
+		if n := w.v.count(CallBook, w.symbols[0]); n != 1 {
+			t.Fatalf("%d snapshot reads of the first book, want it still waiting its turn", n)
+		}
+		if got := w.p.metrics.resyncs[causeDepleted].Get(); got != 1 {
+			t.Fatalf("%d depleted refreshes counted, want 1", got)
+		}
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		if got, want := string(w.book(2).Body()), w.models[2].body(pairID(3)); got != want {
+			t.Fatalf("the depleted book after its refresh: published\n%s\nwant\n%s", got, want)
+		}
+	})
+}

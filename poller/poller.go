@@ -850,10 +850,10 @@ func (p *Poller) deferred(s snapshot.Stream, n int) {
 
 // startRead starts one snapshot or backfill read of a stream-fed pair if a
 // read slot is free, calls are not paused and the budget has its weight;
-// it reports whether it started; readClass says how much of the budget it
-// may use. mark runs before the read starts, to flag the pair as being read. The
+// it reports whether it started; classCap says how much of its class's
+// share it may use. mark runs before the read starts, to flag the pair as being read. The
 // read runs under the poller's lifetime and Run waits for it.
-func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urgent bool, fn func(context.Context), mark func()) bool {
+func (p *Poller) startRead(ctx context.Context, purpose Purpose, class spendClass, weight int, urgent bool, fn func(context.Context), mark func()) bool {
 	if ctx.Err() != nil || p.gate.blocked(time.Now()) {
 		return false
 	}
@@ -862,16 +862,8 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urg
 	default:
 		return false
 	}
-	class, classCap := p.readClass(purpose, urgent)
-	var taken bool
-	if class == classRefresh {
-		// Within their own share and within the book share, keeping its
-		// fifth for requests.
-		taken = p.budget.takeWithin(time.Now(), weight, class, classCap, p.caps()[snapshot.StreamBook]*4/5)
-	} else {
-		taken = p.budget.take(time.Now(), weight, class, classCap)
-	}
-	if !taken {
+	// A refresh fits its own share and the book share it is part of.
+	if !p.budget.takeWithin(time.Now(), weight, class, p.classCap(class, urgent), p.classCap(parentOf[class], false)) {
 		<-p.liveSlots
 		return false
 	}
@@ -884,24 +876,24 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, weight int, urg
 	return true
 }
 
-// readClass returns the spend class of a stream-fed pair's REST read and
-// what it may spend of the class's share in a minute: four fifths unless a
-// request waits for it, keeping the rest for requests. A request never
-// waits for a refresh, since the book is served meanwhile, so refreshes
-// keep nothing back.
-func (p *Poller) readClass(purpose Purpose, urgent bool) (spendClass, int) {
-	if purpose == PurposeRefresh {
-		return classRefresh, p.refreshCap()
+// classCap returns what a stream-fed pair's REST read may spend of its
+// class's share in a minute: four fifths unless a request waits for it,
+// keeping the rest for requests. A request never waits for a refresh,
+// since the book is served meanwhile, so the refresh share keeps nothing
+// back.
+func (p *Poller) classCap(class spendClass, urgent bool) int {
+	if class == classRefresh {
+		return p.refreshCap()
 	}
 	s := snapshot.StreamBook
-	if purpose == PurposeBackfill {
+	if class == classTrades {
 		s = snapshot.StreamTrades
 	}
 	classCap := p.caps()[s]
 	if !urgent && classCap != math.MaxInt {
 		classCap = classCap * 4 / 5
 	}
-	return streamRows[s].class, classCap
+	return classCap
 }
 
 // refreshCap is the weight refreshes may spend in a minute: RefreshShare of
