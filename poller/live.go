@@ -107,18 +107,21 @@ type silence struct {
 // asks for a new snapshot to lay under it.
 const refreshBelow = snapshot.MaxDepth + snapshot.MaxDepth/2
 
-// depletedBelow is how few levels a side may vouch for before its refresh
-// no longer waits its turn in the refresh share: a book down to a handful
-// of levels on a side (none, if the price runs on) is hardly a book, so
-// its refresh is read from the book share, next after the books to sync.
-const depletedBelow = snapshot.MaxDepth / 5
+// A book is depleted when the top has run through every level a side
+// vouched for: the side would be published empty, though the venue has
+// levels there. Its last publication goes on being served (aging towards
+// max-stale) instead, and its refresh no longer waits its turn in the
+// refresh share: it is read from the book share, next after the books to
+// sync. Only this case bypasses the share: a book that still serves some
+// levels waits, so the share bounds what prices travelling faster than it
+// buys cost.
 
 // Resync causes, for metrics and logs.
 const (
 	causeGap      = "gap"      // an event did not continue the book
 	causeLost     = "lost"     // the connection closed or the venue refused
 	causeShort    = "short"    // the book came close to holding fewer levels than are published
-	causeDepleted = "depleted" // its refresh, still waiting, was read beyond the refresh share
+	causeDepleted = "depleted" // a side ran out of levels; its refresh was read beyond the refresh share
 	causeStale    = "stale"    // the snapshot was older than the buffered events
 	causeBadData  = "bad_data" // an event or snapshot held an unusable value
 	causeSilent   = "silent"   // an acknowledged subscription delivered nothing
@@ -364,6 +367,11 @@ func (l *live) publishBooks() {
 			// in the refresh share: it is no longer needed.
 			lp.book.StopRecording()
 		}
+		if lp.book.Vouched() == 0 {
+			// Depleted: the last publication stands until the refresh.
+			lp.mu.Unlock()
+			continue
+		}
 		if !lp.book.Changed() && lp.pub != nil {
 			b := lp.pub.Confirmed(now)
 			lp.pub = b
@@ -548,7 +556,7 @@ var (
 				// behind every book that is not, and the book nearest
 				// to running short goes first.
 				vouched := lp.book.Vouched()
-				if vouched < depletedBelow {
+				if vouched == 0 {
 					return lp.book.Recording(), tierDepleted, vouched
 				}
 				return lp.book.Recording(), tierRefresh, vouched

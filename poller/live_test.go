@@ -586,9 +586,9 @@ func TestWaitingRefreshIsGivenUpWhenThePriceTurnsBack(t *testing.T) {
 	})
 }
 
-// A book whose side is down to a handful of levels does not wait its turn
-// in the refresh share: it is refreshed from the book share at once, while
-// a book that still serves most of its levels waits.
+// A book whose top has run through every level a side vouched for is not
+// published with that side empty: its last publication stands, and its
+// refresh does not wait its turn in the refresh share.
 func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newRefreshWorld(t, 3, 0.01) // a share of one refresh a minute
@@ -600,7 +600,11 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 		if a, b := w.v.count(CallBook, w.symbols[0]), w.v.count(CallBook, w.symbols[1]); a != 1 || b != 2 {
 			t.Fatalf("snapshot reads %d and %d, want the second book refreshed and the first waiting", a, b)
 		}
-		w.p.live.Depth(w.models[2].takeAsks(185)) // 15 asks left
+		before := string(w.book(2).Body())
+		w.v.mu.Lock()
+		w.v.gate = make(chan struct{}) // hold the refresh's snapshot read
+		w.v.mu.Unlock()
+		w.p.live.Depth(w.models[2].takeAsks(200)) // every ask it vouched for
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		if n := w.v.count(CallBook, w.symbols[2]); n != 2 {
@@ -609,11 +613,18 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 		if n := w.v.count(CallBook, w.symbols[0]); n != 1 {
 			t.Fatalf("%d snapshot reads of the first book, want it still waiting its turn", n)
 		}
+		if got := string(w.book(2).Body()); got != before {
+			t.Fatalf("a depleted book was published:\n%s\nwant the last publication\n%s", got, before)
+		}
+		w.v.mu.Lock()
+		close(w.v.gate)
+		w.v.gate = nil
+		w.v.mu.Unlock()
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
 		if got := w.p.metrics.resyncs[causeDepleted].Get(); got != 1 {
 			t.Fatalf("%d depleted refreshes counted, want 1", got)
 		}
-		time.Sleep(400 * time.Millisecond)
-		synctest.Wait()
 		if got, want := string(w.book(2).Body()), w.models[2].body(pairID(3)); got != want {
 			t.Fatalf("the depleted book after its refresh: published\n%s\nwant\n%s", got, want)
 		}
