@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math"
 	"math/big"
 	"reflect"
 	"regexp"
@@ -866,6 +867,53 @@ func TestExtraBooksReachAsTheVenuesDo(t *testing.T) {
 	}
 	if thin < 8 || thin > 120 {
 		t.Errorf("%d thin books of 800, want a few", thin)
+	}
+}
+
+// The price path moves at about the venue's pace, on the busy side of it:
+// a recorded BTCUSDT trade tape ranges over 0.047 % of the price in 9 s and
+// a recorded LTCUSDT aggregate trade tape over 0.06 % in 164 s. The median
+// range of 40 such windows of the simulated mid must not be below that, nor
+// above ten times it (BTC) or six and a half (LTC), so that local books run
+// through their levels not much faster than a busy venue's.
+func TestPricePathPace(t *testing.T) {
+	for _, tc := range []struct {
+		symbol   string
+		span     time.Duration
+		venue    float64 // the recorded range, percent of the price
+		low, top float64 // bounds of the simulated median, percent
+	}{
+		{"BTCUSDT", 9 * time.Second, 0.047, 0.01, 0.47},
+		{"LTCUSDT", 164 * time.Second, 0.06, 0.06, 0.4},
+	} {
+		c := newClock(t0)
+		v := New(Config{Seed: 1, Now: c.now})
+		var ranges []float64
+		for i := range 40 {
+			start := t0.Add(time.Duration(i) * 97 * time.Minute)
+			lo, hi := math.Inf(1), 0.0
+			for d := time.Duration(0); d <= tc.span; d += time.Second {
+				c.set(start.Add(d))
+				quotes, err := v.Quotes(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range quotes {
+					if q.Symbol == tc.symbol {
+						bid, _ := strconv.ParseFloat(q.Bid, 64)
+						ask, _ := strconv.ParseFloat(q.Ask, 64)
+						lo, hi = min(lo, (bid+ask)/2), max(hi, (bid+ask)/2)
+					}
+				}
+			}
+			ranges = append(ranges, 100*(hi-lo)/lo)
+		}
+		slices.Sort(ranges)
+		median := ranges[len(ranges)/2]
+		t.Logf("%s over %v: median range %.3f%% (the venue's recorded window %.3f%%)", tc.symbol, tc.span, median, tc.venue)
+		if median < tc.low || median > tc.top {
+			t.Errorf("%s over %v: median range %.3f%%, want within [%.2f%%, %.2f%%]", tc.symbol, tc.span, median, tc.low, tc.top)
+		}
 	}
 }
 
