@@ -103,7 +103,7 @@ func (b *budget) takeWithin(now time.Time, weight int, class spendClass, classCa
 		return true
 	}
 	b.expire(now)
-	if !b.fits(weight, class, classCap) || (parentOf[class] != class && b.byClass[parentOf[class]]+weight > parentCap) {
+	if !b.fits(weight, class, classCap) || b.byClass[parentOf[class]]+weight > parentCap {
 		return false
 	}
 	b.add(now, weight, class)

@@ -107,15 +107,6 @@ type silence struct {
 // asks for a new snapshot to lay under it.
 const refreshBelow = snapshot.MaxDepth + snapshot.MaxDepth/2
 
-// A book is depleted when the top has run through every level a side
-// vouched for: the side would be published empty, though the venue has
-// levels there. Its last publication goes on being served (aging towards
-// max-stale) instead, and its refresh no longer waits its turn in the
-// refresh share: it is read from the book share, next after the books to
-// sync. Only this case bypasses the share: a book that still serves some
-// levels waits, so the share bounds what prices travelling faster than it
-// buys cost.
-
 // Resync causes, for metrics and logs.
 const (
 	causeGap      = "gap"      // an event did not continue the book
@@ -580,6 +571,15 @@ var (
 
 // Snapshot tiers: books not in sequence go first, refreshes of books that
 // are served meanwhile after them, the depleted ones first.
+//
+// A book is depleted when the top has run through every level a side
+// vouched for: the side would be published empty, though the venue has
+// levels there. Its last publication goes on being served (aging towards
+// max-stale) instead, and its refresh no longer waits its turn in the
+// refresh share: it is read from the book share, next after the books to
+// sync. Only this case bypasses the share: a book that still serves some
+// levels waits, so the share bounds what refreshes cost however fast
+// prices travel, short of running books dry.
 const (
 	tierSync     = 0
 	tierDepleted = 1
@@ -644,9 +644,6 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 		if !refused[tier] && l.p.startRead(ctx, r.purpose[tier], r.class[tier], r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
 			l.run(ctx, r, lp, tier)
 		}, func() { lp.mu.Lock(); lp.rest[r.kind].inFlight = true; lp.mu.Unlock() }) {
-			if r.kind == restSnapshot && tier == tierDepleted {
-				l.p.metrics.resyncs[causeDepleted].Inc()
-			}
 			continue
 		}
 		refused[tier] = true
@@ -687,6 +684,9 @@ func (l *live) run(ctx context.Context, r restRead, lp *livePair, tier int) {
 // fetchSnapshot reads one snapshot, which syncs the pair's book or is laid
 // under a book in sequence that asked for a deeper view.
 func (l *live) fetchSnapshot(ctx context.Context, lp *livePair, tier int) (func(time.Time) func(), error) {
+	if tier == tierDepleted {
+		l.p.metrics.resyncs[causeDepleted].Inc()
+	}
 	depth := l.p.snapshotDepth(tier)
 	var snap Book
 	err := l.p.call(ctx, CallBook, func(ctx context.Context) (err error) {
@@ -903,7 +903,6 @@ func (l *live) load(ctx context.Context, id string, s snapshot.Stream) (bool, er
 	}
 }
 
-// sources counts the pairs by where their books and trades come from.
 // shortBooks counts the books in sequence that hold fewer than the published
 // levels on a side they cannot vouch beyond: they serve fewer levels there
 // until their refresh comes.
@@ -919,6 +918,7 @@ func (l *live) shortBooks() int {
 	return n
 }
 
+// sources counts the pairs by where their books and trades come from.
 func (l *live) sources() (books, trades [numSources]int) {
 	for _, lp := range *l.pairs.Load() {
 		lp.mu.Lock()

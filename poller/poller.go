@@ -101,11 +101,13 @@ type Config struct {
 	// the cheapest in the long run, since it is needed least often.
 	RefreshDepth int
 	// RefreshShare is the share of the venue's weight limit refreshes may
-	// spend in a minute (default 0.04, at most half of Budget). A market whose price travels
-	// faster than that buys serves fewer than the published levels on the
-	// side it moves towards until its refresh comes: always an exact
-	// prefix of the venue's book, never a level it cannot vouch for. Books
-	// out of sequence are not held to it: they are not served at all.
+	// spend in a minute (default 0.04, at most half of Budget). A market
+	// whose price travels faster than that buys serves fewer than the
+	// published levels on the side it moves towards until its refresh
+	// comes: always an exact prefix of the venue's book, never a level it
+	// cannot vouch for. Books out of sequence are not held to it (they are
+	// not served at all), nor are books with a side run dry (see
+	// tierDepleted).
 	RefreshShare float64
 }
 
@@ -851,8 +853,9 @@ func (p *Poller) deferred(s snapshot.Stream, n int) {
 // startRead starts one snapshot or backfill read of a stream-fed pair if a
 // read slot is free, calls are not paused and the budget has its weight;
 // it reports whether it started; classCap says how much of its class's
-// share it may use. mark runs before the read starts, to flag the pair as being read. The
-// read runs under the poller's lifetime and Run waits for it.
+// share it may use. mark runs before the read starts, to flag the pair as
+// being read. The read runs under the poller's lifetime and Run waits for
+// it.
 func (p *Poller) startRead(ctx context.Context, purpose Purpose, class spendClass, weight int, urgent bool, fn func(context.Context), mark func()) bool {
 	if ctx.Err() != nil || p.gate.blocked(time.Now()) {
 		return false
@@ -863,7 +866,11 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, class spendClas
 		return false
 	}
 	// A refresh fits its own share and the book share it is part of.
-	if !p.budget.takeWithin(time.Now(), weight, class, p.classCap(class, urgent), p.classCap(parentOf[class], false)) {
+	parentCap := math.MaxInt
+	if parent := parentOf[class]; parent != class {
+		parentCap = p.classCap(parent, false)
+	}
+	if !p.budget.takeWithin(time.Now(), weight, class, p.classCap(class, urgent), parentCap) {
 		<-p.liveSlots
 		return false
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -190,15 +189,7 @@ func TestStreamFaults(t *testing.T) {
 // opsMetrics scrapes the app's /metrics.
 func opsMetrics(t *testing.T, a *app) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + a.ops.Addr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, body := get(t, "http://"+a.ops.Addr().String()+"/metrics")
 	m, err := promtext.Parse(string(body))
 	if err != nil {
 		t.Fatal(err)
