@@ -84,9 +84,11 @@ func startProcess(t *testing.T, bin string, args ...string) (url, ops string, pi
 }
 
 // TestRealBinaryAgainstVenuesim runs marketfeed -venue binance against
-// cmd/venuesim, both real binaries over HTTP: every route answers; during a
-// 429 pause the venue sees no call, a hot pair keeps its last good book and a
-// cold pair is 502; after the pause reads resume.
+// cmd/venuesim, both real binaries over HTTP, reading REST only: every route
+// answers; during a 429 pause the venue sees no call, a hot pair keeps its
+// last good book and a cold pair is 502; after the pause reads resume. (With
+// streams every book is synced within seconds, so no pair stays cold to
+// test; TestStreamFaults meets a 429 on the stream path.)
 func TestRealBinaryAgainstVenuesim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two binaries")
@@ -95,7 +97,7 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 	venuesim := buildBinary(t, dir, "marketfeed/cmd/venuesim")
 	marketfeed := buildBinary(t, dir, "marketfeed/cmd/marketfeed")
 	venue, _ := startBinary(t, venuesim, "-listen", "127.0.0.1:0")
-	api, ops := startBinary(t, marketfeed, "-venue", "binance", "-venue-url", venue,
+	api, ops := startBinary(t, marketfeed, "-venue", "binance", "-venue-url", venue, "-venue-streams", "off",
 		"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-spot", "BTC_USDT,ETH_USDT,ADA_USDT")
 	waitReady(t, "http://"+ops)
 	base := api + "/api/public"
