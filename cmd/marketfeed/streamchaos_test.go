@@ -41,18 +41,12 @@ type truthChecker struct {
 // check reads one pair's full book and compares it, level for level, with
 // the venue's true top 100 at the book's heartbeat.
 func (c *truthChecker) check(id, symbol string) {
-	resp, err := http.Get(c.api + "/api/public/orderbook?ticker_id=" + id)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, body := get(c.t, c.api+"/api/public/orderbook?ticker_id="+id)
 	if resp.StatusCode != http.StatusOK {
 		return // the traffic's checks judge non-200 answers
 	}
 	var got wire.Book
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
-		c.t.Fatal(err)
-	}
+	decode(c.t, body, &got)
 	k := sim.Heartbeat(time.UnixMilli(got.Timestamp))
 	u, err := c.world.UpdateID(symbol, k)
 	if err != nil {
