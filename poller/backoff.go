@@ -6,15 +6,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"marketfeed/poller/venue"
 )
-
-// ErrPaused is returned instead of calling the venue while calls are paused
-// after the venue asked us to slow down or kept failing.
-var ErrPaused = errors.New("venue calls paused")
-
-// ErrNoBudget is returned instead of calling the venue when the call would
-// exceed the weight budget.
-var ErrNoBudget = errors.New("venue weight budget spent")
 
 // Pauses the venue's answers impose when they do not say how long.
 const (
@@ -84,7 +78,7 @@ func (b *backoff) check(now time.Time) error {
 		b.probed = now
 		return nil
 	}
-	return fmt.Errorf("%w for %s: %s", ErrPaused, b.until.Sub(now).Round(time.Millisecond), b.reason)
+	return fmt.Errorf("%w for %s: %s", venue.ErrPaused, b.until.Sub(now).Round(time.Millisecond), b.reason)
 }
 
 // blocked reports whether a call made now would be refused, without taking
@@ -116,26 +110,26 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 	var pause time.Duration
 	var reason string
 	var kind pauseKind
-	var se *StatusError
+	var se *venue.StatusError
 	errors.As(err, &se)
-	switch outcomeOf(err) {
-	case outcomeRateLimited:
+	switch venue.OutcomeOf(err) {
+	case venue.OutcomeRateLimited:
 		pause = se.RetryAfter
 		if pause <= 0 {
 			pause = defaultRateLimitPause
 		}
 		reason = fmt.Sprintf("venue rate limit (%d)", se.Status)
 		kind = pauseRateLimit
-	case outcomeForbidden:
+	case venue.OutcomeForbidden:
 		pause = max(se.RetryAfter, defaultForbiddenPause)
 		reason = "venue firewall refused us (403)"
 		kind = pauseForbidden
-	case outcomeRestricted:
+	case venue.OutcomeRestricted:
 		pause = restrictedPause
 		reason = "venue refuses this region (451)"
 		kind = pauseRestricted
 		b.permanent = reason
-	case outcomeServerError, outcomeTimeout, outcomeUnreachable:
+	case venue.OutcomeServerError, venue.OutcomeTimeout, venue.OutcomeUnreachable:
 		if start.Before(b.pausedAt) {
 			return 0
 		}

@@ -8,21 +8,22 @@ import (
 	"sync"
 	"time"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
 // fakeVenue is a venue whose answers and failures a test controls, and which
 // logs every call it receives with the time and weight.
 type fakeVenue struct {
-	weights [numCalls]int
+	weights [venue.NumCalls]int
 	limit   int
-	markets []Market
+	markets []venue.Market
 
 	mu    sync.Mutex
 	calls []fakeCall
 	// fail, when set, decides each call's error before it is counted as a
 	// success; a StatusError models the venue's HTTP answers.
-	fail func(c Call, symbol string) error
+	fail func(c venue.Call, symbol string) error
 	// gate, when set, blocks Book until it is closed or ctx ends.
 	gate chan struct{}
 	// hang, when set, makes Book of that symbol wait until ctx ends.
@@ -31,12 +32,12 @@ type fakeVenue struct {
 	// as the snapshot of a stream-fed local book.
 	depth map[string]*depthModel
 	// tape, when it holds a symbol, answers Trades from that tape.
-	tape map[string][]Trade
+	tape map[string][]venue.Trade
 }
 
 type fakeCall struct {
 	at     time.Time
-	call   Call
+	call   venue.Call
 	symbol string
 	weight int
 }
@@ -47,17 +48,17 @@ func newFakeVenue(n int) *fakeVenue {
 	v := &fakeVenue{}
 	for i := 1; i <= n; i++ {
 		base := fmt.Sprintf("P%03d", i)
-		v.markets = append(v.markets, Market{Symbol: base + "USDT", Base: base, Quote: "USDT", Perpetual: true, Trading: true})
+		v.markets = append(v.markets, venue.Market{Symbol: base + "USDT", Base: base, Quote: "USDT", Perpetual: true, Trading: true})
 	}
 	return v
 }
 
 func pairID(i int) string { return fmt.Sprintf("P%03d_USDT", i) }
 
-func (v *fakeVenue) Name() string      { return "fake" }
-func (v *fakeVenue) Weight(c Call) int { return v.weights[c] }
+func (v *fakeVenue) Name() string            { return "fake" }
+func (v *fakeVenue) Weight(c venue.Call) int { return v.weights[c] }
 
-func (v *fakeVenue) record(c Call, symbol string) error {
+func (v *fakeVenue) record(c venue.Call, symbol string) error {
 	v.mu.Lock()
 	v.calls = append(v.calls, fakeCall{time.Now(), c, symbol, v.weights[c]})
 	fail := v.fail
@@ -69,7 +70,7 @@ func (v *fakeVenue) record(c Call, symbol string) error {
 }
 
 // count returns how many calls of kind c (for symbol, unless "") were made.
-func (v *fakeVenue) count(c Call, symbol string) int {
+func (v *fakeVenue) count(c venue.Call, symbol string) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := 0
@@ -87,74 +88,74 @@ func (v *fakeVenue) log() []fakeCall {
 	return append([]fakeCall(nil), v.calls...)
 }
 
-func (v *fakeVenue) setFail(f func(c Call, symbol string) error) {
+func (v *fakeVenue) setFail(f func(c venue.Call, symbol string) error) {
 	v.mu.Lock()
 	v.fail = f
 	v.mu.Unlock()
 }
 
-func (v *fakeVenue) Catalog(ctx context.Context) (Catalog, error) {
-	if err := v.record(CallCatalog, ""); err != nil {
-		return Catalog{}, err
+func (v *fakeVenue) Catalog(ctx context.Context) (venue.Catalog, error) {
+	if err := v.record(venue.CallCatalog, ""); err != nil {
+		return venue.Catalog{}, err
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return Catalog{Markets: append([]Market(nil), v.markets...), WeightLimit: v.limit}, nil
+	return venue.Catalog{Markets: append([]venue.Market(nil), v.markets...), WeightLimit: v.limit}, nil
 }
 
-func (v *fakeVenue) Stats(ctx context.Context) ([]Stat, error) {
-	if err := v.record(CallStats, ""); err != nil {
+func (v *fakeVenue) Stats(ctx context.Context) ([]venue.Stat, error) {
+	if err := v.record(venue.CallStats, ""); err != nil {
 		return nil, err
 	}
-	var out []Stat
+	var out []venue.Stat
 	for _, m := range v.markets {
-		out = append(out, Stat{Symbol: m.Symbol, LastPrice: "10.5", High: "11", Low: "10", BaseVolume: "100", QuoteVolume: "1050"})
+		out = append(out, venue.Stat{Symbol: m.Symbol, LastPrice: "10.5", High: "11", Low: "10", BaseVolume: "100", QuoteVolume: "1050"})
 	}
 	return out, nil
 }
 
-func (v *fakeVenue) Quotes(ctx context.Context) ([]Quote, error) {
-	if err := v.record(CallQuotes, ""); err != nil {
+func (v *fakeVenue) Quotes(ctx context.Context) ([]venue.Quote, error) {
+	if err := v.record(venue.CallQuotes, ""); err != nil {
 		return nil, err
 	}
-	var out []Quote
+	var out []venue.Quote
 	for _, m := range v.markets {
-		out = append(out, Quote{Symbol: m.Symbol, Bid: "10.4", Ask: "10.6"})
+		out = append(out, venue.Quote{Symbol: m.Symbol, Bid: "10.4", Ask: "10.6"})
 	}
 	return out, nil
 }
 
-func (v *fakeVenue) Book(ctx context.Context, symbol string, depth int) (Book, error) {
-	if err := v.record(CallBook, symbol); err != nil {
-		return Book{}, err
+func (v *fakeVenue) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
+	if err := v.record(venue.CallBook, symbol); err != nil {
+		return venue.Book{}, err
 	}
 	v.mu.Lock()
 	gate, hang, model := v.gate, v.hang, v.depth[symbol]
 	v.mu.Unlock()
 	if symbol == hang {
 		<-ctx.Done()
-		return Book{}, ctx.Err()
+		return venue.Book{}, ctx.Err()
 	}
 	if gate != nil {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return Book{}, ctx.Err()
+			return venue.Book{}, ctx.Err()
 		}
 	}
 	if model != nil {
 		return model.snapshot(depth), nil
 	}
 	ms := time.Now().UnixMilli()
-	return Book{
+	return venue.Book{
 		Time: ms,
-		Bids: []Level{{Price: "10.4", Size: strconv.FormatInt(ms%1000+1, 10)}},
-		Asks: []Level{{Price: "10.6", Size: "1"}},
+		Bids: []venue.Level{{Price: "10.4", Size: strconv.FormatInt(ms%1000+1, 10)}},
+		Asks: []venue.Level{{Price: "10.6", Size: "1"}},
 	}, nil
 }
 
-func (v *fakeVenue) Trades(ctx context.Context, symbol string, limit int) ([]Trade, error) {
-	if err := v.record(CallTrades, symbol); err != nil {
+func (v *fakeVenue) Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error) {
+	if err := v.record(venue.CallTrades, symbol); err != nil {
 		return nil, err
 	}
 	v.mu.Lock()
@@ -163,7 +164,7 @@ func (v *fakeVenue) Trades(ctx context.Context, symbol string, limit int) ([]Tra
 	if taped {
 		return slices.Clone(tape[max(0, len(tape)-limit):]), nil
 	}
-	return []Trade{{Time: time.Now().UnixMilli(), Price: "10.5", Size: "2", Sell: true}}, nil
+	return []venue.Trade{{Time: time.Now().UnixMilli(), Price: "10.5", Size: "2", Sell: true}}, nil
 }
 
 // newTestPoller returns a poller over v with its catalog already read.
@@ -200,20 +201,20 @@ func newDepthModel(symbol string) *depthModel {
 
 // next moves the book by one event and returns it: a few sizes change, a
 // level at the top of each side comes or goes.
-func (m *depthModel) next() DepthUpdate {
+func (m *depthModel) next() venue.DepthUpdate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.step++
 	k := m.step
-	u := DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3}
-	set := func(side map[string]string, out *[]Level, price int64, size string) {
+	u := venue.DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3}
+	set := func(side map[string]string, out *[]venue.Level, price int64, size string) {
 		p := strconv.FormatInt(price, 10)
 		if size == "0" {
 			delete(side, p)
 		} else {
 			side[p] = size
 		}
-		*out = append(*out, Level{Price: p, Size: size})
+		*out = append(*out, venue.Level{Price: p, Size: size})
 	}
 	set(m.bids, &u.Bids, 1000-1-k%40, strconv.FormatInt(k+1, 10))
 	set(m.asks, &u.Asks, 1000+1+k%25, strconv.FormatInt(k+2, 10))
@@ -229,14 +230,14 @@ func (m *depthModel) next() DepthUpdate {
 
 // takeAsks is an event in which a buyer takes the n best asks: the top
 // moves up through them.
-func (m *depthModel) takeAsks(n int) DepthUpdate {
+func (m *depthModel) takeAsks(n int) venue.DepthUpdate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.step++
-	u := DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3, Time: 1_700_000_000_000 + m.step}
+	u := venue.DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3, Time: 1_700_000_000_000 + m.step}
 	for _, l := range m.side(m.asks, false, n) {
 		delete(m.asks, l.Price)
-		u.Asks = append(u.Asks, Level{Price: l.Price, Size: "0"})
+		u.Asks = append(u.Asks, venue.Level{Price: l.Price, Size: "0"})
 	}
 	m.last = u.Last
 	return u
@@ -244,16 +245,16 @@ func (m *depthModel) takeAsks(n int) DepthUpdate {
 
 // giveAsks is an event in which sellers put n asks back just below the
 // best ask, one price apart.
-func (m *depthModel) giveAsks(n int) DepthUpdate {
+func (m *depthModel) giveAsks(n int) venue.DepthUpdate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.step++
-	u := DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3, Time: 1_700_000_000_000 + m.step}
+	u := venue.DepthUpdate{Symbol: m.symbol, Prev: m.last, First: m.last + 1, Last: m.last + 3, Time: 1_700_000_000_000 + m.step}
 	best, _ := strconv.Atoi(m.side(m.asks, false, 1)[0].Price)
 	for i := 1; i <= n; i++ {
 		p := strconv.Itoa(best - i)
 		m.asks[p] = "1"
-		u.Asks = append(u.Asks, Level{Price: p, Size: "1"})
+		u.Asks = append(u.Asks, venue.Level{Price: p, Size: "1"})
 	}
 	m.last = u.Last
 	return u
@@ -261,13 +262,13 @@ func (m *depthModel) giveAsks(n int) DepthUpdate {
 
 // snapshot is the venue's depth answer: up to depth levels a side, best
 // first, at the current update id.
-func (m *depthModel) snapshot(depth int) Book {
+func (m *depthModel) snapshot(depth int) venue.Book {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Book{LastUpdateID: m.last, Time: 1_700_000_000_000 + m.step, Bids: m.side(m.bids, true, depth), Asks: m.side(m.asks, false, depth)}
+	return venue.Book{LastUpdateID: m.last, Time: 1_700_000_000_000 + m.step, Bids: m.side(m.bids, true, depth), Asks: m.side(m.asks, false, depth)}
 }
 
-func (m *depthModel) side(side map[string]string, bids bool, depth int) []Level {
+func (m *depthModel) side(side map[string]string, bids bool, depth int) []venue.Level {
 	prices := make([]int, 0, len(side))
 	for p := range side {
 		n, _ := strconv.Atoi(p)
@@ -278,10 +279,10 @@ func (m *depthModel) side(side map[string]string, bids bool, depth int) []Level 
 		slices.Reverse(prices)
 	}
 	prices = prices[:min(depth, len(prices))]
-	out := make([]Level, len(prices))
+	out := make([]venue.Level, len(prices))
 	for i, n := range prices {
 		p := strconv.Itoa(n)
-		out[i] = Level{Price: p, Size: side[p]}
+		out[i] = venue.Level{Price: p, Size: side[p]}
 	}
 	return out
 }
@@ -307,7 +308,7 @@ type fakeStreams struct {
 
 func newFakeStreams() *fakeStreams { return &fakeStreams{running: make(chan struct{})} }
 
-func (f *fakeStreams) Run(ctx context.Context, sink Sink) error {
+func (f *fakeStreams) Run(ctx context.Context, sink venue.Sink) error {
 	close(f.running)
 	<-ctx.Done()
 	return ctx.Err()
@@ -319,7 +320,7 @@ func (f *fakeStreams) Watch(symbols []string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeStreams) Resubscribe(kind StreamKind, symbol string) {
+func (f *fakeStreams) Resubscribe(kind snapshot.Stream, symbol string) {
 	f.mu.Lock()
 	f.resubbed = append(f.resubbed, kind.String()+" "+symbol)
 	f.mu.Unlock()

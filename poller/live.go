@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -26,7 +27,7 @@ import (
 // the value's header and keeps a quiet market fresh.
 type live struct {
 	p       *Poller
-	streams Streams
+	streams venue.Streams
 
 	// setMu serialises setPairs (a catalog read and a spot-list reload
 	// may both publish pairs); readers load the maps without locking.
@@ -35,8 +36,8 @@ type live struct {
 	ids   atomic.Pointer[map[string]*livePair] // by ticker id
 
 	tickersMu sync.Mutex
-	tickers   map[string]Stat // newest row per catalog symbol
-	tickersAt time.Time       // when the last ticker-stream rows arrived
+	tickers   map[string]venue.Stat // newest row per catalog symbol
+	tickersAt time.Time             // when the last ticker-stream rows arrived
 
 	// wake starts a sync or backfill round at once when a request waits.
 	wake chan struct{}
@@ -69,7 +70,7 @@ type livePair struct {
 	// lastQuote is the best bid and ask of the book last published, and
 	// lastQuoteAt when it was last known current: the tickers' mid while
 	// the book resyncs.
-	lastQuote   Quote
+	lastQuote   venue.Quote
 	lastQuoteAt time.Time
 	// bookTaken and bookShown order the book's publications: each state
 	// taken for publishing gets the next number, and a publication older
@@ -120,8 +121,8 @@ const (
 
 var resyncCauses = []string{causeGap, causeLost, causeShort, causeDepleted, causeStale, causeBadData, causeSilent}
 
-func newLive(p *Poller, s Streams) *live {
-	l := &live{p: p, streams: s, tickers: make(map[string]Stat), wake: make(chan struct{}, 1)}
+func newLive(p *Poller, s venue.Streams) *live {
+	l := &live{p: p, streams: s, tickers: make(map[string]venue.Stat), wake: make(chan struct{}, 1)}
 	empty := map[string]*livePair{}
 	l.pairs.Store(&empty)
 	l.ids.Store(&empty)
@@ -162,7 +163,7 @@ func (l *live) pair(symbol string) *livePair { return (*l.pairs.Load())[symbol] 
 func (l *live) byID(id string) *livePair { return (*l.ids.Load())[id] }
 
 // Depth applies one diff event to the pair's local book.
-func (l *live) Depth(u DepthUpdate) {
+func (l *live) Depth(u venue.DepthUpdate) {
 	lp := l.pair(u.Symbol)
 	if lp == nil {
 		return // not listed, or delisted meanwhile
@@ -185,7 +186,7 @@ func (l *live) Depth(u DepthUpdate) {
 }
 
 // Trade adds one aggregate trade to the pair's window.
-func (l *live) Trade(symbol string, tr Trade) {
+func (l *live) Trade(symbol string, tr venue.Trade) {
 	lp := l.pair(symbol)
 	if lp == nil {
 		return
@@ -204,7 +205,7 @@ func (l *live) Trade(symbol string, tr Trade) {
 // outside the catalog (other margin kinds, dated contracts) are dropped. A
 // changed volume means the market traded: its depth and trade streams must
 // be delivering too, which is what the silence watchdog checks.
-func (l *live) Tickers(rows []Stat) {
+func (l *live) Tickers(rows []venue.Stat) {
 	now := time.Now()
 	pairs := *l.pairs.Load()
 	l.tickersMu.Lock()
@@ -230,7 +231,7 @@ func (l *live) Tickers(rows []Stat) {
 }
 
 // Live marks the pairs' streams as subscribed.
-func (l *live) Live(kind StreamKind, symbols []string) {
+func (l *live) Live(kind snapshot.Stream, symbols []string) {
 	now := time.Now()
 	for _, s := range symbols {
 		lp := l.pair(s)
@@ -238,7 +239,7 @@ func (l *live) Live(kind StreamKind, symbols []string) {
 			continue
 		}
 		lp.mu.Lock()
-		if kind == StreamDepth {
+		if kind == snapshot.StreamBook {
 			lp.depthLive = true
 			lp.depthAt = now
 		} else {
@@ -252,14 +253,14 @@ func (l *live) Live(kind StreamKind, symbols []string) {
 // Lost marks the pairs' streams as no longer delivering in sequence. A book
 // must be synced again; a trade window may have missed trades while the
 // stream was down, so it is backfilled again once the stream is back.
-func (l *live) Lost(kind StreamKind, symbols []string) {
+func (l *live) Lost(kind snapshot.Stream, symbols []string) {
 	for _, s := range symbols {
 		lp := l.pair(s)
 		if lp == nil {
 			continue
 		}
 		lp.mu.Lock()
-		if kind == StreamDepth {
+		if kind == snapshot.StreamBook {
 			lp.depthLive = false
 			if lp.book.Synced() {
 				lp.book.Desync()
@@ -389,7 +390,7 @@ func (l *live) takeBook(lp *livePair, now time.Time) func() {
 }
 
 // publishBook builds and publishes one pair's book outside its lock.
-func (l *live) publishBook(lp *livePair, seq uint64, venueTime int64, bids, asks []Level, now time.Time) {
+func (l *live) publishBook(lp *livePair, seq uint64, venueTime int64, bids, asks []venue.Level, now time.Time) {
 	b, err := snapshot.NewBook(lp.tickerID, venueTime, bids, asks, now)
 	if err != nil {
 		// The levels were checked when applied: a book that fails the
@@ -450,7 +451,7 @@ func (l *live) takeTrades(lp *livePair, now time.Time) func() {
 	return func() { l.publishTradeList(lp, seq, prev, list, now) }
 }
 
-func (l *live) publishTradeList(lp *livePair, seq uint64, prev *snapshot.Trades, list []Trade, now time.Time) {
+func (l *live) publishTradeList(lp *livePair, seq uint64, prev *snapshot.Trades, list []venue.Trade, now time.Time) {
 	t, err := snapshot.NewTradesAfter(prev, lp.tickerID, list, now)
 	if err != nil {
 		l.p.logs.log(l.p.log, slog.LevelWarn, "trades-"+lp.tickerID, "trade window unusable",
@@ -561,7 +562,7 @@ var (
 		purpose: [numTiers]Purpose{PurposeBackfill, PurposeBackfill, PurposeBackfill},
 		class:   [numTiers]spendClass{classTrades, classTrades, classTrades},
 		stream:  snapshot.StreamTrades,
-		weight:  func(p *Poller, _ int) int { return p.venue.Weight(CallTrades) },
+		weight:  func(p *Poller, _ int) int { return p.venue.Weight(venue.CallTrades) },
 		due: func(lp *livePair) (bool, int, int) {
 			return lp.tradesLive && !lp.backfilled && !lp.trades.full(), 0, 0
 		},
@@ -688,8 +689,8 @@ func (l *live) fetchSnapshot(ctx context.Context, lp *livePair, tier int) (func(
 		l.p.metrics.resyncs[causeDepleted].Inc()
 	}
 	depth := l.p.snapshotDepth(tier)
-	var snap Book
-	err := l.p.call(ctx, CallBook, func(ctx context.Context) (err error) {
+	var snap venue.Book
+	err := l.p.call(ctx, venue.CallBook, func(ctx context.Context) (err error) {
 		snap, err = l.p.venue.Book(ctx, lp.symbol, depth)
 		return err
 	})
@@ -717,8 +718,8 @@ func (l *live) fetchSnapshot(ctx context.Context, lp *livePair, tier int) (func(
 
 // fetchTrades reads a pair's newest trades into its window.
 func (l *live) fetchTrades(ctx context.Context, lp *livePair, _ int) (func(time.Time) func(), error) {
-	var trades []Trade
-	err := l.p.call(ctx, CallTrades, func(ctx context.Context) (err error) {
+	var trades []venue.Trade
+	err := l.p.call(ctx, venue.CallTrades, func(ctx context.Context) (err error) {
 		trades, err = l.p.venue.Trades(ctx, lp.symbol, snapshot.MaxTrades)
 		return err
 	})
@@ -753,14 +754,14 @@ func (l *live) watch() {
 		if lp.tradedAt.After(active) {
 			active = lp.tradedAt
 		}
-		l.check(lp, StreamDepth, lp.depthLive, lp.depthAt, active, &lp.silent, now)
-		l.check(lp, StreamTrades, lp.tradesLive, lp.tradesAt, lp.activeAt, &lp.tradesSilent, now)
+		l.check(lp, snapshot.StreamBook, lp.depthLive, lp.depthAt, active, &lp.silent, now)
+		l.check(lp, snapshot.StreamTrades, lp.tradesLive, lp.tradesAt, lp.activeAt, &lp.tradesSilent, now)
 		lp.mu.Unlock()
 	}
 }
 
 // check is the watchdog for one stream of one pair. Called with lp.mu held.
-func (l *live) check(lp *livePair, kind StreamKind, isLive bool, lastEvent, active time.Time, s *silence, now time.Time) {
+func (l *live) check(lp *livePair, kind snapshot.Stream, isLive bool, lastEvent, active time.Time, s *silence, now time.Time) {
 	if !isLive || s.fellBack || active.Sub(lastEvent) < silenceAfter {
 		return
 	}
@@ -772,7 +773,7 @@ func (l *live) check(lp *livePair, kind StreamKind, isLive bool, lastEvent, acti
 	case now.Sub(s.resubscribedAt) >= resubscribeGrace:
 		s.fellBack = true
 		l.p.metrics.silent[kind][1].Inc()
-		if kind == StreamDepth {
+		if kind == snapshot.StreamBook {
 			lp.book.Desync()
 			l.resynced(lp, causeSilent, nil)
 		} else {
@@ -795,13 +796,13 @@ func (l *live) tickersFlowing(now time.Time) bool {
 // the REST statistics seeded under them, for markets it has not sent) and
 // when its rows last arrived; ok is false before any arrived. The stream
 // sends only the markets that changed, so every row is current as of at.
-func (l *live) streamTickers() (rows []Stat, at time.Time, ok bool) {
+func (l *live) streamTickers() (rows []venue.Stat, at time.Time, ok bool) {
 	l.tickersMu.Lock()
 	defer l.tickersMu.Unlock()
 	if l.tickersAt.IsZero() {
 		return nil, time.Time{}, false
 	}
-	rows = make([]Stat, 0, len(l.tickers))
+	rows = make([]venue.Stat, 0, len(l.tickers))
 	for _, r := range l.tickers {
 		rows = append(rows, r)
 	}
@@ -810,7 +811,7 @@ func (l *live) streamTickers() (rows []Stat, at time.Time, ok bool) {
 
 // seedTickers keeps REST statistics as the base the stream's rows update:
 // the stream sends only the markets that changed.
-func (l *live) seedTickers(stats []Stat) {
+func (l *live) seedTickers(stats []venue.Stat) {
 	pairs := *l.pairs.Load()
 	l.tickersMu.Lock()
 	defer l.tickersMu.Unlock()
@@ -831,7 +832,7 @@ func (l *live) seedTickers(stats []Stat) {
 // resync does not take a ticker away. stale counts the spot pairs with no
 // quote younger than half of max-stale: for those the bulk quotes should
 // stand in, while there is time.
-func (l *live) quotes(spot []snapshot.Pair, now time.Time) (quotes []Quote, at []time.Time, stale int) {
+func (l *live) quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, stale int) {
 	for _, pair := range spot {
 		lp := l.pair(pair.Symbol)
 		if lp == nil {
@@ -858,8 +859,8 @@ func (l *live) quotes(spot []snapshot.Pair, now time.Time) (quotes []Quote, at [
 }
 
 // quoteOf is the best bid and ask of a book's top levels.
-func quoteOf(symbol string, bids, asks []Level) Quote {
-	q := Quote{Symbol: symbol}
+func quoteOf(symbol string, bids, asks []venue.Level) venue.Quote {
+	q := venue.Quote{Symbol: symbol}
 	if len(bids) > 0 {
 		q.Bid = bids[0].Price
 	}

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -68,13 +69,13 @@ func (w *streamWorld) tick(skip ...string) {
 func (w *streamWorld) goLive(limit, snapshotWeight int) {
 	w.v.mu.Lock()
 	w.v.limit = limit
-	w.v.weights[CallBook] = snapshotWeight
-	w.v.weights[CallCatalog] = 1
+	w.v.weights[venue.CallBook] = snapshotWeight
+	w.v.weights[venue.CallCatalog] = 1
 	w.v.mu.Unlock()
 	if err := w.p.RefreshCatalog(context.Background()); err != nil {
 		w.t.Fatal(err)
 	}
-	w.p.live.Live(StreamDepth, w.symbols)
+	w.p.live.Live(snapshot.StreamBook, w.symbols)
 	w.tick()
 }
 
@@ -93,7 +94,7 @@ func TestStreamKeepsEveryBookCurrent(t *testing.T) {
 		if got := w.fs.watched; !slices.Equal(got, w.symbols) {
 			t.Fatalf("watched %v, want every listed symbol", got)
 		}
-		w.p.live.Live(StreamDepth, w.symbols)
+		w.p.live.Live(snapshot.StreamBook, w.symbols)
 		for range 30 {
 			w.tick()
 		}
@@ -107,14 +108,14 @@ func TestStreamKeepsEveryBookCurrent(t *testing.T) {
 			if got, want := string(b.Body()), m.body(pairID(i+1)); got != want {
 				t.Fatalf("%s: published\n%s\nwant the venue's book\n%s", m.symbol, got, want)
 			}
-			if calls := w.v.count(CallBook, m.symbol); calls != 1 {
+			if calls := w.v.count(venue.CallBook, m.symbol); calls != 1 {
 				t.Fatalf("%s: %d snapshot reads, want 1", m.symbol, calls)
 			}
 			if age := time.Since(time.Unix(0, b.ReadAt())); age > 350*time.Millisecond {
 				t.Fatalf("%s: book confirmed %s ago, want within one publication period", m.symbol, age)
 			}
 		}
-		if n := w.v.count(CallTrades, ""); n != 0 {
+		if n := w.v.count(venue.CallTrades, ""); n != 0 {
 			t.Fatalf("%d trade reads without any trade stream being live", n)
 		}
 	})
@@ -127,7 +128,7 @@ func TestStreamGapResyncsWithoutPublishingAcrossIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 2, Config{})
 		defer w.stop()
-		w.p.live.Live(StreamDepth, w.symbols)
+		w.p.live.Live(snapshot.StreamBook, w.symbols)
 		gapped := w.models[0]
 		truth := map[string]bool{}
 		seen := map[string]bool{}
@@ -158,10 +159,10 @@ func TestStreamGapResyncsWithoutPublishingAcrossIt(t *testing.T) {
 		if got, want := string(w.book(0).Body()), gapped.body(pairID(1)); got != want {
 			t.Fatalf("after the resync: published\n%s\nwant\n%s", got, want)
 		}
-		if calls := w.v.count(CallBook, gapped.symbol); calls != 2 {
+		if calls := w.v.count(venue.CallBook, gapped.symbol); calls != 2 {
 			t.Fatalf("%d snapshot reads for the gapped market, want 2 (the first sync and one resync)", calls)
 		}
-		if calls := w.v.count(CallBook, w.models[1].symbol); calls != 1 {
+		if calls := w.v.count(venue.CallBook, w.models[1].symbol); calls != 1 {
 			t.Fatalf("%d snapshot reads for the other market, want 1", calls)
 		}
 	})
@@ -173,14 +174,14 @@ func TestLostStreamAgesTheBookThenResyncs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 1, Config{MaxStale: 3 * time.Second})
 		defer w.stop()
-		w.p.live.Live(StreamDepth, w.symbols)
+		w.p.live.Live(snapshot.StreamBook, w.symbols)
 		for range 5 {
 			w.tick()
 		}
 		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
 			t.Fatal("book not fresh while its stream is in sequence")
 		}
-		w.p.live.Lost(StreamDepth, w.symbols)
+		w.p.live.Lost(snapshot.StreamBook, w.symbols)
 		readAt := w.book(0).ReadAt()
 		time.Sleep(4 * time.Second)
 		synctest.Wait()
@@ -190,7 +191,7 @@ func TestLostStreamAgesTheBookThenResyncs(t *testing.T) {
 		if w.p.fresh(pairID(1), snapshot.StreamBook) {
 			t.Fatal("book still fresh past max-stale after its stream was lost")
 		}
-		w.p.live.Live(StreamDepth, w.symbols)
+		w.p.live.Live(snapshot.StreamBook, w.symbols)
 		for range 5 {
 			w.tick()
 		}
@@ -212,15 +213,15 @@ func TestStreamTradesAreBackfilledOnceAndDeduplicated(t *testing.T) {
 		w := newStreamWorld(t, 1, Config{})
 		defer w.stop()
 		sym := w.symbols[0]
-		trade := func(id int64) Trade {
-			return Trade{ID: id, Time: 1_700_000_000_000 + id, Price: "10." + strconv.FormatInt(id%10, 10), Size: "1", Sell: id%3 == 0}
+		trade := func(id int64) venue.Trade {
+			return venue.Trade{ID: id, Time: 1_700_000_000_000 + id, Price: "10." + strconv.FormatInt(id%10, 10), Size: "1", Sell: id%3 == 0}
 		}
-		var tape []Trade
+		var tape []venue.Trade
 		for id := int64(1); id <= 150; id++ {
 			tape = append(tape, trade(id))
 		}
-		w.v.tape = map[string][]Trade{sym: tape}
-		w.p.live.Live(StreamTrades, w.symbols)
+		w.v.tape = map[string][]venue.Trade{sym: tape}
+		w.p.live.Live(snapshot.StreamTrades, w.symbols)
 		for id := int64(148); id <= 155; id++ { // overlaps the tape's newest
 			w.p.live.Trade(sym, trade(id))
 		}
@@ -241,7 +242,7 @@ func TestStreamTradesAreBackfilledOnceAndDeduplicated(t *testing.T) {
 		if string(tr.Body(snapshot.SideAll)) != string(exp.Body(snapshot.SideAll)) {
 			t.Fatalf("published\n%s\nwant the newest 100 of tape and stream, each once\n%s", tr.Body(snapshot.SideAll), exp.Body(snapshot.SideAll))
 		}
-		if n := w.v.count(CallTrades, sym); n != 1 {
+		if n := w.v.count(venue.CallTrades, sym); n != 1 {
 			t.Fatalf("%d backfill reads, want 1", n)
 		}
 		// Quiet market: confirmed, not rebuilt.
@@ -282,7 +283,7 @@ func TestColdStartStaysInBudgetAndServesWaitingPairsFirst(t *testing.T) {
 		books := 0
 		waitedRead := false
 		for _, c := range calls {
-			if c.call != CallBook {
+			if c.call != venue.CallBook {
 				continue
 			}
 			if books == 0 {
@@ -325,7 +326,7 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 2, Config{})
 		defer w.stop()
-		w.p.live.Live(StreamDepth, w.symbols)
+		w.p.live.Live(snapshot.StreamBook, w.symbols)
 		quiet := w.models[0].symbol
 		volume := 0
 		for range 3 {
@@ -333,13 +334,13 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 		}
 		for range 150 { // 15 s: the market trades, its depth stream says nothing
 			volume++
-			w.p.live.Tickers([]Stat{{Symbol: quiet, LastPrice: "1", High: "1", Low: "1", BaseVolume: strconv.Itoa(volume), QuoteVolume: "1"}})
+			w.p.live.Tickers([]venue.Stat{{Symbol: quiet, LastPrice: "1", High: "1", Low: "1", BaseVolume: strconv.Itoa(volume), QuoteVolume: "1"}})
 			w.tick(quiet)
 		}
 		w.fs.mu.Lock()
 		resubbed := slices.Clone(w.fs.resubbed)
 		w.fs.mu.Unlock()
-		if !slices.Equal(resubbed, []string{"depth " + quiet}) {
+		if !slices.Equal(resubbed, []string{"book " + quiet}) {
 			t.Fatalf("resubscribed %v, want the silent depth stream once", resubbed)
 		}
 		if w.p.live.current(pairID(1), snapshot.StreamBook) {
@@ -364,11 +365,11 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		w := newStreamWorld(t, 1, Config{SyncDepth: 150})
 		defer w.stop()
 		m := w.models[0]
-		w.p.live.Live(StreamDepth, w.symbols)
+		w.p.live.Live(snapshot.StreamBook, w.symbols)
 		w.tick()
 		time.Sleep(400 * time.Millisecond)
 		synctest.Wait()
-		if n := w.v.count(CallBook, m.symbol); n != 1 {
+		if n := w.v.count(venue.CallBook, m.symbol); n != 1 {
 			t.Fatalf("%d snapshot reads, want 1", n)
 		}
 		w.v.mu.Lock()
@@ -390,7 +391,7 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		if string(gotAsks) != string(wantAsks) {
 			t.Fatalf("asks served meanwhile are not a prefix of the venue's:\n%s\nwant\n%s", gotAsks, wantAsks)
 		}
-		if n := w.v.count(CallBook, m.symbol); n != 2 {
+		if n := w.v.count(venue.CallBook, m.symbol); n != 2 {
 			t.Fatalf("%d snapshot reads, want a refresh started", n)
 		}
 		w.tick() // an event while the snapshot is on its way
@@ -431,7 +432,7 @@ func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 1, Config{})
 		defer w.stop()
-		w.p.live.Live(StreamDepth, w.symbols)
+		w.p.live.Live(snapshot.StreamBook, w.symbols)
 		w.tick()
 		time.Sleep(400 * time.Millisecond)
 		synctest.Wait()
@@ -471,7 +472,7 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 		// A share of 5 %: 50 weight a minute, two refreshes of 20.
 		w := newRefreshWorld(t, n, 0.05)
 		defer w.stop()
-		if synced := w.v.count(CallBook, ""); synced != n {
+		if synced := w.v.count(venue.CallBook, ""); synced != n {
 			t.Fatalf("%d snapshot reads, want every book synced once", synced)
 		}
 		before := len(w.v.log())
@@ -483,7 +484,7 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 		refreshed := func() []string {
 			var out []string
 			for _, c := range w.v.log()[before:] {
-				if c.call == CallBook {
+				if c.call == venue.CallBook {
 					out = append(out, c.symbol)
 				}
 			}
@@ -547,12 +548,12 @@ func TestRefreshShareBelowOneRefreshStillRefreshes(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if n := w.v.count(CallBook, ""); n != 3 {
+		if n := w.v.count(venue.CallBook, ""); n != 3 {
 			t.Fatalf("%d snapshot reads, want two syncs and one refresh", n)
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if n := w.v.count(CallBook, ""); n != 4 {
+		if n := w.v.count(venue.CallBook, ""); n != 4 {
 			t.Fatalf("%d snapshot reads after a minute, want the second refresh", n)
 		}
 	})
@@ -570,14 +571,14 @@ func TestWaitingRefreshIsGivenUpWhenThePriceTurnsBack(t *testing.T) {
 		w.p.live.Depth(w.models[1].takeAsks(120))
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if n := w.v.count(CallBook, w.symbols[0]); n != 1 {
+		if n := w.v.count(venue.CallBook, w.symbols[0]); n != 1 {
 			t.Fatalf("%d snapshot reads of the first book, want its refresh waiting", n)
 		}
 		// Sellers come back: the first book vouches for 150 asks again.
 		w.p.live.Depth(w.models[0].giveAsks(60))
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		if n := w.v.count(CallBook, w.symbols[0]); n != 1 {
+		if n := w.v.count(venue.CallBook, w.symbols[0]); n != 1 {
 			t.Fatalf("%d snapshot reads of the first book: a refresh no longer needed was made", n)
 		}
 		if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
@@ -597,7 +598,7 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 		w.p.live.Depth(w.models[1].takeAsks(115)) // 85: refreshed first
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if a, b := w.v.count(CallBook, w.symbols[0]), w.v.count(CallBook, w.symbols[1]); a != 1 || b != 2 {
+		if a, b := w.v.count(venue.CallBook, w.symbols[0]), w.v.count(venue.CallBook, w.symbols[1]); a != 1 || b != 2 {
 			t.Fatalf("snapshot reads %d and %d, want the second book refreshed and the first waiting", a, b)
 		}
 		before := string(w.book(2).Body())
@@ -607,10 +608,10 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 		w.p.live.Depth(w.models[2].takeAsks(200)) // every ask it vouched for
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if n := w.v.count(CallBook, w.symbols[2]); n != 2 {
+		if n := w.v.count(venue.CallBook, w.symbols[2]); n != 2 {
 			t.Fatalf("%d snapshot reads of the depleted book, want its refresh at once", n)
 		}
-		if n := w.v.count(CallBook, w.symbols[0]); n != 1 {
+		if n := w.v.count(venue.CallBook, w.symbols[0]); n != 1 {
 			t.Fatalf("%d snapshot reads of the first book, want it still waiting its turn", n)
 		}
 		if got := string(w.book(2).Body()); got != before {

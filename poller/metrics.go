@@ -1,68 +1,14 @@
 package poller
 
 import (
-	"context"
-	"errors"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
-
-// outcome classifies the answer to one venue call. It is the one
-// classification of venue failures: the back-off decides its pause from it
-// and the metrics count it, so a dashboard shows why calls paused.
-type outcome int
-
-const (
-	outcomeOK          outcome = iota
-	outcomeRateLimited         // 429, 418: paused for Retry-After
-	outcomeForbidden           // 403: paused for minutes
-	outcomeRestricted          // 451: not ready until a call succeeds
-	outcomeServerError         // 5xx, 408: exponential back-off
-	outcomeRefused             // any other status: this request only
-	outcomeBadData             // an answer that could not be used
-	outcomeTimeout             // the call's deadline passed
-	outcomeCanceled            // the poller stopped
-	outcomeUnreachable         // transport errors
-	numOutcomes
-)
-
-var outcomeNames = [numOutcomes]string{
-	"ok", "rate_limited", "forbidden", "restricted", "server_error",
-	"refused", "bad_data", "timeout", "canceled", "unreachable",
-}
-
-func outcomeOf(err error) outcome {
-	var se *StatusError
-	var timeout interface{ Timeout() bool }
-	switch {
-	case err == nil:
-		return outcomeOK
-	case errors.As(err, &se):
-		switch {
-		case se.Status == http.StatusTooManyRequests || se.Status == http.StatusTeapot:
-			return outcomeRateLimited
-		case se.Status == http.StatusForbidden:
-			return outcomeForbidden
-		case se.Status == http.StatusUnavailableForLegalReasons:
-			return outcomeRestricted
-		case se.Status >= 500 || se.Status == http.StatusRequestTimeout:
-			return outcomeServerError
-		}
-		return outcomeRefused
-	case errors.Is(err, ErrBadData):
-		return outcomeBadData
-	case errors.Is(err, context.Canceled), errors.Is(err, ErrPaused), errors.Is(err, ErrNoBudget):
-		return outcomeCanceled // the poller stopped the call, not the venue
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &timeout) && timeout.Timeout():
-		return outcomeTimeout
-	}
-	return outcomeUnreachable
-}
 
 // histogram is a Prometheus histogram built from the library's counters,
 // one per cumulative bucket. An observation costs one atomic add per bucket
@@ -109,31 +55,35 @@ var (
 	lagBounds = []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 2, 5}
 )
 
+// depthStreamNames label the venue's market streams, whose depth stream
+// feeds a pair's book.
+var depthStreamNames = [2]string{snapshot.StreamBook: "depth", snapshot.StreamTrades: "trades"}
+
 var streamNames = [2]string{snapshot.StreamBook: "book", snapshot.StreamTrades: "trades"}
 
 // pollerMetrics is what the poller counts as it goes. Everything that is a
 // state rather than an event (ages, hot-set size, budget, pause) is a gauge
 // computed when scraped, not kept up to date on every read.
 type pollerMetrics struct {
-	calls     [numCalls][numOutcomes]*metrics.Counter
-	callTime  [numCalls]*histogram
+	calls     [venue.NumCalls][venue.NumOutcomes]*metrics.Counter
+	callTime  [venue.NumCalls]*histogram
 	deferred  [2]*metrics.Counter    // by stream: reads a round could not afford
 	coldLoads [2][2]*metrics.Counter // by stream, then ok / failed
 	coldWait  [2]*histogram          // by stream
 
 	// With market streams.
-	resyncs    map[string]*metrics.Counter         // by cause
-	silent     [numStreamKinds][2]*metrics.Counter // resubscribed, fell back to REST
-	publishLag *histogram                          // venue time of a book to its publication
-	weight     [numPurposes]*metrics.Counter       // REST weight spent, by purpose
+	resyncs    map[string]*metrics.Counter   // by cause
+	silent     [2][2]*metrics.Counter        // resubscribed, fell back to REST
+	publishLag *histogram                    // venue time of a book to its publication
+	weight     [numPurposes]*metrics.Counter // REST weight spent, by purpose
 }
 
 func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 	m := new(pollerMetrics)
-	for c := range numCalls {
+	for c := range venue.NumCalls {
 		call := `call="` + c.String() + `"`
-		for o := range numOutcomes {
-			m.calls[c][o] = set.NewCounter(`marketfeed_venue_calls_total{` + call + `,outcome="` + outcomeNames[o] + `"}`)
+		for o := range venue.NumOutcomes {
+			m.calls[c][o] = set.NewCounter(`marketfeed_venue_calls_total{` + call + `,outcome="` + o.String() + `"}`)
 		}
 		m.callTime[c] = newHistogram(set, "marketfeed_venue_call_duration_seconds", call, callBounds)
 	}
@@ -151,8 +101,8 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 	for _, cause := range resyncCauses {
 		m.resyncs[cause] = set.NewCounter(`marketfeed_book_resyncs_total{cause="` + cause + `"}`)
 	}
-	for k := range numStreamKinds {
-		stream := `stream="` + k.String() + `"`
+	for k, name := range depthStreamNames {
+		stream := `stream="` + name + `"`
 		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"marketfeed/internal/promtext"
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -50,10 +51,10 @@ func TestMetricsCountVenueCallsByOutcome(t *testing.T) {
 		p, _ := newTestPoller(v, Config{Metrics: set})
 		answers := map[string]error{
 			pairID(1): nil,
-			pairID(2): fmt.Errorf("read depth: %w", ErrBadData),
-			pairID(3): &StatusError{Status: 400},
+			pairID(2): fmt.Errorf("read depth: %w", venue.ErrBadData),
+			pairID(3): &venue.StatusError{Status: 400},
 		}
-		v.setFail(func(c Call, symbol string) error {
+		v.setFail(func(c venue.Call, symbol string) error {
 			return answers[strings.Replace(symbol, "USDT", "_USDT", 1)]
 		})
 		for i := 1; i <= 3; i++ {
@@ -81,19 +82,19 @@ func TestOutcomeOfEveryVenueAnswer(t *testing.T) {
 		want string
 	}{
 		{nil, "ok"},
-		{&StatusError{Status: 429}, "rate_limited"},
-		{&StatusError{Status: 418}, "rate_limited"},
-		{&StatusError{Status: 403}, "forbidden"},
-		{&StatusError{Status: 451}, "restricted"},
-		{&StatusError{Status: 503}, "server_error"},
-		{&StatusError{Status: 408}, "server_error"},
-		{&StatusError{Status: 400}, "refused"},
-		{fmt.Errorf("decode: %w", ErrBadData), "bad_data"},
+		{&venue.StatusError{Status: 429}, "rate_limited"},
+		{&venue.StatusError{Status: 418}, "rate_limited"},
+		{&venue.StatusError{Status: 403}, "forbidden"},
+		{&venue.StatusError{Status: 451}, "restricted"},
+		{&venue.StatusError{Status: 503}, "server_error"},
+		{&venue.StatusError{Status: 408}, "server_error"},
+		{&venue.StatusError{Status: 400}, "refused"},
+		{fmt.Errorf("decode: %w", venue.ErrBadData), "bad_data"},
 		{fmt.Errorf("get: %w", context.DeadlineExceeded), "timeout"},
 		{context.Canceled, "canceled"},
 		{errors.New("connection refused"), "unreachable"},
 	} {
-		if got := outcomeNames[outcomeOf(tc.err)]; got != tc.want {
+		if got := venue.OutcomeOf(tc.err).String(); got != tc.want {
 			t.Errorf("outcome of %v = %s, want %s", tc.err, got, tc.want)
 		}
 	}
@@ -104,7 +105,7 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 		set := metrics.NewSet()
 		v := newFakeVenue(2)
 		v.limit = 2400
-		v.weights[CallCatalog], v.weights[CallBook] = 1, 5
+		v.weights[venue.CallCatalog], v.weights[venue.CallBook] = 1, 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 0.5})
 		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
 		p.RefreshBooks(t.Context())
@@ -117,9 +118,9 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 		})
 
 		var once sync.Once
-		v.setFail(func(Call, string) error {
+		v.setFail(func(venue.Call, string) error {
 			var err error
-			once.Do(func() { err = &StatusError{Status: 429, RetryAfter: 30 * time.Second} })
+			once.Do(func() { err = &venue.StatusError{Status: 429, RetryAfter: 30 * time.Second} })
 			return err
 		})
 		time.Sleep(350 * time.Millisecond)
@@ -152,7 +153,7 @@ func TestMetricsShowPermanentFailureAndReadiness(t *testing.T) {
 			t.Fatal(err)
 		}
 		want(t, scrape(t, set), map[string]float64{`marketfeed_ready`: 1, `marketfeed_venue_permanent_failure`: 0})
-		v.setFail(func(Call, string) error { return &StatusError{Status: 451} })
+		v.setFail(func(venue.Call, string) error { return &venue.StatusError{Status: 451} })
 		_ = p.RefreshCatalog(t.Context())
 		want(t, scrape(t, set), map[string]float64{
 			`marketfeed_ready`:                                   0,
@@ -237,7 +238,7 @@ func TestMetricsCountColdLoadsAndTheirWait(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the venue takes 300 ms to answer
 		close(v.gate)
 		wg.Wait()
-		v.setFail(func(Call, string) error { return ErrBadData })
+		v.setFail(func(venue.Call, string) error { return venue.ErrBadData })
 		if err := p.Load(t.Context(), pairID(2), snapshot.StreamTrades); err == nil {
 			t.Fatal("a failing venue read loaded")
 		}
@@ -260,7 +261,7 @@ func TestMetricsCountReadsTheBudgetDeferred(t *testing.T) {
 		set := metrics.NewSet()
 		v := newFakeVenue(5)
 		v.limit = 20
-		v.weights[CallBook] = 5
+		v.weights[venue.CallBook] = 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 1})
 		for i := 1; i <= 5; i++ {
 			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
@@ -284,7 +285,7 @@ func TestRefusedBookCountsAsBadData(t *testing.T) {
 		p, store := newTestPoller(v, Config{Metrics: set})
 		p.venue = &badBookVenue{fakeVenue: v}
 		err := p.read(context.Background(), snapshot.StreamBook, snapshot.Pair{TickerID: pairID(1), Symbol: "P001USDT"}, time.Now(), false)
-		if !errors.Is(err, ErrBadData) {
+		if !errors.Is(err, venue.ErrBadData) {
 			t.Fatalf("err %v, want ErrBadData", err)
 		}
 		if b, _ := store.Book([]byte(pairID(1))); b != nil {
@@ -300,8 +301,8 @@ func TestRefusedBookCountsAsBadData(t *testing.T) {
 // badBookVenue answers every book with asks out of order.
 type badBookVenue struct{ *fakeVenue }
 
-func (v *badBookVenue) Book(ctx context.Context, symbol string, depth int) (Book, error) {
-	return Book{Time: 1, Bids: []Level{{Price: "10", Size: "1"}}, Asks: []Level{{Price: "12", Size: "1"}, {Price: "11", Size: "1"}}}, nil
+func (v *badBookVenue) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
+	return venue.Book{Time: 1, Bids: []venue.Level{{Price: "10", Size: "1"}}, Asks: []venue.Level{{Price: "12", Size: "1"}, {Price: "11", Size: "1"}}}, nil
 }
 
 // With a venue's weights and a short max-stale, the bulk calls keep to
@@ -312,7 +313,7 @@ func TestShortMaxStaleLeavesPerPairReadsTheirShare(t *testing.T) {
 	set := metrics.NewSet()
 	v := newFakeVenue(3)
 	v.limit = 2400
-	v.weights = [numCalls]int{CallCatalog: 1, CallStats: 40, CallQuotes: 5, CallBook: 5, CallTrades: 20}
+	v.weights = [venue.NumCalls]int{venue.CallCatalog: 1, venue.CallStats: 40, venue.CallQuotes: 5, venue.CallBook: 5, venue.CallTrades: 20}
 	p, _ := newTestPoller(v, Config{Metrics: set, MaxStale: 3 * time.Second})
 	caps := p.caps()
 	book, trades := caps[snapshot.StreamBook], caps[snapshot.StreamTrades]

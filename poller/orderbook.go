@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"marketfeed/poller/venue"
 )
 
 // OrderBook is one market's local order book, kept current from the venue's
@@ -41,16 +43,16 @@ type OrderBook struct {
 	asks   bookSide
 	// buffer holds the events received while the book waits for a
 	// snapshot, oldest first; at most maxBuffered, the newest kept.
-	buffer []DepthUpdate
+	buffer []venue.DepthUpdate
 	// ahead holds events that arrived before the one they follow: while a
 	// connection is replaced the same events come from two connections,
 	// and one may run ahead of the other. At most maxAhead.
-	ahead []DepthUpdate
+	ahead []venue.DepthUpdate
 	// recording is set while a refresh is pending: recent then holds the
 	// events applied since, at most maxBuffered, the newest kept, so that a
 	// snapshot taken meanwhile can be brought up to the book's update id.
 	recording bool
-	recent    []DepthUpdate
+	recent    []venue.DepthUpdate
 	// changed is set when the published levels may differ from the last
 	// time Changed was reset.
 	changed bool
@@ -126,7 +128,7 @@ func (b *OrderBook) Desync() {
 // next event is applied, and an event that skips ahead is held until the
 // events before it arrive. An error means the book is no longer current:
 // it has desynced and buffers again, and needs a new snapshot.
-func (b *OrderBook) Apply(u DepthUpdate) error {
+func (b *OrderBook) Apply(u venue.DepthUpdate) error {
 	if !b.synced {
 		b.buffer = appendBounded(b.buffer, u)
 		return nil
@@ -150,7 +152,7 @@ func (b *OrderBook) Apply(u DepthUpdate) error {
 }
 
 // follows reports whether u is the next event for the book.
-func (b *OrderBook) follows(u DepthUpdate) bool {
+func (b *OrderBook) follows(u venue.DepthUpdate) bool {
 	if b.first {
 		// The first event spans the snapshot (U <= L <= u), or starts
 		// right after it: the market had no update between pu and U, so
@@ -166,7 +168,7 @@ func (b *OrderBook) drainAhead() error {
 		i := slices.IndexFunc(b.ahead, b.follows)
 		if i < 0 {
 			// What stays held is only what is still ahead of the book.
-			b.ahead = slices.DeleteFunc(b.ahead, func(u DepthUpdate) bool { return u.Last <= b.last })
+			b.ahead = slices.DeleteFunc(b.ahead, func(u venue.DepthUpdate) bool { return u.Last <= b.last })
 			return nil
 		}
 		u := b.ahead[i]
@@ -177,7 +179,7 @@ func (b *OrderBook) drainAhead() error {
 	}
 }
 
-func (b *OrderBook) apply(u DepthUpdate) error {
+func (b *OrderBook) apply(u venue.DepthUpdate) error {
 	if err := b.bids.update(u.Bids); err != nil {
 		b.Desync()
 		return err
@@ -197,7 +199,7 @@ func (b *OrderBook) apply(u DepthUpdate) error {
 }
 
 // appendBounded appends u to events, dropping the oldest past maxBuffered.
-func appendBounded(events []DepthUpdate, u DepthUpdate) []DepthUpdate {
+func appendBounded(events []venue.DepthUpdate, u venue.DepthUpdate) []venue.DepthUpdate {
 	if len(events) == maxBuffered {
 		events = append(events[:0], events[1:]...)
 	}
@@ -207,9 +209,9 @@ func appendBounded(events []DepthUpdate, u DepthUpdate) []DepthUpdate {
 // Sync starts the book from a REST snapshot taken with the given per-side
 // limit, then applies the buffered events that follow it. A side that came
 // back with limit levels is taken to continue beyond them (see OrderBook).
-func (b *OrderBook) Sync(snap Book, limit int) error {
+func (b *OrderBook) Sync(snap venue.Book, limit int) error {
 	// Events that end before the snapshot are already in it.
-	buffered := slices.DeleteFunc(b.buffer, func(u DepthUpdate) bool { return u.Last < snap.LastUpdateID })
+	buffered := slices.DeleteFunc(b.buffer, func(u venue.DepthUpdate) bool { return u.Last < snap.LastUpdateID })
 	if len(buffered) > 0 && buffered[0].Prev > snap.LastUpdateID {
 		// Updates between the snapshot and the first buffered event were
 		// missed: the snapshot is too old for the buffer.
@@ -225,7 +227,7 @@ func (b *OrderBook) Sync(snap Book, limit int) error {
 
 // load replaces the book's levels with a snapshot's and makes the book
 // current at its update id.
-func (b *OrderBook) load(snap Book, limit int) error {
+func (b *OrderBook) load(snap venue.Book, limit int) error {
 	b.bids.levels = b.bids.levels[:0]
 	b.asks.levels = b.asks.levels[:0]
 	if err := b.bids.load(snap.Bids, limit); err != nil {
@@ -245,7 +247,7 @@ func (b *OrderBook) load(snap Book, limit int) error {
 }
 
 // replay applies events that followed a snapshot just loaded.
-func (b *OrderBook) replay(events []DepthUpdate) error {
+func (b *OrderBook) replay(events []venue.DepthUpdate) error {
 	for _, u := range events {
 		if err := b.Apply(u); err != nil {
 			return err
@@ -288,11 +290,11 @@ func (b *OrderBook) Recording() bool { return b.recording }
 // vouched for instead of asking for another snapshot. A book that is not
 // synced is synced from the snapshot. A snapshot older than the recorded
 // events is refused with ErrStaleSnapshot and the book stays as it was.
-func (b *OrderBook) Refresh(snap Book, limit int) error {
+func (b *OrderBook) Refresh(snap venue.Book, limit int) error {
 	if !b.synced {
 		return b.Sync(snap, limit)
 	}
-	events := slices.DeleteFunc(slices.Clone(b.recent), func(u DepthUpdate) bool { return u.Last < snap.LastUpdateID })
+	events := slices.DeleteFunc(slices.Clone(b.recent), func(u venue.DepthUpdate) bool { return u.Last < snap.LastUpdateID })
 	if (len(events) == 0 && snap.LastUpdateID < b.last) || (len(events) > 0 && events[0].Prev > snap.LastUpdateID) {
 		return fmt.Errorf("%w: snapshot at %d, book at %d", ErrStaleSnapshot, snap.LastUpdateID, b.last)
 	}
@@ -323,7 +325,7 @@ func (b *OrderBook) Refresh(snap Book, limit int) error {
 
 // Top returns up to n levels of each side, best first. The slices are new;
 // the strings are the venue's.
-func (b *OrderBook) Top(n int) (bids, asks []Level) { return b.bids.top(n), b.asks.top(n) }
+func (b *OrderBook) Top(n int) (bids, asks []venue.Level) { return b.bids.top(n), b.asks.top(n) }
 
 // maxSideLevels bounds the levels a side keeps: twice the deepest snapshot
 // the venue gives. A side grows as the price moves away from it and as a
@@ -375,7 +377,7 @@ func (s *bookSide) search(key priceKey) (int, bool) {
 	})
 }
 
-func (s *bookSide) load(levels []Level, limit int) error {
+func (s *bookSide) load(levels []venue.Level, limit int) error {
 	s.levels = slices.Grow(s.levels[:0], len(levels))
 	for i := len(levels) - 1; i >= 0; i-- {
 		l := levels[i]
@@ -386,7 +388,7 @@ func (s *bookSide) load(levels []Level, limit int) error {
 		if n := len(s.levels); n > 0 && !s.better(key, s.levels[n-1].key) {
 			return fmt.Errorf("%w: snapshot level %d is out of order", ErrBadLevel, i+1)
 		}
-		if IsZeroDecimal(l.Size) {
+		if venue.IsZeroDecimal(l.Size) {
 			continue
 		}
 		s.levels = append(s.levels, bookLevel{key, l.Price, l.Size})
@@ -398,7 +400,7 @@ func (s *bookSide) load(levels []Level, limit int) error {
 	return nil
 }
 
-func (s *bookSide) update(levels []Level) error {
+func (s *bookSide) update(levels []venue.Level) error {
 	for i, l := range levels {
 		key, ok := parsePrice(l.Price)
 		if !ok || !isPlainSize(l.Size) {
@@ -409,7 +411,7 @@ func (s *bookSide) update(levels []Level) error {
 		}
 		at, found := s.search(key)
 		switch {
-		case IsZeroDecimal(l.Size):
+		case venue.IsZeroDecimal(l.Size):
 			if found {
 				s.levels = slices.Delete(s.levels, at, at+1)
 			}
@@ -468,12 +470,12 @@ func (s *bookSide) vouched() int {
 	return len(s.levels)
 }
 
-func (s *bookSide) top(n int) []Level {
+func (s *bookSide) top(n int) []venue.Level {
 	n = min(n, len(s.levels))
-	out := make([]Level, n)
+	out := make([]venue.Level, n)
 	for i := range n {
 		l := s.levels[len(s.levels)-1-i]
-		out[i] = Level{Price: l.price, Size: l.size}
+		out[i] = venue.Level{Price: l.price, Size: l.size}
 	}
 	return out
 }
@@ -521,4 +523,4 @@ func parsePrice(s string) (priceKey, bool) {
 }
 
 // isPlainSize reports whether s is a non-negative plain decimal.
-func isPlainSize(s string) bool { return IsPlainDecimal(s) && s[0] != '-' }
+func isPlainSize(s string) bool { return venue.IsPlainDecimal(s) && s[0] != '-' }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"marketfeed/poller/venue"
 )
 
 // venueBook is the venue's true book in a model test: price → size a side.
@@ -23,16 +25,16 @@ func prices(side map[int]int, bids bool) []int {
 }
 
 // snapshotOf is the venue's depth answer for v at update id id.
-func snapshotOf(v venueBook, id int64, limit int) Book {
-	b := Book{LastUpdateID: id}
+func snapshotOf(v venueBook, id int64, limit int) venue.Book {
+	b := venue.Book{LastUpdateID: id}
 	for i, p := range prices(v.bids, true) {
 		if i < limit {
-			b.Bids = append(b.Bids, Level{Price: strconv.Itoa(p), Size: strconv.Itoa(v.bids[p])})
+			b.Bids = append(b.Bids, venue.Level{Price: strconv.Itoa(p), Size: strconv.Itoa(v.bids[p])})
 		}
 	}
 	for i, p := range prices(v.asks, false) {
 		if i < limit {
-			b.Asks = append(b.Asks, Level{Price: strconv.Itoa(p), Size: strconv.Itoa(v.asks[p])})
+			b.Asks = append(b.Asks, venue.Level{Price: strconv.Itoa(p), Size: strconv.Itoa(v.asks[p])})
 		}
 	}
 	return b
@@ -61,19 +63,19 @@ func modelRun(t *testing.T, seed uint64) {
 	states := []venueBook{cur.clone()} // states[id]: the venue after update id
 	var prev int64
 	mid := 1000
-	set := func(out *[]Level, side map[int]int, p, size int) {
+	set := func(out *[]venue.Level, side map[int]int, p, size int) {
 		if size == 0 {
 			delete(side, p)
 		} else {
 			side[p] = size
 		}
-		*out = append(*out, Level{Price: strconv.Itoa(p), Size: strconv.Itoa(size)})
+		*out = append(*out, venue.Level{Price: strconv.Itoa(p), Size: strconv.Itoa(size)})
 	}
 	// event changes the venue by one to three updates and returns the
 	// diff event, its last size for each price, as the venue sends it.
-	event := func() DepthUpdate {
+	event := func() venue.DepthUpdate {
 		first := int64(len(states))
-		var bids, asks []Level
+		var bids, asks []venue.Level
 		for range 1 + r.IntN(3) {
 			if r.IntN(10) == 0 {
 				mid += r.IntN(11) - 5
@@ -103,7 +105,7 @@ func modelRun(t *testing.T, seed uint64) {
 			states = append(states, cur.clone())
 		}
 		last := int64(len(states) - 1)
-		u := DepthUpdate{First: first, Last: last, Prev: prev, Bids: lastOfEach(bids), Asks: lastOfEach(asks)}
+		u := venue.DepthUpdate{First: first, Last: last, Prev: prev, Bids: lastOfEach(bids), Asks: lastOfEach(asks)}
 		prev = last
 		return u
 	}
@@ -121,7 +123,7 @@ func modelRun(t *testing.T, seed uint64) {
 	if err := b.Sync(snapshotOf(states[id], id, limit), limit); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
-	var late []DepthUpdate
+	var late []venue.DepthUpdate
 	for step := range 400 {
 		switch x := r.IntN(10); {
 		case x < 6:
@@ -170,9 +172,9 @@ func modelRun(t *testing.T, seed uint64) {
 
 // lastOfEach keeps the last level given for each price, in first-seen
 // order: one event carries one size a price.
-func lastOfEach(levels []Level) []Level {
+func lastOfEach(levels []venue.Level) []venue.Level {
 	at := map[string]int{}
-	var out []Level
+	var out []venue.Level
 	for _, l := range levels {
 		if i, ok := at[l.Price]; ok {
 			out[i] = l
@@ -186,13 +188,13 @@ func lastOfEach(levels []Level) []Level {
 
 func checkModelSide(t *testing.T, seed uint64, step int, side *bookSide, truth map[int]int) {
 	t.Helper()
-	var want []Level
+	var want []venue.Level
 	for _, p := range prices(truth, side.bids) {
 		k, _ := parsePrice(strconv.Itoa(p))
 		if side.bounded && side.better(side.edge, k) {
 			break
 		}
-		want = append(want, Level{Price: strconv.Itoa(p), Size: strconv.Itoa(truth[p])})
+		want = append(want, venue.Level{Price: strconv.Itoa(p), Size: strconv.Itoa(truth[p])})
 	}
 	if got := side.top(1 << 20); !slices.Equal(got, want) {
 		t.Fatalf("seed %d step %d, bids %v (edge %v, bounded %v):\n got %v\nwant %v", seed, step, side.bids, side.edge, side.bounded, got, want)

@@ -5,22 +5,24 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"marketfeed/poller/venue"
 )
 
 // lv builds levels from price, size pairs.
-func lv(ps ...string) []Level {
-	var out []Level
+func lv(ps ...string) []venue.Level {
+	var out []venue.Level
 	for i := 0; i+1 < len(ps); i += 2 {
-		out = append(out, Level{Price: ps[i], Size: ps[i+1]})
+		out = append(out, venue.Level{Price: ps[i], Size: ps[i+1]})
 	}
 	return out
 }
 
-func upd(first, last, prev int64, bids, asks []Level) DepthUpdate {
-	return DepthUpdate{Symbol: "BTCUSDT", First: first, Last: last, Prev: prev, Time: last, Bids: bids, Asks: asks}
+func upd(first, last, prev int64, bids, asks []venue.Level) venue.DepthUpdate {
+	return venue.DepthUpdate{Symbol: "BTCUSDT", First: first, Last: last, Prev: prev, Time: last, Bids: bids, Asks: asks}
 }
 
-func synced(t *testing.T, snap Book, limit int, buffered ...DepthUpdate) *OrderBook {
+func synced(t *testing.T, snap venue.Book, limit int, buffered ...venue.DepthUpdate) *OrderBook {
 	t.Helper()
 	b := NewOrderBook()
 	for _, u := range buffered {
@@ -35,7 +37,7 @@ func synced(t *testing.T, snap Book, limit int, buffered ...DepthUpdate) *OrderB
 }
 
 func TestOrderBookFollowsTheVenueProcedure(t *testing.T) {
-	snap := Book{LastUpdateID: 100, Time: 1, Bids: lv("10.0", "1", "9.9", "2"), Asks: lv("10.1", "1", "10.2", "3")}
+	snap := venue.Book{LastUpdateID: 100, Time: 1, Bids: lv("10.0", "1", "9.9", "2"), Asks: lv("10.1", "1", "10.2", "3")}
 	b := synced(t, snap, 1000,
 		upd(80, 90, 70, lv("10.0", "5"), nil),     // ends before the snapshot: dropped
 		upd(95, 105, 90, lv("9.9", "0"), nil),     // spans it: applied
@@ -65,7 +67,7 @@ func TestOrderBookFollowsTheVenueProcedure(t *testing.T) {
 }
 
 func TestOrderBookFirstEventStartingRightAfterTheSnapshot(t *testing.T) {
-	b := synced(t, Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
+	b := synced(t, venue.Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
 	if err := b.Apply(upd(101, 104, 100, lv("1", "2"), nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestOrderBookFirstEventStartingRightAfterTheSnapshot(t *testing.T) {
 }
 
 func TestOrderBookHoldsAnEarlyEventUntilTheMissingOneArrives(t *testing.T) {
-	b := synced(t, Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
+	b := synced(t, venue.Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
 	// 111..120 arrives before 101..110, as when a new connection runs
 	// ahead of the old one.
 	if err := b.Apply(upd(111, 120, 110, lv("1", "3"), nil)); err != nil {
@@ -96,7 +98,7 @@ func TestOrderBookHoldsAnEarlyEventUntilTheMissingOneArrives(t *testing.T) {
 }
 
 func TestOrderBookGapDesyncsAndBuffersAgain(t *testing.T) {
-	b := synced(t, Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
+	b := synced(t, venue.Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
 	var err error
 	u := int64(110) // 101..110 never arrives
 	for i := 0; i <= maxAhead && err == nil; i++ {
@@ -116,7 +118,7 @@ func TestOrderBookGapDesyncsAndBuffersAgain(t *testing.T) {
 	if b.Buffered() != maxAhead+1 {
 		t.Fatalf("buffered %d, want the %d held events and the last", b.Buffered(), maxAhead+1)
 	}
-	if err := b.Sync(Book{LastUpdateID: 150, Bids: lv("1", "7")}, 1000); err != nil {
+	if err := b.Sync(venue.Book{LastUpdateID: 150, Bids: lv("1", "7")}, 1000); err != nil {
 		t.Fatal(err)
 	}
 	if !b.Synced() || b.LastUpdateID() != u {
@@ -127,26 +129,26 @@ func TestOrderBookGapDesyncsAndBuffersAgain(t *testing.T) {
 func TestOrderBookRefusesASnapshotOlderThanTheBuffer(t *testing.T) {
 	b := NewOrderBook()
 	_ = b.Apply(upd(201, 210, 200, lv("1", "1"), nil))
-	err := b.Sync(Book{LastUpdateID: 150, Bids: lv("1", "1")}, 1000)
+	err := b.Sync(venue.Book{LastUpdateID: 150, Bids: lv("1", "1")}, 1000)
 	if !errors.Is(err, ErrStaleSnapshot) {
 		t.Fatalf("err %v, want ErrStaleSnapshot", err)
 	}
 	if b.Synced() || b.Buffered() != 1 {
 		t.Fatalf("synced %v with %d buffered: a stale snapshot must leave the buffer for the next", b.Synced(), b.Buffered())
 	}
-	if err := b.Sync(Book{LastUpdateID: 205, Bids: lv("1", "1")}, 1000); err != nil {
+	if err := b.Sync(venue.Book{LastUpdateID: 205, Bids: lv("1", "1")}, 1000); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestOrderBookRefusesLevelsThatAreNotPlainDecimals(t *testing.T) {
 	for _, bad := range []string{"1e3", "", "-1", "NaN", "1.", ".5", "0x10", " 1"} {
-		b := synced(t, Book{LastUpdateID: 1, Bids: lv("1", "1")}, 1000)
+		b := synced(t, venue.Book{LastUpdateID: 1, Bids: lv("1", "1")}, 1000)
 		err := b.Apply(upd(2, 2, 1, lv(bad, "1"), nil))
 		if !errors.Is(err, ErrBadLevel) || b.Synced() {
 			t.Errorf("price %q: err %v, synced %v; want ErrBadLevel and a resync", bad, err, b.Synced())
 		}
-		b = synced(t, Book{LastUpdateID: 1, Bids: lv("1", "1")}, 1000)
+		b = synced(t, venue.Book{LastUpdateID: 1, Bids: lv("1", "1")}, 1000)
 		if err := b.Apply(upd(2, 2, 1, lv("1", bad), nil)); !errors.Is(err, ErrBadLevel) {
 			t.Errorf("size %q: err %v, want ErrBadLevel", bad, err)
 		}
@@ -157,11 +159,11 @@ func TestOrderBookRefusesLevelsThatAreNotPlainDecimals(t *testing.T) {
 // there are ignored, and once the top is consumed below the published depth
 // the book asks for a new snapshot.
 func TestOrderBookTrustsNothingBeyondAFullSnapshotsEdge(t *testing.T) {
-	var bids []Level
+	var bids []venue.Level
 	for i := range 5 {
-		bids = append(bids, Level{Price: strconv.Itoa(100 - i), Size: "1"})
+		bids = append(bids, venue.Level{Price: strconv.Itoa(100 - i), Size: "1"})
 	}
-	b := synced(t, Book{LastUpdateID: 1, Bids: bids, Asks: lv("101", "1")}, 5)
+	b := synced(t, venue.Book{LastUpdateID: 1, Bids: bids, Asks: lv("101", "1")}, 5)
 	if err := b.Apply(upd(2, 2, 1, lv("50", "9"), nil)); err != nil { // beyond the edge (96)
 		t.Fatal(err)
 	}
@@ -202,7 +204,7 @@ func TestParsePriceOrdersExactly(t *testing.T) {
 // sequence, keeping it in sequence; a snapshot older than what was recorded
 // is refused and the book stays as it was.
 func TestOrderBookRefreshKeepsSequence(t *testing.T) {
-	snap := Book{LastUpdateID: 100, Bids: lv("10", "1"), Asks: lv("11", "1")}
+	snap := venue.Book{LastUpdateID: 100, Bids: lv("10", "1"), Asks: lv("11", "1")}
 	b := synced(t, snap, 1000)
 	b.Record()
 	if err := b.Apply(upd(101, 110, 100, lv("10", "2"), nil)); err != nil {
@@ -213,7 +215,7 @@ func TestOrderBookRefreshKeepsSequence(t *testing.T) {
 	}
 	// Taken at 110, arriving when the book is at 120: the recorded event
 	// 111..120 is applied on top of it.
-	deeper := Book{LastUpdateID: 110, Bids: lv("10", "2", "9", "5"), Asks: lv("11", "1", "12", "7")}
+	deeper := venue.Book{LastUpdateID: 110, Bids: lv("10", "2", "9", "5"), Asks: lv("11", "1", "12", "7")}
 	if err := b.Refresh(deeper, 1000); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +235,7 @@ func TestOrderBookRefreshKeepsSequence(t *testing.T) {
 	if err := b.Apply(upd(131, 140, 130, lv("10", "4"), nil)); err != nil {
 		t.Fatal(err)
 	}
-	err := b.Refresh(Book{LastUpdateID: 105, Bids: lv("10", "9")}, 1000)
+	err := b.Refresh(venue.Book{LastUpdateID: 105, Bids: lv("10", "9")}, 1000)
 	if !errors.Is(err, ErrStaleSnapshot) || !b.Synced() || b.LastUpdateID() != 140 {
 		t.Fatalf("err %v, synced %v at %d; want ErrStaleSnapshot and the book unchanged at 140", err, b.Synced(), b.LastUpdateID())
 	}
@@ -242,7 +244,7 @@ func TestOrderBookRefreshKeepsSequence(t *testing.T) {
 	}
 	// A snapshot newer than the book: the events it covers are dropped
 	// when they arrive.
-	if err := b.Refresh(Book{LastUpdateID: 150, Bids: lv("10", "6")}, 1000); err != nil {
+	if err := b.Refresh(venue.Book{LastUpdateID: 150, Bids: lv("10", "6")}, 1000); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Apply(upd(141, 150, 140, lv("10", "1"), nil)); err != nil {
@@ -258,14 +260,14 @@ func TestOrderBookRefreshKeepsSequence(t *testing.T) {
 
 // levelsFrom returns n levels one apart in price from top, down for bids
 // and up for asks, each of size "1".
-func levelsFrom(top, n int, bids bool) []Level {
-	out := make([]Level, n)
+func levelsFrom(top, n int, bids bool) []venue.Level {
+	out := make([]venue.Level, n)
 	for i := range out {
 		p := top + i
 		if bids {
 			p = top - i
 		}
-		out[i] = Level{Price: strconv.Itoa(p), Size: "1"}
+		out[i] = venue.Level{Price: strconv.Itoa(p), Size: "1"}
 	}
 	return out
 }
@@ -275,7 +277,7 @@ func levelsFrom(top, n int, bids bool) []Level {
 // price turning back down finds them, and updates there are applied again.
 func TestOrderBookRefreshKeepsWhatTheBookVouchedForBeyondTheSnapshot(t *testing.T) {
 	// Five levels a side: bids 100..96, asks 101..105.
-	b := synced(t, Book{LastUpdateID: 10, Bids: levelsFrom(100, 5, true), Asks: levelsFrom(101, 5, false)}, 5)
+	b := synced(t, venue.Book{LastUpdateID: 10, Bids: levelsFrom(100, 5, true), Asks: levelsFrom(101, 5, false)}, 5)
 	// The price rises two ticks: asks 101 and 102 are taken, bids appear
 	// there. The asks now vouch for three levels.
 	if err := b.Apply(upd(11, 11, 10, lv("101", "1", "102", "1"), lv("101", "0", "102", "0"))); err != nil {
@@ -290,7 +292,7 @@ func TestOrderBookRefreshKeepsWhatTheBookVouchedForBeyondTheSnapshot(t *testing.
 		t.Fatal(err)
 	}
 	// The snapshot, at 11: bids 102..98, asks 103..107.
-	snap := Book{LastUpdateID: 11, Bids: levelsFrom(102, 5, true), Asks: levelsFrom(103, 5, false)}
+	snap := venue.Book{LastUpdateID: 11, Bids: levelsFrom(102, 5, true), Asks: levelsFrom(103, 5, false)}
 	if err := b.Refresh(snap, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -314,9 +316,9 @@ func TestOrderBookRefreshKeepsWhatTheBookVouchedForBeyondTheSnapshot(t *testing.
 // A snapshot newer than the book cannot take the book's far levels along:
 // the events between would reach them only through the snapshot's edge.
 func TestOrderBookRefreshFromANewerSnapshotKeepsNothingBeyondIt(t *testing.T) {
-	b := synced(t, Book{LastUpdateID: 10, Bids: levelsFrom(100, 5, true), Asks: levelsFrom(101, 5, false)}, 5)
+	b := synced(t, venue.Book{LastUpdateID: 10, Bids: levelsFrom(100, 5, true), Asks: levelsFrom(101, 5, false)}, 5)
 	b.Record()
-	snap := Book{LastUpdateID: 20, Bids: levelsFrom(100, 3, true), Asks: levelsFrom(101, 3, false)}
+	snap := venue.Book{LastUpdateID: 20, Bids: levelsFrom(100, 3, true), Asks: levelsFrom(101, 3, false)}
 	if err := b.Refresh(snap, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +332,7 @@ func TestOrderBookRefreshFromANewerSnapshotKeepsNothingBeyondIt(t *testing.T) {
 // rises, drops its worst levels and vouches no farther than it holds.
 func TestOrderBookSideIsTrimmed(t *testing.T) {
 	// The venue sent every bid: the side is complete and unbounded.
-	b := synced(t, Book{LastUpdateID: 1, Bids: levelsFrom(1000, 10, true), Asks: lv("5000", "1")}, 1000)
+	b := synced(t, venue.Book{LastUpdateID: 1, Bids: levelsFrom(1000, 10, true), Asks: lv("5000", "1")}, 1000)
 	var last int64 = 1
 	for top := 1001; top < 1001+maxSideLevels+maxSideLevels/8; top += 10 {
 		if err := b.Apply(upd(last+1, last+1, last, levelsFrom(top+9, 10, true), nil)); err != nil {

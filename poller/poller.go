@@ -25,6 +25,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/robfig/cron/v3"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -47,8 +48,8 @@ type bulkPlan struct {
 // they were last tried.
 type tickerReads struct {
 	mu          sync.Mutex
-	stats       []Stat
-	quotes      []Quote
+	stats       []venue.Stat
+	quotes      []venue.Quote
 	statsAt     time.Time // when the stats in use were read
 	quotesAt    time.Time
 	statsTried  time.Time // when a stats read was last attempted
@@ -58,7 +59,7 @@ type tickerReads struct {
 
 // Config is what a Poller needs; zero durations take the defaults.
 type Config struct {
-	Venue  Venue
+	Venue  venue.Venue
 	Store  *snapshot.Store
 	Logger *slog.Logger // nil: discard
 	// Metrics receives the poller's metrics: venue calls, weight, pauses,
@@ -90,7 +91,7 @@ type Config struct {
 	// from the all-market ticker stream; REST reads only snapshots and
 	// backfills, and stands in for a pair whose stream is down. nil: REST
 	// only, for the pairs requests ask for.
-	Streams Streams
+	Streams venue.Streams
 	// SyncDepth is the per-side depth of the snapshot a local book starts
 	// from (default 500): deeper than the 100 levels published, so that
 	// the published levels stay complete as the top is consumed, and half
@@ -149,7 +150,7 @@ func (c *Config) setDefaults() {
 // Poller reads the venue on schedules and publishes snapshots.
 type Poller struct {
 	cfg    Config
-	venue  Venue
+	venue  venue.Venue
 	store  *snapshot.Store
 	log    *slog.Logger
 	budget *budget
@@ -177,7 +178,7 @@ type Poller struct {
 	// pairs are rebuilt when the spot list changes.
 	catalogMu sync.Mutex
 	spot      []string
-	markets   []Market
+	markets   []venue.Market
 	planned   bulkPlan
 	tk        tickerReads
 
@@ -322,14 +323,14 @@ func (p *Poller) plan(limit int) {
 		}
 		return max(d, p.cfg.TickersEvery)
 	}
-	p.planned.statsEvery = interval(p.venue.Weight(CallStats), 0.3)
-	p.planned.quotesEvery = interval(p.venue.Weight(CallQuotes), 0.1)
+	p.planned.statsEvery = interval(p.venue.Weight(venue.CallStats), 0.3)
+	p.planned.quotesEvery = interval(p.venue.Weight(venue.CallQuotes), 0.1)
 	perMinute := func(weight int, every time.Duration) int {
 		return int(math.Ceil(float64(weight) * float64(time.Minute) / float64(every)))
 	}
-	p.planned.catalogReserve = perMinute(p.venue.Weight(CallCatalog), p.cfg.CatalogEvery)
-	p.planned.bulkReserve = perMinute(p.venue.Weight(CallStats), p.planned.statsEvery) +
-		perMinute(p.venue.Weight(CallQuotes), p.planned.quotesEvery) + p.planned.catalogReserve
+	p.planned.catalogReserve = perMinute(p.venue.Weight(venue.CallCatalog), p.cfg.CatalogEvery)
+	p.planned.bulkReserve = perMinute(p.venue.Weight(venue.CallStats), p.planned.statsEvery) +
+		perMinute(p.venue.Weight(venue.CallQuotes), p.planned.quotesEvery) + p.planned.catalogReserve
 }
 
 // reserve is the weight a minute held back for the bulk calls: only the
@@ -354,11 +355,11 @@ func (p *Poller) caps() [2]int {
 		return [2]int{math.MaxInt, math.MaxInt}
 	}
 	left := max(limit-p.reserve(), 0)
-	demand := func(s snapshot.Stream, c Call, every time.Duration) float64 {
+	demand := func(s snapshot.Stream, c venue.Call, every time.Duration) float64 {
 		return float64(p.hot[s].Len()*p.venue.Weight(c)) * float64(time.Minute) / float64(every)
 	}
-	db := demand(snapshot.StreamBook, CallBook, p.cfg.BookEvery)
-	dt := demand(snapshot.StreamTrades, CallTrades, p.cfg.TradesEvery)
+	db := demand(snapshot.StreamBook, venue.CallBook, p.cfg.BookEvery)
+	dt := demand(snapshot.StreamTrades, venue.CallTrades, p.cfg.TradesEvery)
 	if db+dt <= float64(left) {
 		return [2]int{snapshot.StreamBook: left - int(dt), snapshot.StreamTrades: left - int(db)}
 	}
@@ -369,7 +370,7 @@ func (p *Poller) caps() [2]int {
 // call runs one venue call of kind c whose weight is already spent: it
 // refuses while calls are paused, reconciles the budget with the venue's own
 // count, and feeds the outcome to the back-off.
-func (p *Poller) call(ctx context.Context, c Call, fn func(context.Context) error) error {
+func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context) error) error {
 	if err := p.gate.check(time.Now()); err != nil {
 		return err
 	}
@@ -378,7 +379,7 @@ func (p *Poller) call(ctx context.Context, c Call, fn func(context.Context) erro
 	err := fn(ctx)
 	cancel()
 	now := time.Now()
-	p.metrics.calls[c][outcomeOf(err)].Inc()
+	p.metrics.calls[c][venue.OutcomeOf(err)].Inc()
 	p.metrics.callTime[c].observe(now.Sub(start))
 	p.reconcile(now)
 	if pause := p.gate.record(start, now, err); pause > 0 {
@@ -393,7 +394,7 @@ func (p *Poller) call(ctx context.Context, c Call, fn func(context.Context) erro
 
 // reconcile feeds the venue's own count of our weight to the budget.
 func (p *Poller) reconcile(now time.Time) {
-	if r, ok := p.venue.(UsedWeightReporter); ok {
+	if r, ok := p.venue.(venue.UsedWeightReporter); ok {
 		if used, ok := r.UsedWeight(); ok {
 			p.budget.observe(now, used)
 		}
@@ -401,15 +402,15 @@ func (p *Poller) reconcile(now time.Time) {
 }
 
 // bulk spends the weight of a bulk call and runs it.
-func (p *Poller) bulk(ctx context.Context, c Call, fn func(context.Context) error) error {
+func (p *Poller) bulk(ctx context.Context, c venue.Call, fn func(context.Context) error) error {
 	if p.gate.blocked(time.Now()) {
-		return fmt.Errorf("%s: %w", c, ErrPaused)
+		return fmt.Errorf("%s: %w", c, venue.ErrPaused)
 	}
 	if !p.budget.take(time.Now(), p.venue.Weight(c), classBulk, math.MaxInt) {
-		return fmt.Errorf("%s: %w", c, ErrNoBudget)
+		return fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
 	}
 	purpose := PurposeTickers
-	if c == CallCatalog {
+	if c == venue.CallCatalog {
 		purpose = PurposeCatalog
 	}
 	p.metrics.weight[purpose].Add(p.venue.Weight(c))
@@ -418,9 +419,9 @@ func (p *Poller) bulk(ctx context.Context, c Call, fn func(context.Context) erro
 
 // RefreshCatalog reads the venue's markets and publishes the pair list.
 func (p *Poller) RefreshCatalog(ctx context.Context) error {
-	var cat Catalog
+	var cat venue.Catalog
 	start := time.Now()
-	err := p.bulk(ctx, CallCatalog, func(ctx context.Context) (err error) {
+	err := p.bulk(ctx, venue.CallCatalog, func(ctx context.Context) (err error) {
 		cat, err = p.venue.Catalog(ctx)
 		return err
 	})
@@ -457,7 +458,7 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 
 // publishPairs publishes the pair list and, with streams, has the streams
 // follow it.
-func (p *Poller) publishPairs(markets []Market, spot []string, readAt time.Time) {
+func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time.Time) {
 	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{
 		Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes,
 	}, readAt)
@@ -480,7 +481,7 @@ func (p *Poller) SetSpot(ids []string) {
 }
 
 // readBulk runs one bulk call that returns a list.
-func readBulk[T any](ctx context.Context, p *Poller, c Call, read func(context.Context) ([]T, error)) ([]T, error) {
+func readBulk[T any](ctx context.Context, p *Poller, c venue.Call, read func(context.Context) ([]T, error)) ([]T, error) {
 	var out []T
 	err := p.bulk(ctx, c, func(ctx context.Context) (err error) {
 		out, err = read(ctx)
@@ -503,9 +504,9 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		return errors.New("no pairs yet")
 	}
 	now := time.Now()
-	var streamStats []Stat
+	var streamStats []venue.Stat
 	var streamAt time.Time
-	var localQuotes []Quote
+	var localQuotes []venue.Quote
 	var localAts []time.Time
 	haveStream, fromStream, allLocal := false, false, false
 	if p.live != nil {
@@ -534,7 +535,7 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	var errs []error
 	read := haveStream || len(localQuotes) > 0
 	if quotesDue {
-		if quotes, err := readBulk(ctx, p, CallQuotes, p.venue.Quotes); err != nil {
+		if quotes, err := readBulk(ctx, p, venue.CallQuotes, p.venue.Quotes); err != nil {
 			errs = append(errs, err)
 		} else {
 			p.tk.mu.Lock()
@@ -544,7 +545,7 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 		}
 	}
 	if statsDue {
-		if stats, err := readBulk(ctx, p, CallStats, p.venue.Stats); err != nil {
+		if stats, err := readBulk(ctx, p, venue.CallStats, p.venue.Stats); err != nil {
 			errs = append(errs, err)
 		} else {
 			p.tk.mu.Lock()
@@ -576,7 +577,7 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	// rather than aging the whole list.
 	half := p.cfg.MaxStale / 2
 	restFresh := quotes != nil && now.Sub(quotesAt) <= half
-	var use []Quote
+	var use []venue.Quote
 	useAt := now
 	for i, q := range localQuotes {
 		if now.Sub(localAts[i]) <= half || !restFresh {
@@ -589,7 +590,7 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	switch {
 	case allLocal:
 		// No spot pair at all is an empty list, not a missing one.
-		quotes, quotesAt = append([]Quote{}, use...), useAt
+		quotes, quotesAt = append([]venue.Quote{}, use...), useAt
 	case restFresh:
 		quotes = overlay(quotes, use)
 		if useAt.Before(quotesAt) {
@@ -622,12 +623,12 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 
 // overlay returns base with the quotes of over replacing those of the same
 // symbol: the local books' quotes are newer than a bulk read.
-func overlay(base, over []Quote) []Quote {
+func overlay(base, over []venue.Quote) []venue.Quote {
 	bySymbol := make(map[string]int, len(over))
 	for i, q := range over {
 		bySymbol[q.Symbol] = i
 	}
-	out := make([]Quote, 0, len(base)+len(over))
+	out := make([]venue.Quote, 0, len(base)+len(over))
 	for _, q := range base {
 		if _, replaced := bySymbol[q.Symbol]; !replaced {
 			out = append(out, q)
@@ -645,7 +646,7 @@ func (p *Poller) RefreshTrades(ctx context.Context) { p.round(ctx, snapshot.Stre
 // streamRow is what differs between a pair's book and its trades on the
 // REST path: one row each, so that the steps are written once.
 type streamRow struct {
-	call  Call
+	call  venue.Call
 	class spendClass
 	every func(c *Config) time.Duration
 	// read reads one pair over REST and returns its publication.
@@ -660,7 +661,7 @@ type streamRow struct {
 
 var streamRows = [2]streamRow{
 	snapshot.StreamBook: {
-		call:  CallBook,
+		call:  venue.CallBook,
 		class: classBook,
 		every: func(c *Config) time.Duration { return c.BookEvery },
 		read:  (*Poller).readBook,
@@ -677,7 +678,7 @@ var streamRows = [2]streamRow{
 		},
 	},
 	snapshot.StreamTrades: {
-		call:  CallTrades,
+		call:  venue.CallTrades,
 		class: classTrades,
 		every: func(c *Config) time.Duration { return c.TradesEvery },
 		read:  (*Poller).readTrades,
@@ -793,7 +794,7 @@ func (p *Poller) readBook(ctx context.Context, pair snapshot.Pair, start time.Ti
 	}
 	b, err := snapshot.NewBook(pair.TickerID, book.Time, book.Bids, book.Asks, start)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadData, err)
+		return nil, fmt.Errorf("%w: %w", venue.ErrBadData, err)
 	}
 	if gzip {
 		b = b.WithGzip()
@@ -811,7 +812,7 @@ func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.
 	prev, _ := p.store.Trades([]byte(pair.TickerID))
 	t, err := snapshot.NewTradesAfter(prev, pair.TickerID, trades, start)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadData, err)
+		return nil, fmt.Errorf("%w: %w", venue.ErrBadData, err)
 	}
 	if gzip {
 		t = t.WithGzip()
@@ -837,10 +838,10 @@ var purposeNames = [numPurposes]string{"catalog", "tickers", "snapshot", "refres
 
 // bookWeight is the weight of a book read of the given depth.
 func (p *Poller) bookWeight(depth int) int {
-	if w, ok := p.venue.(DepthWeigher); ok {
+	if w, ok := p.venue.(venue.DepthWeigher); ok {
 		return w.BookWeight(depth)
 	}
-	return p.venue.Weight(CallBook)
+	return p.venue.Weight(venue.CallBook)
 }
 
 // deferred counts reads of a stream that the budget or the read slots
@@ -992,7 +993,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 		}
 	}
 	if p.gate.blocked(time.Now()) {
-		return fmt.Errorf("load %s %s: %w", s, id, ErrPaused)
+		return fmt.Errorf("load %s %s: %w", s, id, venue.ErrPaused)
 	}
 	c, class := row.call, row.class
 	for {
@@ -1004,10 +1005,10 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 		}
 		at := p.budget.freeAt(now, p.venue.Weight(c), class, classCap)
 		if at.IsZero() {
-			return fmt.Errorf("load %s %s: %w", s, id, ErrNoBudget)
+			return fmt.Errorf("load %s %s: %w", s, id, venue.ErrNoBudget)
 		}
 		if err := sleep(ctx, at.Sub(now)); err != nil {
-			return fmt.Errorf("load %s %s: %w: %w", s, id, ErrNoBudget, err)
+			return fmt.Errorf("load %s %s: %w: %w", s, id, venue.ErrNoBudget, err)
 		}
 	}
 	start := time.Now()

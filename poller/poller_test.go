@@ -11,6 +11,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -61,10 +62,10 @@ func TestRoundReadsOnlyHotPairs(t *testing.T) {
 		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
 		p.RefreshBooks(t.Context())
 		p.RefreshTrades(t.Context())
-		if n := v.count(CallBook, ""); n != 1 {
+		if n := v.count(venue.CallBook, ""); n != 1 {
 			t.Fatalf("book calls = %d, want 1 (only the wanted pair)", n)
 		}
-		if n := v.count(CallTrades, ""); n != 0 {
+		if n := v.count(venue.CallTrades, ""); n != 0 {
 			t.Fatalf("trade calls = %d, want 0 (nobody asked for trades)", n)
 		}
 		if b, _ := store.Book([]byte(pairID(1))); b == nil {
@@ -84,7 +85,7 @@ func TestHotPairCoolsAfterQuietPeriod(t *testing.T) {
 		p.RefreshBooks(t.Context())
 		time.Sleep(61 * time.Second)
 		p.RefreshBooks(t.Context())
-		if n := v.count(CallBook, ""); n != 1 {
+		if n := v.count(venue.CallBook, ""); n != 1 {
 			t.Fatalf("book calls = %d, want 1: a pair nobody asked for in 61 s must not be read", n)
 		}
 		if hot := p.Status().HotBooks; hot != 0 {
@@ -116,7 +117,7 @@ func TestRunReadsAHotPairAtMostOncePerPeriod(t *testing.T) {
 		}
 		cancel()
 		<-done
-		books, trades := v.count(CallBook, "P001USDT"), v.count(CallTrades, "P001USDT")
+		books, trades := v.count(venue.CallBook, "P001USDT"), v.count(venue.CallTrades, "P001USDT")
 		if books > 3000/350+1 || books < 3000/350-1 {
 			t.Errorf("book reads in 3 s = %d, want about 3000/350 and at most %d", books, 3000/350+1)
 		}
@@ -124,7 +125,7 @@ func TestRunReadsAHotPairAtMostOncePerPeriod(t *testing.T) {
 			t.Errorf("trade reads in 3 s = %d, want about 3 and at most 4", trades)
 		}
 		for _, c := range v.log() {
-			if c.call == CallBook && c.symbol != "P001USDT" {
+			if c.call == venue.CallBook && c.symbol != "P001USDT" {
 				t.Errorf("read %s, which nobody asked for", c.symbol)
 			}
 		}
@@ -147,7 +148,7 @@ func TestLoadSharesOneReadAmongConcurrentCallers(t *testing.T) {
 			})
 		}
 		synctest.Wait() // every caller is waiting on the one read
-		if n := v.count(CallBook, ""); n != 1 {
+		if n := v.count(venue.CallBook, ""); n != 1 {
 			t.Fatalf("book calls while 100 callers wait = %d, want 1", n)
 		}
 		close(v.gate)
@@ -201,14 +202,14 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 			t.Fatal("no book after the first read")
 		}
 		for _, fail := range []error{
-			&StatusError{Status: 400},
-			errors.Join(ErrBadData, errors.New("price is 1e3")),
+			&venue.StatusError{Status: 400},
+			errors.Join(venue.ErrBadData, errors.New("price is 1e3")),
 		} {
-			v.setFail(func(Call, string) error { return fail })
+			v.setFail(func(venue.Call, string) error { return fail })
 			time.Sleep(350 * time.Millisecond)
-			before := v.count(CallBook, "")
+			before := v.count(venue.CallBook, "")
 			p.RefreshBooks(t.Context())
-			if v.count(CallBook, "") != before+1 {
+			if v.count(venue.CallBook, "") != before+1 {
 				t.Fatalf("%v: no read was attempted", fail)
 			}
 			if b, _ := store.Book(id); b != good {
@@ -221,12 +222,12 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		err   *StatusError
+		err   *venue.StatusError
 		pause time.Duration
 	}{
-		{"429 with Retry-After", &StatusError{Status: 429, RetryAfter: 30 * time.Second}, 30 * time.Second},
-		{"429 without Retry-After", &StatusError{Status: 429}, 60 * time.Second},
-		{"418 with Retry-After", &StatusError{Status: 418, RetryAfter: 120 * time.Second}, 120 * time.Second},
+		{"429 with Retry-After", &venue.StatusError{Status: 429, RetryAfter: 30 * time.Second}, 30 * time.Second},
+		{"429 without Retry-After", &venue.StatusError{Status: 429}, 60 * time.Second},
+		{"418 with Retry-After", &venue.StatusError{Status: 418, RetryAfter: 120 * time.Second}, 120 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -240,7 +241,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 
 				time.Sleep(350 * time.Millisecond)
 				var once sync.Once
-				v.setFail(func(Call, string) error {
+				v.setFail(func(venue.Call, string) error {
 					var err error
 					once.Do(func() { err = tc.err })
 					return err
@@ -254,7 +255,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 					p.RefreshTrades(t.Context())
 					_ = p.RefreshTickers(t.Context())
 					_ = p.RefreshCatalog(t.Context())
-					if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook); !errors.Is(err, ErrPaused) {
+					if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook); !errors.Is(err, venue.ErrPaused) {
 						t.Fatalf("Load during the pause = %v, want ErrPaused", err)
 					}
 					time.Sleep(350 * time.Millisecond)
@@ -282,7 +283,7 @@ func TestBackoffGrowsExponentiallyToACap(t *testing.T) {
 	var got []time.Duration
 	for range 9 {
 		now = now.Add(time.Minute) // each failure is of a call started after the last pause
-		got = append(got, b.record(now, now, &StatusError{Status: 503}))
+		got = append(got, b.record(now, now, &venue.StatusError{Status: 503}))
 	}
 	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second,
 		8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
@@ -306,16 +307,16 @@ func TestBackoffCountsConcurrentFailuresOnce(t *testing.T) {
 	b.jitter = func(d time.Duration) time.Duration { return d }
 	start := time.Unix(0, 0)
 	end := start.Add(100 * time.Millisecond)
-	if d := b.record(start, end, &StatusError{Status: 502}); d != 500*time.Millisecond {
+	if d := b.record(start, end, &venue.StatusError{Status: 502}); d != 500*time.Millisecond {
 		t.Fatalf("first failure paused %s, want 500ms", d)
 	}
 	for i := range 7 {
-		if d := b.record(start, end.Add(time.Duration(i)*time.Millisecond), &StatusError{Status: 502}); d != 0 {
+		if d := b.record(start, end.Add(time.Duration(i)*time.Millisecond), &venue.StatusError{Status: 502}); d != 0 {
 			t.Fatalf("in-flight failure %d paused %s, want nothing new", i+2, d)
 		}
 	}
 	later := end.Add(time.Second)
-	if d := b.record(later, later, &StatusError{Status: 502}); d != time.Second {
+	if d := b.record(later, later, &venue.StatusError{Status: 502}); d != time.Second {
 		t.Fatalf("the next failure after the pause paused %s, want the second step, 1s", d)
 	}
 }
@@ -338,12 +339,12 @@ func TestBackoffByVenueAnswer(t *testing.T) {
 		pause     time.Duration
 		permanent bool
 	}{
-		{"403 firewall", &StatusError{Status: 403}, 5 * time.Minute, false},
-		{"451 region", &StatusError{Status: 451}, restrictedPause, true},
-		{"408 timeout", &StatusError{Status: 408}, backoffBase, false},
+		{"403 firewall", &venue.StatusError{Status: 403}, 5 * time.Minute, false},
+		{"451 region", &venue.StatusError{Status: 451}, restrictedPause, true},
+		{"408 timeout", &venue.StatusError{Status: 408}, backoffBase, false},
 		{"transport", context.DeadlineExceeded, backoffBase, false},
-		{"400 bad symbol", &StatusError{Status: 400}, 0, false},
-		{"bad data", ErrBadData, 0, false},
+		{"400 bad symbol", &venue.StatusError{Status: 400}, 0, false},
+		{"bad data", venue.ErrBadData, 0, false},
 		{"our cancel", context.Canceled, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -372,7 +373,7 @@ func TestRegionRefusalMakesThePollerNotReady(t *testing.T) {
 		if st := p.Status(); !st.Ready {
 			t.Fatalf("not ready with pairs and tickers loaded: %s", st.Reason)
 		}
-		v.setFail(func(Call, string) error { return &StatusError{Status: 451} })
+		v.setFail(func(venue.Call, string) error { return &venue.StatusError{Status: 451} })
 		time.Sleep(time.Minute)
 		_ = p.RefreshCatalog(t.Context())
 		if st := p.Status(); st.Ready || st.Reason == "" {
@@ -389,7 +390,7 @@ func TestBudgetHolds200HotPairsWithinTheLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(200)
 		v.limit = 2400
-		v.weights = [numCalls]int{CallCatalog: 1, CallStats: 40, CallQuotes: 2, CallBook: 2, CallTrades: 1}
+		v.weights = [venue.NumCalls]int{venue.CallCatalog: 1, venue.CallStats: 40, venue.CallQuotes: 2, venue.CallBook: 2, venue.CallTrades: 1}
 		store := snapshot.NewStore()
 		p := New(Config{Venue: v, Store: store, Budget: 0.5, Spot: []string{pairID(1)}})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -426,9 +427,9 @@ func TestBudgetHolds200HotPairsWithinTheLimit(t *testing.T) {
 		}
 		for i := 1; i <= 200; i++ {
 			sym := pairID(i)[:4] + "USDT"
-			if v.count(CallBook, sym) == 0 || v.count(CallTrades, sym) == 0 {
+			if v.count(venue.CallBook, sym) == 0 || v.count(venue.CallTrades, sym) == 0 {
 				t.Fatalf("%s was never refreshed in 3 minutes (books %d, trades %d)",
-					sym, v.count(CallBook, sym), v.count(CallTrades, sym))
+					sym, v.count(venue.CallBook, sym), v.count(venue.CallTrades, sym))
 			}
 		}
 		if p.Status().Stretched == 0 {
@@ -452,7 +453,7 @@ func TestBudgetReconcilesWithTheVenuesCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(3)
 		v.limit = 2400
-		v.weights = [numCalls]int{CallCatalog: 1, CallBook: 5}
+		v.weights = [venue.NumCalls]int{venue.CallCatalog: 1, venue.CallBook: 5}
 		store := snapshot.NewStore()
 		p := New(Config{Venue: usedWeightVenue{v, 1195}, Store: store})
 		if err := p.RefreshCatalog(t.Context()); err != nil {
@@ -462,7 +463,7 @@ func TestBudgetReconcilesWithTheVenuesCount(t *testing.T) {
 			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
 		}
 		p.RefreshBooks(t.Context())
-		if n := v.count(CallBook, ""); n != 1 {
+		if n := v.count(venue.CallBook, ""); n != 1 {
 			t.Fatalf("book calls = %d, want 1: the venue already counted 1195 of our 1200, room for one weight-5 read", n)
 		}
 	})
@@ -500,9 +501,9 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 			t.Fatal("a pair that left the catalog is still listed")
 		}
 		time.Sleep(time.Second)
-		before := v.count(CallBook, "")
+		before := v.count(venue.CallBook, "")
 		p.RefreshBooks(t.Context())
-		if v.count(CallBook, "") != before {
+		if v.count(venue.CallBook, "") != before {
 			t.Fatal("a pair that left the catalog is still read")
 		}
 		if p.Status().HotBooks != 0 {
@@ -574,10 +575,10 @@ func TestAHangingReadDoesNotHoldOtherPairs(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		cancel()
 		<-done
-		if n := v.count(CallBook, "P001USDT"); n != 1 {
+		if n := v.count(venue.CallBook, "P001USDT"); n != 1 {
 			t.Errorf("the hanging pair was read %d times while its read was in flight, want 1", n)
 		}
-		if n := v.count(CallBook, "P002USDT"); n < 3000/350-1 {
+		if n := v.count(venue.CallBook, "P002USDT"); n < 3000/350-1 {
 			t.Errorf("the other pair was read %d times in 3 s while one read hung, want about %d", n, 3000/350)
 		}
 	})
@@ -589,7 +590,7 @@ func TestBackoffLetsOneProbeASecondThroughATransientPause(t *testing.T) {
 	now := time.Unix(0, 0)
 	for range 8 { // a long outage: the pause is at its 30 s cap
 		now = now.Add(time.Minute)
-		b.record(now, now, &StatusError{Status: 503})
+		b.record(now, now, &venue.StatusError{Status: 503})
 	}
 	if err := b.check(now.Add(500 * time.Millisecond)); err == nil {
 		t.Fatal("a call passed half a second into the pause")
@@ -611,7 +612,7 @@ func TestBackoffProbesNeverCutTheVenuesOwnPause(t *testing.T) {
 	for _, status := range []int{429, 418, 403, 451} {
 		b := newBackoff()
 		now := time.Unix(0, 0)
-		pause := b.record(now, now, &StatusError{Status: status, RetryAfter: 30 * time.Second})
+		pause := b.record(now, now, &venue.StatusError{Status: status, RetryAfter: 30 * time.Second})
 		for at := time.Second; at < pause; at += time.Second {
 			if err := b.check(now.Add(at)); err == nil {
 				t.Fatalf("%d: a call passed %s into a %s pause the venue ordered", status, at, pause)
@@ -635,7 +636,7 @@ func TestRecoveryAfterALongOutage(t *testing.T) {
 		id := []byte(pairID(1))
 		p.Want(id, snapshot.StreamBook, false)
 
-		v.setFail(func(Call, string) error { return &StatusError{Status: 503} })
+		v.setFail(func(venue.Call, string) error { return &venue.StatusError{Status: 503} })
 		outage := time.Now()
 		calls := len(v.log())
 		for time.Since(outage) < time.Minute {

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -94,9 +95,9 @@ func TestRepeatedVenueFailuresAreLoggedOncePerInterval(t *testing.T) {
 		var rec recorder
 		v := newFakeVenue(1)
 		p, _ := newTestPoller(v, Config{Logger: slog.New(&rec)})
-		v.setFail(func(c Call, _ string) error {
-			if c == CallBook {
-				return ErrBadData // no pause: every round calls the venue again
+		v.setFail(func(c venue.Call, _ string) error {
+			if c == venue.CallBook {
+				return venue.ErrBadData // no pause: every round calls the venue again
 			}
 			return nil
 		})
@@ -108,7 +109,7 @@ func TestRepeatedVenueFailuresAreLoggedOncePerInterval(t *testing.T) {
 			rounds++
 			time.Sleep(350 * time.Millisecond)
 		}
-		if n := v.count(CallBook, ""); n != rounds {
+		if n := v.count(venue.CallBook, ""); n != rounds {
 			t.Fatalf("%d book calls in %d rounds", n, rounds)
 		}
 		msgs, repeated := rec.lines()

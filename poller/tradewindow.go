@@ -3,6 +3,7 @@ package poller
 import (
 	"slices"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -11,18 +12,18 @@ import (
 // REST reads of the same aggregate trades feed it; whichever brings a trade
 // first, the trade is the same.
 type tradeWindow struct {
-	trades []Trade
+	trades []venue.Trade
 }
 
 // add puts one trade in its place and reports whether the window changed:
 // a trade already held, or older than a full window's oldest, changes
 // nothing.
-func (w *tradeWindow) add(tr Trade) bool {
+func (w *tradeWindow) add(tr venue.Trade) bool {
 	n := len(w.trades)
 	if n > 0 && tr.ID > w.trades[n-1].ID {
 		w.trades = append(w.trades, tr) // the usual case: the newest trade
 	} else {
-		at, found := slices.BinarySearchFunc(w.trades, tr.ID, func(t Trade, id int64) int {
+		at, found := slices.BinarySearchFunc(w.trades, tr.ID, func(t venue.Trade, id int64) int {
 			switch {
 			case t.ID < id:
 				return -1
@@ -43,7 +44,7 @@ func (w *tradeWindow) add(tr Trade) bool {
 }
 
 // merge adds trades read from REST and reports whether the window changed.
-func (w *tradeWindow) merge(trades []Trade) bool {
+func (w *tradeWindow) merge(trades []venue.Trade) bool {
 	changed := false
 	for _, tr := range trades {
 		if w.add(tr) {
@@ -59,4 +60,4 @@ func (w *tradeWindow) full() bool { return len(w.trades) >= snapshot.MaxTrades }
 
 // list returns the window's trades, oldest first. The slice is the window's:
 // callers read it while they hold the pair's lock.
-func (w *tradeWindow) list() []Trade { return w.trades }
+func (w *tradeWindow) list() []venue.Trade { return w.trades }

@@ -16,19 +16,19 @@ import (
 	"testing"
 	"time"
 
-	"marketfeed/poller"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 )
 
 // cdnVenue is the simulated venue with one pair whose book the venue never
 // delivers in a usable form, so that the pair is answered 502.
-type cdnVenue struct{ poller.Venue }
+type cdnVenue struct{ venue.Venue }
 
 const cdnFailingSymbol = "SOLUSDT"
 
-func (v cdnVenue) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
+func (v cdnVenue) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
 	if symbol == cdnFailingSymbol {
-		return poller.Book{}, fmt.Errorf("book %s: %w", symbol, poller.ErrBadData)
+		return venue.Book{}, fmt.Errorf("book %s: %w", symbol, venue.ErrBadData)
 	}
 	return v.Venue.Book(ctx, symbol, depth)
 }

@@ -38,6 +38,7 @@ import (
 	"marketfeed/poller"
 	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 	"marketfeed/server"
 	"marketfeed/snapshot"
 )
@@ -128,7 +129,7 @@ type app struct {
 	ops     net.Listener // nil when -ops-listen is empty
 }
 
-func newVenue(cfg *Config) (poller.Venue, error) {
+func newVenue(cfg *Config) (venue.Venue, error) {
 	if cfg.venue == simVenue {
 		return sim.New(sim.Config{Seed: cfg.simSeed, Extra: cfg.simExtra}), nil
 	}
@@ -141,11 +142,11 @@ func newVenue(cfg *Config) (poller.Venue, error) {
 
 // newStreams returns the venue's market streams when cfg asks for them and
 // the venue has them, and nil otherwise: the poller then reads REST only.
-func newStreams(cfg *Config, venue poller.Venue, log *slog.Logger, set *metrics.Set) poller.Streams {
+func newStreams(cfg *Config, src venue.Venue, log *slog.Logger, set *metrics.Set) venue.Streams {
 	if !cfg.VenueStreams {
 		return nil
 	}
-	if v, ok := venue.(*sim.Venue); ok {
+	if v, ok := src.(*sim.Venue); ok {
 		return v.Streams()
 	}
 	preset, ok := binance.PresetByName(cfg.venue)
@@ -175,7 +176,7 @@ func streamURL(cfg *Config) string {
 }
 
 // newApp wires the program around venue and opens its listeners.
-func newApp(cfg *Config, log *slog.Logger, venue poller.Venue) (*app, error) {
+func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 	spot := cfg.spot
 	if !cfg.spotSet && cfg.venue == simVenue {
 		spot = sim.DefaultSpot
@@ -185,8 +186,8 @@ func newApp(cfg *Config, log *slog.Logger, venue poller.Venue) (*app, error) {
 	// several apps in one process, and each must scrape only its own.
 	set := metrics.NewSet()
 	p := poller.New(poller.Config{
-		Venue:    venue,
-		Streams:  newStreams(cfg, venue, log, set),
+		Venue:    src,
+		Streams:  newStreams(cfg, src, log, set),
 		Store:    store,
 		Logger:   log,
 		Metrics:  set,

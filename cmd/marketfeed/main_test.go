@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"marketfeed/internal/wire"
-	"marketfeed/poller"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 )
 
 // countingVenue counts the per-pair reads that reach the venue.
 type countingVenue struct {
-	poller.Venue
+	venue.Venue
 	books, trades sync.Map // symbol → *atomic.Int64
 }
 
@@ -32,31 +32,31 @@ func (c *countingVenue) counter(m *sync.Map, symbol string) *atomic.Int64 {
 	return v.(*atomic.Int64)
 }
 
-func (c *countingVenue) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
+func (c *countingVenue) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
 	c.counter(&c.books, symbol).Add(1)
 	return c.Venue.Book(ctx, symbol, depth)
 }
 
-func (c *countingVenue) Trades(ctx context.Context, symbol string, limit int) ([]poller.Trade, error) {
+func (c *countingVenue) Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error) {
 	c.counter(&c.trades, symbol).Add(1)
 	return c.Venue.Trades(ctx, symbol, limit)
 }
 
 // startApp runs the program on loopback with args and returns the API and
 // ops base URLs; it stops when the test ends.
-func startApp(t *testing.T, venue poller.Venue, args ...string) (api, ops string, a *app, reload chan os.Signal) {
+func startApp(t *testing.T, src venue.Venue, args ...string) (api, ops string, a *app, reload chan os.Signal) {
 	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)
 	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if venue == nil {
-		if venue, err = newVenue(cfg); err != nil {
+	if src == nil {
+		if src, err = newVenue(cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a, err = newApp(cfg, slog.New(slog.DiscardHandler), venue)
+	a, err = newApp(cfg, slog.New(slog.DiscardHandler), src)
 	if err != nil {
 		t.Fatal(err)
 	}

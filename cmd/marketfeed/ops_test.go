@@ -15,20 +15,20 @@ import (
 
 	"marketfeed/internal/apispec"
 	"marketfeed/internal/promtext"
-	"marketfeed/poller"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 )
 
 // launchApp runs the program on loopback like startApp, without waiting for
 // it to be ready: what /readyz says before that is under test.
-func launchApp(t *testing.T, venue poller.Venue, args ...string) (api, ops string, a *app) {
+func launchApp(t *testing.T, src venue.Venue, args ...string) (api, ops string, a *app) {
 	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)
 	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err = newApp(cfg, slog.New(slog.DiscardHandler), venue)
+	a, err = newApp(cfg, slog.New(slog.DiscardHandler), src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,38 +39,38 @@ func launchApp(t *testing.T, venue poller.Venue, args ...string) (api, ops strin
 // opsVenue is the simulated venue, held before its first catalog read until
 // released, and refusing the region (HTTP 451) when told.
 type opsVenue struct {
-	poller.Venue
+	venue.Venue
 	release chan struct{}
 	refuse  atomic.Bool
 }
 
 func (v *opsVenue) err() error {
 	if v.refuse.Load() {
-		return &poller.StatusError{Status: http.StatusUnavailableForLegalReasons}
+		return &venue.StatusError{Status: http.StatusUnavailableForLegalReasons}
 	}
 	return nil
 }
 
-func (v *opsVenue) Catalog(ctx context.Context) (poller.Catalog, error) {
+func (v *opsVenue) Catalog(ctx context.Context) (venue.Catalog, error) {
 	select {
 	case <-v.release:
 	case <-ctx.Done():
-		return poller.Catalog{}, ctx.Err()
+		return venue.Catalog{}, ctx.Err()
 	}
 	if err := v.err(); err != nil {
-		return poller.Catalog{}, err
+		return venue.Catalog{}, err
 	}
 	return v.Venue.Catalog(ctx)
 }
 
-func (v *opsVenue) Stats(ctx context.Context) ([]poller.Stat, error) {
+func (v *opsVenue) Stats(ctx context.Context) ([]venue.Stat, error) {
 	if err := v.err(); err != nil {
 		return nil, err
 	}
 	return v.Venue.Stats(ctx)
 }
 
-func (v *opsVenue) Quotes(ctx context.Context) ([]poller.Quote, error) {
+func (v *opsVenue) Quotes(ctx context.Context) ([]venue.Quote, error) {
 	if err := v.err(); err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 
 	"marketfeed/internal/promtext"
 	"marketfeed/internal/wire"
-	"marketfeed/poller"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -56,7 +56,7 @@ func (c *truthChecker) check(id, symbol string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	same := func(side [][2]string, levels []poller.Level) bool {
+	same := func(side [][2]string, levels []venue.Level) bool {
 		if len(side) != len(levels) {
 			return false
 		}

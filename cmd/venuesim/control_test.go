@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 func TestCountedFaultHealsAfterItsHits(t *testing.T) {
 	_, c, url := newTestVenue(t, 0)
 	postControl(t, url+"/_control/fault?status=429&retry_after=3s&count=2")
-	var se *poller.StatusError
+	var se *venue.StatusError
 	for i := range 2 {
 		if _, err := c.Book(t.Context(), "BTCUSDT", 100); !errors.As(err, &se) || se.Status != 429 {
 			t.Fatalf("call %d: %v, want 429", i+1, err)
@@ -30,7 +30,7 @@ func TestCountedFaultHealsAfterItsHits(t *testing.T) {
 func TestFlappingFaultAlternates(t *testing.T) {
 	vs, c, _ := newTestVenue(t, 0)
 	vs.setFault(fault{Status: 503, Flap: time.Hour}, time.Time{})
-	var se *poller.StatusError
+	var se *venue.StatusError
 	if _, err := c.Quotes(t.Context()); !errors.As(err, &se) || se.Status != 503 {
 		t.Fatalf("in the on phase: %v, want 503", err)
 	}
@@ -79,7 +79,7 @@ func TestDelistedMarketDisappearsAndReturns(t *testing.T) {
 	if a, b, c := has(); a || b || c {
 		t.Fatalf("delisted ETHUSDT still in exchangeInfo %v, 24hr %v, bookTicker %v", a, b, c)
 	}
-	var se *poller.StatusError
+	var se *venue.StatusError
 	if _, err := c.Book(t.Context(), "ETHUSDT", 100); !errors.As(err, &se) || se.Status != 400 {
 		t.Fatalf("book of a delisted market: %v, want 400", err)
 	}

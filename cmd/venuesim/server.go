@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"marketfeed/poller"
 	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 )
 
 // fault is what the server does instead of answering with data.
@@ -476,8 +476,8 @@ func (s *venueServer) depth(ctx context.Context, symbol string, limit int) (any,
 }
 
 // depthBody renders a book as /fapi/v1/depth does.
-func depthBody(b poller.Book) map[string]any {
-	levels := func(ls []poller.Level) [][2]string {
+func depthBody(b venue.Book) map[string]any {
+	levels := func(ls []venue.Level) [][2]string {
 		out := make([][2]string, len(ls))
 		for i, l := range ls {
 			out[i] = [2]string{l.Price, l.Size}

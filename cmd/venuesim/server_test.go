@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"marketfeed/poller"
 	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 )
 
 // newTestVenue serves the simulator over HTTP and returns the real adapter
@@ -60,7 +60,7 @@ func TestEveryCallDecodesWithTheRealAdapter(t *testing.T) {
 	if sides[true] == 0 || sides[false] == 0 {
 		t.Errorf("trades have one aggressor side only: %v", sides)
 	}
-	var se *poller.StatusError
+	var se *venue.StatusError
 	if _, err := c.Book(ctx, "NOPEUSDT", 100); !errors.As(err, &se) || se.Status != 400 {
 		t.Errorf("unknown symbol: %v, want a 400 StatusError", err)
 	}
@@ -79,7 +79,7 @@ func TestWeightLimitAnswers429WithRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := c.Book(ctx, "BTCUSDT", 100) // 15 > 10
-	var se *poller.StatusError
+	var se *venue.StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusTooManyRequests || se.RetryAfter <= 0 {
 		t.Fatalf("past the limit: %v, want 429 with Retry-After", err)
 	}
@@ -92,24 +92,24 @@ func TestFaultsReachTheAdapterAsTheirKind(t *testing.T) {
 		check func(error) bool
 	}{
 		{"429 with Retry-After", fault{Status: 429, RetryAfter: 7 * time.Second}, func(err error) bool {
-			var se *poller.StatusError
+			var se *venue.StatusError
 			return errors.As(err, &se) && se.Status == 429 && se.RetryAfter == 7*time.Second
 		}},
 		{"418", fault{Status: 418, RetryAfter: 120 * time.Second}, func(err error) bool {
-			var se *poller.StatusError
+			var se *venue.StatusError
 			return errors.As(err, &se) && se.Status == 418
 		}},
 		{"503 html", fault{Status: 503}, func(err error) bool {
-			var se *poller.StatusError
+			var se *venue.StatusError
 			return errors.As(err, &se) && se.Status == 503
 		}},
-		{"garbage", fault{Body: "garbage"}, func(err error) bool { return errors.Is(err, poller.ErrBadData) }},
-		{"truncated", fault{Body: "truncated"}, func(err error) bool { return errors.Is(err, poller.ErrBadData) }},
-		{"html 200", fault{Body: "html"}, func(err error) bool { return errors.Is(err, poller.ErrBadData) }},
-		{"empty", fault{Body: "empty"}, func(err error) bool { return errors.Is(err, poller.ErrBadData) }},
+		{"garbage", fault{Body: "garbage"}, func(err error) bool { return errors.Is(err, venue.ErrBadData) }},
+		{"truncated", fault{Body: "truncated"}, func(err error) bool { return errors.Is(err, venue.ErrBadData) }},
+		{"html 200", fault{Body: "html"}, func(err error) bool { return errors.Is(err, venue.ErrBadData) }},
+		{"empty", fault{Body: "empty"}, func(err error) bool { return errors.Is(err, venue.ErrBadData) }},
 		{"reset", fault{Body: "reset"}, func(err error) bool {
-			var se *poller.StatusError
-			return err != nil && !errors.As(err, &se) && !errors.Is(err, poller.ErrBadData)
+			var se *venue.StatusError
+			return err != nil && !errors.As(err, &se) && !errors.Is(err, venue.ErrBadData)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,7 +133,7 @@ func TestControlEndpointSetsAndHealsFaults(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("set fault: %v %v", resp, err)
 	}
-	var se *poller.StatusError
+	var se *venue.StatusError
 	if _, err := c.Quotes(t.Context()); !errors.As(err, &se) || se.Status != 502 {
 		t.Fatalf("with the fault: %v", err)
 	}

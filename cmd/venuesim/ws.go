@@ -17,7 +17,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // route is the class of streams a path delivers: since its split Binance
@@ -92,7 +93,7 @@ func closeCode(reason string) websocket.StatusCode {
 	return websocket.StatusNormalClosure
 }
 
-// wsHub is the poller.Sink the simulated venue's streams deliver to. It
+// wsHub is the venue.Sink the simulated venue's streams deliver to. It
 // serializes each event once and queues the same bytes to every connection
 // subscribed to the event's stream.
 type wsHub struct {
@@ -119,7 +120,7 @@ type wsHub struct {
 	closed chan<- string  // if set, each closed connection's reason, for tests
 }
 
-var _ poller.Sink = (*wsHub)(nil)
+var _ venue.Sink = (*wsHub)(nil)
 
 func newWSHub(cfg wsConfig, log *slog.Logger, hidden func(string) bool) *wsHub {
 	return &wsHub{
@@ -557,7 +558,7 @@ var slowDepth = []struct {
 }{{"@depth", 250}, {"@depth@500ms", 500}}
 
 // Depth fans a diff event out to the symbol's depth streams.
-func (h *wsHub) Depth(u poller.DepthUpdate) {
+func (h *wsHub) Depth(u venue.DepthUpdate) {
 	if h.hidden(u.Symbol) {
 		return
 	}
@@ -578,7 +579,7 @@ func (h *wsHub) Depth(u poller.DepthUpdate) {
 		}
 		// The same update ids, a price in exponent notation: a client must
 		// refuse the event rather than apply or publish it.
-		u.Bids = append([]poller.Level{{Price: "1e5", Size: "1"}}, u.Bids...)
+		u.Bids = append([]venue.Level{{Price: "1e5", Size: "1"}}, u.Bids...)
 	}
 	lower := strings.ToLower(u.Symbol)
 	E := h.now().UnixMilli()
@@ -600,7 +601,7 @@ func (h *wsHub) Depth(u poller.DepthUpdate) {
 }
 
 // Trade fans an aggregate trade out to the symbol's aggTrade stream.
-func (h *wsHub) Trade(symbol string, tr poller.Trade) {
+func (h *wsHub) Trade(symbol string, tr venue.Trade) {
 	if h.hidden(symbol) {
 		return
 	}
@@ -612,8 +613,8 @@ func (h *wsHub) Trade(symbol string, tr poller.Trade) {
 
 // Tickers fans the changed rows out to !ticker@arr, leaving out delisted
 // markets.
-func (h *wsHub) Tickers(rows []poller.Stat) {
-	kept := make([]poller.Stat, 0, len(rows))
+func (h *wsHub) Tickers(rows []venue.Stat) {
+	kept := make([]venue.Stat, 0, len(rows))
 	for _, r := range rows {
 		if !h.hidden(r.Symbol) {
 			kept = append(kept, r)
@@ -630,17 +631,17 @@ func (h *wsHub) Tickers(rows []poller.Stat) {
 
 // Live and Lost concern a client of the streams; the in-process streams the
 // hub reads never lose their events.
-func (h *wsHub) Live(poller.StreamKind, []string) {}
-func (h *wsHub) Lost(poller.StreamKind, []string) {}
+func (h *wsHub) Live(snapshot.Stream, []string) {}
+func (h *wsHub) Lost(snapshot.Stream, []string) {}
 
 // depthAgg merges the 100 ms diff events of a slower depth stream's period.
 type depthAgg struct {
-	pending *poller.DepthUpdate
+	pending *venue.DepthUpdate
 	due     int64 // ms: emit once an event at or after due arrives
 }
 
 // add merges u and reports the merged event when its period is over.
-func (a *depthAgg) add(u poller.DepthUpdate, period int64) (poller.DepthUpdate, bool) {
+func (a *depthAgg) add(u venue.DepthUpdate, period int64) (venue.DepthUpdate, bool) {
 	if a.pending == nil {
 		first := u
 		a.pending = &first
@@ -649,7 +650,7 @@ func (a *depthAgg) add(u poller.DepthUpdate, period int64) (poller.DepthUpdate, 
 		*a.pending = mergeDepth(*a.pending, u)
 	}
 	if u.Time < a.due {
-		return poller.DepthUpdate{}, false
+		return venue.DepthUpdate{}, false
 	}
 	out := *a.pending
 	a.pending = nil
@@ -658,8 +659,8 @@ func (a *depthAgg) add(u poller.DepthUpdate, period int64) (poller.DepthUpdate, 
 
 // mergeDepth merges two consecutive diff events into one: the first's U and
 // pu, the second's u and time, and for each price the later size.
-func mergeDepth(a, b poller.DepthUpdate) poller.DepthUpdate {
-	return poller.DepthUpdate{
+func mergeDepth(a, b venue.DepthUpdate) venue.DepthUpdate {
+	return venue.DepthUpdate{
 		Symbol: a.Symbol, First: a.First, Prev: a.Prev, Last: b.Last, Time: b.Time,
 		Bids: mergeLevels(a.Bids, b.Bids), Asks: mergeLevels(a.Asks, b.Asks),
 	}
@@ -667,8 +668,8 @@ func mergeDepth(a, b poller.DepthUpdate) poller.DepthUpdate {
 
 // mergeLevels returns a's levels with b's sizes for the prices b changes
 // again, followed by the prices only b changes. Neither input is modified.
-func mergeLevels(a, b []poller.Level) []poller.Level {
-	out := make([]poller.Level, len(a), len(a)+len(b))
+func mergeLevels(a, b []venue.Level) []venue.Level {
+	out := make([]venue.Level, len(a), len(a)+len(b))
 	copy(out, a)
 	at := make(map[string]int, len(a))
 	for i, l := range a {
@@ -686,7 +687,7 @@ func mergeLevels(a, b []poller.Level) []poller.Level {
 }
 
 // appendDepth appends a depthUpdate payload as Binance sends it.
-func appendDepth(b []byte, u poller.DepthUpdate, E int64) []byte {
+func appendDepth(b []byte, u venue.DepthUpdate, E int64) []byte {
 	b = append(b, `{"e":"depthUpdate","E":`...)
 	b = strconv.AppendInt(b, E, 10)
 	b = append(b, `,"T":`...)
@@ -706,7 +707,7 @@ func appendDepth(b []byte, u poller.DepthUpdate, E int64) []byte {
 	return append(b, '}')
 }
 
-func appendLevels(b []byte, ls []poller.Level) []byte {
+func appendLevels(b []byte, ls []venue.Level) []byte {
 	b = append(b, '[')
 	for i, l := range ls {
 		if i > 0 {
@@ -723,7 +724,7 @@ func appendLevels(b []byte, ls []poller.Level) []byte {
 
 // appendAggTrade appends an aggTrade payload. The simulated venue's trades
 // are not aggregated, so the first and last trade ids are the trade's own.
-func appendAggTrade(b []byte, symbol string, tr poller.Trade, E int64) []byte {
+func appendAggTrade(b []byte, symbol string, tr venue.Trade, E int64) []byte {
 	b = append(b, `{"e":"aggTrade","E":`...)
 	b = strconv.AppendInt(b, E, 10)
 	b = append(b, `,"s":`...)
@@ -735,7 +736,7 @@ func appendAggTrade(b []byte, symbol string, tr poller.Trade, E int64) []byte {
 // appendAggRow appends the fields an aggTrade event and an aggTrades REST
 // row share, without braces. m is true when the buyer was the maker: the
 // taker sold.
-func appendAggRow(b []byte, tr poller.Trade) []byte {
+func appendAggRow(b []byte, tr venue.Trade) []byte {
 	b = append(b, `"a":`...)
 	b = strconv.AppendInt(b, tr.ID, 10)
 	b = append(b, `,"p":`...)
@@ -754,7 +755,7 @@ func appendAggRow(b []byte, tr poller.Trade) []byte {
 
 // appendTickers appends a !ticker@arr payload. A row without a base volume
 // leaves "v" out, as a venue that omits it would.
-func appendTickers(b []byte, rows []poller.Stat, E int64) []byte {
+func appendTickers(b []byte, rows []venue.Stat, E int64) []byte {
 	b = append(b, '[')
 	for i, r := range rows {
 		if i > 0 {
@@ -888,7 +889,7 @@ func (h *wsHub) stats() wsStats {
 
 // run feeds the hub from the venue's in-process streams, watching every
 // listed symbol, until ctx is done.
-func (h *wsHub) run(ctx context.Context, st poller.Streams, symbols []string) error {
+func (h *wsHub) run(ctx context.Context, st venue.Streams, symbols []string) error {
 	st.Watch(symbols)
 	err := st.Run(ctx, h)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"marketfeed/poller"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 )
 
 // streamTest is a simulator served over HTTP whose hub the test feeds by
@@ -182,11 +182,11 @@ type aggTrade struct {
 }
 
 // chained returns n consecutive depth events of symbol, update ids 10 apart.
-func chained(symbol string, n int) []poller.DepthUpdate {
-	out := make([]poller.DepthUpdate, n)
+func chained(symbol string, n int) []venue.DepthUpdate {
+	out := make([]venue.DepthUpdate, n)
 	for i := range out {
-		out[i] = poller.DepthUpdate{Symbol: symbol, First: int64(10*i + 1), Last: int64(10*i + 10), Prev: int64(10 * i),
-			Time: int64(1000 + 100*i), Bids: []poller.Level{{Price: "100." + strconv.Itoa(i), Size: "1"}}}
+		out[i] = venue.DepthUpdate{Symbol: symbol, First: int64(10*i + 1), Last: int64(10*i + 10), Prev: int64(10 * i),
+			Time: int64(1000 + 100*i), Bids: []venue.Level{{Price: "100." + strconv.Itoa(i), Size: "1"}}}
 	}
 	return out
 }
@@ -277,8 +277,8 @@ func TestWrongPathUnknownAndUppercaseNamesAreSilent(t *testing.T) {
 	c := st.dial(t, "/public/stream")
 	subscribe(t, c, "btcusdt@aggTrade", "!ticker@arr", "BTCUSDT@depth@100ms", "btcusdt@depth@250ms", "btcusdt@depth@100ms")
 	h := st.vs.hub
-	h.Trade("BTCUSDT", poller.Trade{ID: 1, Price: "1", Size: "1", Time: 1})
-	h.Tickers([]poller.Stat{{Symbol: "BTCUSDT", LastPrice: "1"}})
+	h.Trade("BTCUSDT", venue.Trade{ID: 1, Price: "1", Size: "1", Time: 1})
+	h.Tickers([]venue.Stat{{Symbol: "BTCUSDT", LastPrice: "1"}})
 	h.Depth(chained("BTCUSDT", 1)[0])
 	// Frames keep their order on a connection: had any silent stream
 	// delivered, it would come before the depth event.
@@ -291,7 +291,7 @@ func TestLegacyAndSingleURLLayouts(t *testing.T) {
 	split := newStreamTest(t, defaultWSConfig())
 	legacy := split.dial(t, "/stream")
 	subscribe(t, legacy, "btcusdt@aggTrade", "btcusdt@depth@100ms")
-	split.vs.hub.Trade("BTCUSDT", poller.Trade{ID: 1})
+	split.vs.hub.Trade("BTCUSDT", venue.Trade{ID: 1})
 	split.vs.hub.Depth(chained("BTCUSDT", 1)[0])
 	if f := readFrame(t, legacy); f.Stream != "btcusdt@depth@100ms" {
 		t.Fatalf("legacy /stream on a split venue delivered %s, want public data only", f.Stream)
@@ -310,7 +310,7 @@ func TestLegacyAndSingleURLLayouts(t *testing.T) {
 	}
 	all := aster.dial(t, "/stream")
 	subscribe(t, all, "btcusdt@aggTrade", "btcusdt@depth@100ms")
-	aster.vs.hub.Trade("BTCUSDT", poller.Trade{ID: 1})
+	aster.vs.hub.Trade("BTCUSDT", venue.Trade{ID: 1})
 	aster.vs.hub.Depth(chained("BTCUSDT", 1)[0])
 	if a, b := readFrame(t, all), readFrame(t, all); a.Stream != "btcusdt@aggTrade" || b.Stream != "btcusdt@depth@100ms" {
 		t.Fatalf("single-URL /stream delivered %s, %s; want both streams", a.Stream, b.Stream)
@@ -531,8 +531,8 @@ func TestSilenceAndDelistStopDelivery(t *testing.T) {
 	subscribe(t, c, "btcusdt@aggTrade", "ethusdt@aggTrade", "!ticker@arr")
 	h := st.vs.hub
 	postControl(t, st.url+"/_control/silence?stream=btcusdt@aggTrade&for=1m")
-	h.Trade("BTCUSDT", poller.Trade{ID: 1})
-	h.Trade("ETHUSDT", poller.Trade{ID: 2})
+	h.Trade("BTCUSDT", venue.Trade{ID: 1})
+	h.Trade("ETHUSDT", venue.Trade{ID: 2})
 	if f := readFrame(t, c); f.Stream != "ethusdt@aggTrade" {
 		t.Fatalf("silenced stream delivered: %s", f.Stream)
 	}
@@ -540,15 +540,15 @@ func TestSilenceAndDelistStopDelivery(t *testing.T) {
 		t.Fatalf("silenced stream no longer listed: %s", got)
 	}
 	st.advance(time.Minute)
-	h.Trade("BTCUSDT", poller.Trade{ID: 3})
+	h.Trade("BTCUSDT", venue.Trade{ID: 3})
 	if f := readFrame(t, c); f.Stream != "btcusdt@aggTrade" {
 		t.Fatalf("after the silence: %s", f.Stream)
 	}
 
 	postControl(t, st.url+"/_control/market?symbol=ETHUSDT&listed=false")
-	h.Trade("ETHUSDT", poller.Trade{ID: 4})
-	h.Tickers([]poller.Stat{{Symbol: "ETHUSDT", LastPrice: "1"}})
-	h.Tickers([]poller.Stat{{Symbol: "ETHUSDT", LastPrice: "2"}, {Symbol: "BTCUSDT", LastPrice: "3"}})
+	h.Trade("ETHUSDT", venue.Trade{ID: 4})
+	h.Tickers([]venue.Stat{{Symbol: "ETHUSDT", LastPrice: "1"}})
+	h.Tickers([]venue.Stat{{Symbol: "ETHUSDT", LastPrice: "2"}, {Symbol: "BTCUSDT", LastPrice: "3"}})
 	f := readFrame(t, c)
 	if f.Stream != "!ticker@arr" || strings.Contains(string(f.Data), "ETHUSDT") || !strings.Contains(string(f.Data), "BTCUSDT") {
 		t.Fatalf("after delisting ETHUSDT: %s %s", f.Stream, f.Data)
@@ -671,17 +671,17 @@ func getJSON(t *testing.T, url string, v any) {
 }
 
 func TestMergeLevelsKeepsTheLaterSize(t *testing.T) {
-	l := func(p, s string) poller.Level { return poller.Level{Price: p, Size: s} }
+	l := func(p, s string) venue.Level { return venue.Level{Price: p, Size: s} }
 	for _, tc := range []struct {
 		name    string
-		a, b    []poller.Level
-		want    []poller.Level
-		aBefore []poller.Level
+		a, b    []venue.Level
+		want    []venue.Level
+		aBefore []venue.Level
 	}{
-		{"disjoint", []poller.Level{l("2", "1")}, []poller.Level{l("1", "3")}, []poller.Level{l("2", "1"), l("1", "3")}, nil},
-		{"changed again", []poller.Level{l("2", "1"), l("1", "2")}, []poller.Level{l("1", "0")}, []poller.Level{l("2", "1"), l("1", "0")}, nil},
-		{"removed then back", []poller.Level{l("2", "0")}, []poller.Level{l("2", "5")}, []poller.Level{l("2", "5")}, nil},
-		{"empty", nil, nil, []poller.Level{}, nil},
+		{"disjoint", []venue.Level{l("2", "1")}, []venue.Level{l("1", "3")}, []venue.Level{l("2", "1"), l("1", "3")}, nil},
+		{"changed again", []venue.Level{l("2", "1"), l("1", "2")}, []venue.Level{l("1", "0")}, []venue.Level{l("2", "1"), l("1", "0")}, nil},
+		{"removed then back", []venue.Level{l("2", "0")}, []venue.Level{l("2", "5")}, []venue.Level{l("2", "5")}, nil},
+		{"empty", nil, nil, []venue.Level{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := slices.Clone(tc.a)
@@ -698,7 +698,7 @@ func TestMergeLevelsKeepsTheLaterSize(t *testing.T) {
 func TestSlowDepthMergesItsPeriod(t *testing.T) {
 	ev := chained("BTCUSDT", 6) // times 1000, 1100, ..., 1500
 	var a depthAgg
-	var got []poller.DepthUpdate
+	var got []venue.DepthUpdate
 	for _, u := range ev {
 		if m, ok := a.add(u, 250); ok {
 			got = append(got, m)

@@ -7,11 +7,11 @@
 // the venue once: pacing, budgets and back-off belong to the poller, which
 // tells failures apart by their error kind:
 //
-//   - a venue answer with a status other than 200 is a *poller.StatusError
+//   - a venue answer with a status other than 200 is a *venue.StatusError
 //     carrying the status and Retry-After;
 //   - an answer that arrived but cannot be used (not JSON, wrong shape, a
 //     value that is not a plain decimal, an oversize body) wraps
-//     poller.ErrBadData;
+//     venue.ErrBadData;
 //   - anything else is a transport error or the context's error, wrapped
 //     so that errors.Is still finds context.DeadlineExceeded or
 //     context.Canceled.
@@ -32,7 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // Weights is what each call costs against the venue's per-minute request
@@ -154,8 +154,8 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Client reads one Binance-compatible venue. It implements poller.Venue and
-// poller.UsedWeightReporter and is safe for concurrent use.
+// Client reads one Binance-compatible venue. It implements venue.Venue and
+// venue.UsedWeightReporter and is safe for concurrent use.
 type Client struct {
 	name    string
 	base    string
@@ -169,8 +169,8 @@ type Client struct {
 }
 
 var (
-	_ poller.Venue              = (*Client)(nil)
-	_ poller.UsedWeightReporter = (*Client)(nil)
+	_ venue.Venue              = (*Client)(nil)
+	_ venue.UsedWeightReporter = (*Client)(nil)
 )
 
 // New returns a client for the venue p describes. A malformed BaseURL is not
@@ -218,19 +218,19 @@ func newTransport() http.RoundTripper {
 func (c *Client) Name() string { return c.name }
 
 // Weight returns the preset's weight for one call of kind k. For
-// poller.CallBook it is the weight at limit 100, the depth the poller reads;
+// venue.CallBook it is the weight at limit 100, the depth the poller reads;
 // BookWeight gives it for other depths.
-func (c *Client) Weight(k poller.Call) int {
+func (c *Client) Weight(k venue.Call) int {
 	switch k {
-	case poller.CallCatalog:
+	case venue.CallCatalog:
 		return c.weights.Catalog
-	case poller.CallStats:
+	case venue.CallStats:
 		return c.weights.Stats
-	case poller.CallQuotes:
+	case venue.CallQuotes:
 		return c.weights.Quotes
-	case poller.CallBook:
+	case venue.CallBook:
 		return c.weights.Book
-	case poller.CallTrades:
+	case venue.CallTrades:
 		return c.weights.Trades
 	}
 	return 0
@@ -283,21 +283,21 @@ const (
 
 // Catalog reads /fapi/v1/exchangeInfo: every listed symbol, and the
 // REQUEST_WEIGHT limit normalised to a minute (see decodeCatalog).
-func (c *Client) Catalog(ctx context.Context) (poller.Catalog, error) {
+func (c *Client) Catalog(ctx context.Context) (venue.Catalog, error) {
 	body, err := c.get(ctx, pathExchangeInfo, "", maxCatalogBody)
 	if err != nil {
-		return poller.Catalog{}, fmt.Errorf("fetch exchangeInfo: %w", err)
+		return venue.Catalog{}, fmt.Errorf("fetch exchangeInfo: %w", err)
 	}
 	cat, err := decodeCatalog(body)
 	if err != nil {
-		return poller.Catalog{}, fmt.Errorf("fetch exchangeInfo: %w", err)
+		return venue.Catalog{}, fmt.Errorf("fetch exchangeInfo: %w", err)
 	}
 	return cat, nil
 }
 
 // Stats reads /fapi/v1/ticker/24hr for all symbols. Items with unusable
 // values are left out (see decodeStats).
-func (c *Client) Stats(ctx context.Context) ([]poller.Stat, error) {
+func (c *Client) Stats(ctx context.Context) ([]venue.Stat, error) {
 	body, err := c.get(ctx, pathTicker24h, "", maxBody)
 	if err != nil {
 		return nil, fmt.Errorf("fetch ticker/24hr: %w", err)
@@ -311,7 +311,7 @@ func (c *Client) Stats(ctx context.Context) ([]poller.Stat, error) {
 
 // Quotes reads /fapi/v1/ticker/bookTicker for all symbols. A side that is
 // empty or zero is returned as "" (see decodeQuotes).
-func (c *Client) Quotes(ctx context.Context) ([]poller.Quote, error) {
+func (c *Client) Quotes(ctx context.Context) ([]venue.Quote, error) {
 	body, err := c.get(ctx, pathBookTicker, "", maxBody)
 	if err != nil {
 		return nil, fmt.Errorf("fetch bookTicker: %w", err)
@@ -343,18 +343,18 @@ func depthLimit(depth int) int {
 // depth levels per side, best first. Book.Time is the venue's engine time T
 // (its output time E only when T is absent); Book.LastUpdateID is the
 // venue's lastUpdateId, where a book kept from the diff stream starts.
-func (c *Client) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
+func (c *Client) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
 	if symbol == "" || depth < 1 {
-		return poller.Book{}, fmt.Errorf("fetch depth %s: invalid request (depth %d)", symbol, depth)
+		return venue.Book{}, fmt.Errorf("fetch depth %s: invalid request (depth %d)", symbol, depth)
 	}
 	query := "symbol=" + url.QueryEscape(symbol) + "&limit=" + strconv.Itoa(depthLimit(depth))
 	body, err := c.get(ctx, pathDepth, query, maxBody)
 	if err != nil {
-		return poller.Book{}, fmt.Errorf("fetch depth %s: %w", symbol, err)
+		return venue.Book{}, fmt.Errorf("fetch depth %s: %w", symbol, err)
 	}
 	book, err := decodeBook(body)
 	if err != nil {
-		return poller.Book{}, fmt.Errorf("fetch depth %s: %w", symbol, err)
+		return venue.Book{}, fmt.Errorf("fetch depth %s: %w", symbol, err)
 	}
 	book.Bids = book.Bids[:min(len(book.Bids), depth)]
 	book.Asks = book.Asks[:min(len(book.Asks), depth)]
@@ -369,7 +369,7 @@ const maxTradesLimit = 1000
 // aggregate trades, oldest first, each with its aggregate id: the same trades
 // and ids the aggTrade stream publishes, so that a REST backfill and the
 // stream can be merged. Aggregate trades carry no quote quantity.
-func (c *Client) Trades(ctx context.Context, symbol string, limit int) ([]poller.Trade, error) {
+func (c *Client) Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error) {
 	if symbol == "" || limit < 1 {
 		return nil, fmt.Errorf("fetch trades %s: invalid request (limit %d)", symbol, limit)
 	}

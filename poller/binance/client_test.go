@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 var presets = []Preset{Binance, Aster}
@@ -43,12 +43,12 @@ func TestPresets(t *testing.T) {
 		if c.Name() != tc.name {
 			t.Errorf("Name() = %q, want %q", c.Name(), tc.name)
 		}
-		for i, k := range []poller.Call{poller.CallCatalog, poller.CallStats, poller.CallQuotes, poller.CallBook, poller.CallTrades} {
+		for i, k := range []venue.Call{venue.CallCatalog, venue.CallStats, venue.CallQuotes, venue.CallBook, venue.CallTrades} {
 			if got := c.Weight(k); got != tc.w[i] {
 				t.Errorf("%s Weight(%s) = %d, want %d", tc.name, k, got, tc.w[i])
 			}
 		}
-		if got := c.Weight(poller.Call(99)); got != 0 {
+		if got := c.Weight(venue.Call(99)); got != 0 {
 			t.Errorf("%s Weight(unknown) = %d, want 0", tc.name, got)
 		}
 		for _, bw := range []struct{ depth, weight int }{
@@ -370,8 +370,8 @@ func TestClientInvalidRequest(t *testing.T) {
 		"trades no sym":  func() error { _, err := c.Trades(ctx, "", 100); return err },
 	} {
 		err := do()
-		var se *poller.StatusError
-		if err == nil || errors.Is(err, poller.ErrBadData) || errors.As(err, &se) {
+		var se *venue.StatusError
+		if err == nil || errors.Is(err, venue.ErrBadData) || errors.As(err, &se) {
 			t.Errorf("%s: error %v, want a request error", name, err)
 		}
 	}
@@ -420,14 +420,14 @@ type expectation func(t *testing.T, err error)
 func wantStatus(status int, retryAfter time.Duration) expectation {
 	return func(t *testing.T, err error) {
 		t.Helper()
-		var se *poller.StatusError
+		var se *venue.StatusError
 		if !errors.As(err, &se) {
 			t.Fatalf("error %v, want a StatusError", err)
 		}
 		if se.Status != status || se.RetryAfter != retryAfter {
 			t.Errorf("StatusError{%d, %s}, want {%d, %s}", se.Status, se.RetryAfter, status, retryAfter)
 		}
-		if errors.Is(err, poller.ErrBadData) {
+		if errors.Is(err, venue.ErrBadData) {
 			t.Errorf("error %v is also bad data", err)
 		}
 	}
@@ -435,10 +435,10 @@ func wantStatus(status int, retryAfter time.Duration) expectation {
 
 func wantBadData(t *testing.T, err error) {
 	t.Helper()
-	if !errors.Is(err, poller.ErrBadData) {
+	if !errors.Is(err, venue.ErrBadData) {
 		t.Fatalf("error %v, want ErrBadData", err)
 	}
-	var se *poller.StatusError
+	var se *venue.StatusError
 	if errors.As(err, &se) {
 		t.Errorf("error %v is also a StatusError", err)
 	}
@@ -447,8 +447,8 @@ func wantBadData(t *testing.T, err error) {
 // wantTransport: neither a venue answer nor bad data; the poller backs off.
 func wantTransport(t *testing.T, err error) {
 	t.Helper()
-	var se *poller.StatusError
-	if err == nil || errors.As(err, &se) || errors.Is(err, poller.ErrBadData) {
+	var se *venue.StatusError
+	if err == nil || errors.As(err, &se) || errors.Is(err, venue.ErrBadData) {
 		t.Fatalf("error %v, want a transport error", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/goccy/go-json"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // This file turns venue bodies into poller values. The functions are pure
@@ -21,7 +21,7 @@ import (
 //   - A body that is not JSON, or JSON of the wrong shape (an object where an
 //     array belongs, an array of numbers), is bad data.
 //   - Unknown fields are ignored; the venue adds fields over time.
-//   - A decimal must be a JSON string in plain notation (poller.IsPlainDecimal). A number,
+//   - A decimal must be a JSON string in plain notation (venue.IsPlainDecimal). A number,
 //     an exponent, spaces, quotes, "" or "NaN" is not a decimal.
 //   - A field sent as null counts as absent.
 //   - Errors name the item and the field, never the value: no venue byte
@@ -74,7 +74,7 @@ func (f field) decimal() (string, bool) {
 		return "", false
 	}
 	s := r[1 : len(r)-1]
-	return s, poller.IsPlainDecimal(s)
+	return s, venue.IsPlainDecimal(s)
 }
 
 // nonNegative returns the field when it is a plain decimal without a sign.
@@ -86,7 +86,7 @@ func (f field) nonNegative() (string, bool) {
 // positive returns the field when it is a plain decimal greater than zero.
 func (f field) positive() (string, bool) {
 	s, ok := f.nonNegative()
-	return s, ok && !poller.IsZeroDecimal(s)
+	return s, ok && !venue.IsZeroDecimal(s)
 }
 
 // natural returns the field when it is a JSON integer without a sign,
@@ -123,9 +123,9 @@ func allDigits(s string) bool {
 	return true
 }
 
-// badData is an error that wraps poller.ErrBadData.
+// badData is an error that wraps venue.ErrBadData.
 func badData(format string, args ...any) error {
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), poller.ErrBadData)
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), venue.ErrBadData)
 }
 
 // unmarshal decodes a venue body whose top-level value must open with kind
@@ -210,12 +210,12 @@ const defaultWeightLimit = 2400
 //
 // WeightLimit is the most restrictive REQUEST_WEIGHT limit, normalised to a
 // minute (see perMinute); defaultWeightLimit when none is usable.
-func decodeCatalog(body []byte) (poller.Catalog, error) {
+func decodeCatalog(body []byte) (venue.Catalog, error) {
 	var info exchangeInfo
 	if err := unmarshal(body, '{', &info); err != nil {
-		return poller.Catalog{}, err
+		return venue.Catalog{}, err
 	}
-	markets := make([]poller.Market, 0, len(info.Symbols))
+	markets := make([]venue.Market, 0, len(info.Symbols))
 	for _, s := range info.Symbols {
 		sym, ok1 := s.Symbol.text()
 		base, ok2 := s.BaseAsset.text()
@@ -225,7 +225,7 @@ func decodeCatalog(body []byte) (poller.Catalog, error) {
 		}
 		contract, _ := s.ContractType.text()
 		status, _ := s.Status.text()
-		markets = append(markets, poller.Market{
+		markets = append(markets, venue.Market{
 			Symbol:    sym,
 			Base:      base,
 			Quote:     quote,
@@ -234,9 +234,9 @@ func decodeCatalog(body []byte) (poller.Catalog, error) {
 		})
 	}
 	if len(markets) == 0 {
-		return poller.Catalog{}, badData("exchangeInfo lists no usable symbol")
+		return venue.Catalog{}, badData("exchangeInfo lists no usable symbol")
 	}
-	return poller.Catalog{Markets: markets, WeightLimit: weightLimit(info.RateLimits)}, nil
+	return venue.Catalog{Markets: markets, WeightLimit: weightLimit(info.RateLimits)}, nil
 }
 
 // weightLimit returns the smallest per-minute REQUEST_WEIGHT limit, or
@@ -316,12 +316,12 @@ type tickerItem struct {
 // an unusable value is left out and its market simply has no ticker values
 // until the venue sends usable ones. A body that is not a JSON array of
 // objects, or in which no item is usable, is bad data.
-func decodeStats(body []byte) ([]poller.Stat, error) {
+func decodeStats(body []byte) ([]venue.Stat, error) {
 	var items []tickerItem
 	if err := unmarshal(body, '[', &items); err != nil {
 		return nil, err
 	}
-	stats := make([]poller.Stat, 0, len(items))
+	stats := make([]venue.Stat, 0, len(items))
 	for _, it := range items {
 		if st, ok := statOf(it); ok {
 			stats = append(stats, st)
@@ -333,25 +333,25 @@ func decodeStats(body []byte) ([]poller.Stat, error) {
 	return stats, nil
 }
 
-func statOf(it tickerItem) (poller.Stat, bool) {
+func statOf(it tickerItem) (venue.Stat, bool) {
 	sym, ok := it.Symbol.text()
 	if !ok || sym == "" {
-		return poller.Stat{}, false
+		return venue.Stat{}, false
 	}
 	last, ok1 := it.LastPrice.nonNegative()
 	high, ok2 := it.HighPrice.nonNegative()
 	low, ok3 := it.LowPrice.nonNegative()
 	quoteVol, ok4 := it.QuoteVolume.nonNegative()
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return poller.Stat{}, false
+		return venue.Stat{}, false
 	}
 	baseVol := ""
 	if it.Volume.present() {
 		if baseVol, ok = it.Volume.nonNegative(); !ok {
-			return poller.Stat{}, false
+			return venue.Stat{}, false
 		}
 	}
-	return poller.Stat{
+	return venue.Stat{
 		Symbol:      sym,
 		LastPrice:   last,
 		High:        high,
@@ -378,12 +378,12 @@ type bookTickerItem struct {
 // that is there but is not a non-negative plain decimal makes the item
 // unusable; like an item without a symbol, it is left out. A body that is
 // not a JSON array of objects, or in which no item is usable, is bad data.
-func decodeQuotes(body []byte) ([]poller.Quote, error) {
+func decodeQuotes(body []byte) ([]venue.Quote, error) {
 	var items []bookTickerItem
 	if err := unmarshal(body, '[', &items); err != nil {
 		return nil, err
 	}
-	quotes := make([]poller.Quote, 0, len(items))
+	quotes := make([]venue.Quote, 0, len(items))
 	for _, it := range items {
 		sym, ok := it.Symbol.text()
 		if !ok || sym == "" {
@@ -394,7 +394,7 @@ func decodeQuotes(body []byte) ([]poller.Quote, error) {
 		if !ok1 || !ok2 {
 			continue
 		}
-		quotes = append(quotes, poller.Quote{Symbol: sym, Bid: bid, Ask: ask})
+		quotes = append(quotes, venue.Quote{Symbol: sym, Bid: bid, Ask: ask})
 	}
 	if len(quotes) == 0 {
 		return nil, badData("bookTicker has no usable item")
@@ -410,7 +410,7 @@ func side(price, qty field) (string, bool) {
 	if !ok1 || !ok2 {
 		return "", false
 	}
-	if p == "" || q == "" || poller.IsZeroDecimal(p) || poller.IsZeroDecimal(q) {
+	if p == "" || q == "" || venue.IsZeroDecimal(p) || venue.IsZeroDecimal(q) {
 		return "", true
 	}
 	return p, true
@@ -450,10 +450,10 @@ type depthBody struct {
 // [price, quantity] array of positive plain decimals. A book with no bid or no ask is bad
 // data: it cannot have a mid and is more likely a broken answer than a real
 // market state. Levels keep the venue's order, best first.
-func decodeBook(body []byte) (poller.Book, error) {
+func decodeBook(body []byte) (venue.Book, error) {
 	var d depthBody
 	if err := unmarshal(body, '{', &d); err != nil {
-		return poller.Book{}, err
+		return venue.Book{}, err
 	}
 	var (
 		t  int64
@@ -462,37 +462,37 @@ func decodeBook(body []byte) (poller.Book, error) {
 	switch {
 	case d.T.present():
 		if t, ok = d.T.natural(); !ok || t == 0 {
-			return poller.Book{}, badData("depth T is not a positive integer")
+			return venue.Book{}, badData("depth T is not a positive integer")
 		}
 	case d.E.present():
 		if t, ok = d.E.natural(); !ok || t == 0 {
-			return poller.Book{}, badData("depth E is not a positive integer")
+			return venue.Book{}, badData("depth E is not a positive integer")
 		}
 	default:
-		return poller.Book{}, badData("depth has neither T nor E")
+		return venue.Book{}, badData("depth has neither T nor E")
 	}
 	var lastID int64
 	if d.LastUpdateID.present() {
 		if lastID, ok = d.LastUpdateID.natural(); !ok {
-			return poller.Book{}, badData("depth lastUpdateId is not an unsigned integer")
+			return venue.Book{}, badData("depth lastUpdateId is not an unsigned integer")
 		}
 	}
 	bids, err := levels(d.Bids, "bid")
 	if err != nil {
-		return poller.Book{}, err
+		return venue.Book{}, err
 	}
 	asks, err := levels(d.Asks, "ask")
 	if err != nil {
-		return poller.Book{}, err
+		return venue.Book{}, err
 	}
-	return poller.Book{Time: t, LastUpdateID: lastID, Bids: bids, Asks: asks}, nil
+	return venue.Book{Time: t, LastUpdateID: lastID, Bids: bids, Asks: asks}, nil
 }
 
-func levels(raw [][2]field, name string) ([]poller.Level, error) {
+func levels(raw [][2]field, name string) ([]venue.Level, error) {
 	if len(raw) == 0 {
 		return nil, badData("depth has no %ss", name)
 	}
-	out := make([]poller.Level, len(raw))
+	out := make([]venue.Level, len(raw))
 	for i, lv := range raw {
 		price, ok := lv[0].positive()
 		if !ok {
@@ -502,7 +502,7 @@ func levels(raw [][2]field, name string) ([]poller.Level, error) {
 		if !ok {
 			return nil, badData("%s %d quantity is not a positive plain decimal", name, i)
 		}
-		out[i] = poller.Level{Price: price, Size: size}
+		out[i] = venue.Level{Price: price, Size: size}
 	}
 	return out, nil
 }
@@ -538,12 +538,12 @@ type aggTradeItem struct {
 // trade list with a silent hole. An empty array is a market without recent
 // trades, not an error. Aggregate ids increase in trade order; a stable sort
 // by id keeps the venue's order and repairs any other.
-func decodeAggTrades(body []byte) ([]poller.Trade, error) {
+func decodeAggTrades(body []byte) ([]venue.Trade, error) {
 	var items []aggTradeItem
 	if err := unmarshal(body, '[', &items); err != nil {
 		return nil, err
 	}
-	trades := make([]poller.Trade, len(items))
+	trades := make([]venue.Trade, len(items))
 	for i, it := range items {
 		tr, err := aggTradeOf(it.ID, it.Price, it.Qty, it.Time, it.Maker)
 		if err != nil {
@@ -551,32 +551,32 @@ func decodeAggTrades(body []byte) ([]poller.Trade, error) {
 		}
 		trades[i] = tr
 	}
-	slices.SortStableFunc(trades, func(a, b poller.Trade) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(trades, func(a, b venue.Trade) int { return cmp.Compare(a.ID, b.ID) })
 	return trades, nil
 }
 
 // aggTradeOf checks one aggregate trade's fields, shared by the REST list
 // and the aggTrade stream. Its error names the field and wraps ErrBadData.
-func aggTradeOf(id, price, qty, t, maker field) (poller.Trade, error) {
+func aggTradeOf(id, price, qty, t, maker field) (venue.Trade, error) {
 	n, ok := id.natural()
 	if !ok {
-		return poller.Trade{}, badData("id is not an unsigned integer")
+		return venue.Trade{}, badData("id is not an unsigned integer")
 	}
 	p, ok := price.positive()
 	if !ok {
-		return poller.Trade{}, badData("price is not a positive plain decimal")
+		return venue.Trade{}, badData("price is not a positive plain decimal")
 	}
 	q, ok := qty.positive()
 	if !ok {
-		return poller.Trade{}, badData("qty is not a positive plain decimal")
+		return venue.Trade{}, badData("qty is not a positive plain decimal")
 	}
 	ms, ok := t.natural()
 	if !ok || ms == 0 {
-		return poller.Trade{}, badData("time is not a positive integer")
+		return venue.Trade{}, badData("time is not a positive integer")
 	}
 	sell, ok := maker.boolean()
 	if !ok {
-		return poller.Trade{}, badData("maker flag is not a boolean")
+		return venue.Trade{}, badData("maker flag is not a boolean")
 	}
-	return poller.Trade{ID: n, Time: ms, Price: p, Size: q, Sell: sell}, nil
+	return venue.Trade{ID: n, Time: ms, Price: p, Size: q, Sell: sell}, nil
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // plainRE is the contract's definition of a plain decimal, kept apart from
@@ -69,7 +69,7 @@ func TestIsPlain(t *testing.T) {
 		"", "-", ".", ".5", "5.", "1e3", "1E3", "1.5e-3", "+1", "--1", "1.2.3", " 1", "1 ", "1,5",
 		"NaN", "Inf", "-Inf", "0x10", "１", "1_000", `"1"`, "1-", "-.5",
 	} {
-		if got, want := poller.IsPlainDecimal(s), plainRE.MatchString(s); got != want {
+		if got, want := venue.IsPlainDecimal(s), plainRE.MatchString(s); got != want {
 			t.Errorf("IsPlainDecimal(%q) = %v, regexp says %v", s, got, want)
 		}
 	}
@@ -80,9 +80,9 @@ func TestDecodeCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := poller.Catalog{
+	want := venue.Catalog{
 		WeightLimit: 2400,
-		Markets: []poller.Market{
+		Markets: []venue.Market{
 			{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true},
 			{Symbol: "ETHUSDT", Base: "ETH", Quote: "USDT", Perpetual: true, Trading: true},
 			{Symbol: "BTCUSDT_261225", Base: "BTC", Quote: "USDT", Perpetual: false, Trading: true},
@@ -167,7 +167,7 @@ func TestDecodeCatalogSkipsUnusableSymbols(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []poller.Market{
+	want := []venue.Market{
 		{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true},
 		{Symbol: "ODDTYPES", Base: "ODD", Quote: "USDT"},
 		{Symbol: "ESCUSDT", Base: "ESC", Quote: "USDT"},
@@ -182,7 +182,7 @@ func TestDecodeStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []poller.Stat{
+	want := []venue.Stat{
 		{Symbol: "BTCUSDT", LastPrice: "64820.40", High: "65990.00", Low: "64011.10", BaseVolume: "187342.517", QuoteVolume: "12153229187.61"},
 		{Symbol: "ETHUSDT", LastPrice: "3114.87", High: "3150.00", Low: "3071.45", BaseVolume: "2034511.880", QuoteVolume: "6327432004.12"},
 		{Symbol: "BTCUSDT_261225", LastPrice: "65944.1", High: "67100.0", Low: "65120.0", BaseVolume: "1412.118", QuoteVolume: "93213300.55"},
@@ -202,7 +202,7 @@ func TestDecodeStatsSkipsBadItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []poller.Stat{
+	want := []venue.Stat{
 		{Symbol: "BTCUSDT", LastPrice: "64820.40", High: "65990.00", Low: "64011.10", BaseVolume: "187342.517", QuoteVolume: "12153229187.61"},
 		{Symbol: "NOVOLUSDT", LastPrice: "1.2345", High: "1.3000", Low: "1.2000", BaseVolume: "", QuoteVolume: "123456.78"},
 		{Symbol: "NULLVOLUSDT", LastPrice: "2.5", High: "2.6", Low: "2.4", BaseVolume: "", QuoteVolume: "1000.0"},
@@ -218,7 +218,7 @@ func TestDecodeQuotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []poller.Quote{
+	want := []venue.Quote{
 		{Symbol: "BTCUSDT", Bid: "64820.30", Ask: "64820.40"},
 		{Symbol: "ETHUSDT", Bid: "3114.86", Ask: "3114.87"},
 		{Symbol: "BTCUSDT_261225", Bid: "65943.9", Ask: "65944.1"},
@@ -238,7 +238,7 @@ func TestDecodeQuotesEmptySides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []poller.Quote{
+	want := []venue.Quote{
 		{Symbol: "BTCUSDT", Bid: "64820.30", Ask: "64820.40"},
 		{Symbol: "NOBIDUSDT", Bid: "", Ask: "1.2345"},
 		{Symbol: "ZEROQTYUSDT", Bid: "", Ask: "1.2345"},
@@ -256,14 +256,14 @@ func TestDecodeBook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := poller.Book{
+	want := venue.Book{
 		Time:         1767225600450, // T, not E
 		LastUpdateID: 8812345679100,
-		Bids: []poller.Level{
+		Bids: []venue.Level{
 			{Price: "64820.30", Size: "4.127"}, {Price: "64820.20", Size: "0.051"}, {Price: "64820.10", Size: "1.300"},
 			{Price: "64819.80", Size: "0.002"}, {Price: "64819.00", Size: "12.500"},
 		},
-		Asks: []poller.Level{
+		Asks: []venue.Level{
 			{Price: "64820.40", Size: "2.310"}, {Price: "64820.50", Size: "0.400"},
 			{Price: "64820.90", Size: "7.015"}, {Price: "64821.30", Size: "0.120"},
 		},
@@ -274,10 +274,10 @@ func TestDecodeBook(t *testing.T) {
 }
 
 func TestDecodeBookTime(t *testing.T) {
-	one := poller.Book{
+	one := venue.Book{
 		LastUpdateID: 8812345679100,
-		Bids:         []poller.Level{{Price: "64820.30", Size: "4.127"}},
-		Asks:         []poller.Level{{Price: "64820.40", Size: "2.310"}},
+		Bids:         []venue.Level{{Price: "64820.30", Size: "4.127"}},
+		Asks:         []venue.Level{{Price: "64820.40", Size: "2.310"}},
 	}
 	for _, tc := range []struct {
 		file string
@@ -306,7 +306,7 @@ func TestDecodeAggTrades(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []poller.Trade{
+	want := []venue.Trade{
 		{ID: 6102345671, Time: 1767225599001, Price: "64820.30", Size: "0.015", Sell: true},
 		{ID: 6102345672, Time: 1767225599120, Price: "64820.40", Size: "0.250", Sell: false},
 		{ID: 6102345673, Time: 1767225599120, Price: "64820.40", Size: "0.001", Sell: false},
@@ -324,19 +324,19 @@ func TestDecodeAggTradesRecorded(t *testing.T) {
 	for _, tc := range []struct {
 		file        string
 		n           int
-		first, last poller.Trade
+		first, last venue.Trade
 		sells       int
 	}{
 		{
 			"recorded/binance-aggTrades-gocryptotrader-BTCUSDT-limit5-20201018.json", 5,
-			poller.Trade{ID: 154676475, Time: 1602989582346, Price: "11376.16", Size: "0.001"},
-			poller.Trade{ID: 154676479, Time: 1602989583660, Price: "11378.45", Size: "0.090", Sell: true},
+			venue.Trade{ID: 154676475, Time: 1602989582346, Price: "11376.16", Size: "0.001"},
+			venue.Trade{ID: 154676479, Time: 1602989583660, Price: "11378.45", Size: "0.090", Sell: true},
 			1,
 		},
 		{
 			"recorded/aster-doc-aggTrades.json", 1,
-			poller.Trade{ID: 26129, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
-			poller.Trade{ID: 26129, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
+			venue.Trade{ID: 26129, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
+			venue.Trade{ID: 26129, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
 			1,
 		},
 	} {
@@ -374,7 +374,7 @@ func TestDecodeAggTradesExtraFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []poller.Trade{
+	want := []venue.Trade{
 		{ID: 2, Time: 1767225599120, Price: "64820.40", Size: "0.250", Sell: false},
 		{ID: 3, Time: 1767225599121, Price: "64820.40", Size: "0.001", Sell: true},
 		{ID: 4, Time: 1767225599122, Price: "0.0000012", Size: "1", Sell: true},
@@ -443,7 +443,7 @@ func TestDecodeBadFixtures(t *testing.T) {
 				continue
 			}
 			err := d.decode(body)
-			if !errors.Is(err, poller.ErrBadData) {
+			if !errors.Is(err, venue.ErrBadData) {
 				t.Errorf("%s as %s: error %v, want ErrBadData", base, d.prefix, err)
 				continue
 			}
@@ -497,7 +497,7 @@ func TestDecimalForms(t *testing.T) {
 			switch {
 			case ok && err != nil:
 				t.Errorf("%s price %s: %v, want success", name, tc.token, err)
-			case !ok && !errors.Is(err, poller.ErrBadData):
+			case !ok && !errors.Is(err, venue.ErrBadData):
 				t.Errorf("%s price %s: error %v, want ErrBadData", name, tc.token, err)
 			case err != nil:
 				assertNoBody(t, err, b)
@@ -509,22 +509,22 @@ func TestDecimalForms(t *testing.T) {
 // TestZeroPrice: a book level or trade at price zero is bad data; a stats
 // item may be all zeros (no trades in 24 h); a zero quote side is empty.
 func TestZeroPrice(t *testing.T) {
-	if _, err := decodeBook([]byte(`{"T":1,"bids":[["0","1"]],"asks":[["2","1"]]}`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeBook([]byte(`{"T":1,"bids":[["0","1"]],"asks":[["2","1"]]}`)); !errors.Is(err, venue.ErrBadData) {
 		t.Errorf("book: %v", err)
 	}
-	if _, err := decodeBook([]byte(`{"T":1,"bids":[["1","1"]],"asks":[["2","0.0"]]}`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeBook([]byte(`{"T":1,"bids":[["1","1"]],"asks":[["2","0.0"]]}`)); !errors.Is(err, venue.ErrBadData) {
 		t.Errorf("book size: %v", err)
 	}
-	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"0.000","q":"1","T":1,"m":false}]`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"0.000","q":"1","T":1,"m":false}]`)); !errors.Is(err, venue.ErrBadData) {
 		t.Errorf("trades: %v", err)
 	}
-	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"1","q":"0","T":1,"m":false}]`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"1","q":"0","T":1,"m":false}]`)); !errors.Is(err, venue.ErrBadData) {
 		t.Errorf("trades qty: %v", err)
 	}
-	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"1","q":"1","T":0,"m":false}]`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeAggTrades([]byte(`[{"a":1,"p":"1","q":"1","T":0,"m":false}]`)); !errors.Is(err, venue.ErrBadData) {
 		t.Errorf("trades time: %v", err)
 	}
-	if _, err := decodeBook([]byte(`{"T":0,"bids":[["1","1"]],"asks":[["2","1"]]}`)); !errors.Is(err, poller.ErrBadData) {
+	if _, err := decodeBook([]byte(`{"T":0,"bids":[["1","1"]],"asks":[["2","1"]]}`)); !errors.Is(err, venue.ErrBadData) {
 		t.Errorf("book time: %v", err)
 	}
 }
@@ -572,7 +572,7 @@ func TestDecodeBookLastUpdateID(t *testing.T) {
 		switch {
 		case tc.ok && (err != nil || book.LastUpdateID != tc.want):
 			t.Errorf("lastUpdateId %s: %d, %v; want %d", tc.value, book.LastUpdateID, err, tc.want)
-		case !tc.ok && !errors.Is(err, poller.ErrBadData):
+		case !tc.ok && !errors.Is(err, venue.ErrBadData):
 			t.Errorf("lastUpdateId %s: error %v, want ErrBadData", tc.value, err)
 		case err != nil:
 			assertNoBody(t, err, body)

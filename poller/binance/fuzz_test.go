@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // The fuzz targets check what the rest of the service relies on, whatever
@@ -40,7 +40,7 @@ func addSeeds(f *testing.F) {
 // checkErr: a decoder fails only with bad data, and says nothing of the body.
 func checkErr(t *testing.T, err error) {
 	t.Helper()
-	if !errors.Is(err, poller.ErrBadData) {
+	if !errors.Is(err, venue.ErrBadData) {
 		t.Fatalf("error %v does not wrap ErrBadData", err)
 	}
 	if strings.ContainsAny(err.Error(), "{}[]<>\"\\") {

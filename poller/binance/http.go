@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // errInvalidBaseURL reports a base URL that cannot make a request; it is a
@@ -66,10 +66,10 @@ func (c *Client) get(ctx context.Context, path, query string, limit int64) ([]by
 	if resp.StatusCode != http.StatusOK {
 		// The body is read only to free the connection; it is never kept.
 		_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
-		return nil, &poller.StatusError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header)}
+		return nil, &venue.StatusError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header)}
 	}
 	if resp.ContentLength > limit {
-		return nil, fmt.Errorf("body of %d bytes exceeds %d: %w", resp.ContentLength, limit, poller.ErrBadData)
+		return nil, fmt.Errorf("body of %d bytes exceeds %d: %w", resp.ContentLength, limit, venue.ErrBadData)
 	}
 	// One byte over the cap tells an oversize body from one that fits.
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -77,7 +77,7 @@ func (c *Client) get(ctx context.Context, path, query string, limit int64) ([]by
 		return nil, readError(ctx, err)
 	}
 	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("body exceeds %d bytes: %w", limit, poller.ErrBadData)
+		return nil, fmt.Errorf("body exceeds %d bytes: %w", limit, venue.ErrBadData)
 	}
 	return body, nil
 }

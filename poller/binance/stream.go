@@ -13,13 +13,14 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // Streams keeps a Binance-compatible venue's market streams: every watched
 // symbol's diff depth stream (<s>@depth@100ms) and aggregate trade stream
 // (<s>@aggTrade), and the all-market ticker stream (!ticker@arr). It
-// implements poller.Streams.
+// implements venue.Streams.
 //
 // Streams are spread over connections of at most the preset's PerConn
 // streams each, on the path the venue routes them to (Binance serves depth
@@ -56,12 +57,12 @@ type Streams struct {
 	groups  [numGroups][]*slot
 	// While Run runs: its context, sink and the goroutines it waits for.
 	runCtx  context.Context
-	sink    poller.Sink
+	sink    venue.Sink
 	wg      sync.WaitGroup
 	started bool
 }
 
-var _ poller.Streams = (*Streams)(nil)
+var _ venue.Streams = (*Streams)(nil)
 
 // group is a set of connections to one path.
 type group int
@@ -201,16 +202,16 @@ func newStreamMetrics(set *metrics.Set) *streamMetrics {
 
 // streamRef is what a stream name stands for.
 type streamRef struct {
-	kind   poller.StreamKind
+	kind   snapshot.Stream
 	symbol string
 	ticker bool // the all-market ticker stream, which has no kind
 }
 
 // streamName returns the name of a symbol's stream of kind, lower case as
 // the venue requires.
-func streamName(kind poller.StreamKind, symbol string) string {
+func streamName(kind snapshot.Stream, symbol string) string {
 	s := strings.ToLower(symbol)
-	if kind == poller.StreamDepth {
+	if kind == snapshot.StreamBook {
 		return s + depthSuffix
 	}
 	return s + tradeSuffix
@@ -222,8 +223,8 @@ func usableSymbol(sym string) bool {
 	return sym != "" && !strings.ContainsAny(sym, "@/ \t\r\n\"\\")
 }
 
-func groupOf(kind poller.StreamKind) group {
-	if kind == poller.StreamDepth {
+func groupOf(kind snapshot.Stream) group {
+	if kind == snapshot.StreamBook {
 		return groupDepth
 	}
 	return groupMarket
@@ -248,7 +249,7 @@ func (s *Streams) Watch(symbols []string) {
 			continue
 		}
 		delete(s.symbols, sym)
-		for _, kind := range []poller.StreamKind{poller.StreamDepth, poller.StreamTrades} {
+		for _, kind := range []snapshot.Stream{snapshot.StreamBook, snapshot.StreamTrades} {
 			name := streamName(kind, sym)
 			if sl := s.where[name]; sl != nil {
 				sl.remove(name)
@@ -261,7 +262,7 @@ func (s *Streams) Watch(symbols []string) {
 			continue
 		}
 		s.symbols[sym] = true
-		for _, kind := range []poller.StreamKind{poller.StreamDepth, poller.StreamTrades} {
+		for _, kind := range []snapshot.Stream{snapshot.StreamBook, snapshot.StreamTrades} {
 			s.place(streamName(kind, sym), streamRef{kind: kind, symbol: sym}, groupOf(kind))
 		}
 	}
@@ -300,7 +301,7 @@ func (s *Streams) place(name string, ref streamRef, g group) {
 // on its connection, and reports it Live once acknowledged: the answer to
 // a stream that was acknowledged and then stayed silent. A symbol that is
 // not watched is ignored.
-func (s *Streams) Resubscribe(kind poller.StreamKind, symbol string) {
+func (s *Streams) Resubscribe(kind snapshot.Stream, symbol string) {
 	name := streamName(kind, symbol)
 	s.mu.Lock()
 	sl := s.where[name]
@@ -316,7 +317,7 @@ var errRunning = errors.New("run streams: already running")
 // Run keeps the streams flowing into sink until ctx is done, then closes
 // every connection and returns ctx's error once every goroutine it started
 // has ended. Run may be called once.
-func (s *Streams) Run(ctx context.Context, sink poller.Sink) error {
+func (s *Streams) Run(ctx context.Context, sink venue.Sink) error {
 	s.mu.Lock()
 	if s.started {
 		s.mu.Unlock()

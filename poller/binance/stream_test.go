@@ -19,7 +19,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/coder/websocket"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // The stream tests run a fake venue inside a testing/synctest bubble. The
@@ -222,9 +223,9 @@ func (v *fakeStreamVenue) serve(w http.ResponseWriter, r *http.Request) {
 type recordSink struct {
 	mu      sync.Mutex
 	calls   []string
-	depth   []poller.DepthUpdate
-	trades  []poller.Trade
-	tickers [][]poller.Stat
+	depth   []venue.DepthUpdate
+	trades  []venue.Trade
+	tickers [][]venue.Stat
 }
 
 func (r *recordSink) add(s string) {
@@ -233,32 +234,32 @@ func (r *recordSink) add(s string) {
 	r.mu.Unlock()
 }
 
-func (r *recordSink) Depth(u poller.DepthUpdate) {
+func (r *recordSink) Depth(u venue.DepthUpdate) {
 	r.mu.Lock()
 	r.depth = append(r.depth, u)
 	r.mu.Unlock()
 	r.add("depth " + u.Symbol)
 }
 
-func (r *recordSink) Trade(symbol string, tr poller.Trade) {
+func (r *recordSink) Trade(symbol string, tr venue.Trade) {
 	r.mu.Lock()
 	r.trades = append(r.trades, tr)
 	r.mu.Unlock()
 	r.add("trade " + symbol)
 }
 
-func (r *recordSink) Tickers(rows []poller.Stat) {
+func (r *recordSink) Tickers(rows []venue.Stat) {
 	r.mu.Lock()
 	r.tickers = append(r.tickers, rows)
 	r.mu.Unlock()
 	r.add(fmt.Sprintf("tickers %d", len(rows)))
 }
 
-func (r *recordSink) Live(kind poller.StreamKind, symbols []string) {
+func (r *recordSink) Live(kind snapshot.Stream, symbols []string) {
 	r.add(fmt.Sprintf("live %s %s", kind, strings.Join(sorted(symbols), ",")))
 }
 
-func (r *recordSink) Lost(kind poller.StreamKind, symbols []string) {
+func (r *recordSink) Lost(kind snapshot.Stream, symbols []string) {
 	r.add(fmt.Sprintf("lost %s %s", kind, strings.Join(sorted(symbols), ",")))
 }
 
@@ -413,8 +414,8 @@ func TestStreamsSubscribe(t *testing.T) {
 			}
 		}
 		for _, s := range syms {
-			if live["depth "+s] != 1 || live["trades "+s] != 1 {
-				t.Fatalf("%s live %d depth, %d trades", s, live["depth "+s], live["trades "+s])
+			if live["book "+s] != 1 || live["trades "+s] != 1 {
+				t.Fatalf("%s live %d depth, %d trades", s, live["book "+s], live["trades "+s])
 			}
 		}
 	})
@@ -493,7 +494,7 @@ func TestStreamsEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startStreams(t, Binance, 0, []string{"SUSHIUSDT", "BTCUSDT"})
 		defer h.stop()
-		wantCalls(t, sorted(h.sink.take()), "live depth BTCUSDT,SUSHIUSDT", "live trades BTCUSDT,SUSHIUSDT")
+		wantCalls(t, sorted(h.sink.take()), "live book BTCUSDT,SUSHIUSDT", "live trades BTCUSDT,SUSHIUSDT")
 		depth := h.conn("/public/stream", "sushiusdt@depth@100ms")
 		market := h.conn("/market/stream", "!ticker@arr")
 
@@ -508,7 +509,7 @@ func TestStreamsEvents(t *testing.T) {
 		if u := h.sink.depth[0]; u.First != 600859599090 || u.Last != 600859600917 || u.Prev != 600859598061 || u.Time != 1626992741024 || len(u.Bids) != 3 {
 			t.Errorf("depth %+v", u)
 		}
-		if tr := h.sink.trades[0]; tr != (poller.Trade{ID: 87353230, Time: 1626992744108, Price: "7.6120", Size: "297"}) {
+		if tr := h.sink.trades[0]; tr != (venue.Trade{ID: 87353230, Time: 1626992744108, Price: "7.6120", Size: "297"}) {
 			t.Errorf("trade %+v", tr)
 		}
 		h.sink.mu.Unlock()
@@ -522,13 +523,13 @@ func TestStreamsEvents(t *testing.T) {
 		calls := h.sink.take()
 		var live []string
 		for _, c := range calls[min(2, len(calls)):] {
-			syms, ok := strings.CutPrefix(c, "live depth ")
+			syms, ok := strings.CutPrefix(c, "live book ")
 			if !ok {
 				t.Errorf("sink call %q", c)
 			}
 			live = append(live, strings.Split(syms, ",")...)
 		}
-		if len(calls) < 2 || !slices.Equal(calls[:2], []string{"lost depth BTCUSDT", "lost depth SUSHIUSDT"}) ||
+		if len(calls) < 2 || !slices.Equal(calls[:2], []string{"lost book BTCUSDT", "lost book SUSHIUSDT"}) ||
 			!slices.Equal(sorted(live), []string{"BTCUSDT", "SUSHIUSDT"}) {
 			t.Errorf("sink calls %q: want both lost, then live again", calls)
 		}
@@ -574,7 +575,7 @@ func TestStreamsReconnect(t *testing.T) {
 		h.v.mu.Unlock()
 		_ = old.ws.Close(websocket.StatusGoingAway, "")
 		synctest.Wait()
-		wantCalls(t, h.sink.take(), "lost depth BTCUSDT")
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT")
 
 		time.Sleep(time.Second) // the first back-off is at most 1 s: refused
 		synctest.Wait()
@@ -586,7 +587,7 @@ func TestStreamsReconnect(t *testing.T) {
 		h.v.mu.Unlock()
 		time.Sleep(2 * time.Second) // the second is at most 2 s
 		synctest.Wait()
-		wantCalls(t, h.sink.take(), "live depth BTCUSDT")
+		wantCalls(t, h.sink.take(), "live book BTCUSDT")
 		if c := h.conn("/public/stream", "btcusdt@depth@100ms"); c == old {
 			t.Error("still the old connection")
 		}
@@ -615,7 +616,7 @@ func TestStreamsRefused(t *testing.T) {
 		}
 		hh := startStreamsWith(t, Binance, 0, []string{"BTCUSDT"}, refuse)
 		defer hh.stop()
-		wantCalls(t, sorted(hh.sink.take()), "live depth BTCUSDT", "lost trades BTCUSDT")
+		wantCalls(t, sorted(hh.sink.take()), "live book BTCUSDT", "lost trades BTCUSDT")
 		if got := hh.metric("marketfeed_stream_subscribe_errors_total"); got != "1" {
 			t.Errorf("subscribe errors = %s, want 1", got)
 		}
@@ -704,7 +705,7 @@ func TestStreamsWatch(t *testing.T) {
 		h.s.Watch([]string{"BUSDT", "CUSDT", "DUSDT"})
 		time.Sleep(time.Second)
 		synctest.Wait()
-		wantCalls(t, sorted(h.sink.take()), "live depth CUSDT", "live depth DUSDT", "live trades CUSDT", "live trades DUSDT")
+		wantCalls(t, sorted(h.sink.take()), "live book CUSDT", "live book DUSDT", "live trades CUSDT", "live trades DUSDT")
 		var depth, market [][]string
 		for _, c := range h.v.connections() {
 			if c.path == "/public/stream" {
@@ -738,8 +739,8 @@ func TestStreamsResubscribe(t *testing.T) {
 		h.sink.take()
 		c := h.conn("/market/stream", "btcusdt@aggTrade")
 		n := len(c.messages())
-		h.s.Resubscribe(poller.StreamTrades, "BTCUSDT")
-		h.s.Resubscribe(poller.StreamTrades, "XRPUSDT") // not watched: ignored
+		h.s.Resubscribe(snapshot.StreamTrades, "BTCUSDT")
+		h.s.Resubscribe(snapshot.StreamTrades, "XRPUSDT") // not watched: ignored
 		time.Sleep(time.Second)
 		synctest.Wait()
 		var sent []string
@@ -796,7 +797,7 @@ func TestStreamsShrinkAfterPolicyClose(t *testing.T) {
 		}
 		live := map[string]bool{}
 		for _, call := range h.sink.take() {
-			if rest, ok := strings.CutPrefix(call, "live depth "); ok {
+			if rest, ok := strings.CutPrefix(call, "live book "); ok {
 				for _, sym := range strings.Split(rest, ",") {
 					live[sym] = true
 				}

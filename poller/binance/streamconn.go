@@ -13,7 +13,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // slot is one connection's worth of streams: the names it should carry and
@@ -112,7 +113,7 @@ func (sl *slot) takeResubs() []string {
 
 // run keeps a connection for the slot's names until ctx is done. It
 // returns only after the connection's reader has ended.
-func (sl *slot) run(ctx context.Context, sink poller.Sink) {
+func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 	var bo backoff
 	age := sl.firstAge
 	for ctx.Err() == nil {
@@ -145,7 +146,7 @@ func (sl *slot) run(ctx context.Context, sink poller.Sink) {
 // serve keeps c, or the connection that replaced it, subscribed to the
 // slot's names until the connection closes or ctx is done, and returns once
 // its reader has ended. A closed connection's streams are reported Lost.
-func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink poller.Sink, bo *backoff) {
+func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink venue.Sink, bo *backoff) {
 	since := time.Now()
 	ageTimer := time.NewTimer(age)
 	defer ageTimer.Stop()
@@ -213,7 +214,7 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink po
 // wanted are unsubscribed, names asked for are resubscribed, and wanted
 // names not on c are subscribed. refused is true when the venue refused a
 // subscription; err is a broken connection.
-func (sl *slot) sync(ctx context.Context, c *wsConn, sink poller.Sink) (refused bool, err error) {
+func (sl *slot) sync(ctx context.Context, c *wsConn, sink venue.Sink) (refused bool, err error) {
 	want, names := sl.wanted()
 	var drop []string
 	for _, n := range c.names() {
@@ -281,7 +282,7 @@ func (sl *slot) sync(ctx context.Context, c *wsConn, sink poller.Sink) (refused 
 // any wanted name it does not. Only when the venue acknowledged them all is
 // the new connection returned; the caller then closes old. Names old did
 // not carry are reported Live; the others never stopped being live.
-func (sl *slot) replace(ctx context.Context, old *wsConn, sink poller.Sink) (*wsConn, error) {
+func (sl *slot) replace(ctx context.Context, old *wsConn, sink venue.Sink) (*wsConn, error) {
 	nc, err := sl.dial(ctx, sink)
 	if err != nil {
 		return nil, err
@@ -311,7 +312,7 @@ func (sl *slot) replace(ctx context.Context, old *wsConn, sink poller.Sink) (*ws
 
 // report calls fn once per stream kind with the symbols of refs; the
 // all-market ticker stream has no kind and is not reported.
-func report(refs []streamRef, fn func(poller.StreamKind, []string)) {
+func report(refs []streamRef, fn func(snapshot.Stream, []string)) {
 	var by [2][]string
 	for _, r := range refs {
 		if !r.ticker && r.kind >= 0 && int(r.kind) < len(by) {
@@ -320,7 +321,7 @@ func report(refs []streamRef, fn func(poller.StreamKind, []string)) {
 	}
 	for k, syms := range by {
 		if len(syms) > 0 {
-			fn(poller.StreamKind(k), syms)
+			fn(snapshot.Stream(k), syms)
 		}
 	}
 }
@@ -344,7 +345,7 @@ type wsConn struct {
 // dial opens a connection to the slot's path and starts its reader, which
 // runs until the connection closes: the library answers the venue's pings
 // only while a read is in progress, so one read is always outstanding.
-func (sl *slot) dial(ctx context.Context, sink poller.Sink) (*wsConn, error) {
+func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	o := sl.s.dialOpts()
@@ -393,7 +394,7 @@ func (c *wsConn) retire() {
 
 // reportLost reports every stream c carried as Lost, unless c was closed on
 // purpose.
-func (c *wsConn) reportLost(sink poller.Sink) {
+func (c *wsConn) reportLost(sink venue.Sink) {
 	if c.retired.Load() {
 		return
 	}
@@ -489,7 +490,7 @@ func (c *wsConn) request(ctx context.Context, method string, names []string) (re
 
 // readLoop reads until the connection closes, delivering events to sink
 // and replies to the requests waiting for them.
-func (c *wsConn) readLoop(ctx context.Context, sink poller.Sink) {
+func (c *wsConn) readLoop(ctx context.Context, sink venue.Sink) {
 	defer close(c.done)
 	defer c.s.met.conns.Add(-1)
 	for {
@@ -508,7 +509,7 @@ func (c *wsConn) readLoop(ctx context.Context, sink poller.Sink) {
 // handle routes one frame. Events of streams not routed to c (an
 // unsubscription in flight, a stream never asked for) are counted as
 // unknown and dropped.
-func (c *wsConn) handle(b []byte, sink poller.Sink) {
+func (c *wsConn) handle(b []byte, sink venue.Sink) {
 	f, err := decodeFrame(b)
 	m := c.s.met
 	if err == nil && f.kind == frameReply {

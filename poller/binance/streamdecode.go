@@ -6,7 +6,7 @@ import (
 
 	"github.com/goccy/go-json"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // This file turns market-stream frames into poller values. Like decode.go it
@@ -38,10 +38,10 @@ type frame struct {
 	kind frameKind
 	// name is the combined-stream name the event came on; "" for a reply.
 	name    string
-	depth   poller.DepthUpdate
-	trade   poller.Trade
+	depth   venue.DepthUpdate
+	trade   venue.Trade
 	symbol  string // the trade's symbol (the depth update has its own)
-	tickers []poller.Stat
+	tickers []venue.Stat
 	reply   reply
 }
 
@@ -148,7 +148,7 @@ type tickerRow struct {
 // keeps the rows that are usable and drops the others, like the REST
 // ticker. A stream this client does not use is frameUnknown, not an error.
 //
-// Errors wrap poller.ErrBadData.
+// Errors wrap venue.ErrBadData.
 func decodeFrame(b []byte) (frame, error) {
 	var w wireFrame
 	if err := unmarshal(b, '{', &w); err != nil {
@@ -238,41 +238,41 @@ func decodeData(data []byte, kind byte, v any) (err error) {
 // integer; every level a [price, quantity] pair where the price is positive
 // and the quantity non-negative ("0" removes the level). Either side may be
 // empty: a diff lists only the levels that changed.
-func decodeDepthEvent(data []byte) (poller.DepthUpdate, error) {
+func decodeDepthEvent(data []byte) (venue.DepthUpdate, error) {
 	var e depthEvent
 	if err := decodeData(data, '{', &e); err != nil {
-		return poller.DepthUpdate{}, err
+		return venue.DepthUpdate{}, err
 	}
 	if ev, _ := e.Event.text(); ev != "depthUpdate" {
-		return poller.DepthUpdate{}, badData("depth event type is not depthUpdate")
+		return venue.DepthUpdate{}, badData("depth event type is not depthUpdate")
 	}
 	sym, ok := e.Symbol.text()
 	if !ok || sym == "" {
-		return poller.DepthUpdate{}, badData("depth event has no symbol")
+		return venue.DepthUpdate{}, badData("depth event has no symbol")
 	}
 	first, ok1 := e.First.natural()
 	last, ok2 := e.Last.natural()
 	prev, ok3 := e.Prev.natural()
 	if !ok1 || !ok2 || !ok3 || first > last {
-		return poller.DepthUpdate{}, badData("depth event update ids are not ordered unsigned integers")
+		return venue.DepthUpdate{}, badData("depth event update ids are not ordered unsigned integers")
 	}
 	t, ok := e.Time.natural()
 	if !ok || t == 0 {
-		return poller.DepthUpdate{}, badData("depth event time is not a positive integer")
+		return venue.DepthUpdate{}, badData("depth event time is not a positive integer")
 	}
 	bids, err := diffLevels(e.Bids, "bid")
 	if err != nil {
-		return poller.DepthUpdate{}, err
+		return venue.DepthUpdate{}, err
 	}
 	asks, err := diffLevels(e.Asks, "ask")
 	if err != nil {
-		return poller.DepthUpdate{}, err
+		return venue.DepthUpdate{}, err
 	}
-	return poller.DepthUpdate{Symbol: sym, First: first, Last: last, Prev: prev, Time: t, Bids: bids, Asks: asks}, nil
+	return venue.DepthUpdate{Symbol: sym, First: first, Last: last, Prev: prev, Time: t, Bids: bids, Asks: asks}, nil
 }
 
-func diffLevels(raw [][2]field, name string) ([]poller.Level, error) {
-	out := make([]poller.Level, len(raw))
+func diffLevels(raw [][2]field, name string) ([]venue.Level, error) {
+	out := make([]venue.Level, len(raw))
 	for i, lv := range raw {
 		price, ok := lv[0].positive()
 		if !ok {
@@ -282,28 +282,28 @@ func diffLevels(raw [][2]field, name string) ([]poller.Level, error) {
 		if !ok {
 			return nil, badData("%s %d quantity is not a non-negative plain decimal", name, i)
 		}
-		out[i] = poller.Level{Price: price, Size: size}
+		out[i] = venue.Level{Price: price, Size: size}
 	}
 	return out, nil
 }
 
 // decodeAggTradeEvent checks an aggTrade event: e is "aggTrade", s a
 // non-empty string, and a, p, q, T and m as in the REST list.
-func decodeAggTradeEvent(data []byte) (string, poller.Trade, error) {
+func decodeAggTradeEvent(data []byte) (string, venue.Trade, error) {
 	var e aggTradeEvent
 	if err := decodeData(data, '{', &e); err != nil {
-		return "", poller.Trade{}, err
+		return "", venue.Trade{}, err
 	}
 	if ev, _ := e.Event.text(); ev != "aggTrade" {
-		return "", poller.Trade{}, badData("trade event type is not aggTrade")
+		return "", venue.Trade{}, badData("trade event type is not aggTrade")
 	}
 	sym, ok := e.Symbol.text()
 	if !ok || sym == "" {
-		return "", poller.Trade{}, badData("trade event has no symbol")
+		return "", venue.Trade{}, badData("trade event has no symbol")
 	}
 	tr, err := aggTradeOf(e.ID, e.Price, e.Qty, e.Time, e.Maker)
 	if err != nil {
-		return "", poller.Trade{}, err
+		return "", venue.Trade{}, err
 	}
 	return sym, tr, nil
 }
@@ -312,12 +312,12 @@ func decodeAggTradeEvent(data []byte) (string, poller.Trade, error) {
 // array; a row whose e is not "24hrTicker", or that has no symbol or an
 // unusable value, is dropped (the venue lists only symbols that changed,
 // so the row's market keeps its last values until the next one).
-func decodeTickerRows(data []byte) ([]poller.Stat, error) {
+func decodeTickerRows(data []byte) ([]venue.Stat, error) {
 	var rows []tickerRow
 	if err := decodeData(data, '[', &rows); err != nil {
 		return nil, err
 	}
-	stats := make([]poller.Stat, 0, len(rows))
+	stats := make([]venue.Stat, 0, len(rows))
 	for _, r := range rows {
 		if ev, _ := r.Event.text(); ev != "24hrTicker" {
 			continue

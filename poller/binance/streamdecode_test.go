@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 func TestDecodeFrameRecorded(t *testing.T) {
@@ -20,27 +20,27 @@ func TestDecodeFrameRecorded(t *testing.T) {
 	}{
 		{"recorded/binance-ws-depthUpdate100ms-combined-cryptofeed-SUSHIUSDT.json", frame{
 			kind: frameDepth, name: "sushiusdt@depth@100ms",
-			depth: poller.DepthUpdate{
+			depth: venue.DepthUpdate{
 				Symbol: "SUSHIUSDT", First: 600859599090, Last: 600859600917, Prev: 600859598061, Time: 1626992741024,
-				Bids: []poller.Level{{Price: "7.5040", Size: "813"}, {Price: "7.6090", Size: "0"}, {Price: "7.6110", Size: "2"}},
-				Asks: []poller.Level{{Price: "7.6150", Size: "1563"}, {Price: "7.6220", Size: "3284"}},
+				Bids: []venue.Level{{Price: "7.5040", Size: "813"}, {Price: "7.6090", Size: "0"}, {Price: "7.6110", Size: "2"}},
+				Asks: []venue.Level{{Price: "7.6150", Size: "1563"}, {Price: "7.6220", Size: "3284"}},
 			},
 		}},
 		{"recorded/binance-ws-depthUpdate100ms-combined-cryptomsgparser-BTCUSDT.json", frame{
 			kind: frameDepth, name: "btcusdt@depth@100ms",
-			depth: poller.DepthUpdate{
+			depth: venue.DepthUpdate{
 				Symbol: "BTCUSDT", First: 475776377463, Last: 475776380184, Prev: 475776377452, Time: 1622371244687,
-				Bids: []poller.Level{{Price: "35729.77", Size: "1.600"}, {Price: "35750.00", Size: "5.106"}},
-				Asks: []poller.Level{{Price: "35819.20", Size: "0.211"}, {Price: "35820.31", Size: "0.001"}},
+				Bids: []venue.Level{{Price: "35729.77", Size: "1.600"}, {Price: "35750.00", Size: "5.106"}},
+				Asks: []venue.Level{{Price: "35819.20", Size: "0.211"}, {Price: "35820.31", Size: "0.001"}},
 			},
 		}},
 		{"recorded/binance-ws-aggTrade-combined-cryptofeed-SUSHIUSDT.json", frame{
 			kind: frameTrade, name: "sushiusdt@aggTrade", symbol: "SUSHIUSDT",
-			trade: poller.Trade{ID: 87353230, Time: 1626992744108, Price: "7.6120", Size: "297", Sell: false},
+			trade: venue.Trade{ID: 87353230, Time: 1626992744108, Price: "7.6120", Size: "297", Sell: false},
 		}},
 		{"recorded/binance-ws-tickerArr-combined-cryptomsgparser.json", frame{
 			kind: frameTickers, name: "!ticker@arr",
-			tickers: []poller.Stat{{Symbol: "IOTXUSDT", LastPrice: "0.03529", High: "0.03645", Low: "0.03465", BaseVolume: "346584392", QuoteVolume: "12312309.61000"}},
+			tickers: []venue.Stat{{Symbol: "IOTXUSDT", LastPrice: "0.03529", High: "0.03645", Low: "0.03465", BaseVolume: "346584392", QuoteVolume: "12312309.61000"}},
 		}},
 		// Streams this client does not subscribe are recognised as unknown.
 		{"recorded/binance-ws-depth20-combined-cryptomsgparser-ETHUSDT.json", frame{name: "ethusdt@depth20"}},
@@ -72,18 +72,18 @@ func TestDecodeFrameAster(t *testing.T) {
 	}{
 		{"btcusdt@depth@100ms", "aster-doc-ws-depthUpdate.json", frame{
 			kind: frameDepth, name: "btcusdt@depth@100ms",
-			depth: poller.DepthUpdate{
+			depth: venue.DepthUpdate{
 				Symbol: "BTCUSDT", First: 157, Last: 160, Prev: 149, Time: 123456788,
-				Bids: []poller.Level{{Price: "0.0024", Size: "10"}}, Asks: []poller.Level{{Price: "0.0026", Size: "100"}},
+				Bids: []venue.Level{{Price: "0.0024", Size: "10"}}, Asks: []venue.Level{{Price: "0.0026", Size: "100"}},
 			},
 		}},
 		{"btcusdt@aggTrade", "aster-doc-ws-aggTrade.json", frame{
 			kind: frameTrade, name: "btcusdt@aggTrade", symbol: "BTCUSDT",
-			trade: poller.Trade{ID: 5933014, Time: 123456785, Price: "0.001", Size: "100", Sell: true},
+			trade: venue.Trade{ID: 5933014, Time: 123456785, Price: "0.001", Size: "100", Sell: true},
 		}},
 		{"!ticker@arr", "aster-doc-ws-tickerArr.json", frame{
 			kind: frameTickers, name: "!ticker@arr",
-			tickers: []poller.Stat{{Symbol: "BTCUSDT", LastPrice: "0.0025", High: "0.0025", Low: "0.0010", BaseVolume: "10000", QuoteVolume: "18"}},
+			tickers: []venue.Stat{{Symbol: "BTCUSDT", LastPrice: "0.0025", High: "0.0025", Low: "0.0010", BaseVolume: "10000", QuoteVolume: "18"}},
 		}},
 		{"btcusdt@ticker", "aster-doc-ws-ticker.json", frame{name: "btcusdt@ticker"}},
 		{"btcusdt@bookTicker", "aster-doc-ws-bookTicker.json", frame{name: "btcusdt@bookTicker"}},
@@ -226,7 +226,7 @@ func TestDecodeFrameBad(t *testing.T) {
 		{`{"stream":"!ticker@arr","data":{"e":"24hrTicker"}}`, "!ticker@arr"},
 	} {
 		got, err := decodeFrame([]byte(tc.body))
-		if !errors.Is(err, poller.ErrBadData) {
+		if !errors.Is(err, venue.ErrBadData) {
 			t.Errorf("%s: error %v, want ErrBadData", tc.body, err)
 			continue
 		}
@@ -255,7 +255,7 @@ func TestDecodeTickerRowsSkipsBad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []poller.Stat{
+	want := []venue.Stat{
 		{Symbol: "AUSDT", LastPrice: "1", High: "2", Low: "0.5", BaseVolume: "10", QuoteVolume: "10"},
 		{Symbol: "DUSDT", LastPrice: "3", High: "4", Low: "2", QuoteVolume: "30"},
 	}

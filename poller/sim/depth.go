@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // Heartbeat returns the venue heartbeat that t falls in. The book of
@@ -19,7 +19,7 @@ func HeartbeatTime(k int64) int64 { return k * tickMs }
 
 // book returns up to n levels per side of the book of heartbeat k, stamped
 // with time at (ms).
-func (m *market) book(k, at int64, n int) poller.Book {
+func (m *market) book(k, at int64, n int) venue.Book {
 	bid, ask := m.top(k)
 	w := text{buf: make([]byte, 0, 2*n*m.levelBytes)}
 	nb := m.side(&w, m.bidKey, k, bid, -1, n)
@@ -28,12 +28,12 @@ func (m *market) book(k, at int64, n int) poller.Book {
 	// One string and one level slice for the whole book: the poller may read
 	// hundreds of books a second.
 	c := cutter{string(w.buf)}
-	levels := make([]poller.Level, nb+na)
+	levels := make([]venue.Level, nb+na)
 	for i := range levels {
 		levels[i].Price = c.next()
 		levels[i].Size = c.next()
 	}
-	return poller.Book{Time: at, LastUpdateID: m.updateID(k), Bids: levels[:nb:nb], Asks: levels[nb:]}
+	return venue.Book{Time: at, LastUpdateID: m.updateID(k), Bids: levels[:nb:nb], Asks: levels[nb:]}
 }
 
 // errUpdateID is the answer to an update id no book has.
@@ -44,13 +44,13 @@ var errUpdateID = errors.New("update id must be positive")
 // most updateID, with that heartbeat's id as LastUpdateID and its start as
 // Time. depth is read as Book reads it. It lets a check compare a book built
 // from the diff stream with the truth at the id it was built to.
-func (v *Venue) BookAt(symbol string, updateID int64, depth int) (poller.Book, error) {
+func (v *Venue) BookAt(symbol string, updateID int64, depth int) (venue.Book, error) {
 	m, err := v.market("book at", symbol)
 	if err != nil {
-		return poller.Book{}, err
+		return venue.Book{}, err
 	}
 	if updateID <= 0 {
-		return poller.Book{}, fmt.Errorf("book at %s %d: %w", symbol, updateID, errUpdateID)
+		return venue.Book{}, fmt.Errorf("book at %s %d: %w", symbol, updateID, errUpdateID)
 	}
 	n := depth
 	if n <= 0 {
@@ -76,7 +76,7 @@ func (v *Venue) UpdateID(symbol string, k int64) (int64, error) {
 // that is gone. First is the previous heartbeat's update id plus one, Last
 // this heartbeat's, Prev the previous heartbeat's, and Time the heartbeat's
 // start. Applied to the book at Prev it gives the book at Last.
-func (v *Venue) DepthUpdate(symbol string, k int64) (poller.DepthUpdate, error) {
+func (v *Venue) DepthUpdate(symbol string, k int64) (venue.DepthUpdate, error) {
 	return v.DepthUpdateSince(symbol, k-1, k)
 }
 
@@ -84,31 +84,31 @@ func (v *Venue) DepthUpdate(symbol string, k int64) (poller.DepthUpdate, error) 
 // (exclusive) to k (inclusive): the levels that differ between the two
 // books, chained from the update id of from. A stream that fell behind sends
 // one such event instead of a gap. from must be before k.
-func (v *Venue) DepthUpdateSince(symbol string, from, k int64) (poller.DepthUpdate, error) {
+func (v *Venue) DepthUpdateSince(symbol string, from, k int64) (venue.DepthUpdate, error) {
 	m, err := v.market("depth update", symbol)
 	if err != nil {
-		return poller.DepthUpdate{}, err
+		return venue.DepthUpdate{}, err
 	}
 	if from >= k {
-		return poller.DepthUpdate{}, fmt.Errorf("depth update %s: heartbeat %d is not after %d", symbol, k, from)
+		return venue.DepthUpdate{}, fmt.Errorf("depth update %s: heartbeat %d is not after %d", symbol, k, from)
 	}
 	return m.depthUpdate(from, k), nil
 }
 
-func (m *market) depthUpdate(k0, k1 int64) poller.DepthUpdate {
+func (m *market) depthUpdate(k0, k1 int64) venue.DepthUpdate {
 	bid0, ask0 := m.top(k0)
 	bid1, ask1 := m.top(k1)
 	w := text{buf: make([]byte, 0, 64*m.levelBytes)}
 	nb := m.diff(&w, m.bidKey, k0, k1, bid0, bid1, -1)
 	na := m.diff(&w, m.askKey, k0, k1, ask0, ask1, +1)
 	c := cutter{string(w.buf)}
-	levels := make([]poller.Level, nb+na)
+	levels := make([]venue.Level, nb+na)
 	for i := range levels {
 		levels[i].Price = c.next()
 		levels[i].Size = c.next()
 	}
 	prev := m.updateID(k0)
-	return poller.DepthUpdate{
+	return venue.DepthUpdate{
 		Symbol: m.info.Symbol,
 		First:  prev + 1,
 		Last:   m.updateID(k1),
@@ -122,7 +122,7 @@ func (m *market) depthUpdate(k0, k1 int64) poller.DepthUpdate {
 // HeartbeatTrades returns symbol's trades during heartbeat k, oldest first,
 // with their ids: what the aggregate trade stream sends once the heartbeat
 // is over, and what Trades returns for those times.
-func (v *Venue) HeartbeatTrades(symbol string, k int64) ([]poller.Trade, error) {
+func (v *Venue) HeartbeatTrades(symbol string, k int64) ([]venue.Trade, error) {
 	m, err := v.market("heartbeat trades", symbol)
 	if err != nil {
 		return nil, err
@@ -130,13 +130,13 @@ func (v *Venue) HeartbeatTrades(symbol string, k int64) ([]poller.Trade, error) 
 	return m.bucketTrades(k), nil
 }
 
-func (m *market) bucketTrades(b int64) []poller.Trade {
+func (m *market) bucketTrades(b int64) []venue.Trade {
 	var bt [maxBucketTrades]rawTrade
 	n := m.bucket(b, &bt)
 	if n == 0 {
 		return nil
 	}
-	out := make([]poller.Trade, n)
+	out := make([]venue.Trade, n)
 	w := text{buf: make([]byte, 0, n*m.tradeBytes)}
 	for j := range n {
 		t := &bt[j]

@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // localBook is a book kept from a snapshot and diff events, as a stream
 // consumer keeps one: price → size per side.
 type localBook struct{ bids, asks map[string]string }
 
-func newLocal(b poller.Book) localBook {
+func newLocal(b venue.Book) localBook {
 	l := localBook{bids: map[string]string{}, asks: map[string]string{}}
 	for _, x := range b.Bids {
 		l.bids[x.Price] = x.Size
@@ -26,10 +27,10 @@ func newLocal(b poller.Book) localBook {
 	return l
 }
 
-func (l localBook) apply(u poller.DepthUpdate) {
+func (l localBook) apply(u venue.DepthUpdate) {
 	for _, side := range []struct {
 		book   map[string]string
-		levels []poller.Level
+		levels []venue.Level
 	}{{l.bids, u.Bids}, {l.asks, u.Asks}} {
 		for _, x := range side.levels {
 			if x.Size == "0" {
@@ -44,12 +45,12 @@ func (l localBook) apply(u poller.DepthUpdate) {
 // sameWithin checks that the local book agrees with the truth at every price
 // both cover: on each side, from the best price out to the shallower of the
 // two books' last levels.
-func sameWithin(t *testing.T, what string, local localBook, truth, snap poller.Book) {
+func sameWithin(t *testing.T, what string, local localBook, truth, snap venue.Book) {
 	t.Helper()
 	for _, side := range []struct {
 		name        string
 		local       map[string]string
-		truth, snap []poller.Level
+		truth, snap []venue.Level
 		beyond      func(p, edge int64) bool // p is further out than edge
 	}{
 		{"bids", local.bids, truth.Bids, snap.Bids, func(p, edge int64) bool { return p < edge }},
@@ -213,7 +214,7 @@ func TestDepthUpdateForm(t *testing.T) {
 	}
 }
 
-func checkSorted(t *testing.T, what string, levels []poller.Level, dir int64) {
+func checkSorted(t *testing.T, what string, levels []venue.Level, dir int64) {
 	t.Helper()
 	for i, x := range levels {
 		if x.Size != "0" {
@@ -271,7 +272,7 @@ func TestUpdateIDs(t *testing.T) {
 			prev = id
 		}
 	}
-	var se *poller.StatusError
+	var se *venue.StatusError
 	if _, err := v.BookAt("NOPEUSDT", 5, 10); !errors.As(err, &se) || se.Status != 400 {
 		t.Errorf("unknown symbol: %v, want a 400 StatusError", err)
 	}
@@ -291,7 +292,7 @@ func TestTradeIDsAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		streamed := map[int64]poller.Trade{}
+		streamed := map[int64]venue.Trade{}
 		for k := Heartbeat(time.UnixMilli(trades[0].Time)); k <= Heartbeat(t0); k++ {
 			hb, err := v.HeartbeatTrades(sym, k)
 			if err != nil {
@@ -312,7 +313,7 @@ func TestTradeIDsAgree(t *testing.T) {
 	}
 }
 
-func depthUpdate(t *testing.T, v *Venue, sym string, k int64) poller.DepthUpdate {
+func depthUpdate(t *testing.T, v *Venue, sym string, k int64) venue.DepthUpdate {
 	t.Helper()
 	u, err := v.DepthUpdate(sym, k)
 	if err != nil {
@@ -321,7 +322,7 @@ func depthUpdate(t *testing.T, v *Venue, sym string, k int64) poller.DepthUpdate
 	return u
 }
 
-func bookAt(t *testing.T, v *Venue, sym string, id int64, depth int) poller.Book {
+func bookAt(t *testing.T, v *Venue, sym string, id int64, depth int) venue.Book {
 	t.Helper()
 	b, err := v.BookAt(sym, id, depth)
 	if err != nil {
@@ -352,11 +353,11 @@ func BenchmarkStreamsHeartbeat(b *testing.B) {
 
 type discard struct{}
 
-func (discard) Depth(poller.DepthUpdate)         {}
-func (discard) Trade(string, poller.Trade)       {}
-func (discard) Tickers([]poller.Stat)            {}
-func (discard) Live(poller.StreamKind, []string) {}
-func (discard) Lost(poller.StreamKind, []string) {}
+func (discard) Depth(venue.DepthUpdate)        {}
+func (discard) Trade(string, venue.Trade)      {}
+func (discard) Tickers([]venue.Stat)           {}
+func (discard) Live(snapshot.Stream, []string) {}
+func (discard) Lost(snapshot.Stream, []string) {}
 
 func BenchmarkDepthUpdate(b *testing.B) {
 	for _, sym := range []string{"BTCUSDT", "SIM001USDT"} {

@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // tickMs is the venue's heartbeat: the book changes and one trade bucket
@@ -86,7 +86,7 @@ var octaves = [...]octave{
 // market is one simulated market. It is immutable after New, which is what
 // makes the venue safe for concurrent use without locks.
 type market struct {
-	info poller.Market
+	info venue.Market
 
 	ref      int64 // reference price, in ticks
 	tick     int64 // tick size, in price units (10^-priceDec)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // DefaultSpot is the platform spot list used when none is configured, so that
@@ -267,7 +267,7 @@ func newMarket(s spec, seed int64) market {
 	}
 	key := mix(uint64(seed) ^ fnv64(s.symbol))
 	m := market{
-		info: poller.Market{
+		info: venue.Market{
 			Symbol:    s.symbol,
 			Base:      s.base,
 			Quote:     s.quote,

@@ -1,5 +1,5 @@
 // Package sim is the embedded default venue: a simulated perpetual-futures
-// exchange that implements poller.Venue without a network, so the service
+// exchange that implements venue.Venue without a network, so the service
 // runs, demonstrates and load-tests with no external dependency.
 //
 // The simulation is stateless. Every answer is a pure function of the seed,
@@ -23,7 +23,7 @@ import (
 	"fmt"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // Book and trade limits, as a Binance-compatible venue applies them.
@@ -85,19 +85,19 @@ func (v *Venue) Name() string { return "sim" }
 
 // Weight returns 0: the simulator has no request-weight limit, so the poller
 // never stretches its cadence for it.
-func (v *Venue) Weight(poller.Call) int { return 0 }
+func (v *Venue) Weight(venue.Call) int { return 0 }
 
 // Catalog lists every market, tradable or not, with no weight limit. The
 // slice is the caller's to keep.
-func (v *Venue) Catalog(ctx context.Context) (poller.Catalog, error) {
+func (v *Venue) Catalog(ctx context.Context) (venue.Catalog, error) {
 	if err := ctx.Err(); err != nil {
-		return poller.Catalog{}, err
+		return venue.Catalog{}, err
 	}
-	markets := make([]poller.Market, len(v.markets))
+	markets := make([]venue.Market, len(v.markets))
 	for i := range v.markets {
 		markets[i] = v.markets[i].info
 	}
-	return poller.Catalog{Markets: markets}, nil
+	return venue.Catalog{Markets: markets}, nil
 }
 
 // Book returns up to depth levels per side of symbol at the current instant,
@@ -106,13 +106,13 @@ func (v *Venue) Catalog(ctx context.Context) (poller.Catalog, error) {
 // Time is the venue clock in ms and LastUpdateID the update id of the
 // heartbeat, as DepthUpdate and BookAt number them. An unknown symbol is a 400 StatusError, as
 // Binance answers an invalid symbol.
-func (v *Venue) Book(ctx context.Context, symbol string, depth int) (poller.Book, error) {
+func (v *Venue) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
 	if err := ctx.Err(); err != nil {
-		return poller.Book{}, err
+		return venue.Book{}, err
 	}
 	m, err := v.market("book", symbol)
 	if err != nil {
-		return poller.Book{}, err
+		return venue.Book{}, err
 	}
 	n := depth
 	if n <= 0 {
@@ -133,7 +133,7 @@ func (v *Venue) Book(ctx context.Context, symbol string, depth int) (poller.Book
 // size exactly, except on DOGEUSDT, whose trades leave it "" as a venue
 // without quote quantities would. Now and then two consecutive trades agree
 // in time, side, price and size.
-func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]poller.Trade, error) {
+func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]poller.
 	n = min(n, maxLimit)
 
 	now := v.now().UnixMilli()
-	out := make([]poller.Trade, n)
+	out := make([]venue.Trade, n)
 	w := text{buf: make([]byte, 0, n*m.tradeBytes)}
 	// Walk back from the newest heartbeat, filling out from its end, so the
 	// result comes out oldest first without a second buffer.
@@ -182,7 +182,7 @@ func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]poller.
 // the price of the market's newest trade; High and Low cover the price path
 // sampled every 15 minutes over the day, and the last price. ADAUSDT's base
 // volume is absent ("") as a venue sometimes omits it.
-func (v *Venue) Stats(ctx context.Context) ([]poller.Stat, error) {
+func (v *Venue) Stats(ctx context.Context) ([]venue.Stat, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -190,8 +190,8 @@ func (v *Venue) Stats(ctx context.Context) ([]poller.Stat, error) {
 }
 
 // stats returns the 24 h statistics of every market at now (ms).
-func (v *Venue) stats(now int64) []poller.Stat {
-	out := make([]poller.Stat, len(v.markets))
+func (v *Venue) stats(now int64) []venue.Stat {
+	out := make([]venue.Stat, len(v.markets))
 	w := text{buf: make([]byte, 0, len(v.markets)*96)}
 	for i := range v.markets {
 		m := &v.markets[i]
@@ -208,7 +208,7 @@ func (v *Venue) stats(now int64) []poller.Stat {
 	}
 	c := cutter{string(w.buf)}
 	for i := range out {
-		out[i] = poller.Stat{
+		out[i] = venue.Stat{
 			Symbol:      v.markets[i].info.Symbol,
 			LastPrice:   c.next(),
 			High:        c.next(),
@@ -222,12 +222,12 @@ func (v *Venue) stats(now int64) []poller.Stat {
 
 // Quotes returns the best bid and ask of every market, the same as the top
 // level of Book at the same instant.
-func (v *Venue) Quotes(ctx context.Context) ([]poller.Quote, error) {
+func (v *Venue) Quotes(ctx context.Context) ([]venue.Quote, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	k := floorDiv(v.now().UnixMilli(), tickMs)
-	out := make([]poller.Quote, len(v.markets))
+	out := make([]venue.Quote, len(v.markets))
 	w := text{buf: make([]byte, 0, len(v.markets)*32)}
 	for i := range v.markets {
 		m := &v.markets[i]
@@ -237,7 +237,7 @@ func (v *Venue) Quotes(ctx context.Context) ([]poller.Quote, error) {
 	}
 	c := cutter{string(w.buf)}
 	for i := range out {
-		out[i] = poller.Quote{Symbol: v.markets[i].info.Symbol, Bid: c.next(), Ask: c.next()}
+		out[i] = venue.Quote{Symbol: v.markets[i].info.Symbol, Bid: c.next(), Ask: c.next()}
 	}
 	return out, nil
 }
@@ -245,7 +245,7 @@ func (v *Venue) Quotes(ctx context.Context) ([]poller.Quote, error) {
 func (v *Venue) market(call, symbol string) (*market, error) {
 	m, ok := v.bySymbol[symbol]
 	if !ok {
-		return nil, fmt.Errorf("%s %s: invalid symbol: %w", call, symbol, &poller.StatusError{Status: 400})
+		return nil, fmt.Errorf("%s %s: invalid symbol: %w", call, symbol, &venue.StatusError{Status: 400})
 	}
 	return m, nil
 }

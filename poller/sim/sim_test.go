@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // The venue must satisfy the interface the poller consumes.
-var _ poller.Venue = (*Venue)(nil)
+var _ venue.Venue = (*Venue)(nil)
 
 // t0 is an arbitrary instant with a non-round millisecond part.
 var t0 = time.UnixMilli(1_767_225_600_123) // 2026-01-01T00:00:00.123Z
@@ -87,7 +87,7 @@ func positive(t *testing.T, what, s string) {
 	}
 }
 
-func catalog(t *testing.T, v *Venue) []poller.Market {
+func catalog(t *testing.T, v *Venue) []venue.Market {
 	t.Helper()
 	c, err := v.Catalog(context.Background())
 	if err != nil {
@@ -96,23 +96,23 @@ func catalog(t *testing.T, v *Venue) []poller.Market {
 	return c.Markets
 }
 
-func find(ms []poller.Market, symbol string) (poller.Market, bool) {
+func find(ms []venue.Market, symbol string) (venue.Market, bool) {
 	for _, m := range ms {
 		if m.Symbol == symbol {
 			return m, true
 		}
 	}
-	return poller.Market{}, false
+	return venue.Market{}, false
 }
 
 // reading is everything the venue serves at one instant.
 type reading struct {
-	Catalog poller.Catalog
-	Stats   []poller.Stat
-	Quotes  []poller.Quote
-	Books   map[string]poller.Book
-	Trades  map[string][]poller.Trade
-	Depth   map[string]poller.DepthUpdate
+	Catalog venue.Catalog
+	Stats   []venue.Stat
+	Quotes  []venue.Quote
+	Books   map[string]venue.Book
+	Trades  map[string][]venue.Trade
+	Depth   map[string]venue.DepthUpdate
 }
 
 var probe = []string{"BTCUSDT", "1000PEPEUSDT", "DOGEUSDT", "ADAUSDT", "BTCUSDT_261225"}
@@ -120,7 +120,7 @@ var probe = []string{"BTCUSDT", "1000PEPEUSDT", "DOGEUSDT", "ADAUSDT", "BTCUSDT_
 func readAll(t *testing.T, v *Venue, reverse bool) reading {
 	t.Helper()
 	ctx := context.Background()
-	r := reading{Books: map[string]poller.Book{}, Trades: map[string][]poller.Trade{}, Depth: map[string]poller.DepthUpdate{}}
+	r := reading{Books: map[string]venue.Book{}, Trades: map[string][]venue.Trade{}, Depth: map[string]venue.DepthUpdate{}}
 	syms := append([]string(nil), probe...)
 	if reverse {
 		for i, j := 0, len(syms)-1; i < j; i, j = i+1, j-1 {
@@ -241,7 +241,7 @@ func TestCatalog(t *testing.T) {
 	if c.WeightLimit != 0 {
 		t.Errorf("WeightLimit = %d, want 0", c.WeightLimit)
 	}
-	for call := poller.CallCatalog; call <= poller.CallTrades; call++ {
+	for call := venue.CallCatalog; call <= venue.CallTrades; call++ {
 		if w := v.Weight(call); w != 0 {
 			t.Errorf("Weight(%s) = %d, want 0", call, w)
 		}
@@ -365,7 +365,7 @@ func TestBookInvariants(t *testing.T) {
 
 // checkBook checks one book: enough levels, best first, not crossed, a
 // spread of a few ticks, plain positive decimals.
-func checkBook(t *testing.T, sym string, b poller.Book, at time.Time, minLevels int) {
+func checkBook(t *testing.T, sym string, b venue.Book, at time.Time, minLevels int) {
 	t.Helper()
 	if b.Time != at.UnixMilli() {
 		t.Errorf("%s: Time %d, want %d", sym, b.Time, at.UnixMilli())
@@ -374,7 +374,7 @@ func checkBook(t *testing.T, sym string, b poller.Book, at time.Time, minLevels 
 		t.Fatalf("%s: %d bids, %d asks, want at least %d", sym, len(b.Bids), len(b.Asks), minLevels)
 	}
 	dec := -1
-	price := func(l poller.Level) int64 {
+	price := func(l venue.Level) int64 {
 		p, d := units(t, l.Price)
 		if dec < 0 {
 			dec = d
@@ -455,7 +455,7 @@ func TestBookMoves(t *testing.T) {
 	ctx := context.Background()
 	for _, sym := range []string{"BTCUSDT", "1000PEPEUSDT", "LINKUSDT"} {
 		c.set(t0)
-		var last poller.Book
+		var last venue.Book
 		for i := range 30 {
 			b, err := v.Book(ctx, sym, 100)
 			if err != nil {
@@ -747,7 +747,7 @@ func TestUnknownSymbol(t *testing.T) {
 	_, bookErr := v.Book(ctx, "NOPEUSDT", 100)
 	_, tradesErr := v.Trades(ctx, "btcusdt", 100)
 	for _, err := range []error{bookErr, tradesErr} {
-		var se *poller.StatusError
+		var se *venue.StatusError
 		if !errors.As(err, &se) || se.Status != 400 {
 			t.Errorf("err = %v, want a 400 StatusError", err)
 		}
@@ -828,7 +828,7 @@ func TestExtraBooksReachAsTheVenuesDo(t *testing.T) {
 	v := New(Config{Seed: 1, Now: c.now, Extra: 800})
 	ms := catalog(t, v)
 	ms = ms[len(ms)-800:]
-	price := func(l poller.Level) float64 {
+	price := func(l venue.Level) float64 {
 		f, err := strconv.ParseFloat(l.Price, 64)
 		if err != nil {
 			t.Fatal(err)

@@ -6,7 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // maxCatchUp is how many heartbeats a stream that fell behind (a slow sink,
@@ -37,7 +38,7 @@ type Streams struct {
 // their own, watching nothing.
 func (v *Venue) Streams() *Streams { return &Streams{v: v} }
 
-var _ poller.Streams = (*Streams)(nil)
+var _ venue.Streams = (*Streams)(nil)
 
 // Watch sets the symbols whose depth and trade streams are delivered. Newly
 // watched symbols are reported Live at the next heartbeat; symbols the venue
@@ -61,8 +62,8 @@ func (s *Streams) Watch(symbols []string) {
 		}
 		watched = append(watched, m)
 		if !was[m] {
-			s.live[poller.StreamDepth] = append(s.live[poller.StreamDepth], sym)
-			s.live[poller.StreamTrades] = append(s.live[poller.StreamTrades], sym)
+			s.live[snapshot.StreamBook] = append(s.live[snapshot.StreamBook], sym)
+			s.live[snapshot.StreamTrades] = append(s.live[snapshot.StreamTrades], sym)
 		}
 	}
 	s.watched = watched
@@ -71,8 +72,8 @@ func (s *Streams) Watch(symbols []string) {
 // Resubscribe reports a watched symbol's stream Live again at the next
 // heartbeat; the simulated streams never go silent, so there is nothing
 // else to redo. An unwatched symbol is ignored.
-func (s *Streams) Resubscribe(kind poller.StreamKind, symbol string) {
-	if kind != poller.StreamDepth && kind != poller.StreamTrades {
+func (s *Streams) Resubscribe(kind snapshot.Stream, symbol string) {
+	if kind != snapshot.StreamBook && kind != snapshot.StreamTrades {
 		return
 	}
 	s.mu.Lock()
@@ -94,7 +95,7 @@ func (s *Streams) Resubscribe(kind poller.StreamKind, symbol string) {
 // starts. Events chain across the whole run: a heartbeat is never skipped
 // (see maxCatchUp for a run that fell far behind). A venue clock that stands
 // still or goes back delivers nothing until it passes the last heartbeat.
-func (s *Streams) Run(ctx context.Context, sink poller.Sink) error {
+func (s *Streams) Run(ctx context.Context, sink venue.Sink) error {
 	tk := time.NewTicker(tickMs * time.Millisecond)
 	defer tk.Stop()
 	last := floorDiv(s.v.now().UnixMilli(), tickMs)
@@ -125,25 +126,25 @@ func (s *Streams) Run(ctx context.Context, sink poller.Sink) error {
 
 // report passes on the Live and Lost reports that Watch and Resubscribe
 // queued. The sink is called without the lock held.
-func (s *Streams) report(sink poller.Sink) {
+func (s *Streams) report(sink venue.Sink) {
 	s.mu.Lock()
 	live, lost := s.live, s.lost
 	s.live, s.lost = [2][]string{}, nil
 	s.mu.Unlock()
 	if len(lost) > 0 {
-		sink.Lost(poller.StreamDepth, lost)
-		sink.Lost(poller.StreamTrades, lost)
+		sink.Lost(snapshot.StreamBook, lost)
+		sink.Lost(snapshot.StreamTrades, lost)
 	}
 	for kind, syms := range live {
 		if len(syms) > 0 {
-			sink.Live(poller.StreamKind(kind), syms)
+			sink.Live(snapshot.Stream(kind), syms)
 		}
 	}
 }
 
 // deliver sends the heartbeats after last up to k. A report queued by Watch
 // meanwhile is not lost: the next tick passes it on.
-func (s *Streams) deliver(sink poller.Sink, last, k, now int64) {
+func (s *Streams) deliver(sink venue.Sink, last, k, now int64) {
 	s.mu.Lock()
 	watched := s.watched
 	s.mu.Unlock()
@@ -170,7 +171,7 @@ func (s *Streams) deliver(sink poller.Sink, last, k, now int64) {
 }
 
 // trades sends the trades of heartbeat b of every watched market.
-func (s *Streams) trades(sink poller.Sink, watched []*market, b int64) {
+func (s *Streams) trades(sink venue.Sink, watched []*market, b int64) {
 	for _, m := range watched {
 		for _, tr := range m.bucketTrades(b) {
 			sink.Trade(m.info.Symbol, tr)

@@ -10,34 +10,35 @@ import (
 	"testing/synctest"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // The venue's streams satisfy the interface the poller consumes.
-var _ poller.Streams = (*Venue)(nil).Streams()
+var _ venue.Streams = (*Venue)(nil).Streams()
 
 // recorder is a sink that keeps what it was given, in order. stall, when
 // set, is how long its first Depth call takes: a slow consumer.
 type recorder struct {
 	mu      sync.Mutex
-	depth   map[string][]poller.DepthUpdate
-	trades  map[string][]poller.Trade
-	tickers [][]poller.Stat
-	live    map[poller.StreamKind][]string
-	lost    map[poller.StreamKind][]string
+	depth   map[string][]venue.DepthUpdate
+	trades  map[string][]venue.Trade
+	tickers [][]venue.Stat
+	live    map[snapshot.Stream][]string
+	lost    map[snapshot.Stream][]string
 	stall   time.Duration
 }
 
 func newRecorder() *recorder {
 	return &recorder{
-		depth:  map[string][]poller.DepthUpdate{},
-		trades: map[string][]poller.Trade{},
-		live:   map[poller.StreamKind][]string{},
-		lost:   map[poller.StreamKind][]string{},
+		depth:  map[string][]venue.DepthUpdate{},
+		trades: map[string][]venue.Trade{},
+		live:   map[snapshot.Stream][]string{},
+		lost:   map[snapshot.Stream][]string{},
 	}
 }
 
-func (r *recorder) Depth(u poller.DepthUpdate) {
+func (r *recorder) Depth(u venue.DepthUpdate) {
 	r.mu.Lock()
 	stall := r.stall
 	r.stall = 0
@@ -46,25 +47,25 @@ func (r *recorder) Depth(u poller.DepthUpdate) {
 	time.Sleep(stall) // a consumer that falls behind, in the bubble's time
 }
 
-func (r *recorder) Trade(symbol string, tr poller.Trade) {
+func (r *recorder) Trade(symbol string, tr venue.Trade) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.trades[symbol] = append(r.trades[symbol], tr)
 }
 
-func (r *recorder) Tickers(rows []poller.Stat) {
+func (r *recorder) Tickers(rows []venue.Stat) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tickers = append(r.tickers, rows)
 }
 
-func (r *recorder) Live(kind poller.StreamKind, symbols []string) {
+func (r *recorder) Live(kind snapshot.Stream, symbols []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.live[kind] = append(r.live[kind], symbols...)
 }
 
-func (r *recorder) Lost(kind poller.StreamKind, symbols []string) {
+func (r *recorder) Lost(kind snapshot.Stream, symbols []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lost[kind] = append(r.lost[kind], symbols...)
@@ -72,7 +73,7 @@ func (r *recorder) Lost(kind poller.StreamKind, symbols []string) {
 
 // run starts the streams in the bubble and returns a stop function that
 // cancels them and returns Run's error.
-func run(s *Streams, sink poller.Sink) (stop func() error) {
+func run(s *Streams, sink venue.Sink) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, sink) }()
@@ -85,7 +86,7 @@ func run(s *Streams, sink poller.Sink) (stop func() error) {
 // checkChain checks that a symbol's events chain without a gap from the
 // heartbeat after k0 to k1, each equal to what the venue serves for it, and
 // returns how many events spanned more than one heartbeat.
-func checkChain(t *testing.T, v *Venue, sym string, got []poller.DepthUpdate, k0, k1 int64) (spans int) {
+func checkChain(t *testing.T, v *Venue, sym string, got []venue.DepthUpdate, k0, k1 int64) (spans int) {
 	t.Helper()
 	prev, _ := v.UpdateID(sym, k0)
 	last, _ := v.UpdateID(sym, k1)
@@ -123,8 +124,8 @@ func TestStreamsDeliverInOrder(t *testing.T) {
 		stop := run(s, r)
 		time.Sleep(2*time.Second + 50*time.Millisecond)
 		synctest.Wait()
-		s.Resubscribe(poller.StreamDepth, "ETHUSDT")
-		s.Resubscribe(poller.StreamTrades, "SOLUSDT") // not watched: ignored
+		s.Resubscribe(snapshot.StreamBook, "ETHUSDT")
+		s.Resubscribe(snapshot.StreamTrades, "SOLUSDT") // not watched: ignored
 		time.Sleep(100 * time.Millisecond)
 		if err := stop(); !errors.Is(err, context.Canceled) {
 			t.Errorf("Run returned %v, want context.Canceled", err)
@@ -149,7 +150,7 @@ func TestStreamsDeliverInOrder(t *testing.T) {
 			}
 			checkChain(t, v, sym, r.depth[sym], k0, k1)
 			// Trades: those of every heartbeat that ended, in order.
-			var want []poller.Trade
+			var want []venue.Trade
 			for k := k0; k < k1; k++ {
 				hb, _ := v.HeartbeatTrades(sym, k)
 				want = append(want, hb...)
@@ -162,11 +163,11 @@ func TestStreamsDeliverInOrder(t *testing.T) {
 			t.Errorf("%d ticker deliveries, want 2 of %d rows", len(r.tickers), len(v.markets))
 		}
 		wantLive := []string{"BTCUSDT", "ETHUSDT", "ETHUSDT"}
-		if !reflect.DeepEqual(r.live[poller.StreamDepth], wantLive) ||
-			!reflect.DeepEqual(r.live[poller.StreamTrades], wantLive[:2]) {
+		if !reflect.DeepEqual(r.live[snapshot.StreamBook], wantLive) ||
+			!reflect.DeepEqual(r.live[snapshot.StreamTrades], wantLive[:2]) {
 			t.Errorf("live %v, want depth %v and trades %v", r.live, wantLive, wantLive[:2])
 		}
-		if !reflect.DeepEqual(r.lost[poller.StreamDepth], []string{"NOPEUSDT"}) {
+		if !reflect.DeepEqual(r.lost[snapshot.StreamBook], []string{"NOPEUSDT"}) {
 			t.Errorf("lost %v, want NOPEUSDT", r.lost)
 		}
 	})
@@ -192,8 +193,8 @@ func TestStreamsWatchChanges(t *testing.T) {
 		if len(r.depth["BTCUSDT"]) != 5 || len(r.depth["XRPUSDT"]) != 5 {
 			t.Errorf("%d BTCUSDT and %d XRPUSDT events, want 5 and 5", len(r.depth["BTCUSDT"]), len(r.depth["XRPUSDT"]))
 		}
-		if !reflect.DeepEqual(r.live[poller.StreamDepth], []string{"BTCUSDT", "XRPUSDT"}) {
-			t.Errorf("live %v", r.live[poller.StreamDepth])
+		if !reflect.DeepEqual(r.live[snapshot.StreamBook], []string{"BTCUSDT", "XRPUSDT"}) {
+			t.Errorf("live %v", r.live[snapshot.StreamBook])
 		}
 	})
 }

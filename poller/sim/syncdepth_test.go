@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"marketfeed/poller"
+	"marketfeed/poller/venue"
 )
 
 // How deep a local book's snapshot must be: a book synced from a snapshot
@@ -31,7 +32,7 @@ func TestSnapshotDepthResyncs(t *testing.T) {
 		refreshBelow := min(150, depth)
 		for _, sym := range symbols {
 			b := poller.NewOrderBook()
-			snapshotAt := func(k int64) poller.Book {
+			snapshotAt := func(k int64) venue.Book {
 				u, err := v.UpdateID(sym, k)
 				if err != nil {
 					t.Fatal(err)

@@ -1,26 +1,10 @@
-package poller
+package venue
 
-import "context"
+import (
+	"context"
 
-// StreamKind is one of a market's per-pair market streams.
-type StreamKind int
-
-// The per-pair streams the poller keeps. The all-market ticker stream is not
-// per pair and has no kind.
-const (
-	StreamDepth  StreamKind = iota // <symbol>@depth@100ms: order book diffs
-	StreamTrades                   // <symbol>@aggTrade: aggregate trades
-	numStreamKinds
+	"marketfeed/snapshot"
 )
-
-var streamKindNames = [numStreamKinds]string{"depth", "trades"}
-
-func (k StreamKind) String() string {
-	if k < 0 || k >= numStreamKinds {
-		return "stream(?)"
-	}
-	return streamKindNames[k]
-}
 
 // DepthUpdate is one event of a market's diff depth stream: every level that
 // changed between two update ids, with its new absolute size ("0" removes
@@ -49,14 +33,15 @@ type Sink interface {
 	// Tickers delivers rows of the all-market ticker stream: only the
 	// symbols that changed, possibly symbols outside the catalog.
 	Tickers(rows []Stat)
-	// Live reports that the streams of kind for symbols are subscribed and
+	// Live reports that the streams of kind for symbols (snapshot.StreamBook:
+	// the depth stream; snapshot.StreamTrades: the aggregate trade stream) are subscribed and
 	// acknowledged on a connection that is reading.
-	Live(kind StreamKind, symbols []string)
+	Live(kind snapshot.Stream, symbols []string)
 	// Lost reports that the streams of kind for symbols stopped delivering
 	// in sequence: their connection closed, the venue refused the
 	// subscription, or an event could not be used. A depth stream that was
 	// lost must be synced again from a snapshot once it is live again.
-	Lost(kind StreamKind, symbols []string)
+	Lost(kind snapshot.Stream, symbols []string)
 }
 
 // Streams is a venue's market streams: the per-pair depth and aggregate
@@ -72,5 +57,5 @@ type Streams interface {
 	Watch(symbols []string)
 	// Resubscribe subscribes a symbol's stream again: the poller's answer
 	// to a subscription that was acknowledged and then stayed silent.
-	Resubscribe(kind StreamKind, symbol string)
+	Resubscribe(kind snapshot.Stream, symbol string)
 }

@@ -1,4 +1,10 @@
-package poller
+// Package venue is the contract between the poller and a venue adapter: the
+// REST reads a venue offers (Venue), its market streams (Streams) and what
+// they deliver to (Sink), the values both carry, the errors they return, and
+// the one classification of a call's outcome that the back-off, the metrics
+// and the stream-fed pairs' retries all derive from. Adapters import this
+// package (and snapshot) and nothing else of the poller's.
+package venue
 
 import (
 	"context"
@@ -66,12 +72,6 @@ func IsZeroDecimal(s string) bool {
 	return true
 }
 
-// Log attribute keys, one per meaning, for every log line of the poller.
-const (
-	logKeyErr  = "err"
-	logKeyPair = "pair"
-)
-
 // Call names one kind of venue call, for weights and metrics.
 type Call int
 
@@ -82,13 +82,14 @@ const (
 	CallQuotes
 	CallBook
 	CallTrades
-	numCalls
+	// NumCalls is the number of calls, for tables indexed by Call.
+	NumCalls
 )
 
-var callNames = [numCalls]string{"catalog", "stats", "quotes", "book", "trades"}
+var callNames = [NumCalls]string{"catalog", "stats", "quotes", "book", "trades"}
 
 func (c Call) String() string {
-	if c < 0 || c >= numCalls {
+	if c < 0 || c >= NumCalls {
 		return fmt.Sprintf("call(%d)", int(c))
 	}
 	return callNames[c]
