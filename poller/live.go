@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -63,7 +64,7 @@ type livePair struct {
 	// request waits.
 	published [2]chan struct{}
 	// Depth: the local book and what the stream has said about it.
-	book      *OrderBook
+	book      *orderbook.Book
 	depthLive bool           // the subscription is acknowledged on a reading connection
 	depthAt   time.Time      // when the last depth event arrived
 	pub       *snapshot.Book // the book last published from the stream
@@ -141,7 +142,7 @@ func (l *live) setPairs(pairs *snapshot.Pairs) {
 	for _, pair := range pairs.List() {
 		lp := old[pair.Symbol]
 		if lp == nil || lp.tickerID != pair.TickerID {
-			lp = &livePair{symbol: pair.Symbol, tickerID: pair.TickerID, book: NewOrderBook()}
+			lp = &livePair{symbol: pair.Symbol, tickerID: pair.TickerID, book: orderbook.New()}
 		}
 		lp.spot.Store(pair.Kind == snapshot.KindSpot)
 		if _, dup := bySymbol[pair.Symbol]; dup {
@@ -176,7 +177,7 @@ func (l *live) Depth(u venue.DepthUpdate) {
 	wasSynced := lp.book.Synced()
 	if err := lp.book.Apply(u); err != nil {
 		cause := causeGap
-		if errors.Is(err, ErrBadLevel) {
+		if errors.Is(err, orderbook.ErrBadLevel) {
 			cause = causeBadData
 		}
 		l.resynced(lp, cause, err)
@@ -697,7 +698,7 @@ func (l *live) fetchSnapshot(ctx context.Context, lp *livePair, tier int) (func(
 	return func(now time.Time) func() {
 		if err := lp.book.Refresh(snap, depth); err != nil {
 			cause := causeStale
-			if !errors.Is(err, ErrStaleSnapshot) {
+			if !errors.Is(err, orderbook.ErrStaleSnapshot) {
 				cause = causeBadData
 			}
 			if lp.book.Synced() {

@@ -1,4 +1,4 @@
-package poller
+package orderbook
 
 import (
 	"errors"
@@ -22,9 +22,9 @@ func upd(first, last, prev int64, bids, asks []venue.Level) venue.DepthUpdate {
 	return venue.DepthUpdate{Symbol: "BTCUSDT", First: first, Last: last, Prev: prev, Time: last, Bids: bids, Asks: asks}
 }
 
-func synced(t *testing.T, snap venue.Book, limit int, buffered ...venue.DepthUpdate) *OrderBook {
+func synced(t *testing.T, snap venue.Book, limit int, buffered ...venue.DepthUpdate) *Book {
 	t.Helper()
-	b := NewOrderBook()
+	b := New()
 	for _, u := range buffered {
 		if err := b.Apply(u); err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestOrderBookGapDesyncsAndBuffersAgain(t *testing.T) {
 }
 
 func TestOrderBookRefusesASnapshotOlderThanTheBuffer(t *testing.T) {
-	b := NewOrderBook()
+	b := New()
 	_ = b.Apply(upd(201, 210, 200, lv("1", "1"), nil))
 	err := b.Sync(venue.Book{LastUpdateID: 150, Bids: lv("1", "1")}, 1000)
 	if !errors.Is(err, ErrStaleSnapshot) {

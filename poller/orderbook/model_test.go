@@ -1,4 +1,4 @@
-package poller
+package orderbook
 
 import (
 	"maps"
@@ -109,7 +109,7 @@ func modelRun(t *testing.T, seed uint64) {
 		prev = last
 		return u
 	}
-	b := newOrderBook(40)
+	b := newBook(40)
 	for range 3 {
 		if err := b.Apply(event()); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,9 @@
-package poller
+// Package orderbook is the local order book of one market: kept in sequence
+// from the venue's diff depth stream after a REST snapshot, by the venue's
+// own procedure, refreshed from deeper snapshots without leaving sequence,
+// and vouching only for the levels it can prove are the venue's. It is pure:
+// no I/O, no clock, no locks; its owner locks it.
+package orderbook
 
 import (
 	"errors"
@@ -9,7 +14,7 @@ import (
 	"marketfeed/poller/venue"
 )
 
-// OrderBook is one market's local order book, kept current from the venue's
+// Book is one market's local order book, kept current from the venue's
 // diff depth stream by the venue's own procedure for USDⓈ-M futures:
 //
 //  1. buffer the stream's events;
@@ -33,8 +38,8 @@ import (
 // snapshot can be laid under it without leaving sequence (Refresh), while
 // it goes on being served.
 //
-// An OrderBook is not safe for concurrent use; its owner locks it.
-type OrderBook struct {
+// An Book is not safe for concurrent use; its owner locks it.
+type Book struct {
 	synced bool  // a snapshot was applied and every event since has chained
 	first  bool  // no event has been applied since the snapshot
 	last   int64 // the update id the book is current at
@@ -79,40 +84,40 @@ var (
 	ErrBadLevel = errors.New("depth level is not a plain decimal")
 )
 
-// NewOrderBook returns an empty book that buffers events until Sync.
-func NewOrderBook() *OrderBook { return newOrderBook(maxSideLevels) }
+// New returns an empty book that buffers events until Sync.
+func New() *Book { return newBook(maxSideLevels) }
 
-// newOrderBook returns an empty book whose sides keep at most max levels.
-func newOrderBook(max int) *OrderBook {
-	return &OrderBook{bids: bookSide{bids: true, max: max}, asks: bookSide{max: max}}
+// newBook returns an empty book whose sides keep at most max levels.
+func newBook(max int) *Book {
+	return &Book{bids: bookSide{bids: true, max: max}, asks: bookSide{max: max}}
 }
 
 // Synced reports whether the book is current: synced from a snapshot and in
 // sequence since.
-func (b *OrderBook) Synced() bool { return b.synced }
+func (b *Book) Synced() bool { return b.synced }
 
 // LastUpdateID is the update id the book is current at; 0 before a sync.
-func (b *OrderBook) LastUpdateID() int64 { return b.last }
+func (b *Book) LastUpdateID() int64 { return b.last }
 
 // Time is the venue's time of the newest event or snapshot applied, ms.
-func (b *OrderBook) Time() int64 { return b.time }
+func (b *Book) Time() int64 { return b.time }
 
 // Held reports whether events are held waiting for one that did not arrive:
 // the book is then behind the stream, and not to be confirmed as current.
-func (b *OrderBook) Held() bool { return len(b.ahead) > 0 }
+func (b *Book) Held() bool { return len(b.ahead) > 0 }
 
 // Buffered reports how many events wait for a snapshot.
-func (b *OrderBook) Buffered() int { return len(b.buffer) }
+func (b *Book) Buffered() int { return len(b.buffer) }
 
 // Changed reports whether anything was applied since the last ResetChanged.
-func (b *OrderBook) Changed() bool { return b.changed }
+func (b *Book) Changed() bool { return b.changed }
 
 // ResetChanged clears Changed, once the book's state has been published.
-func (b *OrderBook) ResetChanged() { b.changed = false }
+func (b *Book) ResetChanged() { b.changed = false }
 
 // Desync drops the book's levels and starts buffering for a new snapshot;
 // the events that were ahead are kept as the start of the new buffer.
-func (b *OrderBook) Desync() {
+func (b *Book) Desync() {
 	b.synced = false
 	b.first = false
 	b.bids.levels = b.bids.levels[:0]
@@ -128,7 +133,7 @@ func (b *OrderBook) Desync() {
 // next event is applied, and an event that skips ahead is held until the
 // events before it arrive. An error means the book is no longer current:
 // it has desynced and buffers again, and needs a new snapshot.
-func (b *OrderBook) Apply(u venue.DepthUpdate) error {
+func (b *Book) Apply(u venue.DepthUpdate) error {
 	if !b.synced {
 		b.buffer = appendBounded(b.buffer, u)
 		return nil
@@ -152,7 +157,7 @@ func (b *OrderBook) Apply(u venue.DepthUpdate) error {
 }
 
 // follows reports whether u is the next event for the book.
-func (b *OrderBook) follows(u venue.DepthUpdate) bool {
+func (b *Book) follows(u venue.DepthUpdate) bool {
 	if b.first {
 		// The first event spans the snapshot (U <= L <= u), or starts
 		// right after it: the market had no update between pu and U, so
@@ -163,7 +168,7 @@ func (b *OrderBook) follows(u venue.DepthUpdate) bool {
 }
 
 // drainAhead applies the held events that now continue the book.
-func (b *OrderBook) drainAhead() error {
+func (b *Book) drainAhead() error {
 	for {
 		i := slices.IndexFunc(b.ahead, b.follows)
 		if i < 0 {
@@ -179,7 +184,7 @@ func (b *OrderBook) drainAhead() error {
 	}
 }
 
-func (b *OrderBook) apply(u venue.DepthUpdate) error {
+func (b *Book) apply(u venue.DepthUpdate) error {
 	if err := b.bids.update(u.Bids); err != nil {
 		b.Desync()
 		return err
@@ -208,8 +213,8 @@ func appendBounded(events []venue.DepthUpdate, u venue.DepthUpdate) []venue.Dept
 
 // Sync starts the book from a REST snapshot taken with the given per-side
 // limit, then applies the buffered events that follow it. A side that came
-// back with limit levels is taken to continue beyond them (see OrderBook).
-func (b *OrderBook) Sync(snap venue.Book, limit int) error {
+// back with limit levels is taken to continue beyond them (see Book).
+func (b *Book) Sync(snap venue.Book, limit int) error {
 	// Events that end before the snapshot are already in it.
 	buffered := slices.DeleteFunc(b.buffer, func(u venue.DepthUpdate) bool { return u.Last < snap.LastUpdateID })
 	if len(buffered) > 0 && buffered[0].Prev > snap.LastUpdateID {
@@ -227,7 +232,7 @@ func (b *OrderBook) Sync(snap venue.Book, limit int) error {
 
 // load replaces the book's levels with a snapshot's and makes the book
 // current at its update id.
-func (b *OrderBook) load(snap venue.Book, limit int) error {
+func (b *Book) load(snap venue.Book, limit int) error {
 	b.bids.levels = b.bids.levels[:0]
 	b.asks.levels = b.asks.levels[:0]
 	if err := b.bids.load(snap.Bids, limit); err != nil {
@@ -247,7 +252,7 @@ func (b *OrderBook) load(snap venue.Book, limit int) error {
 }
 
 // replay applies events that followed a snapshot just loaded.
-func (b *OrderBook) replay(events []venue.DepthUpdate) error {
+func (b *Book) replay(events []venue.DepthUpdate) error {
 	for _, u := range events {
 		if err := b.Apply(u); err != nil {
 			return err
@@ -259,16 +264,16 @@ func (b *OrderBook) replay(events []venue.DepthUpdate) error {
 // Short reports whether a side holds fewer than n levels it can vouch for
 // while the venue may have more: the book needs a new snapshot to publish n
 // levels.
-func (b *OrderBook) Short(n int) bool { return b.bids.short(n) || b.asks.short(n) }
+func (b *Book) Short(n int) bool { return b.bids.short(n) || b.asks.short(n) }
 
 // Vouched returns how many levels the book can vouch for on its shorter
 // side that the venue may hold more of, or math.MaxInt when the venue sent
 // both sides whole.
-func (b *OrderBook) Vouched() int { return min(b.bids.vouched(), b.asks.vouched()) }
+func (b *Book) Vouched() int { return min(b.bids.vouched(), b.asks.vouched()) }
 
 // Record starts keeping the events the book applies, for a Refresh; it
 // reports whether it was already recording.
-func (b *OrderBook) Record() bool {
+func (b *Book) Record() bool {
 	was := b.recording
 	b.recording = true
 	return was
@@ -277,10 +282,10 @@ func (b *OrderBook) Record() bool {
 // StopRecording gives up a pending refresh whose read has not started:
 // the top has moved back from the edge, and the book vouches for enough
 // levels again.
-func (b *OrderBook) StopRecording() { b.recording, b.recent = false, nil }
+func (b *Book) StopRecording() { b.recording, b.recent = false, nil }
 
 // Recording reports whether a refresh is pending.
-func (b *OrderBook) Recording() bool { return b.recording }
+func (b *Book) Recording() bool { return b.recording }
 
 // Refresh lays a new snapshot under a book that is in sequence, without
 // taking it out of sequence: the events recorded since Record that follow
@@ -290,7 +295,7 @@ func (b *OrderBook) Recording() bool { return b.recording }
 // vouched for instead of asking for another snapshot. A book that is not
 // synced is synced from the snapshot. A snapshot older than the recorded
 // events is refused with ErrStaleSnapshot and the book stays as it was.
-func (b *OrderBook) Refresh(snap venue.Book, limit int) error {
+func (b *Book) Refresh(snap venue.Book, limit int) error {
 	if !b.synced {
 		return b.Sync(snap, limit)
 	}
@@ -325,7 +330,7 @@ func (b *OrderBook) Refresh(snap venue.Book, limit int) error {
 
 // Top returns up to n levels of each side, best first. The slices are new;
 // the strings are the venue's.
-func (b *OrderBook) Top(n int) (bids, asks []venue.Level) { return b.bids.top(n), b.asks.top(n) }
+func (b *Book) Top(n int) (bids, asks []venue.Level) { return b.bids.top(n), b.asks.top(n) }
 
 // maxSideLevels bounds the levels a side keeps: twice the deepest snapshot
 // the venue gives. A side grows as the price moves away from it and as a
@@ -336,7 +341,7 @@ func (b *OrderBook) Top(n int) (bids, asks []venue.Level) { return b.bids.top(n)
 // that trimming, which moves every level, is rare.
 const maxSideLevels = 2000
 
-// bookSide is one side of an OrderBook. Levels are stored worst first, so
+// bookSide is one side of an Book. Levels are stored worst first, so
 // that the changes a moving top brings (levels appearing and vanishing at the
 // best prices) append and truncate at the end instead of moving every level.
 type bookSide struct {
