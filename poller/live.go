@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"marketfeed/poller/budget"
 	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -519,8 +520,7 @@ func (st restState) ready(now time.Time) bool { return !st.inFlight && !now.Befo
 // what differs is here rather than a branch at every step.
 type restRead struct {
 	kind    restKind
-	purpose [numTiers]Purpose    // what the read's weight is spent on, by tier
-	class   [numTiers]spendClass // the budget share it is read from, by tier
+	purpose [numTiers]budget.Purpose // what the read's weight is spent on, by tier
 	stream  snapshot.Stream
 	weight  func(p *Poller, tier int) int
 	// due reports whether lp needs the read, its tier (lower tiers go
@@ -536,8 +536,7 @@ type restRead struct {
 var (
 	snapshotRead = restRead{
 		kind:    restSnapshot,
-		purpose: [numTiers]Purpose{tierSync: PurposeSnapshot, tierDepleted: PurposeRefresh, tierRefresh: PurposeRefresh},
-		class:   [numTiers]spendClass{tierSync: classBook, tierDepleted: classBook, tierRefresh: classRefresh},
+		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted, tierRefresh: budget.PurposeRefresh},
 		stream:  snapshot.StreamBook,
 		weight:  func(p *Poller, tier int) int { return p.bookWeight(p.snapshotDepth(tier)) },
 		due: func(lp *livePair) (bool, int, int) {
@@ -560,8 +559,7 @@ var (
 	}
 	backfillRead = restRead{
 		kind:    restBackfill,
-		purpose: [numTiers]Purpose{PurposeBackfill, PurposeBackfill, PurposeBackfill},
-		class:   [numTiers]spendClass{classTrades, classTrades, classTrades},
+		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
 		stream:  snapshot.StreamTrades,
 		weight:  func(p *Poller, _ int) int { return p.venue.Weight(venue.CallTrades) },
 		due: func(lp *livePair) (bool, int, int) {
@@ -643,7 +641,7 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 	deferred := 0
 	for _, q := range due {
 		lp, tier := q.lp, q.tier
-		if !refused[tier] && l.p.startRead(ctx, r.purpose[tier], r.class[tier], r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
+		if !refused[tier] && l.p.startRead(ctx, r.purpose[tier], r.weight(l.p, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
 			l.run(ctx, r, lp, tier)
 		}, func() { lp.mu.Lock(); lp.rest[r.kind].inFlight = true; lp.mu.Unlock() }) {
 			continue
@@ -651,7 +649,7 @@ func (l *live) dispatch(ctx context.Context, r restRead) {
 		refused[tier] = true
 		// Refreshes wait by design, within their share: that is not a
 		// budget running short.
-		if r.class[tier] != classRefresh {
+		if r.purpose[tier] != budget.PurposeRefresh {
 			deferred++
 		}
 	}
@@ -673,7 +671,7 @@ func (l *live) run(ctx context.Context, r restRead, lp *livePair, tier int) {
 		st.after = now.Add(time.Second)
 		lp.mu.Unlock()
 		l.p.logs.log(l.p.log, slog.LevelWarn, "rest-"+r.stream.String(), "venue read of a stream-fed pair failed",
-			slog.String("purpose", purposeNames[r.purpose[tier]]), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+			slog.String("purpose", r.purpose[tier].String()), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
 		return
 	}
 	publish := apply(now)

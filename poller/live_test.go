@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -528,10 +529,10 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 				t.Fatalf("book %d after its refresh: published\n%s\nwant\n%s", i, got, want)
 			}
 		}
-		if got := w.p.metrics.weight[PurposeRefresh].Get(); got != n*20 {
+		if got := w.p.metrics.weight[budget.PurposeRefresh].Get(); got != n*20 {
 			t.Fatalf("refresh weight %d, want %d", got, n*20)
 		}
-		if got := w.p.metrics.weight[PurposeSnapshot].Get(); got != n*20 {
+		if got := w.p.metrics.weight[budget.PurposeSnapshot].Get(); got != n*20 {
 			t.Fatalf("sync snapshot weight %d, want %d", got, n*20)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -72,10 +73,10 @@ type pollerMetrics struct {
 	coldWait  [2]*histogram          // by stream
 
 	// With market streams.
-	resyncs    map[string]*metrics.Counter   // by cause
-	silent     [2][2]*metrics.Counter        // resubscribed, fell back to REST
-	publishLag *histogram                    // venue time of a book to its publication
-	weight     [numPurposes]*metrics.Counter // REST weight spent, by purpose
+	resyncs    map[string]*metrics.Counter          // by cause
+	silent     [2][2]*metrics.Counter               // resubscribed, fell back to REST
+	publishLag *histogram                           // venue time of a book to its publication
+	weight     [budget.NumPurposes]*metrics.Counter // REST weight spent, by purpose
 }
 
 func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
@@ -107,8 +108,10 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
 	}
 	m.publishLag = newHistogram(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
-	for pu := range numPurposes {
-		m.weight[pu] = set.NewCounter(`marketfeed_venue_weight_total{purpose="` + purposeNames[pu] + `"}`)
+	for pu := range budget.NumPurposes {
+		// Purposes that share a name (a book's refresh from either share,
+		// REST polls of books and trades) share its counter.
+		m.weight[pu] = set.GetOrCreateCounter(`marketfeed_venue_weight_total{purpose="` + pu.String() + `"}`)
 	}
 	if p.live != nil {
 		for part, idx := range map[string]int{"books": 0, "trades": 1} {
@@ -129,18 +132,18 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 	set.NewGauge("marketfeed_venue_max_stale_unmet", func() float64 {
 		p.planned.mu.Lock()
 		defer p.planned.mu.Unlock()
-		return b2f(p.planned.staleUnmet && p.budget.Limit() > 0)
+		return b2f(p.planned.staleUnmet && p.ledger.Limit() > 0)
 	})
-	for k := range numPauseKinds {
-		set.NewGauge(`marketfeed_venue_pauses_total{reason="`+pauseKindNames[k]+`"}`, func() float64 {
+	for k := range budget.NumPauseKinds {
+		set.NewGauge(`marketfeed_venue_pauses_total{reason="`+k.String()+`"}`, func() float64 {
 			return float64(p.gate.PausesOf(k))
 		})
 	}
 	set.NewGauge("marketfeed_venue_paused", func() float64 { return b2f(p.gate.Paused(time.Now())) })
 	set.NewGauge("marketfeed_venue_permanent_failure", func() float64 { return b2f(p.gate.Permanent() != "") })
 	set.NewGauge("marketfeed_venue_weight_limit", func() float64 { return float64(p.venueLimit.Load()) })
-	set.NewGauge("marketfeed_venue_weight_budget", func() float64 { return float64(p.budget.Limit()) })
-	set.NewGauge("marketfeed_venue_weight_spent", func() float64 { return float64(p.budget.Spent(time.Now())) })
+	set.NewGauge("marketfeed_venue_weight_budget", func() float64 { return float64(p.ledger.Limit()) })
+	set.NewGauge("marketfeed_venue_weight_spent", func() float64 { return float64(p.ledger.Spent(time.Now())) })
 	set.NewGauge("marketfeed_tickers_omitted", func() float64 { return float64(p.omitted.Load()) })
 	set.NewGauge("marketfeed_ready", func() float64 { return b2f(p.Status().Ready) })
 	for _, kind := range []string{"pairs", "tickers", "books", "trades"} {

@@ -15,6 +15,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"marketfeed/internal/promtext"
+	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -316,7 +317,7 @@ func TestShortMaxStaleLeavesPerPairReadsTheirShare(t *testing.T) {
 	v.weights = [venue.NumCalls]int{venue.CallCatalog: 1, venue.CallStats: 40, venue.CallQuotes: 5, venue.CallBook: 5, venue.CallTrades: 20}
 	p, _ := newTestPoller(v, Config{Metrics: set, MaxStale: 3 * time.Second})
 	caps := p.caps()
-	book, trades := caps[snapshot.StreamBook], caps[snapshot.StreamTrades]
+	book, trades := caps[budget.ClassBook], caps[budget.ClassTrades]
 	if book+trades < 1200/2 {
 		t.Fatalf("per-pair reads may spend %d + %d of a 1200 budget; the bulk calls took more than their shares", book, trades)
 	}

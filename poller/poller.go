@@ -25,6 +25,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/robfig/cron/v3"
 
+	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -153,8 +154,8 @@ type Poller struct {
 	venue  venue.Venue
 	store  *snapshot.Store
 	log    *slog.Logger
-	budget *budget
-	gate   *backoff
+	ledger *budget.Ledger
+	gate   *budget.Gate
 	logs   *logThrottle
 	hot    [2]*hotSet // by snapshot.Stream
 	// slots bound the reads of each stream in flight at once, across
@@ -206,8 +207,8 @@ func New(cfg Config) *Poller {
 		venue:     cfg.Venue,
 		store:     cfg.Store,
 		log:       cfg.Logger.With("component", "poller", "venue", cfg.Venue.Name()),
-		budget:    newBudget(),
-		gate:      newBackoff(),
+		ledger:    budget.NewLedger(),
+		gate:      budget.NewGate(),
 		logs:      newLogThrottle(time.Minute),
 		hot:       [2]*hotSet{newHotSet(), newHotSet()},
 		slots:     [2]chan struct{}{make(chan struct{}, cfg.Parallel), make(chan struct{}, cfg.Parallel)},
@@ -345,33 +346,33 @@ func (p *Poller) reserve() int {
 	return all
 }
 
-// caps returns how much of the budget per-pair book and trade reads may
-// spend, by stream. When the hot pairs want less than is left after the bulk calls, each
-// stream may use all the other does not need; when they want more, the rest
-// is split in proportion to demand, so neither stream starves the other.
-func (p *Poller) caps() [2]int {
-	limit := p.budget.Limit()
-	if limit == 0 {
-		return [2]int{math.MaxInt, math.MaxInt}
-	}
-	left := max(limit-p.reserve(), 0)
+// caps returns every class's cap: per-pair book and trade reads split what
+// the bulk calls leave by the hot pairs' demand (see budget.CapsOf), and
+// refreshes are held to their fixed share.
+func (p *Poller) caps() budget.Caps {
 	demand := func(s snapshot.Stream, c venue.Call, every time.Duration) float64 {
 		return float64(p.hot[s].Len()*p.venue.Weight(c)) * float64(time.Minute) / float64(every)
 	}
-	db := demand(snapshot.StreamBook, venue.CallBook, p.cfg.BookEvery)
-	dt := demand(snapshot.StreamTrades, venue.CallTrades, p.cfg.TradesEvery)
-	if db+dt <= float64(left) {
-		return [2]int{snapshot.StreamBook: left - int(dt), snapshot.StreamTrades: left - int(db)}
+	plan := budget.Plan{
+		Limit:   p.ledger.Limit(),
+		Reserve: p.reserve(),
+		Split:   [budget.NumClasses]bool{budget.ClassBook: true, budget.ClassTrades: true},
 	}
-	book := int(float64(left) * db / (db + dt))
-	return [2]int{snapshot.StreamBook: book, snapshot.StreamTrades: left - book}
+	plan.Demand[budget.ClassBook] = demand(snapshot.StreamBook, venue.CallBook, p.cfg.BookEvery)
+	plan.Demand[budget.ClassTrades] = demand(snapshot.StreamTrades, venue.CallTrades, p.cfg.TradesEvery)
+	// Refreshes may spend RefreshShare of the venue's limit, and at least
+	// one refresh.
+	if limit := p.venueLimit.Load(); limit > 0 {
+		plan.Share[budget.ClassRefresh] = max(int(p.cfg.RefreshShare*float64(limit)), p.bookWeight(p.cfg.RefreshDepth))
+	}
+	return budget.CapsOf(plan)
 }
 
 // call runs one venue call of kind c whose weight is already spent: it
 // refuses while calls are paused, reconciles the budget with the venue's own
 // count, and feeds the outcome to the back-off.
 func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context) error) error {
-	if err := p.gate.check(time.Now()); err != nil {
+	if err := p.gate.Check(time.Now()); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
@@ -382,7 +383,7 @@ func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context
 	p.metrics.calls[c][venue.OutcomeOf(err)].Inc()
 	p.metrics.callTime[c].observe(now.Sub(start))
 	p.reconcile(now)
-	if pause := p.gate.record(start, now, err); pause > 0 {
+	if pause := p.gate.Record(start, now, err); pause > 0 {
 		p.logs.log(p.log, slog.LevelWarn, "pause", "venue calls paused",
 			slog.String("call", c.String()), slog.Duration("for", pause), slog.String("err", err.Error()))
 	}
@@ -396,22 +397,22 @@ func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context
 func (p *Poller) reconcile(now time.Time) {
 	if r, ok := p.venue.(venue.UsedWeightReporter); ok {
 		if used, ok := r.UsedWeight(); ok {
-			p.budget.observe(now, used)
+			p.ledger.Observe(now, used)
 		}
 	}
 }
 
 // bulk spends the weight of a bulk call and runs it.
 func (p *Poller) bulk(ctx context.Context, c venue.Call, fn func(context.Context) error) error {
-	if p.gate.blocked(time.Now()) {
+	if p.gate.Blocked(time.Now()) {
 		return fmt.Errorf("%s: %w", c, venue.ErrPaused)
 	}
-	if !p.budget.take(time.Now(), p.venue.Weight(c), classBulk, math.MaxInt) {
-		return fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
-	}
-	purpose := PurposeTickers
+	purpose := budget.PurposeTickers
 	if c == venue.CallCatalog {
-		purpose = PurposeCatalog
+		purpose = budget.PurposeCatalog
+	}
+	if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, p.caps(), true) {
+		return fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
 	}
 	p.metrics.weight[purpose].Add(p.venue.Weight(c))
 	return p.call(ctx, c, fn)
@@ -435,8 +436,8 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 	if cat.WeightLimit > 0 && limit == 0 {
 		limit = 1
 	}
-	if limit != p.budget.Limit() {
-		p.budget.setLimit(limit)
+	if limit != p.ledger.Limit() {
+		p.ledger.SetLimit(limit)
 		p.plan(limit)
 		p.reconcile(time.Now()) // the count that came with the catalog, now that there is a limit
 		p.log.Info("venue weight budget", "limit_per_minute", cat.WeightLimit, "budget_per_minute", limit)
@@ -646,9 +647,10 @@ func (p *Poller) RefreshTrades(ctx context.Context) { p.round(ctx, snapshot.Stre
 // streamRow is what differs between a pair's book and its trades on the
 // REST path: one row each, so that the steps are written once.
 type streamRow struct {
-	call  venue.Call
-	class spendClass
-	every func(c *Config) time.Duration
+	call venue.Call
+	// purpose is what a REST read of the stream spends on.
+	purpose budget.Purpose
+	every   func(c *Config) time.Duration
 	// read reads one pair over REST and returns its publication.
 	read func(p *Poller, ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error)
 	// readAt returns when a pair's snapshot was read (0: none) and
@@ -661,10 +663,10 @@ type streamRow struct {
 
 var streamRows = [2]streamRow{
 	snapshot.StreamBook: {
-		call:  venue.CallBook,
-		class: classBook,
-		every: func(c *Config) time.Duration { return c.BookEvery },
-		read:  (*Poller).readBook,
+		call:    venue.CallBook,
+		purpose: budget.PurposePollBook,
+		every:   func(c *Config) time.Duration { return c.BookEvery },
+		read:    (*Poller).readBook,
 		readAt: func(store *snapshot.Store, id []byte) (int64, bool) {
 			b, listed := store.Book(id)
 			if b == nil {
@@ -678,10 +680,10 @@ var streamRows = [2]streamRow{
 		},
 	},
 	snapshot.StreamTrades: {
-		call:  venue.CallTrades,
-		class: classTrades,
-		every: func(c *Config) time.Duration { return c.TradesEvery },
-		read:  (*Poller).readTrades,
+		call:    venue.CallTrades,
+		purpose: budget.PurposePollTrades,
+		every:   func(c *Config) time.Duration { return c.TradesEvery },
+		read:    (*Poller).readTrades,
 		readAt: func(store *snapshot.Store, id []byte) (int64, bool) {
 			t, listed := store.Trades(id)
 			if t == nil {
@@ -724,12 +726,12 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	}
 	slices.SortFunc(due, func(a, b *hotPair) int { return cmp.Compare(a.started.Load(), b.started.Load()) })
 
-	c, class, classCap := row.call, row.class, p.caps()[s]
+	c, purpose, caps := row.call, row.purpose, p.caps()
 	var wg sync.WaitGroup
 	slots := p.slots[s]
 dispatch:
 	for i, hp := range due {
-		if p.gate.blocked(time.Now()) {
+		if p.gate.Blocked(time.Now()) {
 			break
 		}
 		// Slots are shared by overlapping rounds: when reads stuck in
@@ -743,7 +745,7 @@ dispatch:
 			<-slots // a cold load started reading it meanwhile
 			continue
 		}
-		if !p.budget.take(time.Now(), p.venue.Weight(c), class, classCap) {
+		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, true) {
 			hp.reading.Store(false)
 			<-slots
 			left := len(due) - i
@@ -752,7 +754,7 @@ dispatch:
 				slog.String("stream", s.String()), slog.Int("hot", len(hot)), slog.Int("deferred", left))
 			break
 		}
-		p.metrics.weight[PurposePoll].Add(p.venue.Weight(c))
+		p.metrics.weight[purpose].Add(p.venue.Weight(c))
 		pair, _ := pairs.Lookup(hp.id)
 		hp.started.Store(tick)
 		wg.Go(func() {
@@ -820,22 +822,6 @@ func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.
 	return func() { p.store.PutTrades(t) }, nil
 }
 
-// Purpose says what REST weight was spent on, for metrics.
-type Purpose int
-
-// The purposes of REST calls.
-const (
-	PurposeCatalog  Purpose = iota // the market list
-	PurposeTickers                 // bulk statistics and quotes
-	PurposeSnapshot                // order book snapshots that sync local books
-	PurposeRefresh                 // deeper snapshots laid under local books in sequence
-	PurposeBackfill                // trade reads that fill a stream-fed window
-	PurposePoll                    // book and trade reads of pairs served by REST
-	numPurposes
-)
-
-var purposeNames = [numPurposes]string{"catalog", "tickers", "snapshot", "refresh", "backfill", "poll"}
-
 // bookWeight is the weight of a book read of the given depth.
 func (p *Poller) bookWeight(depth int) int {
 	if w, ok := p.venue.(venue.DepthWeigher); ok {
@@ -857,8 +843,8 @@ func (p *Poller) deferred(s snapshot.Stream, n int) {
 // share it may use. mark runs before the read starts, to flag the pair as
 // being read. The read runs under the poller's lifetime and Run waits for
 // it.
-func (p *Poller) startRead(ctx context.Context, purpose Purpose, class spendClass, weight int, urgent bool, fn func(context.Context), mark func()) bool {
-	if ctx.Err() != nil || p.gate.blocked(time.Now()) {
+func (p *Poller) startRead(ctx context.Context, purpose budget.Purpose, weight int, urgent bool, fn func(context.Context), mark func()) bool {
+	if ctx.Err() != nil || p.gate.Blocked(time.Now()) {
 		return false
 	}
 	select {
@@ -866,12 +852,7 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, class spendClas
 	default:
 		return false
 	}
-	// A refresh fits its own share and the book share it is part of.
-	parentCap := math.MaxInt
-	if parent := parentOf[class]; parent != class {
-		parentCap = p.classCap(parent, false)
-	}
-	if !p.budget.takeWithin(time.Now(), weight, class, p.classCap(class, urgent), parentCap) {
+	if !p.ledger.Take(time.Now(), weight, purpose, p.caps(), urgent) {
 		<-p.liveSlots
 		return false
 	}
@@ -882,36 +863,6 @@ func (p *Poller) startRead(ctx context.Context, purpose Purpose, class spendClas
 		fn(p.ctx)
 	})
 	return true
-}
-
-// classCap returns what a stream-fed pair's REST read may spend of its
-// class's share in a minute: four fifths unless a request waits for it,
-// keeping the rest for requests. A request never waits for a refresh,
-// since the book is served meanwhile, so the refresh share keeps nothing
-// back.
-func (p *Poller) classCap(class spendClass, urgent bool) int {
-	if class == classRefresh {
-		return p.refreshCap()
-	}
-	s := snapshot.StreamBook
-	if class == classTrades {
-		s = snapshot.StreamTrades
-	}
-	classCap := p.caps()[s]
-	if !urgent && classCap != math.MaxInt {
-		classCap = classCap * 4 / 5
-	}
-	return classCap
-}
-
-// refreshCap is the weight refreshes may spend in a minute: RefreshShare of
-// the venue's limit, and at least one refresh.
-func (p *Poller) refreshCap() int {
-	limit := p.venueLimit.Load()
-	if limit <= 0 {
-		return math.MaxInt
-	}
-	return max(int(p.cfg.RefreshShare*float64(limit)), p.bookWeight(p.cfg.RefreshDepth))
 }
 
 // Want marks a pair's stream as asked for by a request, keeping it hot. It
@@ -992,18 +943,18 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 			return nil
 		}
 	}
-	if p.gate.blocked(time.Now()) {
+	if p.gate.Blocked(time.Now()) {
 		return fmt.Errorf("load %s %s: %w", s, id, venue.ErrPaused)
 	}
-	c, class := row.call, row.class
+	c, purpose := row.call, row.purpose
 	for {
-		classCap := p.caps()[s]
+		caps := p.caps()
 		now := time.Now()
-		if p.budget.take(now, p.venue.Weight(c), class, classCap) {
-			p.metrics.weight[PurposePoll].Add(p.venue.Weight(c))
+		if p.ledger.Take(now, p.venue.Weight(c), purpose, caps, true) {
+			p.metrics.weight[purpose].Add(p.venue.Weight(c))
 			break
 		}
-		at := p.budget.freeAt(now, p.venue.Weight(c), class, classCap)
+		at := p.ledger.FreeAt(now, p.venue.Weight(c), purpose, caps)
 		if at.IsZero() {
 			return fmt.Errorf("load %s %s: %w", s, id, venue.ErrNoBudget)
 		}
@@ -1073,8 +1024,8 @@ func (p *Poller) Status() Status {
 	st := Status{
 		HotBooks:    p.hot[snapshot.StreamBook].Len(),
 		HotTrades:   p.hot[snapshot.StreamTrades].Len(),
-		BudgetLimit: p.budget.Limit(),
-		BudgetSpent: p.budget.Spent(time.Now()),
+		BudgetLimit: p.ledger.Limit(),
+		BudgetSpent: p.ledger.Spent(time.Now()),
 		Stretched:   p.stretched.Load(),
 		Pauses:      p.gate.Pauses(),
 		Omitted:     p.omitted.Load(),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -276,93 +277,6 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowsExponentiallyToACap(t *testing.T) {
-	b := newBackoff()
-	b.jitter = func(d time.Duration) time.Duration { return d }
-	now := time.Unix(0, 0)
-	var got []time.Duration
-	for range 9 {
-		now = now.Add(time.Minute) // each failure is of a call started after the last pause
-		got = append(got, b.record(now, now, &venue.StatusError{Status: 503}))
-	}
-	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second,
-		8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("pauses = %v, want %v", got, want)
-		}
-	}
-	b.record(now, now, nil)
-	now = now.Add(time.Minute)
-	if d := b.record(now, now, errors.New("connection reset")); d != 500*time.Millisecond {
-		t.Fatalf("first pause after a success = %s, want 500ms", d)
-	}
-}
-
-// Reads in flight together all fail when the venue goes down; only the first
-// failure is news. The next step of the back-off needs a call that started
-// after the pause began.
-func TestBackoffCountsConcurrentFailuresOnce(t *testing.T) {
-	b := newBackoff()
-	b.jitter = func(d time.Duration) time.Duration { return d }
-	start := time.Unix(0, 0)
-	end := start.Add(100 * time.Millisecond)
-	if d := b.record(start, end, &venue.StatusError{Status: 502}); d != 500*time.Millisecond {
-		t.Fatalf("first failure paused %s, want 500ms", d)
-	}
-	for i := range 7 {
-		if d := b.record(start, end.Add(time.Duration(i)*time.Millisecond), &venue.StatusError{Status: 502}); d != 0 {
-			t.Fatalf("in-flight failure %d paused %s, want nothing new", i+2, d)
-		}
-	}
-	later := end.Add(time.Second)
-	if d := b.record(later, later, &venue.StatusError{Status: 502}); d != time.Second {
-		t.Fatalf("the next failure after the pause paused %s, want the second step, 1s", d)
-	}
-}
-
-func TestBackoffJitterStaysWithinHalfAndFullPeriod(t *testing.T) {
-	b := newBackoff()
-	for range 1000 {
-		d := b.jitter(30 * time.Second)
-		if d < 15*time.Second || d > 30*time.Second {
-			t.Fatalf("jitter(30s) = %s, want within [15s, 30s]", d)
-		}
-	}
-}
-
-func TestBackoffByVenueAnswer(t *testing.T) {
-	now := time.Unix(0, 0)
-	for _, tc := range []struct {
-		name      string
-		err       error
-		pause     time.Duration
-		permanent bool
-	}{
-		{"403 firewall", &venue.StatusError{Status: 403}, 5 * time.Minute, false},
-		{"451 region", &venue.StatusError{Status: 451}, restrictedPause, true},
-		{"408 timeout", &venue.StatusError{Status: 408}, backoffBase, false},
-		{"transport", context.DeadlineExceeded, backoffBase, false},
-		{"400 bad symbol", &venue.StatusError{Status: 400}, 0, false},
-		{"bad data", venue.ErrBadData, 0, false},
-		{"our cancel", context.Canceled, 0, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newBackoff()
-			b.jitter = func(d time.Duration) time.Duration { return d }
-			if d := b.record(now, now, tc.err); d != tc.pause {
-				t.Fatalf("pause = %s, want %s", d, tc.pause)
-			}
-			if got := b.Permanent() != ""; got != tc.permanent {
-				t.Fatalf("permanent = %v, want %v", got, tc.permanent)
-			}
-			if err := b.check(now.Add(tc.pause)); err != nil {
-				t.Fatalf("still paused when the pause ends: %v", err)
-			}
-		})
-	}
-}
-
 func TestRegionRefusalMakesThePollerNotReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(1)
@@ -584,43 +498,6 @@ func TestAHangingReadDoesNotHoldOtherPairs(t *testing.T) {
 	})
 }
 
-func TestBackoffLetsOneProbeASecondThroughATransientPause(t *testing.T) {
-	b := newBackoff()
-	b.jitter = func(d time.Duration) time.Duration { return d }
-	now := time.Unix(0, 0)
-	for range 8 { // a long outage: the pause is at its 30 s cap
-		now = now.Add(time.Minute)
-		b.record(now, now, &venue.StatusError{Status: 503})
-	}
-	if err := b.check(now.Add(500 * time.Millisecond)); err == nil {
-		t.Fatal("a call passed half a second into the pause")
-	}
-	probe := now.Add(time.Second)
-	if err := b.check(probe); err != nil {
-		t.Fatalf("no probe a second into the pause: %v", err)
-	}
-	if err := b.check(probe); err == nil {
-		t.Fatal("a second call passed with the probe")
-	}
-	b.record(probe, probe.Add(50*time.Millisecond), nil)
-	if err := b.check(probe.Add(60 * time.Millisecond)); err != nil {
-		t.Fatalf("still paused after the probe succeeded: %v", err)
-	}
-}
-
-func TestBackoffProbesNeverCutTheVenuesOwnPause(t *testing.T) {
-	for _, status := range []int{429, 418, 403, 451} {
-		b := newBackoff()
-		now := time.Unix(0, 0)
-		pause := b.record(now, now, &venue.StatusError{Status: status, RetryAfter: 30 * time.Second})
-		for at := time.Second; at < pause; at += time.Second {
-			if err := b.check(now.Add(at)); err == nil {
-				t.Fatalf("%d: a call passed %s into a %s pause the venue ordered", status, at, pause)
-			}
-		}
-	}
-}
-
 // After a long outage the feed recovers within a probe interval and a
 // refresh cycle of the venue healing, not at the end of a 30 s back-off, and
 // the outage cost the venue about a call a second.
@@ -659,7 +536,7 @@ func TestRecoveryAfterALongOutage(t *testing.T) {
 		cancel()
 		<-done
 		t.Logf("a minute of 503s cost %d venue calls; a fresh book %s after the venue healed", duringOutage, recovered)
-		if recovered > probeEvery+350*time.Millisecond+50*time.Millisecond {
+		if recovered > budget.ProbeEvery+350*time.Millisecond+50*time.Millisecond {
 			t.Errorf("fresh book %s after healing, want within a probe interval and a refresh cycle", recovered)
 		}
 		if duringOutage > 70 { // one probe a second, whichever job takes it

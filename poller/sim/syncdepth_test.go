@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"marketfeed/poller"
+	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
 )
 
@@ -31,7 +31,7 @@ func TestSnapshotDepthResyncs(t *testing.T) {
 	for _, depth := range []int{100, 500, 1000} {
 		refreshBelow := min(150, depth)
 		for _, sym := range symbols {
-			b := poller.NewOrderBook()
+			b := orderbook.New()
 			snapshotAt := func(k int64) venue.Book {
 				u, err := v.UpdateID(sym, k)
 				if err != nil {

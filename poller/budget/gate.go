@@ -1,4 +1,4 @@
-package poller
+package budget
 
 import (
 	"errors"
@@ -17,29 +17,34 @@ const (
 	restrictedPause       = 15 * time.Minute // 451: retried rarely in case it lifts
 	backoffBase           = 500 * time.Millisecond
 	backoffCap            = 30 * time.Second
-	// probeEvery is how often one call may pass during a transient pause to
+	// ProbeEvery is how often one call may pass during a transient pause to
 	// learn whether the venue has healed: it bounds both the load of an
 	// outage (a call a second) and the time to recover after it.
-	probeEvery = time.Second
+	ProbeEvery = time.Second
 )
 
-// pauseKind says why calls were paused, for metrics.
-type pauseKind int
+// PauseKind says why calls were paused, for metrics.
+type PauseKind int
 
+// The reasons for a pause.
 const (
-	pauseRateLimit  pauseKind = iota // 429 or 418
-	pauseForbidden                   // 403
-	pauseRestricted                  // 451
-	pauseTransient                   // 5xx, 408, timeouts, transport errors
-	numPauseKinds
+	PauseRateLimit  PauseKind = iota // 429 or 418
+	PauseForbidden                   // 403
+	PauseRestricted                  // 451
+	PauseTransient                   // 5xx, 408, timeouts, transport errors
+	// NumPauseKinds is the number of kinds, for tables indexed by PauseKind.
+	NumPauseKinds
 )
 
-var pauseKindNames = [numPauseKinds]string{"rate_limit", "forbidden", "restricted", "transient"}
+var pauseKindNames = [NumPauseKinds]string{"rate_limit", "forbidden", "restricted", "transient"}
 
-// backoff is the venue-wide gate: after a rate-limit answer every call waits
+// String is the kind's metric label.
+func (k PauseKind) String() string { return pauseKindNames[k] }
+
+// Gate is the venue-wide gate: after a rate-limit answer every call waits
 // for the venue's Retry-After, and after repeated transient failures calls
 // space out exponentially with jitter.
-type backoff struct {
+type Gate struct {
 	mu         sync.Mutex
 	until      time.Time
 	pausedAt   time.Time // when the pause in force (or the last one) began
@@ -49,54 +54,55 @@ type backoff struct {
 	failures   int    // consecutive transient failures
 	permanent  string // why the venue refuses us for good (451), until a call succeeds
 	pauses     int    // pauses started, for metrics and tests
-	byKind     [numPauseKinds]int
+	byKind     [NumPauseKinds]int
 	jitter     func(d time.Duration) time.Duration
 }
 
-func newBackoff() *backoff {
-	return &backoff{jitter: func(d time.Duration) time.Duration {
+// NewGate returns an open gate.
+func NewGate() *Gate {
+	return &Gate{jitter: func(d time.Duration) time.Duration {
 		// Half fixed, half random: spreads retries of many replicas without
 		// ever retrying sooner than half the period.
 		return d/2 + rand.N(d/2+1)
 	}}
 }
 
-// check returns ErrPaused, wrapped with the reason, while calls are paused.
+// Check returns venue.ErrPaused, wrapped with the reason, while calls are paused.
 // During a back-off after transient failures one call a second passes as a
 // probe: without it, a venue that healed one second into a 30 s back-off
 // would stay unread, and the feed stale, for the other 29. The venue's own
 // orders to stop (429, 418, 403, 451) are obeyed to the end, with no probe.
 // Only the call itself may take the probe; callers deciding whether to
-// prepare a call ask blocked instead.
-func (b *backoff) check(now time.Time) error {
+// prepare a call ask Blocked instead.
+func (b *Gate) Check(now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !now.Before(b.until) {
 		return nil
 	}
-	if b.backingOff && now.Sub(b.probed) >= probeEvery {
+	if b.backingOff && now.Sub(b.probed) >= ProbeEvery {
 		b.probed = now
 		return nil
 	}
 	return fmt.Errorf("%w for %s: %s", venue.ErrPaused, b.until.Sub(now).Round(time.Millisecond), b.reason)
 }
 
-// blocked reports whether a call made now would be refused, without taking
+// Blocked reports whether a call made now would be refused, without taking
 // the probe.
-func (b *backoff) blocked(now time.Time) bool {
+func (b *Gate) Blocked(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return now.Before(b.until) && !(b.backingOff && now.Sub(b.probed) >= probeEvery)
+	return now.Before(b.until) && !(b.backingOff && now.Sub(b.probed) >= ProbeEvery)
 }
 
-// record updates the gate with the outcome of a venue call that started at
+// Record updates the gate with the outcome of a venue call that started at
 // start and ended at now, and returns the pause it started, if any.
 //
 // A transient failure of a call that was already in flight when an earlier
 // failure paused calls says nothing new about the venue: counting it would
 // let one outage met by eight parallel reads jump the back-off eight steps
 // at once, straight to its cap.
-func (b *backoff) record(start, now time.Time, err error) time.Duration {
+func (b *Gate) Record(start, now time.Time, err error) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err == nil {
@@ -109,7 +115,7 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 	}
 	var pause time.Duration
 	var reason string
-	var kind pauseKind
+	var kind PauseKind
 	var se *venue.StatusError
 	errors.As(err, &se)
 	switch venue.OutcomeOf(err) {
@@ -119,15 +125,15 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 			pause = defaultRateLimitPause
 		}
 		reason = fmt.Sprintf("venue rate limit (%d)", se.Status)
-		kind = pauseRateLimit
+		kind = PauseRateLimit
 	case venue.OutcomeForbidden:
 		pause = max(se.RetryAfter, defaultForbiddenPause)
 		reason = "venue firewall refused us (403)"
-		kind = pauseForbidden
+		kind = PauseForbidden
 	case venue.OutcomeRestricted:
 		pause = restrictedPause
 		reason = "venue refuses this region (451)"
-		kind = pauseRestricted
+		kind = PauseRestricted
 		b.permanent = reason
 	case venue.OutcomeServerError, venue.OutcomeTimeout, venue.OutcomeUnreachable:
 		if start.Before(b.pausedAt) {
@@ -138,7 +144,7 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 			reason = fmt.Sprintf("venue error %d", se.Status)
 		}
 		pause, reason = b.transient(reason)
-		kind = pauseTransient
+		kind = PauseTransient
 	default:
 		// We stopped the call ourselves, the venue refused this request
 		// only (400 unknown symbol), or its data was unusable for this
@@ -148,7 +154,7 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 	if until := now.Add(pause); until.After(b.until) {
 		b.until = until
 		b.pausedAt = now
-		b.backingOff = kind == pauseTransient
+		b.backingOff = kind == PauseTransient
 		b.probed = now
 		b.reason = reason
 		b.pauses++
@@ -158,7 +164,7 @@ func (b *backoff) record(start, now time.Time, err error) time.Duration {
 }
 
 // transient returns the next exponential back-off period. Called with mu held.
-func (b *backoff) transient(reason string) (time.Duration, string) {
+func (b *Gate) transient(reason string) (time.Duration, string) {
 	b.failures++
 	d := backoffCap
 	if b.failures < 16 {
@@ -168,28 +174,28 @@ func (b *backoff) transient(reason string) (time.Duration, string) {
 }
 
 // Permanent returns why the venue refuses us for good, or "".
-func (b *backoff) Permanent() string {
+func (b *Gate) Permanent() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.permanent
 }
 
 // PausesOf returns how many pauses of one kind have started.
-func (b *backoff) PausesOf(k pauseKind) int {
+func (b *Gate) PausesOf(k PauseKind) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.byKind[k]
 }
 
 // Paused reports whether calls are paused at now.
-func (b *backoff) Paused(now time.Time) bool {
+func (b *Gate) Paused(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return now.Before(b.until)
 }
 
 // Pauses returns how many pauses have started.
-func (b *backoff) Pauses() int {
+func (b *Gate) Pauses() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.pauses

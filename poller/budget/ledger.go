@@ -1,0 +1,296 @@
+// Package budget decides who may spend how much of the venue's request
+// weight, and when calls may be made at all: the Ledger of what was spent in
+// the last minute, the one classification of spend (Purpose, each in a
+// Class), the one function that turns the limit, the reserves, the demand
+// and the fixed shares into every class's cap (CapsOf), and the Gate that
+// pauses calls when the venue says so or keeps failing.
+package budget
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Class groups venue calls whose share of the budget is capped together.
+type Class int
+
+// The classes of spend.
+const (
+	ClassBulk    Class = iota // catalog, stats, quotes: held only to the limit
+	ClassBook                 // per-pair books
+	ClassTrades               // per-pair trades
+	ClassRefresh              // deeper snapshots under local books in sequence
+	// NumClasses is the number of classes, for tables indexed by Class.
+	NumClasses
+)
+
+// parentOf is the class whose share a class's spending also counts
+// towards: a refresh is a book read, held to the book share with the
+// snapshots that sync books (which come first) as well as to its own.
+var parentOf = [NumClasses]Class{
+	ClassBulk:    ClassBulk,
+	ClassBook:    ClassBook,
+	ClassTrades:  ClassTrades,
+	ClassRefresh: ClassBook,
+}
+
+// Purpose says what REST weight is spent on: the one classification of
+// spend. Each purpose belongs to one class, whose cap it is held to, and has
+// a name for metrics (two purposes may share one).
+type Purpose int
+
+// The purposes of REST calls.
+const (
+	PurposeCatalog    Purpose = iota // the market list
+	PurposeTickers                   // bulk statistics and quotes
+	PurposeSnapshot                  // order book snapshots that sync local books
+	PurposeDepleted                  // the refresh of a book with a side run dry: from the book share
+	PurposeRefresh                   // deeper snapshots laid under local books in sequence
+	PurposeBackfill                  // trade reads that fill a stream-fed window
+	PurposePollBook                  // book reads of pairs served by REST
+	PurposePollTrades                // trade reads of pairs served by REST
+	// NumPurposes is the number of purposes, for tables indexed by Purpose.
+	NumPurposes
+)
+
+var purposes = [NumPurposes]struct {
+	name  string
+	class Class
+}{
+	PurposeCatalog:    {"catalog", ClassBulk},
+	PurposeTickers:    {"tickers", ClassBulk},
+	PurposeSnapshot:   {"snapshot", ClassBook},
+	PurposeDepleted:   {"refresh", ClassBook},
+	PurposeRefresh:    {"refresh", ClassRefresh},
+	PurposeBackfill:   {"backfill", ClassTrades},
+	PurposePollBook:   {"poll", ClassBook},
+	PurposePollTrades: {"poll", ClassTrades},
+}
+
+// String is the purpose's metric label.
+func (p Purpose) String() string { return purposes[p].name }
+
+// Class is the class whose cap the purpose's spend is held to.
+func (p Purpose) Class() Class { return purposes[p].class }
+
+// Ledger holds the venue weight the poller may spend: at most the limit in
+// any 60-second window, and for each class at most its cap. A sliding window
+// rather than a token bucket, because a bucket lets a full bucket plus a
+// minute of refill through in one minute, twice the limit, while the venue
+// counts per minute.
+type Ledger struct {
+	mu      sync.Mutex
+	limit   int // weight allowed per window; 0: unlimited
+	window  time.Duration
+	total   int
+	byClass [NumClasses]int
+	entries []spend // the calls of the last window, oldest first
+}
+
+type spend struct {
+	at     time.Time
+	weight int
+	class  Class
+}
+
+// NewLedger returns an unlimited ledger; SetLimit gives it the venue's.
+func NewLedger() *Ledger { return &Ledger{window: time.Minute} }
+
+// SetLimit changes the weight allowed per window; 0 means unlimited.
+func (b *Ledger) SetLimit(limit int) {
+	b.mu.Lock()
+	b.limit = max(limit, 0)
+	b.mu.Unlock()
+}
+
+// Limit returns the weight allowed per window; 0 means unlimited.
+func (b *Ledger) Limit() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.limit
+}
+
+func (b *Ledger) expire(now time.Time) {
+	cut := now.Add(-b.window)
+	i := 0
+	for i < len(b.entries) && !b.entries[i].at.After(cut) {
+		e := b.entries[i]
+		b.total -= e.weight
+		b.byClass[e.class] -= e.weight
+		if p := parentOf[e.class]; p != e.class {
+			b.byClass[p] -= e.weight
+		}
+		i++
+	}
+	if i > 0 {
+		b.entries = append(b.entries[:0], b.entries[i:]...)
+	}
+}
+
+// Take spends weight for purpose at now if the window's total stays within
+// the limit and the class's spend within its cap of caps (urgent: all of it;
+// otherwise what Caps.Of leaves for reads nobody waits for), and, for a class
+// that counts towards a parent's share as well, within the parent's cap for
+// background reads. It reports whether the weight was spent.
+func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, urgent bool) bool {
+	if weight <= 0 {
+		return true
+	}
+	class := purpose.Class()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limit == 0 {
+		return true
+	}
+	b.expire(now)
+	if b.total+weight > b.limit || b.byClass[class]+weight > caps.Of(class, urgent) {
+		return false
+	}
+	if p := parentOf[class]; p != class && b.byClass[p]+weight > caps.Of(p, false) {
+		return false
+	}
+	b.add(now, weight, class)
+	return true
+}
+
+func (b *Ledger) add(now time.Time, weight int, class Class) {
+	b.entries = append(b.entries, spend{now, weight, class})
+	b.total += weight
+	b.byClass[class] += weight
+	if p := parentOf[class]; p != class {
+		b.byClass[p] += weight
+	}
+}
+
+// FreeAt returns the earliest time at which an urgent Take of weight for
+// purpose could succeed if nothing else spends, or the zero time if it never
+// can.
+func (b *Ledger) FreeAt(now time.Time, weight int, purpose Purpose, caps Caps) time.Time {
+	class := purpose.Class()
+	classCap := caps.Of(class, true)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limit == 0 || weight <= 0 {
+		return now
+	}
+	b.expire(now)
+	if weight > b.limit || weight > classCap {
+		return time.Time{}
+	}
+	total, own := b.total, b.byClass[class]
+	for _, e := range b.entries {
+		if total+weight <= b.limit && own+weight <= classCap {
+			break
+		}
+		total -= e.weight
+		if e.class == class || parentOf[e.class] == class {
+			own -= e.weight
+		}
+		now = e.at.Add(b.window)
+	}
+	return now
+}
+
+// Spent returns the weight spent in the window ending at now.
+func (b *Ledger) Spent(now time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expire(now)
+	return b.total
+}
+
+// Observe reconciles the ledger with the weight the venue says this client
+// has used in its current minute. Weight the venue counted that the ledger
+// did not (another process on the same address, calls cut off mid-flight) is
+// recorded as spent now, so the poller slows down instead of overrunning.
+func (b *Ledger) Observe(now time.Time, used int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limit == 0 {
+		return
+	}
+	b.expire(now)
+	if extra := used - b.total; extra > 0 {
+		b.add(now, extra, ClassBulk)
+	}
+}
+
+// Caps is what each class may spend in a minute; math.MaxInt: no cap of its
+// own (only the limit).
+type Caps [NumClasses]int
+
+// Unlimited is the caps of a venue without a weight limit.
+var Unlimited = Caps{math.MaxInt, math.MaxInt, math.MaxInt, math.MaxInt}
+
+// Of is the cap a read of class is held to: all of the class's cap for a
+// read a request waits for (or a REST poll of a pair requests keep hot),
+// four fifths of it for a background read, so that requests always find
+// room. A class with a fixed share keeps nothing back: no request waits
+// for its reads.
+func (c Caps) Of(class Class, urgent bool) int {
+	v := c[class]
+	if urgent || v == math.MaxInt || !heldBack[class] {
+		return v
+	}
+	return v * 4 / 5
+}
+
+// heldBack says which classes keep a fifth of their cap for requests.
+var heldBack = [NumClasses]bool{ClassBook: true, ClassTrades: true}
+
+// Plan is what every class's cap is computed from.
+type Plan struct {
+	// Limit is the weight a minute the budget allows; 0: unlimited.
+	Limit int
+	// Reserve is the weight a minute held back for the bulk calls.
+	Reserve int
+	// Demand is the weight a minute each class would spend at full
+	// cadence, for the classes that split what the limit leaves after
+	// the reserve.
+	Demand [NumClasses]float64
+	// Split says which classes share what the limit leaves by demand.
+	Split [NumClasses]bool
+	// Share is a fixed cap for a class that has one (refreshes); 0: none.
+	Share [NumClasses]int
+}
+
+// CapsOf returns every class's cap. The classes that split share what the
+// limit leaves after the reserve: when their demand fits, each may use all
+// the others do not need; when it does not, the rest is split in proportion
+// to demand, so that none starves another. A class with a fixed share is
+// held to it; the bulk class only to the limit.
+func CapsOf(p Plan) Caps {
+	if p.Limit == 0 {
+		return Unlimited
+	}
+	caps := Unlimited
+	left := max(p.Limit-p.Reserve, 0)
+	var sum float64
+	n := 0
+	for c := range NumClasses {
+		if p.Split[c] {
+			sum += p.Demand[c]
+			n++
+		}
+	}
+	given := 0
+	for c := range NumClasses {
+		switch {
+		case p.Share[c] > 0:
+			caps[c] = p.Share[c]
+		case !p.Split[c]:
+		case sum <= float64(left):
+			caps[c] = left - int(sum-p.Demand[c])
+		default:
+			n--
+			if n == 0 {
+				caps[c] = left - given // the last takes the rounding
+			} else {
+				caps[c] = int(float64(left) * p.Demand[c] / sum)
+				given += caps[c]
+			}
+		}
+	}
+	return caps
+}

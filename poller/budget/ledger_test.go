@@ -1,0 +1,102 @@
+package budget
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// A refresh is held to its own share and to the book share it is part of:
+// books waiting to sync may use the book share, and refreshes then wait;
+// what refreshes spend leaves that much less for other book reads.
+func TestRefreshSpendsWithinItsShareAndTheBookShare(t *testing.T) {
+	b := NewLedger()
+	b.SetLimit(1000)
+	now := time.Unix(1_000_000, 0)
+	// Urgent book reads may use the whole book cap; refreshes are held
+	// to their share and to the book cap for background reads (4/5).
+	caps := CapsOf(Plan{Limit: 1000, Share: [NumClasses]int{ClassBook: 125, ClassRefresh: 50}})
+	const bookCap = 100
+	if caps.Of(ClassBook, false) != bookCap || caps.Of(ClassRefresh, false) != 50 {
+		t.Fatalf("caps %v: book %d for background reads, refresh %d", caps, caps.Of(ClassBook, false), caps.Of(ClassRefresh, false))
+	}
+	sync := func(at time.Time, w int) bool { return b.Take(at, w, PurposeSnapshot, caps, false) }
+	refresh := func(at time.Time, w int) bool { return b.Take(at, w, PurposeRefresh, caps, false) }
+	if !sync(now, 80) {
+		t.Fatal("a sync within the book share was refused")
+	}
+	if !refresh(now, 20) {
+		t.Fatal("a refresh within both shares was refused")
+	}
+	if refresh(now, 20) {
+		t.Fatal("a refresh past the book share was taken though its own share had room")
+	}
+	if sync(now, 10) {
+		t.Fatal("a book read did not see what the refresh spent of the book share")
+	}
+	if at := b.FreeAt(now, 30, PurposeSnapshot, caps); !at.Equal(now.Add(time.Minute)) {
+		t.Fatalf("book share free at %v, want when the minute's spending expires", at.Sub(now))
+	}
+	later := now.Add(time.Minute + time.Second)
+	for i := range 2 {
+		if !refresh(later, 20) {
+			t.Fatalf("refresh %d of a new minute refused", i+1)
+		}
+	}
+	if refresh(later, 20) {
+		t.Fatal("a third refresh of 20 fitted a share of 50")
+	}
+	if !sync(later, 60) || b.Spent(later) != 100 {
+		t.Fatalf("the book share's rest went unused: spent %d", b.Spent(later))
+	}
+}
+
+// One function computes every class's cap: the classes that split share
+// what the limit leaves after the reserve, by demand when it does not fit.
+func TestCapsOf(t *testing.T) {
+	split := [NumClasses]bool{ClassBook: true, ClassTrades: true}
+	for _, tc := range []struct {
+		name string
+		plan Plan
+		want Caps
+	}{
+		{"unlimited", Plan{Demand: [NumClasses]float64{ClassBook: 1e9}, Split: split}, Unlimited},
+		{
+			"demand fits: each may use what the other does not need",
+			Plan{Limit: 1000, Reserve: 200, Demand: [NumClasses]float64{ClassBook: 300, ClassTrades: 100}, Split: split},
+			Caps{math.MaxInt, 700, 500, math.MaxInt},
+		},
+		{
+			"demand exceeds: split in proportion",
+			Plan{Limit: 1000, Reserve: 200, Demand: [NumClasses]float64{ClassBook: 3000, ClassTrades: 1000}, Split: split},
+			Caps{math.MaxInt, 600, 200, math.MaxInt},
+		},
+		{
+			"no demand: both may use all that is left",
+			Plan{Limit: 1000, Reserve: 200, Split: split, Share: [NumClasses]int{ClassRefresh: 48}},
+			Caps{math.MaxInt, 800, 800, 48},
+		},
+		{
+			"reserve above the limit leaves nothing",
+			Plan{Limit: 100, Reserve: 200, Demand: [NumClasses]float64{ClassBook: 10}, Split: split},
+			Caps{math.MaxInt, 0, 0, math.MaxInt},
+		},
+		{
+			"a third class splits like the others",
+			Plan{Limit: 900, Demand: [NumClasses]float64{ClassBook: 1000, ClassTrades: 1000, ClassRefresh: 1000},
+				Split: [NumClasses]bool{ClassBook: true, ClassTrades: true, ClassRefresh: true}},
+			Caps{math.MaxInt, 300, 300, 300},
+		},
+	} {
+		if got := CapsOf(tc.plan); got != tc.want {
+			t.Errorf("%s: caps %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	caps := Caps{math.MaxInt, 100, 50, 40}
+	if caps.Of(ClassBook, true) != 100 || caps.Of(ClassBook, false) != 80 || caps.Of(ClassTrades, false) != 40 {
+		t.Error("a background book or trades read does not leave a fifth for requests")
+	}
+	if caps.Of(ClassRefresh, false) != 40 || caps.Of(ClassBulk, false) != math.MaxInt {
+		t.Error("refreshes or bulk calls keep back what no request waits for")
+	}
+}
