@@ -416,7 +416,7 @@ func (l *live) publishBook(lp *livePair, seq uint64, venueTime int64, bids, asks
 	lp.pub = b
 	lp.lastQuote, lp.lastQuoteAt = quoteOf(lp.symbol, bids[:min(1, len(bids))], asks[:min(1, len(asks))]), now
 	lp.announce(snapshot.StreamBook)
-	l.p.metrics.publishLag.observe(now.Sub(time.UnixMilli(venueTime)))
+	l.p.metrics.publishLag.Observe(now.Sub(time.UnixMilli(venueTime)))
 }
 
 // publishTrades publishes every complete trade window that changed, and

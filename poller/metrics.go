@@ -1,50 +1,15 @@
 package poller
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/internal/promhist"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
-
-// histogram is a Prometheus histogram built from the library's counters,
-// one per cumulative bucket. An observation costs one atomic add per bucket
-// at or above the value, which is nothing at the poller's few events a
-// second, and the series are the plain `le` buckets Prometheus reads.
-type histogram struct {
-	bounds  []float64
-	buckets []*metrics.Counter // buckets[i] counts values <= bounds[i]; the last one is +Inf
-	sum     *metrics.FloatCounter
-	count   *metrics.Counter
-}
-
-func newHistogram(set *metrics.Set, name, labels string, bounds []float64) *histogram {
-	h := &histogram{bounds: bounds}
-	for _, b := range bounds {
-		le := strconv.FormatFloat(b, 'f', -1, 64)
-		h.buckets = append(h.buckets, set.NewCounter(name+"_bucket{"+labels+`,le="`+le+`"}`))
-	}
-	h.buckets = append(h.buckets, set.NewCounter(name+"_bucket{"+labels+`,le="+Inf"}`))
-	h.sum = set.NewFloatCounter(name + "_sum{" + labels + "}")
-	h.count = set.NewCounter(name + "_count{" + labels + "}")
-	return h
-}
-
-func (h *histogram) observe(d time.Duration) {
-	s := d.Seconds()
-	for i, b := range h.bounds {
-		if s <= b {
-			h.buckets[i].Inc()
-		}
-	}
-	h.buckets[len(h.bounds)].Inc()
-	h.sum.Add(s)
-	h.count.Inc()
-}
 
 // Bucket bounds in seconds: a venue call is bounded by CallTimeout (default
 // 10 s), a cold wait by the server's cold timeout (default 2 s).
@@ -67,15 +32,15 @@ var streamNames = [2]string{snapshot.StreamBook: "book", snapshot.StreamTrades: 
 // computed when scraped, not kept up to date on every read.
 type pollerMetrics struct {
 	calls     [venue.NumCalls][venue.NumOutcomes]*metrics.Counter
-	callTime  [venue.NumCalls]*histogram
+	callTime  [venue.NumCalls]*promhist.Histogram
 	deferred  [2]*metrics.Counter    // by stream: reads a round could not afford
 	coldLoads [2][2]*metrics.Counter // by stream, then ok / failed
-	coldWait  [2]*histogram          // by stream
+	coldWait  [2]*promhist.Histogram // by stream
 
 	// With market streams.
 	resyncs    map[string]*metrics.Counter          // by cause
 	silent     [2][2]*metrics.Counter               // resubscribed, fell back to REST
-	publishLag *histogram                           // venue time of a book to its publication
+	publishLag *promhist.Histogram                  // venue time of a book to its publication
 	weight     [budget.NumPurposes]*metrics.Counter // REST weight spent, by purpose
 }
 
@@ -86,14 +51,14 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 		for o := range venue.NumOutcomes {
 			m.calls[c][o] = set.NewCounter(`marketfeed_venue_calls_total{` + call + `,outcome="` + o.String() + `"}`)
 		}
-		m.callTime[c] = newHistogram(set, "marketfeed_venue_call_duration_seconds", call, callBounds)
+		m.callTime[c] = promhist.New(set, "marketfeed_venue_call_duration_seconds", call, callBounds)
 	}
 	for s, name := range streamNames {
 		stream := `stream="` + name + `"`
 		m.deferred[s] = set.NewCounter(`marketfeed_venue_reads_deferred_total{` + stream + `}`)
 		m.coldLoads[s][0] = set.NewCounter(`marketfeed_cold_loads_total{` + stream + `,outcome="ok"}`)
 		m.coldLoads[s][1] = set.NewCounter(`marketfeed_cold_loads_total{` + stream + `,outcome="failed"}`)
-		m.coldWait[s] = newHistogram(set, "marketfeed_cold_load_wait_seconds", stream, waitBounds)
+		m.coldWait[s] = promhist.New(set, "marketfeed_cold_load_wait_seconds", stream, waitBounds)
 		set.NewGauge(`marketfeed_hot_pairs{`+stream+`}`, func() float64 {
 			return float64(p.hot[s].Len())
 		})
@@ -107,7 +72,7 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
 	}
-	m.publishLag = newHistogram(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
+	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
 	for pu := range budget.NumPurposes {
 		// Purposes that share a name (a book's refresh from either share,
 		// REST polls of books and trades) share its counter.

@@ -381,7 +381,7 @@ func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context
 	cancel()
 	now := time.Now()
 	p.metrics.calls[c][venue.OutcomeOf(err)].Inc()
-	p.metrics.callTime[c].observe(now.Sub(start))
+	p.metrics.callTime[c].Observe(now.Sub(start))
 	p.reconcile(now)
 	if pause := p.gate.Record(start, now, err); pause > 0 {
 		p.logs.log(p.log, slog.LevelWarn, "pause", "venue calls paused",
@@ -884,7 +884,7 @@ var ErrUnlisted = errors.New("pair not listed")
 // waits for both rather than calling early.
 func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
 	start := time.Now()
-	defer func() { p.metrics.coldWait[s].observe(time.Since(start)) }()
+	defer func() { p.metrics.coldWait[s].Observe(time.Since(start)) }()
 	key := flightKey{s, id}
 	p.flightsMu.Lock()
 	f := p.flights[key]
