@@ -8,7 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"marketfeed/poller/budget"
+	"marketfeed/poller/live"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -20,6 +23,8 @@ type streamWorld struct {
 	v       *fakeVenue
 	fs      *fakeStreams
 	p       *Poller
+	src     *live.Source
+	metrics *metrics.Set
 	store   *snapshot.Store
 	models  []*depthModel
 	symbols []string
@@ -40,13 +45,16 @@ func newStreamWorld(t *testing.T, n int, cfg Config) *streamWorld {
 	fs := newFakeStreams()
 	store := snapshot.NewStore()
 	cfg.Venue, cfg.Store, cfg.Streams = v, store, fs
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
 	p := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = p.Run(ctx); close(done) }()
 	<-fs.running
 	synctest.Wait()
-	w := &streamWorld{t: t, v: v, fs: fs, p: p, store: store, models: models, symbols: symbols}
+	w := &streamWorld{t: t, v: v, fs: fs, p: p, src: p.src.(*live.Source), metrics: cfg.Metrics, store: store, models: models, symbols: symbols}
 	w.stop = func() { cancel(); <-done }
 	return w
 }
@@ -57,7 +65,7 @@ func (w *streamWorld) tick(skip ...string) {
 	for _, m := range w.models {
 		u := m.next()
 		if !slices.Contains(skip, m.symbol) {
-			w.p.live.Depth(u)
+			w.src.Depth(u)
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -76,7 +84,7 @@ func (w *streamWorld) goLive(limit, snapshotWeight int) {
 	if err := w.p.RefreshCatalog(context.Background()); err != nil {
 		w.t.Fatal(err)
 	}
-	w.p.live.Live(snapshot.StreamBook, w.symbols)
+	w.src.Live(snapshot.StreamBook, w.symbols)
 	w.tick()
 }
 
@@ -95,7 +103,7 @@ func TestStreamKeepsEveryBookCurrent(t *testing.T) {
 		if got := w.fs.watched; !slices.Equal(got, w.symbols) {
 			t.Fatalf("watched %v, want every listed symbol", got)
 		}
-		w.p.live.Live(snapshot.StreamBook, w.symbols)
+		w.src.Live(snapshot.StreamBook, w.symbols)
 		for range 30 {
 			w.tick()
 		}
@@ -129,7 +137,7 @@ func TestStreamGapResyncsWithoutPublishingAcrossIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 2, Config{})
 		defer w.stop()
-		w.p.live.Live(snapshot.StreamBook, w.symbols)
+		w.src.Live(snapshot.StreamBook, w.symbols)
 		gapped := w.models[0]
 		truth := map[string]bool{}
 		seen := map[string]bool{}
@@ -175,14 +183,14 @@ func TestLostStreamAgesTheBookThenResyncs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 1, Config{MaxStale: 3 * time.Second})
 		defer w.stop()
-		w.p.live.Live(snapshot.StreamBook, w.symbols)
+		w.src.Live(snapshot.StreamBook, w.symbols)
 		for range 5 {
 			w.tick()
 		}
 		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
 			t.Fatal("book not fresh while its stream is in sequence")
 		}
-		w.p.live.Lost(snapshot.StreamBook, w.symbols)
+		w.src.Lost(snapshot.StreamBook, w.symbols)
 		readAt := w.book(0).ReadAt()
 		time.Sleep(4 * time.Second)
 		synctest.Wait()
@@ -192,7 +200,7 @@ func TestLostStreamAgesTheBookThenResyncs(t *testing.T) {
 		if w.p.fresh(pairID(1), snapshot.StreamBook) {
 			t.Fatal("book still fresh past max-stale after its stream was lost")
 		}
-		w.p.live.Live(snapshot.StreamBook, w.symbols)
+		w.src.Live(snapshot.StreamBook, w.symbols)
 		for range 5 {
 			w.tick()
 		}
@@ -222,9 +230,9 @@ func TestStreamTradesAreBackfilledOnceAndDeduplicated(t *testing.T) {
 			tape = append(tape, trade(id))
 		}
 		w.v.tape = map[string][]venue.Trade{sym: tape}
-		w.p.live.Live(snapshot.StreamTrades, w.symbols)
+		w.src.Live(snapshot.StreamTrades, w.symbols)
 		for id := int64(148); id <= 155; id++ { // overlaps the tape's newest
-			w.p.live.Trade(sym, trade(id))
+			w.src.Trade(sym, trade(id))
 		}
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
@@ -327,7 +335,7 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 2, Config{})
 		defer w.stop()
-		w.p.live.Live(snapshot.StreamBook, w.symbols)
+		w.src.Live(snapshot.StreamBook, w.symbols)
 		quiet := w.models[0].symbol
 		volume := 0
 		for range 3 {
@@ -335,7 +343,7 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 		}
 		for range 150 { // 15 s: the market trades, its depth stream says nothing
 			volume++
-			w.p.live.Tickers([]venue.Stat{{Symbol: quiet, LastPrice: "1", High: "1", Low: "1", BaseVolume: strconv.Itoa(volume), QuoteVolume: "1"}})
+			w.src.Tickers([]venue.Stat{{Symbol: quiet, LastPrice: "1", High: "1", Low: "1", BaseVolume: strconv.Itoa(volume), QuoteVolume: "1"}})
 			w.tick(quiet)
 		}
 		w.fs.mu.Lock()
@@ -344,14 +352,14 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 		if !slices.Equal(resubbed, []string{"book " + quiet}) {
 			t.Fatalf("resubscribed %v, want the silent depth stream once", resubbed)
 		}
-		if w.p.live.current(pairID(1), snapshot.StreamBook) {
+		if w.src.Current(pairID(1), snapshot.StreamBook) {
 			t.Fatal("a silent stream still counts as keeping the book current")
 		}
-		if !w.p.live.current(pairID(2), snapshot.StreamBook) {
+		if !w.src.Current(pairID(2), snapshot.StreamBook) {
 			t.Fatal("the other market lost its stream source")
 		}
-		books, _ := w.p.live.sources()
-		if books[sourceREST] != 1 || books[sourceStream] != 1 {
+		books, _ := w.src.Sources()
+		if books["rest"] != 1 || books["stream"] != 1 {
 			t.Fatalf("book sources %v, want one stream and one REST", books)
 		}
 	})
@@ -366,7 +374,7 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		w := newStreamWorld(t, 1, Config{SyncDepth: 150})
 		defer w.stop()
 		m := w.models[0]
-		w.p.live.Live(snapshot.StreamBook, w.symbols)
+		w.src.Live(snapshot.StreamBook, w.symbols)
 		w.tick()
 		time.Sleep(400 * time.Millisecond)
 		synctest.Wait()
@@ -376,7 +384,7 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		w.v.mu.Lock()
 		w.v.gate = make(chan struct{}) // hold the refresh's snapshot read
 		w.v.mu.Unlock()
-		w.p.live.Depth(m.takeAsks(60)) // 90 of the 150 asks vouched for remain
+		w.src.Depth(m.takeAsks(60)) // 90 of the 150 asks vouched for remain
 		time.Sleep(400 * time.Millisecond)
 		synctest.Wait()
 		b := w.book(0)
@@ -406,49 +414,8 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		if got, want := string(w.book(0).Body()), m.body(pairID(1)); got != want {
 			t.Fatalf("after the refresh: published\n%s\nwant\n%s", got, want)
 		}
-		if !w.p.live.current(pairID(1), snapshot.StreamBook) {
+		if !w.src.Current(pairID(1), snapshot.StreamBook) {
 			t.Fatal("the refresh took the book out of the stream's keeping")
-		}
-	})
-}
-
-// current reports whether the stream keeps a pair's snapshots of kind s
-// current, as the poller's own state says.
-func (l *live) current(id string, s snapshot.Stream) bool {
-	lp := l.byID(id)
-	if lp == nil {
-		return false
-	}
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	if s == snapshot.StreamTrades {
-		return lp.tradesCurrent()
-	}
-	return lp.bookCurrent()
-}
-
-// Two publishers of one book (the schedule and a sync) finishing out of
-// order never leave the older state in place.
-func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newStreamWorld(t, 1, Config{})
-		defer w.stop()
-		w.p.live.Live(snapshot.StreamBook, w.symbols)
-		w.tick()
-		time.Sleep(400 * time.Millisecond)
-		synctest.Wait()
-		lp := w.p.live.byID(pairID(1))
-		lp.mu.Lock()
-		older := w.p.live.takeBook(lp, time.Now())
-		lp.mu.Unlock()
-		w.p.live.Depth(w.models[0].next())
-		lp.mu.Lock()
-		newer := w.p.live.takeBook(lp, time.Now())
-		lp.mu.Unlock()
-		newer()
-		older()
-		if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
-			t.Fatalf("published\n%s\nwant the newer state\n%s", got, want)
 		}
 	})
 }
@@ -480,7 +447,7 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 		// Buyers take 110 to 115 asks of each book: 90 down to 85 of the
 		// 200 the snapshots vouched for remain, the last book the fewest.
 		for i, m := range w.models {
-			w.p.live.Depth(m.takeAsks(110 + i))
+			w.src.Depth(m.takeAsks(110 + i))
 		}
 		refreshed := func() []string {
 			var out []string
@@ -498,7 +465,7 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 		if got, want := slices.Sorted(slices.Values(refreshed())), []string{w.symbols[4], w.symbols[5]}; !slices.Equal(got, want) {
 			t.Fatalf("refreshed %v in the first seconds, want %v: two fit the share, fewest levels first", got, want)
 		}
-		if short := w.p.live.shortBooks(); short != n-2 {
+		if short := w.src.ShortBooks(); short != n-2 {
 			t.Fatalf("%d books short, want the %d still waiting", short, n-2)
 		}
 		for i := 0; i < n-2; i++ {
@@ -519,7 +486,7 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 		if got := refreshed(); len(got) != n {
 			t.Fatalf("refreshed %v after two minutes, want every book once", got)
 		}
-		if short := w.p.live.shortBooks(); short != 0 {
+		if short := w.src.ShortBooks(); short != 0 {
 			t.Fatalf("%d books still short", short)
 		}
 		time.Sleep(400 * time.Millisecond) // the last events' publication
@@ -545,7 +512,7 @@ func TestRefreshShareBelowOneRefreshStillRefreshes(t *testing.T) {
 		w := newRefreshWorld(t, 2, 0.01) // a share of 10, a refresh of 20
 		defer w.stop()
 		for _, m := range w.models {
-			w.p.live.Depth(m.takeAsks(110))
+			w.src.Depth(m.takeAsks(110))
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
@@ -568,15 +535,15 @@ func TestWaitingRefreshIsGivenUpWhenThePriceTurnsBack(t *testing.T) {
 		defer w.stop()
 		// Both books run short; the second, with fewer asks, is refreshed
 		// and the first waits.
-		w.p.live.Depth(w.models[0].takeAsks(110))
-		w.p.live.Depth(w.models[1].takeAsks(120))
+		w.src.Depth(w.models[0].takeAsks(110))
+		w.src.Depth(w.models[1].takeAsks(120))
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		if n := w.v.count(venue.CallBook, w.symbols[0]); n != 1 {
 			t.Fatalf("%d snapshot reads of the first book, want its refresh waiting", n)
 		}
 		// Sellers come back: the first book vouches for 150 asks again.
-		w.p.live.Depth(w.models[0].giveAsks(60))
+		w.src.Depth(w.models[0].giveAsks(60))
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
 		if n := w.v.count(venue.CallBook, w.symbols[0]); n != 1 {
@@ -595,8 +562,8 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newRefreshWorld(t, 3, 0.01) // a share of one refresh a minute
 		defer w.stop()
-		w.p.live.Depth(w.models[0].takeAsks(110)) // 90 asks left of 200
-		w.p.live.Depth(w.models[1].takeAsks(115)) // 85: refreshed first
+		w.src.Depth(w.models[0].takeAsks(110)) // 90 asks left of 200
+		w.src.Depth(w.models[1].takeAsks(115)) // 85: refreshed first
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		if a, b := w.v.count(venue.CallBook, w.symbols[0]), w.v.count(venue.CallBook, w.symbols[1]); a != 1 || b != 2 {
@@ -606,7 +573,7 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 		w.v.mu.Lock()
 		w.v.gate = make(chan struct{}) // hold the refresh's snapshot read
 		w.v.mu.Unlock()
-		w.p.live.Depth(w.models[2].takeAsks(200)) // every ask it vouched for
+		w.src.Depth(w.models[2].takeAsks(200)) // every ask it vouched for
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		if n := w.v.count(venue.CallBook, w.symbols[2]); n != 2 {
@@ -624,8 +591,8 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 		w.v.mu.Unlock()
 		time.Sleep(400 * time.Millisecond)
 		synctest.Wait()
-		if got := w.p.metrics.resyncs[causeDepleted].Get(); got != 1 {
-			t.Fatalf("%d depleted refreshes counted, want 1", got)
+		if got := scrape(t, w.metrics)[`marketfeed_book_resyncs_total{cause="depleted"}`]; got != 1 {
+			t.Fatalf("%v depleted refreshes counted, want 1", got)
 		}
 		if got, want := string(w.book(2).Body()), w.models[2].body(pairID(3)); got != want {
 			t.Fatalf("the depleted book after its refresh: published\n%s\nwant\n%s", got, want)

@@ -16,14 +16,7 @@ import (
 var (
 	callBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 	waitBounds = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}
-	// A stream-fed book is published on the 350 ms schedule after the
-	// event that changed it, plus the venue's own delay.
-	lagBounds = []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 2, 5}
 )
-
-// depthStreamNames label the venue's market streams, whose depth stream
-// feeds a pair's book.
-var depthStreamNames = [2]string{snapshot.StreamBook: "depth", snapshot.StreamTrades: "trades"}
 
 var streamNames = [2]string{snapshot.StreamBook: "book", snapshot.StreamTrades: "trades"}
 
@@ -37,11 +30,7 @@ type pollerMetrics struct {
 	coldLoads [2][2]*metrics.Counter // by stream, then ok / failed
 	coldWait  [2]*promhist.Histogram // by stream
 
-	// With market streams.
-	resyncs    map[string]*metrics.Counter          // by cause
-	silent     [2][2]*metrics.Counter               // resubscribed, fell back to REST
-	publishLag *promhist.Histogram                  // venue time of a book to its publication
-	weight     [budget.NumPurposes]*metrics.Counter // REST weight spent, by purpose
+	weight [budget.NumPurposes]*metrics.Counter // REST weight spent, by purpose
 }
 
 func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
@@ -63,36 +52,10 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 			return float64(p.hot[s].Len())
 		})
 	}
-	m.resyncs = make(map[string]*metrics.Counter, len(resyncCauses))
-	for _, cause := range resyncCauses {
-		m.resyncs[cause] = set.NewCounter(`marketfeed_book_resyncs_total{cause="` + cause + `"}`)
-	}
-	for k, name := range depthStreamNames {
-		stream := `stream="` + name + `"`
-		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
-		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
-	}
-	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
 	for pu := range budget.NumPurposes {
 		// Purposes that share a name (a book's refresh from either share,
 		// REST polls of books and trades) share its counter.
 		m.weight[pu] = set.GetOrCreateCounter(`marketfeed_venue_weight_total{purpose="` + pu.String() + `"}`)
-	}
-	if p.live != nil {
-		for part, idx := range map[string]int{"books": 0, "trades": 1} {
-			for src := range numSources {
-				set.NewGauge(`marketfeed_pairs{part="`+part+`",source="`+sourceNames[src]+`"}`, func() float64 {
-					books, trades := p.live.sources()
-					if idx == 0 {
-						return float64(books[src])
-					}
-					return float64(trades[src])
-				})
-			}
-		}
-	}
-	if p.live != nil {
-		set.NewGauge("marketfeed_books_short", func() float64 { return float64(p.live.shortBooks()) })
 	}
 	set.NewGauge("marketfeed_venue_max_stale_unmet", func() float64 {
 		p.planned.mu.Lock()

@@ -25,7 +25,10 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/robfig/cron/v3"
 
+	"marketfeed/internal/backoff"
+	"marketfeed/internal/logthrottle"
 	"marketfeed/poller/budget"
+	"marketfeed/poller/live"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -43,19 +46,6 @@ type bulkPlan struct {
 	// staleUnmet is set when the bulk calls cannot run often enough within
 	// their share of the budget to honour max-stale.
 	staleUnmet bool
-}
-
-// tickerReads is what the bulk statistics and quotes last brought, and when
-// they were last tried.
-type tickerReads struct {
-	mu          sync.Mutex
-	stats       []venue.Stat
-	quotes      []venue.Quote
-	statsAt     time.Time // when the stats in use were read
-	quotesAt    time.Time
-	statsTried  time.Time // when a stats read was last attempted
-	quotesTried time.Time
-	from        uint64 // version of the pairs the current tickers were built from
 }
 
 // Config is what a Poller needs; zero durations take the defaults.
@@ -156,7 +146,7 @@ type Poller struct {
 	log    *slog.Logger
 	ledger *budget.Ledger
 	gate   *budget.Gate
-	logs   *logThrottle
+	logs   *logthrottle.Throttle
 	hot    [2]*hotSet // by snapshot.Stream
 	// slots bound the reads of each stream in flight at once, across
 	// overlapping rounds; cap Config.Parallel.
@@ -164,13 +154,19 @@ type Poller struct {
 	// liveSlots bound the snapshot and backfill reads of stream-fed pairs
 	// in flight at once; cap Config.Parallel.
 	liveSlots chan struct{}
-	live      *live // nil without streams
-	metrics   *pollerMetrics
-	born      time.Time // when New ran: the age of data never read
+	// src is the stream-fed source, or restOnly without streams: the
+	// poller asks it the same questions either way.
+	src     source
+	metrics *pollerMetrics
+	born    time.Time // when New ran: the age of data never read
 
-	ctx    context.Context // the poller's lifetime: cold loads run under it
+	// The poller's one lifetime: every goroutine it starts runs under ctx
+	// and is waited for by wg (see Run, spawn).
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	lifeMu sync.Mutex // orders spawn against end
+	ended  bool
 
 	// flights are the cold loads in flight, one per pair and stream.
 	flightsMu sync.Mutex
@@ -209,7 +205,7 @@ func New(cfg Config) *Poller {
 		log:       cfg.Logger.With("component", "poller", "venue", cfg.Venue.Name()),
 		ledger:    budget.NewLedger(),
 		gate:      budget.NewGate(),
-		logs:      newLogThrottle(time.Minute),
+		logs:      logthrottle.New(time.Minute),
 		hot:       [2]*hotSet{newHotSet(), newHotSet()},
 		slots:     [2]chan struct{}{make(chan struct{}, cfg.Parallel), make(chan struct{}, cfg.Parallel)},
 		liveSlots: make(chan struct{}, cfg.Parallel),
@@ -223,8 +219,22 @@ func New(cfg Config) *Poller {
 	if set == nil {
 		set = metrics.NewSet()
 	}
+	p.src = restOnly{}
 	if cfg.Streams != nil {
-		p.live = newLive(p, cfg.Streams)
+		p.src = live.New(live.Config{
+			Streams: cfg.Streams,
+			REST:    liveREST{p},
+			Store:   cfg.Store,
+			Demand:  liveREST{p},
+			Log: func(level slog.Level, key, msg string, attrs ...slog.Attr) {
+				p.logs.Log(p.log, level, key, msg, attrs...)
+			},
+			Metrics:      set,
+			MaxStale:     cfg.MaxStale,
+			Fresh:        p.fresher(),
+			SyncDepth:    cfg.SyncDepth,
+			RefreshDepth: cfg.RefreshDepth,
+		})
 	}
 	p.metrics = newPollerMetrics(set, p)
 	p.plan(0)
@@ -232,11 +242,17 @@ func New(cfg Config) *Poller {
 }
 
 // Run reads the catalog and tickers once, then refreshes everything on its
-// schedules until ctx is done. It returns after every read it started has
-// finished.
+// schedules until ctx is done. It returns after every goroutine the poller
+// started (schedules, streams, reads, cold loads) has finished; after that
+// the poller starts no more reads, and Load fails.
+//
+// The poller has one lifetime, made in New so that Load works before Run:
+// Run ends it when ctx is done, and every goroutine runs under it.
 func (p *Poller) Run(ctx context.Context) error {
-	defer p.wg.Wait()
-	defer p.cancel()
+	defer p.end()
+	stop := context.AfterFunc(ctx, p.cancel)
+	defer stop()
+	ctx = p.ctx
 	if err := p.RefreshCatalog(ctx); err != nil {
 		p.log.Warn("first catalog read failed; retrying on schedule", logKeyErr, err)
 	}
@@ -260,31 +276,31 @@ func (p *Poller) Run(ctx context.Context) error {
 	// book back in sequence shows in /tickers at once; the bulk calls keep
 	// their own, slower plan either way.
 	tickersEvery := p.cfg.TickersEvery
-	if p.live != nil {
+	if p.cfg.Streams != nil {
 		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
 	}
 	every(tickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
 	every(p.cfg.BookEvery, overlapping, p.RefreshBooks)
 	every(p.cfg.TradesEvery, overlapping, p.RefreshTrades)
-	if l := p.live; l != nil {
-		p.wg.Go(func() {
-			if err := l.streams.Run(ctx, l); err != nil && ctx.Err() == nil {
+	if p.cfg.Streams != nil {
+		src := p.src
+		p.spawn(func(ctx context.Context) {
+			if err := src.Stream(ctx); err != nil && ctx.Err() == nil {
 				p.log.Error("market streams stopped; pairs are served by REST", logKeyErr, err)
 			}
 		})
-		every(p.cfg.BookEvery, single, func(ctx context.Context) { l.publishBooks(); l.syncBooks(ctx) })
-		every(p.cfg.TradesEvery, single, func(ctx context.Context) { l.publishTrades(); l.backfillTrades(ctx) })
-		every(time.Second, single, func(context.Context) { l.watch() })
+		every(p.cfg.BookEvery, single, func(context.Context) { src.PublishBooks(); src.Sync() })
+		every(p.cfg.TradesEvery, single, func(context.Context) { src.PublishTrades() })
+		every(time.Second, single, func(context.Context) { src.Watch() })
 		// A request waiting for a pair starts its read at once, not at the
 		// next tick.
-		p.wg.Go(func() {
+		p.spawn(func(ctx context.Context) {
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case <-l.wake:
-					l.syncBooks(ctx)
-					l.backfillTrades(ctx)
+				case <-src.Wake():
+					src.Sync()
 				}
 			}
 		})
@@ -293,6 +309,27 @@ func (p *Poller) Run(ctx context.Context) error {
 	<-ctx.Done()
 	<-c.Stop().Done()
 	return nil
+}
+
+// spawn runs fn under the poller's lifetime and reports whether it did: once
+// Run has ended, nothing more starts.
+func (p *Poller) spawn(fn func(ctx context.Context)) bool {
+	p.lifeMu.Lock()
+	defer p.lifeMu.Unlock()
+	if p.ended {
+		return false
+	}
+	p.wg.Go(func() { fn(p.ctx) })
+	return true
+}
+
+// end ends the poller's lifetime and waits for everything it started.
+func (p *Poller) end() {
+	p.lifeMu.Lock()
+	p.ended = true
+	p.lifeMu.Unlock()
+	p.cancel()
+	p.wg.Wait()
 }
 
 // cronLogger routes cron's own messages (recovered panics above all) to slog.
@@ -312,7 +349,7 @@ func (l cronLogger) Error(err error, msg string, kv ...any) {
 func (p *Poller) plan(limit int) {
 	p.planned.mu.Lock()
 	defer p.planned.mu.Unlock()
-	ceiling := max(p.cfg.TickersEvery, p.cfg.MaxStale/2)
+	ceiling := max(p.cfg.TickersEvery, p.fresher())
 	p.planned.staleUnmet = false
 	interval := func(weight int, share float64) time.Duration {
 		if limit == 0 || weight == 0 {
@@ -340,7 +377,7 @@ func (p *Poller) reserve() int {
 	p.planned.mu.Lock()
 	all, catalog := p.planned.bulkReserve, p.planned.catalogReserve
 	p.planned.mu.Unlock()
-	if p.live != nil && p.live.tickersFlowing(time.Now()) {
+	if p.src.TickersFlowing(time.Now()) {
 		return catalog
 	}
 	return all
@@ -384,11 +421,11 @@ func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context
 	p.metrics.callTime[c].Observe(now.Sub(start))
 	p.reconcile(now)
 	if pause := p.gate.Record(start, now, err); pause > 0 {
-		p.logs.log(p.log, slog.LevelWarn, "pause", "venue calls paused",
+		p.logs.Log(p.log, slog.LevelWarn, "pause", "venue calls paused",
 			slog.String("call", c.String()), slog.Duration("for", pause), slog.String("err", err.Error()))
 	}
 	if err == nil {
-		p.logs.forget("pause")
+		p.logs.Forget("pause")
 	}
 	return err
 }
@@ -427,10 +464,10 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		p.logs.log(p.log, slog.LevelWarn, "catalog", "catalog read failed", slog.String("err", err.Error()))
+		p.logs.Log(p.log, slog.LevelWarn, "catalog", "catalog read failed", slog.String("err", err.Error()))
 		return fmt.Errorf("read catalog: %w", err)
 	}
-	p.logs.forget("catalog")
+	p.logs.Forget("catalog")
 	p.venueLimit.Store(int64(cat.WeightLimit))
 	limit := int(float64(cat.WeightLimit) * p.cfg.Budget)
 	if cat.WeightLimit > 0 && limit == 0 {
@@ -444,7 +481,7 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 		p.planned.mu.Lock()
 		unmet, statsEvery := p.planned.staleUnmet, p.planned.statsEvery
 		p.planned.mu.Unlock()
-		if unmet && p.live == nil {
+		if unmet && p.cfg.Streams == nil {
 			p.log.Warn("max-stale cannot be honoured within the venue weight budget: tickers are read less often",
 				"max_stale", p.cfg.MaxStale, "stats_every", statsEvery)
 		}
@@ -464,9 +501,7 @@ func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time
 		Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes,
 	}, readAt)
 	p.store.PutPairs(pairs)
-	if p.live != nil {
-		p.live.setPairs(pairs)
-	}
+	p.src.SetPairs(pairs)
 }
 
 // SetSpot replaces the platform's spot list and republishes the pairs from
@@ -479,163 +514,6 @@ func (p *Poller) SetSpot(ids []string) {
 	if prev := p.store.Pairs(); prev != nil {
 		p.publishPairs(markets, ids, time.Unix(0, prev.ReadAt()))
 	}
-}
-
-// readBulk runs one bulk call that returns a list.
-func readBulk[T any](ctx context.Context, p *Poller, c venue.Call, read func(context.Context) ([]T, error)) ([]T, error) {
-	var out []T
-	err := p.bulk(ctx, c, func(ctx context.Context) (err error) {
-		out, err = read(ctx)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", c, err)
-	}
-	return out, nil
-}
-
-// RefreshTickers reads whichever of the bulk statistics and quotes are due
-// and publishes new tickers when anything changed. With streams, the
-// statistics come from the all-market ticker stream and the quotes from the
-// spot pairs' local books; the bulk calls stand in only for what the streams
-// do not cover (the stream is quiet, a spot pair's book is not synced yet).
-func (p *Poller) RefreshTickers(ctx context.Context) error {
-	pairs := p.store.Pairs()
-	if pairs == nil {
-		return errors.New("no pairs yet")
-	}
-	now := time.Now()
-	var streamStats []venue.Stat
-	var streamAt time.Time
-	var localQuotes []venue.Quote
-	var localAts []time.Time
-	haveStream, fromStream, allLocal := false, false, false
-	if p.live != nil {
-		streamStats, streamAt, haveStream = p.live.streamTickers()
-		// While the stream delivers, no bulk statistics are read; quiet
-		// for half of max-stale, they stand in.
-		fromStream = p.live.tickersFlowing(now)
-		var stale int
-		localQuotes, localAts, stale = p.live.quotes(pairs.Spot(), now)
-		allLocal = stale == 0
-	}
-	p.planned.mu.Lock()
-	quotesEvery, statsEvery := p.planned.quotesEvery, p.planned.statsEvery
-	p.planned.mu.Unlock()
-	p.tk.mu.Lock()
-	quotesDue := !allLocal && now.Sub(p.tk.quotesTried) >= quotesEvery
-	statsDue := !fromStream && now.Sub(p.tk.statsTried) >= statsEvery
-	if quotesDue {
-		p.tk.quotesTried = now
-	}
-	if statsDue {
-		p.tk.statsTried = now
-	}
-	p.tk.mu.Unlock()
-
-	var errs []error
-	read := haveStream || len(localQuotes) > 0
-	if quotesDue {
-		if quotes, err := readBulk(ctx, p, venue.CallQuotes, p.venue.Quotes); err != nil {
-			errs = append(errs, err)
-		} else {
-			p.tk.mu.Lock()
-			p.tk.quotes, p.tk.quotesAt = quotes, now
-			p.tk.mu.Unlock()
-			read = true
-		}
-	}
-	if statsDue {
-		if stats, err := readBulk(ctx, p, venue.CallStats, p.venue.Stats); err != nil {
-			errs = append(errs, err)
-		} else {
-			p.tk.mu.Lock()
-			p.tk.stats, p.tk.statsAt = stats, now
-			p.tk.mu.Unlock()
-			if p.live != nil {
-				p.live.seedTickers(stats)
-			}
-			read = true
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		p.logs.log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logKeyErr, err.Error()))
-	} else {
-		p.logs.forget("tickers")
-	}
-
-	p.tk.mu.Lock()
-	stats, quotes := p.tk.stats, p.tk.quotes
-	statsAt, quotesAt := p.tk.statsAt, p.tk.quotesAt
-	if haveStream && (stats == nil || streamAt.After(statsAt)) {
-		// The newer of the stream's rows and the bulk statistics.
-		stats, statsAt = streamStats, streamAt
-	}
-	// A spot pair's local quote is used while it is younger than half of
-	// max-stale, or, while the bulk quotes cannot stand in (none read
-	// recently: the venue refuses calls), while it is younger than
-	// max-stale; a pair with neither is left out of /tickers, counted,
-	// rather than aging the whole list.
-	half := p.cfg.MaxStale / 2
-	restFresh := quotes != nil && now.Sub(quotesAt) <= half
-	var use []venue.Quote
-	useAt := now
-	for i, q := range localQuotes {
-		if now.Sub(localAts[i]) <= half || !restFresh {
-			use = append(use, q)
-			if localAts[i].Before(useAt) {
-				useAt = localAts[i]
-			}
-		}
-	}
-	switch {
-	case allLocal:
-		// No spot pair at all is an empty list, not a missing one.
-		quotes, quotesAt = append([]venue.Quote{}, use...), useAt
-	case restFresh:
-		quotes = overlay(quotes, use)
-		if useAt.Before(quotesAt) {
-			quotesAt = useAt
-		}
-	case len(use) > 0:
-		quotes, quotesAt = use, useAt
-	}
-	readAt := statsAt
-	if quotesAt.Before(readAt) {
-		readAt = quotesAt
-	}
-
-	rebuild := (read || p.tk.from != pairs.Version()) && stats != nil && quotes != nil
-	if rebuild {
-		p.tk.from = pairs.Version()
-	}
-	p.tk.mu.Unlock()
-	if rebuild {
-		t, omitted := snapshot.NewTickers(pairs, stats, quotes, readAt)
-		p.store.PutTickers(t)
-		p.omitted.Store(int64(len(omitted)))
-		if len(omitted) > 0 {
-			p.logs.log(p.log, slog.LevelWarn, "omitted", "spot tickers left out",
-				slog.Int("count", len(omitted)), slog.String("first", omitted[0].TickerID+": "+omitted[0].Reason))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// overlay returns base with the quotes of over replacing those of the same
-// symbol: the local books' quotes are newer than a bulk read.
-func overlay(base, over []venue.Quote) []venue.Quote {
-	bySymbol := make(map[string]int, len(over))
-	for i, q := range over {
-		bySymbol[q.Symbol] = i
-	}
-	out := make([]venue.Quote, 0, len(base)+len(over))
-	for _, q := range base {
-		if _, replaced := bySymbol[q.Symbol]; !replaced {
-			out = append(out, q)
-		}
-	}
-	return append(out, over...)
 }
 
 // RefreshBooks runs one round of book reads over the hot pairs.
@@ -717,8 +595,8 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	})
 	due := hot[:0]
 	for _, hp := range hot {
-		if p.live != nil && p.live.streaming(hp.id, s) {
-			continue // the stream keeps it, once synced: see live.load
+		if p.src.Streaming(hp.id, s) {
+			continue // the stream keeps it, once synced: see live.Source.Load
 		}
 		if tick-hp.started.Load() >= int64(every) && !hp.reading.Load() {
 			due = append(due, hp)
@@ -750,7 +628,7 @@ dispatch:
 			<-slots
 			left := len(due) - i
 			p.deferred(s, left)
-			p.logs.log(p.log, slog.LevelInfo, "stretch-"+s.String(), "weight budget stretches cadence",
+			p.logs.Log(p.log, slog.LevelInfo, "stretch-"+s.String(), "weight budget stretches cadence",
 				slog.String("stream", s.String()), slog.Int("hot", len(hot)), slog.Int("deferred", left))
 			break
 		}
@@ -761,7 +639,7 @@ dispatch:
 			defer func() { <-slots }()
 			defer hp.reading.Store(false)
 			if err := p.read(ctx, s, pair, time.Unix(0, tick), p.gzipWanted(hp, now)); err != nil {
-				p.logs.log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
+				p.logs.Log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
 					slog.String("stream", s.String()), slog.String(logKeyPair, pair.TickerID), slog.String(logKeyErr, err.Error()))
 			}
 		})
@@ -837,34 +715,6 @@ func (p *Poller) deferred(s snapshot.Stream, n int) {
 	p.metrics.deferred[s].Add(n)
 }
 
-// startRead starts one snapshot or backfill read of a stream-fed pair if a
-// read slot is free, calls are not paused and the budget has its weight;
-// it reports whether it started; classCap says how much of its class's
-// share it may use. mark runs before the read starts, to flag the pair as
-// being read. The read runs under the poller's lifetime and Run waits for
-// it.
-func (p *Poller) startRead(ctx context.Context, purpose budget.Purpose, weight int, urgent bool, fn func(context.Context), mark func()) bool {
-	if ctx.Err() != nil || p.gate.Blocked(time.Now()) {
-		return false
-	}
-	select {
-	case p.liveSlots <- struct{}{}:
-	default:
-		return false
-	}
-	if !p.ledger.Take(time.Now(), weight, purpose, p.caps(), urgent) {
-		<-p.liveSlots
-		return false
-	}
-	p.metrics.weight[purpose].Add(weight)
-	mark()
-	p.wg.Go(func() {
-		defer func() { <-p.liveSlots }()
-		fn(p.ctx)
-	})
-	return true
-}
-
 // Want marks a pair's stream as asked for by a request, keeping it hot. It
 // does not allocate once the pair is hot.
 //
@@ -876,6 +726,9 @@ func (p *Poller) Want(id []byte, s snapshot.Stream, gzip bool) { p.hot[s].want(i
 
 // ErrUnlisted is returned by Load for a pair the current pair list lacks.
 var ErrUnlisted = errors.New("pair not listed")
+
+// ErrStopped is returned by Load once Run has ended.
+var ErrStopped = errors.New("poller stopped")
 
 // Load reads a pair's stream now and returns once it is published or the
 // read failed, or ctx is done. Concurrent callers for the same pair and
@@ -891,8 +744,8 @@ func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
 	if f == nil {
 		f = &flight{done: make(chan struct{})}
 		p.flights[key] = f
-		p.wg.Go(func() {
-			f.err = p.load(p.ctx, id, s)
+		if !p.spawn(func(ctx context.Context) {
+			f.err = p.load(ctx, id, s)
 			failed := 0
 			if f.err != nil {
 				failed = 1
@@ -902,7 +755,11 @@ func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
 			delete(p.flights, key)
 			p.flightsMu.Unlock()
 			close(f.done)
-		})
+		}) {
+			delete(p.flights, key)
+			p.flightsMu.Unlock()
+			return ErrStopped
+		}
 	}
 	p.flightsMu.Unlock()
 	select {
@@ -916,10 +773,8 @@ func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
 func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	if p.live != nil {
-		if streamed, err := p.live.load(ctx, id, s); streamed {
-			return err
-		}
+	if streamed, err := p.src.Load(ctx, id, s); streamed {
+		return err
 	}
 	pairs := p.store.Pairs()
 	if pairs == nil {
@@ -934,7 +789,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	hp := p.hot[s].get(id)
 	if hp != nil {
 		if wait := time.Until(time.Unix(0, hp.started.Load()).Add(every)); wait > 0 {
-			if err := sleep(ctx, wait); err != nil {
+			if err := backoff.Sleep(ctx, wait); err != nil {
 				return err
 			}
 		}
@@ -958,7 +813,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 		if at.IsZero() {
 			return fmt.Errorf("load %s %s: %w", s, id, venue.ErrNoBudget)
 		}
-		if err := sleep(ctx, at.Sub(now)); err != nil {
+		if err := backoff.Sleep(ctx, at.Sub(now)); err != nil {
 			return fmt.Errorf("load %s %s: %w: %w", s, id, venue.ErrNoBudget, err)
 		}
 	}
@@ -982,17 +837,6 @@ func (p *Poller) gzipWanted(hp *hotPair, now time.Time) bool {
 // max-stale.
 func (p *Poller) fresh(id string, s snapshot.Stream) bool {
 	return streamRows[s].fresh(p.store, []byte(id), time.Now().UnixNano(), p.cfg.MaxStale)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Status is what the poller reports to operators.
@@ -1030,14 +874,10 @@ func (p *Poller) Status() Status {
 		Pauses:      p.gate.Pauses(),
 		Omitted:     p.omitted.Load(),
 	}
-	if p.live != nil {
-		books, trades := p.live.sources()
-		src := &Sources{Tickers: "rest", Books: map[string]int{}, Trades: map[string]int{}}
-		if p.live.tickersFlowing(time.Now()) {
+	if books, trades := p.src.Sources(); books != nil {
+		src := &Sources{Tickers: "rest", Books: books, Trades: trades}
+		if p.src.TickersFlowing(time.Now()) {
 			src.Tickers = "stream"
-		}
-		for i, name := range sourceNames {
-			src.Books[name], src.Trades[name] = books[i], trades[i]
 		}
 		st.Sources = src
 	}

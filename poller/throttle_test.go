@@ -47,47 +47,6 @@ func (r *recorder) lines() (msgs []string, repeated []int64) {
 	return msgs, repeated
 }
 
-// A venue failing on every 350 ms book round for a minute writes one line,
-// then one line carrying the count of what it held back.
-func TestLogThrottleHoldsRepeatsBackAndCountsThem(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var rec recorder
-		log := slog.New(&rec)
-		th := newLogThrottle(time.Minute)
-		start := time.Now()
-		for time.Since(start) < time.Minute {
-			th.log(log, slog.LevelWarn, "read-book", "venue read failed")
-			time.Sleep(350 * time.Millisecond)
-		}
-		msgs, repeated := rec.lines()
-		if len(msgs) != 1 || repeated[0] != 0 {
-			t.Fatalf("a minute of failures logged %d lines (repeated %v), want 1 line without a count", len(msgs), repeated)
-		}
-		held := int64(time.Minute / (350 * time.Millisecond)) // the calls after the first within the minute
-		th.log(log, slog.LevelWarn, "read-book", "venue read failed")
-		msgs, repeated = rec.lines()
-		if len(msgs) != 2 || repeated[1] != held {
-			t.Fatalf("after the interval: %d lines, repeated %v; want a second line with repeated=%d", len(msgs), repeated, held)
-		}
-
-		// Another key is throttled on its own.
-		th.log(log, slog.LevelWarn, "catalog", "catalog read failed")
-		if msgs, _ = rec.lines(); len(msgs) != 3 || msgs[2] != "catalog read failed" {
-			t.Fatalf("a different key was held back: %q", msgs)
-		}
-
-		// After a recovery the next failure is news: logged at once, with
-		// no count carried over from before.
-		th.log(log, slog.LevelWarn, "read-book", "venue read failed") // held back
-		th.forget("read-book")
-		th.log(log, slog.LevelWarn, "read-book", "venue read failed")
-		msgs, repeated = rec.lines()
-		if len(msgs) != 4 || repeated[3] != 0 {
-			t.Fatalf("after forget: %d lines, repeated %v; want a fourth line without a count", len(msgs), repeated)
-		}
-	})
-}
-
 // The poller's own use: a venue that fails every book read for three minutes
 // writes about one line a minute, not one per round.
 func TestRepeatedVenueFailuresAreLoggedOncePerInterval(t *testing.T) {

@@ -48,4 +48,3 @@ func (h *Histogram) Observe(d time.Duration) {
 	h.sum.Add(s)
 	h.count.Inc()
 }
-

@@ -1,0 +1,148 @@
+package live
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"marketfeed/poller/orderbook"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// Resync causes, for metrics and logs.
+const (
+	causeGap      = "gap"      // an event did not continue the book
+	causeLost     = "lost"     // the connection closed or the venue refused
+	causeShort    = "short"    // the book came close to holding fewer levels than are published
+	causeDepleted = "depleted" // a side ran out of levels; its refresh was read beyond the refresh share
+	causeStale    = "stale"    // the snapshot was older than the buffered events
+	causeBadData  = "bad_data" // an event or snapshot held an unusable value
+	causeSilent   = "silent"   // an acknowledged subscription delivered nothing
+)
+
+var resyncCauses = []string{causeGap, causeLost, causeShort, causeDepleted, causeStale, causeBadData, causeSilent}
+
+// Depth applies one diff event to the pair's local book.
+func (s *Source) Depth(u venue.DepthUpdate) {
+	lp := s.pair(u.Symbol)
+	if lp == nil {
+		return // not listed, or delisted meanwhile
+	}
+	now := time.Now()
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	lp.books.at = now
+	lp.books.silent = silence{}
+	wasSynced := lp.book.Synced()
+	if err := lp.book.Apply(u); err != nil {
+		cause := causeGap
+		if errors.Is(err, orderbook.ErrBadLevel) {
+			cause = causeBadData
+		}
+		s.resynced(lp, cause, err)
+	} else if !wasSynced && lp.book.Buffered() == 1 {
+		s.poke()
+	}
+}
+
+// Trade adds one aggregate trade to the pair's window.
+func (s *Source) Trade(symbol string, tr venue.Trade) {
+	lp := s.pair(symbol)
+	if lp == nil {
+		return
+	}
+	now := time.Now()
+	lp.mu.Lock()
+	lp.trades.at, lp.tradedAt = now, now
+	lp.trades.silent = silence{}
+	if lp.window.add(tr) {
+		lp.windowChanged = true
+	}
+	lp.mu.Unlock()
+}
+
+// Tickers merges rows of the all-market ticker stream. Rows for symbols
+// outside the catalog (other margin kinds, dated contracts) are dropped. A
+// changed volume means the market traded: its depth and trade streams must
+// be delivering too, which is what the silence watchdog checks.
+func (s *Source) Tickers(rows []venue.Stat) {
+	now := time.Now()
+	pairs := *s.pairs.Load()
+	s.tickersMu.Lock()
+	s.tickersAt = now
+	for _, r := range rows {
+		if lp := pairs[r.Symbol]; lp != nil {
+			s.tickers[r.Symbol] = r
+		}
+	}
+	s.tickersMu.Unlock()
+	for _, r := range rows {
+		lp := pairs[r.Symbol]
+		if lp == nil {
+			continue
+		}
+		lp.mu.Lock()
+		if lp.volume != "" && r.BaseVolume != lp.volume {
+			lp.activeAt = now
+		}
+		lp.volume = r.BaseVolume
+		lp.mu.Unlock()
+	}
+}
+
+// Live marks the pairs' streams of k as subscribed.
+func (s *Source) Live(k snapshot.Stream, symbols []string) {
+	now := time.Now()
+	s.eachOf(symbols, func(lp *pair) {
+		if k == snapshot.StreamBook {
+			lp.books.live, lp.books.at = true, now
+		} else {
+			lp.trades.live, lp.trades.at = true, now
+		}
+	})
+}
+
+// Lost marks the pairs' streams of k as no longer delivering in sequence. A
+// book must be synced again; a trade window may have missed trades while the
+// stream was down, so it is backfilled again once the stream is back.
+func (s *Source) Lost(k snapshot.Stream, symbols []string) {
+	s.eachOf(symbols, func(lp *pair) {
+		if k == snapshot.StreamTrades {
+			lp.trades.live, lp.backfilled = false, false
+			return
+		}
+		lp.books.live = false
+		if lp.book.Synced() {
+			lp.book.Desync()
+			s.resynced(lp, causeLost, nil)
+		}
+	})
+}
+
+// eachOf calls f for the listed pairs of symbols with their lock held.
+func (s *Source) eachOf(symbols []string, f func(lp *pair)) {
+	for _, sym := range symbols {
+		if lp := s.pair(sym); lp != nil {
+			lp.mu.Lock()
+			f(lp)
+			lp.mu.Unlock()
+		}
+	}
+}
+
+// resynced records that a pair's book left sequence. Called with lp.mu held.
+func (s *Source) resynced(lp *pair, cause string, err error) {
+	s.metrics.resyncs[cause].Inc()
+	attrs := []slog.Attr{slog.String(logKeyPair, lp.tickerID), slog.String("cause", cause)}
+	if err != nil {
+		attrs = append(attrs, slog.String(logKeyErr, err.Error()))
+	}
+	s.cfg.Log(slog.LevelInfo, "resync-"+cause, "order book resyncs", attrs...)
+}
+
+// Log attribute keys, one per meaning, as the poller's.
+const (
+	logKeyErr  = "err"
+	logKeyPair = "pair"
+)

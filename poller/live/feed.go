@@ -1,0 +1,183 @@
+package live
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"marketfeed/poller/orderbook"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// pair is one pair's stream-fed state: one feed per stream kind, and what
+// the ticker stream said of its market. mu guards everything but the
+// atomics.
+type pair struct {
+	symbol   string
+	tickerID string
+	// spot is set while the pair is one of the platform's spot pairs; the
+	// spot list can change while the pair's state stays.
+	spot atomic.Bool
+	// waiting is when a request last waited for this pair (Unix ns): such
+	// pairs go first in the REST queue.
+	waiting atomic.Int64
+
+	mu     sync.Mutex
+	books  feed[*snapshot.Book]
+	trades feed[*snapshot.Trades]
+	// book is the local order book the depth stream keeps.
+	book *orderbook.Book
+	// lastQuote is the best bid and ask of the book last published, and
+	// lastQuoteAt when it was last known current: the tickers' mid while
+	// the book resyncs.
+	lastQuote   venue.Quote
+	lastQuoteAt time.Time
+	// window is the newest trades; windowChanged is set when it changed
+	// since its last publication, and backfilled once it was filled from
+	// REST since the stream went live.
+	window        tradeWindow
+	windowChanged bool
+	backfilled    bool
+	// activeAt is when the ticker stream last showed the market trading:
+	// then its depth and trade streams must be delivering too.
+	activeAt time.Time
+	// tradedAt is when the trade stream last delivered a trade: a market
+	// that trades changes its book, so its depth stream must deliver too.
+	tradedAt time.Time
+	volume   string // the last base volume the ticker stream sent
+}
+
+// value is a published snapshot of one kind: immutable, confirmed as still
+// current by a copy with a later read time.
+type value[V any] interface {
+	comparable
+	Confirmed(at time.Time) V
+	WithGzip() V
+}
+
+// feed is one stream of one pair: its subscription, its silence watchdog,
+// the REST read it may need, and the publications of its snapshot. The
+// pair's mu guards it.
+//
+// Publications are numbered when their state is taken (under the lock) and
+// shown in that order: one built outside the lock that finishes after a
+// newer one is dropped, and a confirmation, which republishes the last
+// publication, is made only while no newer one is being built, under the
+// lock. So two publishers (the schedule and a sync) can never leave an older
+// snapshot in place.
+type feed[V value[V]] struct {
+	live   bool      // the subscription is acknowledged on a reading connection
+	at     time.Time // when the last event, or the acknowledgement, arrived
+	silent silence
+	rest   restState
+	pub    V      // the snapshot last published
+	taken  uint64 // publications taken
+	shown  uint64 // the number of the publication last shown
+	// building counts publications taken and not yet finished.
+	building int
+	// waiters is closed at the next publication, for requests waiting for
+	// one; nil until a request waits.
+	waiters chan struct{}
+}
+
+// silence tracks a subscription that is acknowledged but does not deliver.
+type silence struct {
+	resubscribedAt time.Time // zero: not resubscribed
+	fellBack       bool      // served by REST until the stream delivers again
+}
+
+// delivering reports whether the stream delivers: acknowledged and not
+// given up as silent.
+func (f *feed[V]) delivering() bool { return f.live && !f.silent.fellBack }
+
+// take numbers a publication whose state the caller has just taken.
+func (f *feed[V]) take() uint64 {
+	f.taken++
+	f.building++
+	return f.taken
+}
+
+// finish ends publication seq: v (unless zero, for a build that failed) is
+// published through put unless a newer publication was shown meanwhile. It
+// reports whether v was shown.
+func (f *feed[V]) finish(seq uint64, v V, put func(V)) bool {
+	f.building--
+	var zero V
+	if v == zero || seq < f.shown {
+		return false
+	}
+	f.shown, f.pub = seq, v
+	put(v)
+	if f.waiters != nil {
+		close(f.waiters)
+		f.waiters = nil
+	}
+	return true
+}
+
+// confirm republishes the last publication as read at now, unless there is
+// none or a newer one is being built (it will be fresher). It reports
+// whether it did.
+func (f *feed[V]) confirm(now time.Time, put func(V)) bool {
+	var zero V
+	if f.pub == zero || f.building > 0 {
+		return false
+	}
+	return f.finish(f.take(), f.pub.Confirmed(now), put)
+}
+
+// next returns a channel closed at the feed's next publication.
+func (f *feed[V]) next() <-chan struct{} {
+	if f.waiters == nil {
+		f.waiters = make(chan struct{})
+	}
+	return f.waiters
+}
+
+// kind is what differs between a pair's stream kinds, one row each, so that
+// what they share is written once.
+type kind struct {
+	// current reports whether the stream keeps the pair's snapshot current,
+	// so that it is published or confirmed. Called with the pair's lock.
+	current func(lp *pair) bool
+	// delivering reports whether the pair's stream delivers. Called with
+	// the pair's lock.
+	delivering func(lp *pair) bool
+	// fresh reports whether the store's snapshot may still be served.
+	fresh func(store Store, id []byte, now int64, maxStale time.Duration) bool
+}
+
+var kinds = [2]kind{
+	snapshot.StreamBook: {
+		current:    (*pair).bookCurrent,
+		delivering: func(lp *pair) bool { return lp.books.delivering() },
+		fresh: func(store Store, id []byte, now int64, maxStale time.Duration) bool {
+			b, _ := store.Book(id)
+			return b.FreshAt(now, maxStale)
+		},
+	},
+	snapshot.StreamTrades: {
+		current:    (*pair).tradesCurrent,
+		delivering: func(lp *pair) bool { return lp.trades.delivering() },
+		fresh: func(store Store, id []byte, now int64, maxStale time.Duration) bool {
+			t, _ := store.Trades(id)
+			return t.FreshAt(now, maxStale)
+		},
+	},
+}
+
+// streaming reports whether the pair's stream of k delivers. Such a pair is
+// kept by the stream once synced or backfilled, and REST polls would only
+// spend the budget those need.
+func (lp *pair) streaming(k snapshot.Stream) bool { return kinds[k].delivering(lp) }
+
+// bookCurrent reports whether the pair's book is kept current by the stream:
+// synced, in sequence and not silent. Such a pair needs no REST read.
+func (lp *pair) bookCurrent() bool { return lp.books.delivering() && lp.book.Synced() }
+
+// tradesCurrent reports whether the pair's trade window is complete and kept
+// current by the stream.
+func (lp *pair) tradesCurrent() bool {
+	return lp.trades.delivering() && (lp.backfilled || lp.window.full())
+}

@@ -1,0 +1,45 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"marketfeed/snapshot"
+)
+
+// Load makes a pair's stream-fed snapshot of k current for a waiting
+// request: its book synced or its trades backfilled, ahead of every other
+// pair. It reports false when the pair's stream is not delivering, so that
+// the caller reads REST instead.
+func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, error) {
+	lp := s.byID(id)
+	if lp == nil {
+		return false, nil
+	}
+	lp.waiting.Store(time.Now().UnixNano())
+	defer lp.waiting.Store(0)
+	for {
+		if s.fresh(id, k, time.Now()) {
+			return true, nil
+		}
+		lp.mu.Lock()
+		if !lp.streaming(k) {
+			lp.mu.Unlock()
+			return false, nil
+		}
+		var next <-chan struct{}
+		if k == snapshot.StreamBook {
+			next = lp.books.next()
+		} else {
+			next = lp.trades.next()
+		}
+		lp.mu.Unlock()
+		s.poke() // start its read now, not at the next tick
+		select {
+		case <-ctx.Done():
+			return true, fmt.Errorf("load %s %s from the stream: %w", k, id, ctx.Err())
+		case <-next:
+		}
+	}
+}

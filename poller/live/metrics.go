@@ -1,0 +1,100 @@
+package live
+
+import (
+	"github.com/VictoriaMetrics/metrics"
+
+	"marketfeed/internal/promhist"
+	"marketfeed/snapshot"
+)
+
+// sourceMetrics is what the source counts as it goes; states (pairs by
+// source, short books) are gauges computed when scraped.
+type sourceMetrics struct {
+	resyncs    map[string]*metrics.Counter // by cause
+	silent     [2][2]*metrics.Counter      // by stream: resubscribed, fell back to REST
+	publishLag *promhist.Histogram         // venue time of a book to its publication
+}
+
+// silenceNames label the venue's market streams, whose depth stream feeds
+// a pair's book.
+var silenceNames = [2]string{snapshot.StreamBook: "depth", snapshot.StreamTrades: "trades"}
+
+// A stream-fed book is published on the 350 ms schedule after the event
+// that changed it, plus the venue's own delay (seconds).
+var lagBounds = []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 2, 5}
+
+func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
+	m := &sourceMetrics{resyncs: make(map[string]*metrics.Counter, len(resyncCauses))}
+	for _, cause := range resyncCauses {
+		m.resyncs[cause] = set.NewCounter(`marketfeed_book_resyncs_total{cause="` + cause + `"}`)
+	}
+	for k, name := range silenceNames {
+		stream := `stream="` + name + `"`
+		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
+		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
+	}
+	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
+	for k, part := range [2]string{snapshot.StreamBook: "books", snapshot.StreamTrades: "trades"} {
+		for src, name := range sourceNames {
+			set.NewGauge(`marketfeed_pairs{part="`+part+`",source="`+name+`"}`, func() float64 {
+				return float64(s.counts()[k][src])
+			})
+		}
+	}
+	set.NewGauge("marketfeed_books_short", func() float64 { return float64(s.ShortBooks()) })
+	return m
+}
+
+// source is where a pair's snapshots come from.
+type source int
+
+const (
+	sourceStream  source = iota // the stream keeps it current
+	sourceSyncing               // the stream is live; a snapshot or backfill is pending
+	sourceREST                  // no usable stream: REST reads when asked for
+	numSources
+)
+
+var sourceNames = [numSources]string{"stream", "syncing", "rest"}
+
+// counts counts the pairs by where their snapshots of each kind come from.
+func (s *Source) counts() (n [2][numSources]int) {
+	s.each(func(lp *pair) {
+		for k, row := range kinds {
+			src := sourceREST
+			switch {
+			case row.current(lp):
+				src = sourceStream
+			case row.delivering(lp):
+				src = sourceSyncing
+			}
+			n[k][src]++
+		}
+	})
+	return n
+}
+
+// Sources counts the pairs by where their books and their trades come from:
+// "stream", "syncing" or "rest".
+func (s *Source) Sources() (books, trades map[string]int) {
+	n := s.counts()
+	books, trades = make(map[string]int, numSources), make(map[string]int, numSources)
+	for src, name := range sourceNames {
+		books[name] = n[snapshot.StreamBook][src]
+		trades[name] = n[snapshot.StreamTrades][src]
+	}
+	return books, trades
+}
+
+// ShortBooks counts the books in sequence that hold fewer than the published
+// levels on a side they cannot vouch beyond: they serve fewer levels there
+// until their refresh comes.
+func (s *Source) ShortBooks() int {
+	n := 0
+	s.each(func(lp *pair) {
+		if lp.bookCurrent() && lp.book.Short(snapshot.MaxDepth) {
+			n++
+		}
+	})
+	return n
+}

@@ -1,0 +1,303 @@
+package live
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"marketfeed/internal/backoff"
+	"marketfeed/poller/budget"
+	"marketfeed/poller/orderbook"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// restState is a feed's REST read: one at a time, and after a failed one
+// not before after.
+type restState struct {
+	inFlight bool
+	after    time.Time
+	failures int // consecutive failures of this pair's reads, for its own back-off
+}
+
+// ready reports whether a read may start now.
+func (st restState) ready(now time.Time) bool { return !st.inFlight && !now.Before(st.after) }
+
+// retry is the pair's own back-off after a failed read: what the venue
+// said decides it. A pause of every call (rate limit, firewall, outage) is
+// the gate's: the read is simply refused until it lifts, so the pair waits
+// no more than a second; a read this pair alone failed (the venue refused
+// the symbol, its answer was unusable) waits longer each time, up to a
+// minute; a read the poller stopped is retried at once.
+func retry(err error, failures int) time.Duration {
+	switch venue.OutcomeOf(err) {
+	case venue.OutcomeCanceled:
+		return 0
+	case venue.OutcomeRefused, venue.OutcomeBadData:
+		return pairBackoff.Step(failures - 1)
+	}
+	return time.Second
+}
+
+// pairBackoff spaces the retries of one pair's failing reads.
+var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
+
+// restRead is one kind of REST read as a row of a table: a book snapshot
+// and a trades backfill are scheduled, paced and finished the same way, so
+// what differs is here rather than a branch at every step.
+type restRead struct {
+	stream  snapshot.Stream
+	purpose [numTiers]budget.Purpose // what the read's weight is spent on, by tier
+	state   func(lp *pair) *restState
+	weight  func(s *Source, tier int) int
+	// due reports whether lp needs the read, its tier (lower tiers go
+	// first) and its order within the tier (lower first). Called with
+	// lp.mu held, only when a read of the kind may start.
+	due func(lp *pair) (ok bool, tier, order int)
+	// fetch reads the venue and returns what applies the result with
+	// lp.mu held; that returns the build of a publication to run once the
+	// lock is released (nil: nothing).
+	fetch func(s *Source, ctx context.Context, lp *pair, tier int) (apply func(now time.Time) (build func()), err error)
+}
+
+var (
+	snapshotRead = restRead{
+		stream:  snapshot.StreamBook,
+		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted, tierRefresh: budget.PurposeRefresh},
+		state:   func(lp *pair) *restState { return &lp.books.rest },
+		weight:  func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
+		due: func(lp *pair) (bool, int, int) {
+			if !lp.books.live {
+				return false, 0, 0
+			}
+			if lp.book.Synced() {
+				// A refresh: the book is served meanwhile, so it waits
+				// behind every book that is not, and the book nearest
+				// to running short goes first.
+				vouched := lp.book.Vouched()
+				if vouched == 0 {
+					return lp.book.Recording(), tierDepleted, vouched
+				}
+				return lp.book.Recording(), tierRefresh, vouched
+			}
+			return lp.book.Buffered() > 0, tierSync, 0
+		},
+		fetch: (*Source).fetchSnapshot,
+	}
+	backfillRead = restRead{
+		stream:  snapshot.StreamTrades,
+		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
+		state:   func(lp *pair) *restState { return &lp.trades.rest },
+		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
+		due: func(lp *pair) (bool, int, int) {
+			return lp.trades.live && !lp.backfilled && !lp.window.full(), 0, 0
+		},
+		fetch: (*Source).fetchTrades,
+	}
+)
+
+// Snapshot tiers: books not in sequence go first, refreshes of books that
+// are served meanwhile after them, the depleted ones first.
+//
+// A book is depleted when the top has run through every level a side
+// vouched for: the side would be published empty, though the venue has
+// levels there. Its last publication goes on being served (aging towards
+// max-stale) instead, and its refresh no longer waits its turn in the
+// refresh share: it is read from the book share, next after the books to
+// sync. Only this case bypasses the share: a book that still serves some
+// levels waits, so the share bounds what refreshes cost however fast
+// prices travel, short of running books dry.
+const (
+	tierSync     = 0
+	tierDepleted = 1
+	tierRefresh  = 2
+	numTiers     = 3
+)
+
+// snapshotDepth is the depth of a snapshot read of a tier.
+func (s *Source) snapshotDepth(tier int) int {
+	if tier == tierSync {
+		return s.cfg.SyncDepth
+	}
+	return s.cfg.RefreshDepth
+}
+
+// Sync starts the REST reads stream-fed pairs need: snapshots for the
+// books that are not in sequence or ask for a refresh, then backfills of
+// the trade windows that are not complete. It does not wait for them.
+func (s *Source) Sync() {
+	s.dispatch(snapshotRead)
+	s.dispatch(backfillRead)
+}
+
+// dispatch starts the reads of one kind for every pair that needs one, in
+// rank order, while the budget and the read slots allow. Two dispatches may
+// run at once (the schedule and a waiting request's wake-up): a pair's read
+// is claimed under its lock, where its readiness is checked again, before
+// its weight is spent, so that it is read once.
+func (s *Source) dispatch(r restRead) {
+	now := time.Now()
+	type queued struct {
+		lp          *pair
+		tier, order int
+	}
+	var due []queued
+	s.each(func(lp *pair) {
+		if r.state(lp).ready(now) {
+			if ok, tier, order := r.due(lp); ok {
+				due = append(due, queued{lp, tier, order})
+			}
+		}
+	})
+	slices.SortFunc(due, func(a, b queued) int {
+		// A request waiting for a pair puts it first whatever its tier.
+		aw, bw := a.lp.waiting.Load() != 0, b.lp.waiting.Load() != 0
+		if aw == bw {
+			if c := cmp.Compare(a.tier, b.tier); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(a.order, b.order); c != 0 {
+				return c
+			}
+		}
+		return rank(a.lp, b.lp)
+	})
+	// A tier the budget or the read slots refused gets no more reads this
+	// round, but the next tier may still have room in its own class:
+	// refreshes are not held up by a backlog of books to sync.
+	var refused [numTiers]bool
+	deferred := 0
+	for _, q := range due {
+		lp, tier := q.lp, q.tier
+		if refused[tier] || !s.claim(r, lp, tier) {
+			continue
+		}
+		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
+			s.run(ctx, r, lp, tier)
+		}) {
+			continue
+		}
+		lp.mu.Lock()
+		r.state(lp).inFlight = false
+		lp.mu.Unlock()
+		refused[tier] = true
+		// Refreshes wait by design, within their share: that is not a
+		// budget running short.
+		if r.purpose[tier] != budget.PurposeRefresh {
+			deferred++
+		}
+	}
+	if deferred > 0 {
+		s.cfg.REST.Deferred(r.stream, deferred)
+	}
+}
+
+// claim marks the pair's read in flight if it is still ready and due in the
+// same tier; it reports whether it did.
+func (s *Source) claim(r restRead, lp *pair, tier int) bool {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	st := r.state(lp)
+	if !st.ready(time.Now()) {
+		return false
+	}
+	if ok, t, _ := r.due(lp); !ok || t != tier {
+		return false
+	}
+	st.inFlight = true
+	return true
+}
+
+// rank orders pairs for REST reads: pairs a request waits for first, newest
+// wait first; then spot pairs; then the rest by symbol, so that a cold
+// start works through the catalog in a stable order.
+func rank(a, b *pair) int {
+	wa, wb := a.waiting.Load(), b.waiting.Load()
+	if (wa != 0) != (wb != 0) {
+		if wa != 0 {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(wb, wa); c != 0 {
+		return c
+	}
+	if as, bs := a.spot.Load(), b.spot.Load(); as != bs {
+		if as {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.symbol, b.symbol)
+}
+
+// run makes one REST read of a pair and applies it: a failed read is
+// logged and retried after the pair's back-off, a good one applied under
+// the pair's lock and what it changed published after.
+func (s *Source) run(ctx context.Context, r restRead, lp *pair, tier int) {
+	apply, err := r.fetch(s, ctx, lp, tier)
+	now := time.Now()
+	lp.mu.Lock()
+	st := r.state(lp)
+	st.inFlight = false
+	if err != nil {
+		st.failures++
+		st.after = now.Add(retry(err, st.failures))
+		lp.mu.Unlock()
+		s.cfg.Log(slog.LevelWarn, "rest-"+r.stream.String(), "venue read of a stream-fed pair failed",
+			slog.String("purpose", r.purpose[tier].String()), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+		return
+	}
+	st.failures = 0
+	build := apply(now)
+	lp.mu.Unlock()
+	if build != nil {
+		build()
+	}
+}
+
+// fetchSnapshot reads one snapshot, which syncs the pair's book or is laid
+// under a book in sequence that asked for a deeper view.
+func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(time.Time) func(), error) {
+	if tier == tierDepleted {
+		s.metrics.resyncs[causeDepleted].Inc()
+	}
+	depth := s.snapshotDepth(tier)
+	snap, err := s.cfg.REST.Book(ctx, lp.symbol, depth)
+	return func(now time.Time) func() {
+		if err := lp.book.Refresh(snap, depth); err != nil {
+			cause := causeStale
+			if !errors.Is(err, orderbook.ErrStaleSnapshot) {
+				cause = causeBadData
+			}
+			if lp.book.Synced() {
+				// A refresh that came too late: the book is still in
+				// sequence and served; try again in a moment.
+				lp.books.rest.after = now.Add(time.Second)
+			}
+			s.resynced(lp, cause, err)
+			return nil
+		}
+		if !lp.bookCurrent() {
+			return nil
+		}
+		// Publish at once: a request may be waiting for this book.
+		return s.takeBook(lp, now)
+	}, err
+}
+
+// fetchTrades reads a pair's newest trades into its window.
+func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Time) func(), error) {
+	trades, err := s.cfg.REST.Trades(ctx, lp.symbol, snapshot.MaxTrades)
+	return func(now time.Time) func() {
+		lp.window.merge(trades)
+		lp.backfilled = true
+		if !lp.tradesCurrent() {
+			return nil
+		}
+		return s.takeTrades(lp, now)
+	}, err
+}

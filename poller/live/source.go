@@ -1,0 +1,213 @@
+// Package live keeps every listed pair current from the venue's market
+// streams: a local order book per pair synced from a REST snapshot and kept
+// in sequence by the diff stream, a window of the newest aggregate trades per
+// pair, and the all-market ticker's rows. A Source is the streams' Sink.
+//
+// It declares what it needs of the rest of the poller as small interfaces
+// (REST, Store, Demand) rather than holding the poller: the REST reads a
+// pair needs go through the poller's one call path and budget, and the
+// poller's Run owns every goroutine they run on.
+//
+// Work per event is applying it under the pair's lock. Serializing happens on
+// the publication schedules only, and only for pairs that changed; a pair
+// that did not change but is still in sequence is republished as confirmed,
+// which costs a copy of the value's header and keeps a quiet market fresh.
+package live
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"marketfeed/poller/budget"
+	"marketfeed/poller/orderbook"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// REST is what stream-fed pairs need of the venue's REST API: one read of
+// a book or of trades, made through the poller's call path (the back-off
+// gate, the call timeout, the metrics), and a way to start such reads
+// within the budget.
+type REST interface {
+	// Start runs read in the background, under the poller's lifetime, if a
+	// read slot is free, calls are not paused and the budget has weight
+	// for purpose (urgent: a request waits for it); it reports whether it
+	// started.
+	Start(purpose budget.Purpose, weight int, urgent bool, read func(ctx context.Context)) bool
+	// Book reads one snapshot of a market's book, depth levels a side.
+	Book(ctx context.Context, symbol string, depth int) (venue.Book, error)
+	// Trades reads a market's newest aggregate trades.
+	Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error)
+	// BookWeight is the weight of a book read of depth levels.
+	BookWeight(depth int) int
+	// TradesWeight is the weight of a trades read.
+	TradesWeight() int
+	// Deferred counts reads of s that the budget or the read slots pushed
+	// to a later round.
+	Deferred(s snapshot.Stream, n int)
+}
+
+// Store is where snapshots are published; *snapshot.Store is one.
+type Store interface {
+	PutBook(b *snapshot.Book) bool
+	PutTrades(t *snapshot.Trades) bool
+	Book(id []byte) (*snapshot.Book, bool)
+	Trades(id []byte) (*snapshot.Trades, bool)
+}
+
+// Demand says what requests ask for.
+type Demand interface {
+	// GzipWanted reports whether requests that accept gzip ask for the
+	// pair's snapshot of s: it is then built with its compressed form.
+	GzipWanted(s snapshot.Stream, id string, now time.Time) bool
+}
+
+// Config is what a Source needs.
+type Config struct {
+	Streams venue.Streams
+	REST    REST
+	Store   Store
+	Demand  Demand
+	// Log writes a line at most once a minute per key (a throttled log).
+	Log func(level slog.Level, key, msg string, attrs ...slog.Attr)
+	// Metrics receives the source's metrics.
+	Metrics *metrics.Set
+	// MaxStale is the oldest snapshot the server serves.
+	MaxStale time.Duration
+	// Fresh is the age within which the streams' tickers and quotes are
+	// used without the bulk REST calls standing in.
+	Fresh time.Duration
+	// SyncDepth and RefreshDepth are the depths of the snapshots that sync
+	// a book and that are laid under a book in sequence.
+	SyncDepth, RefreshDepth int
+}
+
+// Source is the stream-fed source of every listed pair.
+type Source struct {
+	cfg     Config
+	metrics *sourceMetrics
+
+	// setMu serialises SetPairs (a catalog read and a spot-list reload
+	// may both publish pairs); readers load the maps without locking.
+	setMu sync.Mutex
+	pairs atomic.Pointer[map[string]*pair] // by venue symbol
+	ids   atomic.Pointer[map[string]*pair] // by ticker id
+
+	tickersMu sync.Mutex
+	tickers   map[string]venue.Stat // newest row per catalog symbol
+	tickersAt time.Time             // when the last ticker-stream rows arrived
+
+	// wake starts a sync or backfill round at once when a request waits.
+	wake chan struct{}
+}
+
+var _ venue.Sink = (*Source)(nil)
+
+// New returns a source that follows no pair until SetPairs.
+func New(cfg Config) *Source {
+	if cfg.Log == nil {
+		cfg.Log = func(slog.Level, string, string, ...slog.Attr) {}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	s := &Source{cfg: cfg, tickers: make(map[string]venue.Stat), wake: make(chan struct{}, 1)}
+	empty := map[string]*pair{}
+	s.pairs.Store(&empty)
+	s.ids.Store(&empty)
+	s.metrics = newSourceMetrics(cfg.Metrics, s)
+	return s
+}
+
+// Stream runs the venue's market streams into the source until ctx is done.
+func (s *Source) Stream(ctx context.Context) error { return s.cfg.Streams.Run(ctx, s) }
+
+// Wake delivers a value when a request waits for a pair: the caller runs
+// Sync then, not at the next tick.
+func (s *Source) Wake() <-chan struct{} { return s.wake }
+
+// SetPairs follows a new pair list: pairs that stay keep their state, new
+// ones start buffering, delisted ones are dropped, and the streams are told.
+func (s *Source) SetPairs(pairs *snapshot.Pairs) {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	old := *s.pairs.Load()
+	bySymbol := make(map[string]*pair, len(pairs.List()))
+	byID := make(map[string]*pair, len(pairs.List()))
+	symbols := make([]string, 0, len(pairs.List()))
+	for _, p := range pairs.List() {
+		lp := old[p.Symbol]
+		if lp == nil || lp.tickerID != p.TickerID {
+			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, book: orderbook.New()}
+		}
+		lp.spot.Store(p.Kind == snapshot.KindSpot)
+		if _, dup := bySymbol[p.Symbol]; dup {
+			continue
+		}
+		bySymbol[p.Symbol] = lp
+		byID[p.TickerID] = lp
+		symbols = append(symbols, p.Symbol)
+	}
+	s.pairs.Store(&bySymbol)
+	s.ids.Store(&byID)
+	slices.Sort(symbols)
+	s.cfg.Streams.Watch(symbols)
+}
+
+func (s *Source) pair(symbol string) *pair { return (*s.pairs.Load())[symbol] }
+
+// byID returns the pair with ticker id id, or nil.
+func (s *Source) byID(id string) *pair { return (*s.ids.Load())[id] }
+
+// each calls f for every pair with its lock held.
+func (s *Source) each(f func(lp *pair)) {
+	for _, lp := range *s.pairs.Load() {
+		lp.mu.Lock()
+		f(lp)
+		lp.mu.Unlock()
+	}
+}
+
+// poke starts a sync round without waiting for the schedule.
+func (s *Source) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Streaming reports whether the pair's stream of k delivers, so that the
+// stream, not REST polling, keeps it (see pair.streaming).
+func (s *Source) Streaming(id string, k snapshot.Stream) bool {
+	lp := s.byID(id)
+	if lp == nil {
+		return false
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return lp.streaming(k)
+}
+
+// Current reports whether the stream keeps the pair's snapshot of k
+// current: synced (or backfilled), in sequence and not silent.
+func (s *Source) Current(id string, k snapshot.Stream) bool {
+	lp := s.byID(id)
+	if lp == nil {
+		return false
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return kinds[k].current(lp)
+}
+
+// fresh reports whether the store holds a snapshot of the pair's k that may
+// still be served.
+func (s *Source) fresh(id string, k snapshot.Stream, now time.Time) bool {
+	return kinds[k].fresh(s.cfg.Store, []byte(id), now.UnixNano(), s.cfg.MaxStale)
+}

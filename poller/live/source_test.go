@@ -1,0 +1,189 @@
+package live
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"marketfeed/poller/budget"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+const (
+	testSymbol = "BTCUSDT"
+	testID     = "BTC_USDT"
+)
+
+// fakeREST serves one fixed snapshot and counts the reads it starts; each
+// read runs in its own goroutine, waited for by wait.
+type fakeREST struct {
+	mu      sync.Mutex
+	book    venue.Book
+	started int
+	// onStart, when set, runs once inside the next Start, before it
+	// starts its read: what another goroutine does meanwhile.
+	onStart func()
+	wg      sync.WaitGroup
+}
+
+func (f *fakeREST) Start(_ budget.Purpose, _ int, _ bool, read func(context.Context)) bool {
+	f.mu.Lock()
+	hook := f.onStart
+	f.onStart = nil
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	f.mu.Lock()
+	f.started++
+	f.mu.Unlock()
+	f.wg.Go(func() { read(context.Background()) })
+	return true
+}
+
+func (f *fakeREST) Book(context.Context, string, int) (venue.Book, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.book, nil
+}
+
+func (f *fakeREST) Trades(context.Context, string, int) ([]venue.Trade, error) { return nil, nil }
+func (f *fakeREST) BookWeight(int) int                                         { return 10 }
+func (f *fakeREST) TradesWeight() int                                          { return 20 }
+func (f *fakeREST) Deferred(snapshot.Stream, int)                              {}
+
+func (f *fakeREST) wait() { f.wg.Wait() }
+
+type quietStreams struct{}
+
+func (quietStreams) Run(ctx context.Context, _ venue.Sink) error { <-ctx.Done(); return ctx.Err() }
+func (quietStreams) Watch([]string)                              {}
+func (quietStreams) Resubscribe(snapshot.Stream, string)         {}
+
+type noGzip struct{}
+
+func (noGzip) GzipWanted(snapshot.Stream, string, time.Time) bool { return false }
+
+// hookStore is a snapshot.Store that runs onPutBook before each book it
+// publishes takes effect.
+type hookStore struct {
+	*snapshot.Store
+	onPutBook func(b *snapshot.Book)
+}
+
+func (h *hookStore) PutBook(b *snapshot.Book) bool {
+	if h.onPutBook != nil {
+		h.onPutBook(b)
+	}
+	return h.Store.PutBook(b)
+}
+
+// newTestSource is a source following one listed pair whose depth stream is
+// live, with one event buffered: its book waits for a snapshot.
+func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
+	t.Helper()
+	rest := &fakeREST{book: venue.Book{
+		LastUpdateID: 101,
+		Bids:         []venue.Level{{Price: "99", Size: "1"}, {Price: "98", Size: "1"}},
+		Asks:         []venue.Level{{Price: "101", Size: "1"}, {Price: "102", Size: "1"}},
+	}}
+	store := &hookStore{Store: snapshot.NewStore()}
+	s := New(Config{
+		Streams: quietStreams{}, REST: rest, Store: store, Demand: noGzip{},
+		Log:      func(slog.Level, string, string, ...slog.Attr) {},
+		MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
+	})
+	pairs := snapshot.NewPairs([]venue.Market{{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
+		snapshot.PairsConfig{Venue: "sim"}, time.Now())
+	store.PutPairs(pairs)
+	s.SetPairs(pairs)
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 100, Last: 102, Prev: 99,
+		Bids: []venue.Level{{Price: "99", Size: "3"}}})
+	return s, rest, store
+}
+
+func (s *Source) servedBook(t *testing.T) *snapshot.Book {
+	t.Helper()
+	b, _ := s.cfg.Store.Book([]byte(testID))
+	if b == nil {
+		t.Fatal("no book published")
+	}
+	return b
+}
+
+// The schedule and a waiting request's wake-up may dispatch at once: a
+// pair that needs a snapshot is read once, not once per dispatcher.
+func TestTwoDispatchersReadOneSnapshot(t *testing.T) {
+	s, rest, _ := newTestSource(t)
+	rest.onStart = func() { s.dispatch(snapshotRead) } // the other dispatcher, between claim and read
+	s.dispatch(snapshotRead)
+	rest.wait()
+	if rest.started != 1 {
+		t.Fatalf("%d snapshot reads started for one book, want 1", rest.started)
+	}
+	if !s.Current(testID, snapshot.StreamBook) {
+		t.Fatal("the book is not in sequence after its snapshot")
+	}
+}
+
+// A confirmation (the schedule republishing an unchanged book) racing the
+// publication of a newer state never puts the older book back.
+func TestConfirmationNeverReplacesANewerBook(t *testing.T) {
+	s, rest, store := newTestSource(t)
+	s.Sync()
+	rest.wait()
+	older := s.servedBook(t)
+	if !strings.Contains(string(older.Body()), `["99","3"]`) {
+		t.Fatalf("synced book %s, want the buffered event applied", older.Body())
+	}
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 103, Last: 103, Prev: 102,
+		Bids: []venue.Level{{Price: "99", Size: "7"}}})
+	// A publisher (a sync, say) takes the newer state and builds it ...
+	lp := s.byID(testID)
+	lp.mu.Lock()
+	newer := s.takeBook(lp, time.Now())
+	lp.mu.Unlock()
+	// ... and finishes while the schedule's confirmation of the older
+	// book is on its way to the store.
+	finished := false
+	store.onPutBook = func(b *snapshot.Book) {
+		if b.Version() == older.Version() && !finished {
+			finished = true
+			newer()
+		}
+	}
+	s.PublishBooks()
+	if !finished {
+		newer()
+	}
+	if got := string(s.servedBook(t).Body()); !strings.Contains(got, `["99","7"]`) {
+		t.Fatalf("served\n%s\nwant the newer book", got)
+	}
+}
+
+// Two publishers of one book finishing out of order never leave the older
+// state in place.
+func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
+	s, rest, _ := newTestSource(t)
+	s.Sync()
+	rest.wait()
+	lp := s.byID(testID)
+	lp.mu.Lock()
+	older := s.takeBook(lp, time.Now())
+	lp.mu.Unlock()
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 103, Last: 103, Prev: 102,
+		Bids: []venue.Level{{Price: "99", Size: "7"}}})
+	lp.mu.Lock()
+	newer := s.takeBook(lp, time.Now())
+	lp.mu.Unlock()
+	newer()
+	older()
+	if got := string(s.servedBook(t).Body()); !strings.Contains(got, `["99","7"]`) {
+		t.Fatalf("served\n%s\nwant the newer state", got)
+	}
+}

@@ -1,0 +1,99 @@
+package live
+
+import (
+	"time"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// fresher is the age within which the streams' tickers and quotes are used
+// without the bulk REST calls standing in (Config.Fresh).
+func (s *Source) fresher() time.Duration { return s.cfg.Fresh }
+
+// TickersFlowing reports whether the ticker stream has delivered recently
+// enough (see fresher) that the statistics need no REST read.
+func (s *Source) TickersFlowing(now time.Time) bool {
+	s.tickersMu.Lock()
+	defer s.tickersMu.Unlock()
+	return !s.tickersAt.IsZero() && now.Sub(s.tickersAt) <= s.fresher()
+}
+
+// StreamTickers returns the statistics the ticker stream has brought (over
+// the REST statistics seeded under them, for markets it has not sent) and
+// when its rows last arrived; ok is false before any arrived. The stream
+// sends only the markets that changed, so every row is current as of at.
+func (s *Source) StreamTickers() (rows []venue.Stat, at time.Time, ok bool) {
+	s.tickersMu.Lock()
+	defer s.tickersMu.Unlock()
+	if s.tickersAt.IsZero() {
+		return nil, time.Time{}, false
+	}
+	rows = make([]venue.Stat, 0, len(s.tickers))
+	for _, r := range s.tickers {
+		rows = append(rows, r)
+	}
+	return rows, s.tickersAt, true
+}
+
+// SeedTickers keeps REST statistics as the base the stream's rows update:
+// the stream sends only the markets that changed.
+func (s *Source) SeedTickers(stats []venue.Stat) {
+	pairs := *s.pairs.Load()
+	s.tickersMu.Lock()
+	defer s.tickersMu.Unlock()
+	for _, r := range stats {
+		if _, listed := pairs[r.Symbol]; !listed {
+			continue
+		}
+		if _, have := s.tickers[r.Symbol]; !have {
+			s.tickers[r.Symbol] = r
+		}
+	}
+}
+
+// Quotes returns the best bid and ask of the spot pairs from their local
+// books, each with when it was current: the perpetual's mid the tickers
+// publish. A book in sequence gives its current top; a book resyncing gives
+// the top it last published while that is younger than max-stale, so a
+// resync does not take a ticker away. all reports whether every spot pair
+// has a quote recent enough (see fresher) that the bulk quotes need not
+// stand in.
+func (s *Source) Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool) {
+	stale := 0
+	for _, p := range spot {
+		lp := s.pair(p.Symbol)
+		if lp == nil {
+			stale++
+			continue
+		}
+		lp.mu.Lock()
+		q, qAt := lp.lastQuote, lp.lastQuoteAt
+		if lp.bookCurrent() {
+			bids, asks := lp.book.Top(1)
+			q, qAt = quoteOf(p.Symbol, bids, asks), now
+		}
+		lp.mu.Unlock()
+		age := now.Sub(qAt)
+		if q.Symbol == "" || age > s.fresher() {
+			stale++
+		}
+		if q.Symbol != "" && age <= s.cfg.MaxStale {
+			quotes = append(quotes, q)
+			at = append(at, qAt)
+		}
+	}
+	return quotes, at, stale == 0
+}
+
+// quoteOf is the best bid and ask of a book's top levels.
+func quoteOf(symbol string, bids, asks []venue.Level) venue.Quote {
+	q := venue.Quote{Symbol: symbol}
+	if len(bids) > 0 {
+		q.Bid = bids[0].Price
+	}
+	if len(asks) > 0 {
+		q.Ask = asks[0].Price
+	}
+	return q
+}

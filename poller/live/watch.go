@@ -1,0 +1,59 @@
+package live
+
+import (
+	"log/slog"
+	"time"
+
+	"marketfeed/snapshot"
+)
+
+// The silence watchdog's periods. A market that traded (its volume moved on
+// the ticker stream) must have sent depth and trade events within
+// silenceAfter; a stream still silent resubscribeGrace after it was
+// subscribed again is given up for REST until it delivers.
+const (
+	silenceAfter     = 5 * time.Second
+	resubscribeGrace = 5 * time.Second
+)
+
+// Watch resubscribes streams that are acknowledged but silent while their
+// market trades (the ticker stream's volume moved, or for a book, trades
+// arrived), and moves a pair to REST when resubscribing did not help. A
+// quiet market is not a silent stream: without activity nothing happens.
+func (s *Source) Watch() {
+	now := time.Now()
+	s.each(func(lp *pair) {
+		active := lp.activeAt
+		if lp.tradedAt.After(active) {
+			active = lp.tradedAt
+		}
+		if s.check(lp, snapshot.StreamBook, lp.books.live, lp.books.at, active, &lp.books.silent, now) {
+			lp.book.Desync()
+			s.resynced(lp, causeSilent, nil)
+		}
+		if s.check(lp, snapshot.StreamTrades, lp.trades.live, lp.trades.at, lp.activeAt, &lp.trades.silent, now) {
+			lp.backfilled = false
+		}
+	})
+}
+
+// check is the watchdog for one stream of one pair; it reports whether the
+// stream was given up for REST just now. Called with lp.mu held.
+func (s *Source) check(lp *pair, k snapshot.Stream, isLive bool, lastEvent, active time.Time, sl *silence, now time.Time) bool {
+	if !isLive || sl.fellBack || active.Sub(lastEvent) < silenceAfter {
+		return false
+	}
+	switch {
+	case sl.resubscribedAt.IsZero():
+		sl.resubscribedAt = now
+		s.metrics.silent[k][0].Inc()
+		s.cfg.Streams.Resubscribe(k, lp.symbol)
+	case now.Sub(sl.resubscribedAt) >= resubscribeGrace:
+		sl.fellBack = true
+		s.metrics.silent[k][1].Inc()
+		s.cfg.Log(slog.LevelWarn, "silent-"+k.String(), "stream silent; pair served by REST until it delivers",
+			slog.String(logKeyPair, lp.tickerID), slog.String("stream", k.String()))
+		return true
+	}
+	return false
+}

@@ -1,0 +1,135 @@
+package poller
+
+import (
+	"context"
+	"time"
+
+	"marketfeed/poller/budget"
+	"marketfeed/poller/live"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// source is what the poller asks of where pairs' data comes from besides
+// its own REST rounds: the stream-fed live.Source, or restOnly when the
+// venue's streams are not read, so that neither path asks which it has.
+type source interface {
+	// SetPairs follows a new pair list.
+	SetPairs(pairs *snapshot.Pairs)
+	// Streaming reports whether the pair's stream of s delivers, so that
+	// the stream, not REST rounds, keeps it.
+	Streaming(id string, s snapshot.Stream) bool
+	// Load makes the pair's snapshot of s current for a waiting request;
+	// handled is false when the caller must read REST instead.
+	Load(ctx context.Context, id string, s snapshot.Stream) (handled bool, err error)
+	// TickersFlowing reports whether the ticker stream makes the bulk
+	// statistics unnecessary.
+	TickersFlowing(now time.Time) bool
+	// StreamTickers returns the ticker stream's rows and when they last
+	// arrived; ok is false before any did.
+	StreamTickers() (rows []venue.Stat, at time.Time, ok bool)
+	// SeedTickers gives the stream's rows the bulk statistics as a base.
+	SeedTickers(stats []venue.Stat)
+	// Quotes returns the spot pairs' quotes from their local books, when
+	// each was current, and whether all are recent enough that the bulk
+	// quotes need not stand in.
+	Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool)
+	// Sources counts the pairs by where their books and trades come from;
+	// nil without streams.
+	Sources() (books, trades map[string]int)
+
+	// The jobs Run schedules while streams are read.
+	Stream(ctx context.Context) error
+	Wake() <-chan struct{}
+	PublishBooks()
+	PublishTrades()
+	Sync()
+	Watch()
+}
+
+var _ source = (*live.Source)(nil)
+
+// restOnly is the source of a poller that reads no streams: nothing is
+// stream-fed, so every question has the REST answer.
+type restOnly struct{}
+
+func (restOnly) SetPairs(*snapshot.Pairs)                                    {}
+func (restOnly) Streaming(string, snapshot.Stream) bool                      { return false }
+func (restOnly) Load(context.Context, string, snapshot.Stream) (bool, error) { return false, nil }
+func (restOnly) TickersFlowing(time.Time) bool                               { return false }
+func (restOnly) StreamTickers() ([]venue.Stat, time.Time, bool)              { return nil, time.Time{}, false }
+func (restOnly) SeedTickers([]venue.Stat)                                    {}
+func (restOnly) Quotes([]snapshot.Pair, time.Time) ([]venue.Quote, []time.Time, bool) {
+	return nil, nil, false
+}
+func (restOnly) Sources() (books, trades map[string]int) { return nil, nil }
+func (restOnly) Stream(context.Context) error            { return nil }
+func (restOnly) Wake() <-chan struct{}                   { return nil }
+func (restOnly) PublishBooks()                           {}
+func (restOnly) PublishTrades()                          {}
+func (restOnly) Sync()                                   {}
+func (restOnly) Watch()                                  {}
+
+// liveREST is the poller as the stream-fed source sees it: its call path,
+// budget, read slots and lifetime, and what requests ask for.
+type liveREST struct{ p *Poller }
+
+var (
+	_ live.REST   = liveREST{}
+	_ live.Demand = liveREST{}
+)
+
+// Start runs read if a read slot is free, calls are not paused and the
+// budget has weight for purpose, under the poller's lifetime.
+func (r liveREST) Start(purpose budget.Purpose, weight int, urgent bool, read func(ctx context.Context)) bool {
+	p := r.p
+	if p.gate.Blocked(time.Now()) {
+		return false
+	}
+	select {
+	case p.liveSlots <- struct{}{}:
+	default:
+		return false
+	}
+	if !p.ledger.Take(time.Now(), weight, purpose, p.caps(), urgent) {
+		<-p.liveSlots
+		return false
+	}
+	if !p.spawn(func(ctx context.Context) {
+		defer func() { <-p.liveSlots }()
+		read(ctx)
+	}) {
+		<-p.liveSlots
+		return false
+	}
+	p.metrics.weight[purpose].Add(weight)
+	return true
+}
+
+// Book reads a snapshot through the poller's call path.
+func (r liveREST) Book(ctx context.Context, symbol string, depth int) (book venue.Book, err error) {
+	err = r.p.call(ctx, venue.CallBook, func(ctx context.Context) error {
+		book, err = r.p.venue.Book(ctx, symbol, depth)
+		return err
+	})
+	return book, err
+}
+
+// Trades reads the newest trades through the poller's call path.
+func (r liveREST) Trades(ctx context.Context, symbol string, limit int) (trades []venue.Trade, err error) {
+	err = r.p.call(ctx, venue.CallTrades, func(ctx context.Context) error {
+		trades, err = r.p.venue.Trades(ctx, symbol, limit)
+		return err
+	})
+	return trades, err
+}
+
+func (r liveREST) BookWeight(depth int) int          { return r.p.bookWeight(depth) }
+func (r liveREST) TradesWeight() int                 { return r.p.venue.Weight(venue.CallTrades) }
+func (r liveREST) Deferred(s snapshot.Stream, n int) { r.p.deferred(s, n) }
+
+// GzipWanted reports whether a request that accepts gzip asked for the
+// pair's stream within the hot period.
+func (r liveREST) GzipWanted(s snapshot.Stream, id string, now time.Time) bool {
+	return r.p.gzipWanted(r.p.hot[s].get(id), now)
+}
