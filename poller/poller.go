@@ -226,8 +226,8 @@ func New(cfg Config) *Poller {
 			REST:    liveREST{p},
 			Store:   cfg.Store,
 			Demand:  liveREST{p},
-			Log: func(level slog.Level, key, msg string, attrs ...slog.Attr) {
-				p.logs.Log(p.log, level, key, msg, attrs...)
+			Log: func(level slog.Level, key, msg string, args ...any) {
+				p.logs.Log(p.log, level, key, msg, args...)
 			},
 			Metrics:      set,
 			MaxStale:     cfg.MaxStale,

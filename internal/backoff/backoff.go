@@ -57,3 +57,19 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// Retries counts consecutive failures and gives the pause after each.
+type Retries struct {
+	Exponential
+	n int
+}
+
+// Next returns the pause after one more failure.
+func (r *Retries) Next() time.Duration {
+	d := r.Step(r.n)
+	r.n++
+	return d
+}
+
+// Reset starts over after a success.
+func (r *Retries) Reset() { r.n = 0 }

@@ -54,3 +54,19 @@ func TestSleepEndsWithItsContext(t *testing.T) {
 		}
 	})
 }
+
+func TestRetriesGrowUntilReset(t *testing.T) {
+	r := Retries{Exponential: Exponential{Base: time.Second, Max: 4 * time.Second, Rand: func(n int64) int64 { return n }}}
+	var got []time.Duration
+	for range 4 {
+		got = append(got, r.Next())
+	}
+	r.Reset()
+	got = append(got, r.Next())
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("pauses %v, want %v", got, want)
+		}
+	}
+}

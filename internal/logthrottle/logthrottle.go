@@ -29,8 +29,8 @@ func New(every time.Duration) *Throttle {
 	return &Throttle{every: every, seen: make(map[string]*throttled)}
 }
 
-// Log writes msg for key unless one was written less than the interval ago.
-func (t *Throttle) Log(l *slog.Logger, level slog.Level, key, msg string, attrs ...slog.Attr) {
+// Log writes msg with args (as slog.Logger.Log takes them) for key unless one was written less than the interval ago.
+func (t *Throttle) Log(l *slog.Logger, level slog.Level, key, msg string, args ...any) {
 	now := time.Now()
 	t.mu.Lock()
 	e := t.seen[key]
@@ -47,9 +47,9 @@ func (t *Throttle) Log(l *slog.Logger, level slog.Level, key, msg string, attrs 
 	e.last, e.dropped = now, 0
 	t.mu.Unlock()
 	if dropped > 0 {
-		attrs = append(attrs, slog.Int("repeated", dropped))
+		args = append(args, slog.Int("repeated", dropped))
 	}
-	l.LogAttrs(context.Background(), level, msg, attrs...)
+	l.Log(context.Background(), level, msg, args...)
 }
 
 // Forget drops the state of key, so the next failure after a recovery is

@@ -13,6 +13,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/internal/logthrottle"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -41,7 +42,7 @@ type Streams struct {
 	maxAge   time.Duration
 	log      *slog.Logger
 	dialOpts func() DialOptions
-	throttle *logThrottle
+	throttle *logthrottle.Throttle
 	met      *streamMetrics
 
 	nextID   atomic.Int64 // control message ids, unique across connections
@@ -157,7 +158,7 @@ func NewStreams(p Preset, opts StreamOptions) *Streams {
 		maxAge:   maxAge,
 		log:      logger.With("component", "streams", "venue", p.Name),
 		dialOpts: dial,
-		throttle: newLogThrottle(time.Minute),
+		throttle: logthrottle.New(time.Minute),
 		perConn:  sp.PerConn,
 		symbols:  make(map[string]bool),
 		where:    make(map[string]*slot),
@@ -391,33 +392,8 @@ func staggeredAge(maxAge time.Duration, i int64) time.Duration {
 	return maxAge - time.Duration(frac*float64(maxAge)/2)
 }
 
-// logThrottle writes a repeated message at most once per interval per
-// key, so a venue that sends a bad event a millisecond writes a line a
-// minute. Counting is the metrics' job.
-type logThrottle struct {
-	mu    sync.Mutex
-	every time.Duration
-	last  map[string]time.Time
-}
-
-func newLogThrottle(every time.Duration) *logThrottle {
-	return &logThrottle{every: every, last: make(map[string]time.Time)}
-}
-
-// allow reports whether a line for key may be written now.
-func (t *logThrottle) allow(key string) bool {
-	now := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if last, ok := t.last[key]; ok && now.Sub(last) < t.every {
-		return false
-	}
-	t.last[key] = now
-	return true
-}
-
+// warn logs a problem of the streams at most once a minute per key, with
+// the count of the repeats it held back.
 func (s *Streams) warn(key, msg string, args ...any) {
-	if s.throttle.allow(key) {
-		s.log.Warn(msg, args...)
-	}
+	s.throttle.Log(s.log, slog.LevelWarn, key, msg, args...)
 }

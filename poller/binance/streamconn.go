@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"marketfeed/internal/backoff"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -114,7 +114,7 @@ func (sl *slot) takeResubs() []string {
 // run keeps a connection for the slot's names until ctx is done. It
 // returns only after the connection's reader has ended.
 func (sl *slot) run(ctx context.Context, sink venue.Sink) {
-	var bo backoff
+	bo := reconnects()
 	age := sl.firstAge
 	for ctx.Err() == nil {
 		if sl.size() == 0 {
@@ -132,13 +132,13 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 			}
 			sl.s.met.refused.Inc()
 			sl.s.warn("dial "+sl.url, "market stream connection failed", "url", sl.url, "err", err)
-			sleep(ctx, bo.next())
+			_ = backoff.Sleep(ctx, bo.Next())
 			continue
 		}
 		sl.serve(ctx, c, age, sink, &bo)
 		age = sl.s.maxAge
 		if ctx.Err() == nil {
-			sleep(ctx, bo.next())
+			_ = backoff.Sleep(ctx, bo.Next())
 		}
 	}
 }
@@ -146,13 +146,13 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 // serve keeps c, or the connection that replaced it, subscribed to the
 // slot's names until the connection closes or ctx is done, and returns once
 // its reader has ended. A closed connection's streams are reported Lost.
-func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink venue.Sink, bo *backoff) {
+func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink venue.Sink, bo *backoff.Retries) {
 	since := time.Now()
 	ageTimer := time.NewTimer(age)
 	defer ageTimer.Stop()
-	var rotate backoff
+	rotate := reconnects()
 	var retry <-chan time.Time
-	var refusals backoff
+	refusals := reconnects()
 	sl.blocked = make(map[string]bool)
 
 	for {
@@ -162,9 +162,9 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 			sl.s.warn("sync "+sl.url, "market stream connection broken", "url", sl.url, "err", err)
 			_ = c.ws.CloseNow()
 		case refused && retry == nil:
-			retry = time.After(refusals.next())
+			retry = time.After(refusals.Next())
 		case !refused && retry == nil:
-			refusals.reset()
+			refusals.Reset()
 		}
 		select {
 		case <-ctx.Done():
@@ -174,7 +174,7 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 			// A connection that lived long enough was healthy: the next one
 			// starts the back-off afresh.
 			if time.Since(since) > backoffMax {
-				bo.reset()
+				bo.Reset()
 			}
 			sl.s.met.closed.Inc()
 			sl.s.warn("closed "+sl.url, "market stream connection closed", "url", sl.url, "err", c.err)
@@ -197,10 +197,10 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 				}
 				sl.s.met.refused.Inc()
 				sl.s.warn("replace "+sl.url, "market stream replacement failed; keeping the old connection", "url", sl.url, "err", err)
-				ageTimer.Reset(rotate.next())
+				ageTimer.Reset(rotate.Next())
 				continue
 			}
-			rotate.reset()
+			rotate.Reset()
 			sl.s.met.rotated.Inc()
 			old := c
 			c, since = nc, time.Now()
@@ -597,26 +597,9 @@ func (p *pacer) wait(ctx context.Context) error {
 	return nil
 }
 
-// backoff is an exponential back-off from backoffMin to backoffMax with
-// "equal jitter": each pause is between half and all of the step, so that
-// connections that failed together do not come back together.
-type backoff struct{ n int }
-
-func (b *backoff) next() time.Duration {
-	d := backoffMin << min(b.n, 10)
-	d = min(d, backoffMax)
-	b.n++
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.n = 0 }
-
-// sleep waits for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+// reconnects is the back-off of a connection's retries: from backoffMin to
+// backoffMax, jittered so that connections that failed together do not
+// come back together.
+func reconnects() backoff.Retries {
+	return backoff.Retries{Exponential: backoff.Exponential{Base: backoffMin, Max: backoffMax}}
 }

@@ -3,10 +3,10 @@ package budget
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"marketfeed/internal/backoff"
 	"marketfeed/poller/venue"
 )
 
@@ -55,16 +55,15 @@ type Gate struct {
 	permanent  string // why the venue refuses us for good (451), until a call succeeds
 	pauses     int    // pauses started, for metrics and tests
 	byKind     [NumPauseKinds]int
-	jitter     func(d time.Duration) time.Duration
+	// steps space transient pauses: half fixed, half random, which spreads
+	// the retries of many replicas without ever retrying sooner than half
+	// the period.
+	steps backoff.Exponential
 }
 
 // NewGate returns an open gate.
 func NewGate() *Gate {
-	return &Gate{jitter: func(d time.Duration) time.Duration {
-		// Half fixed, half random: spreads retries of many replicas without
-		// ever retrying sooner than half the period.
-		return d/2 + rand.N(d/2+1)
-	}}
+	return &Gate{steps: backoff.Exponential{Base: backoffBase, Max: backoffCap}}
 }
 
 // Check returns venue.ErrPaused, wrapped with the reason, while calls are paused.
@@ -166,11 +165,7 @@ func (b *Gate) Record(start, now time.Time, err error) time.Duration {
 // transient returns the next exponential back-off period. Called with mu held.
 func (b *Gate) transient(reason string) (time.Duration, string) {
 	b.failures++
-	d := backoffCap
-	if b.failures < 16 {
-		d = min(backoffCap, backoffBase<<(b.failures-1))
-	}
-	return b.jitter(d), reason
+	return b.steps.Step(b.failures - 1), reason
 }
 
 // Permanent returns why the venue refuses us for good, or "".

@@ -11,7 +11,7 @@ import (
 
 func TestBackoffGrowsExponentiallyToACap(t *testing.T) {
 	b := NewGate()
-	b.jitter = func(d time.Duration) time.Duration { return d }
+	b.steps.Rand = func(n int64) int64 { return n } // no jitter: the whole step
 	now := time.Unix(0, 0)
 	var got []time.Duration
 	for range 9 {
@@ -37,7 +37,7 @@ func TestBackoffGrowsExponentiallyToACap(t *testing.T) {
 // after the pause began.
 func TestBackoffCountsConcurrentFailuresOnce(t *testing.T) {
 	b := NewGate()
-	b.jitter = func(d time.Duration) time.Duration { return d }
+	b.steps.Rand = func(n int64) int64 { return n } // no jitter: the whole step
 	start := time.Unix(0, 0)
 	end := start.Add(100 * time.Millisecond)
 	if d := b.Record(start, end, &venue.StatusError{Status: 502}); d != 500*time.Millisecond {
@@ -51,16 +51,6 @@ func TestBackoffCountsConcurrentFailuresOnce(t *testing.T) {
 	later := end.Add(time.Second)
 	if d := b.Record(later, later, &venue.StatusError{Status: 502}); d != time.Second {
 		t.Fatalf("the next failure after the pause paused %s, want the second step, 1s", d)
-	}
-}
-
-func TestBackoffJitterStaysWithinHalfAndFullPeriod(t *testing.T) {
-	b := NewGate()
-	for range 1000 {
-		d := b.jitter(30 * time.Second)
-		if d < 15*time.Second || d > 30*time.Second {
-			t.Fatalf("jitter(30s) = %s, want within [15s, 30s]", d)
-		}
 	}
 }
 
@@ -82,7 +72,7 @@ func TestBackoffByVenueAnswer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := NewGate()
-			b.jitter = func(d time.Duration) time.Duration { return d }
+			b.steps.Rand = func(n int64) int64 { return n } // no jitter: the whole step
 			if d := b.Record(now, now, tc.err); d != tc.pause {
 				t.Fatalf("pause = %s, want %s", d, tc.pause)
 			}
@@ -98,7 +88,7 @@ func TestBackoffByVenueAnswer(t *testing.T) {
 
 func TestBackoffLetsOneProbeASecondThroughATransientPause(t *testing.T) {
 	b := NewGate()
-	b.jitter = func(d time.Duration) time.Duration { return d }
+	b.steps.Rand = func(n int64) int64 { return n } // no jitter: the whole step
 	now := time.Unix(0, 0)
 	for range 8 { // a long outage: the pause is at its 30 s cap
 		now = now.Add(time.Minute)

@@ -134,7 +134,7 @@ func (s *Source) eachOf(symbols []string, f func(lp *pair)) {
 // resynced records that a pair's book left sequence. Called with lp.mu held.
 func (s *Source) resynced(lp *pair, cause string, err error) {
 	s.metrics.resyncs[cause].Inc()
-	attrs := []slog.Attr{slog.String(logKeyPair, lp.tickerID), slog.String("cause", cause)}
+	attrs := []any{slog.String(logKeyPair, lp.tickerID), slog.String("cause", cause)}
 	if err != nil {
 		attrs = append(attrs, slog.String(logKeyErr, err.Error()))
 	}

@@ -75,7 +75,7 @@ type Config struct {
 	Store   Store
 	Demand  Demand
 	// Log writes a line at most once a minute per key (a throttled log).
-	Log func(level slog.Level, key, msg string, attrs ...slog.Attr)
+	Log func(level slog.Level, key, msg string, args ...any)
 	// Metrics receives the source's metrics.
 	Metrics *metrics.Set
 	// MaxStale is the oldest snapshot the server serves.
@@ -112,7 +112,7 @@ var _ venue.Sink = (*Source)(nil)
 // New returns a source that follows no pair until SetPairs.
 func New(cfg Config) *Source {
 	if cfg.Log == nil {
-		cfg.Log = func(slog.Level, string, string, ...slog.Attr) {}
+		cfg.Log = func(slog.Level, string, string, ...any) {}
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()

@@ -94,7 +94,7 @@ func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
 	store := &hookStore{Store: snapshot.NewStore()}
 	s := New(Config{
 		Streams: quietStreams{}, REST: rest, Store: store, Demand: noGzip{},
-		Log:      func(slog.Level, string, string, ...slog.Attr) {},
+		Log:      func(slog.Level, string, string, ...any) {},
 		MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
 	})
 	pairs := snapshot.NewPairs([]venue.Market{{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
