@@ -178,8 +178,32 @@ func TestLoadWaitsNoLongerThanItsContext(t *testing.T) {
 		if waited := time.Since(start); waited != 2*time.Second {
 			t.Fatalf("waited %s, want the caller's 2s", waited)
 		}
-		p.cancel() // the read itself ends with the poller
-		p.wg.Wait()
+		p.end() // the read itself ends with the poller
+	})
+}
+
+// Run owns the poller's one lifetime: once it has returned, every read it
+// started has finished, and a request's cold load fails at once instead of
+// starting a read nobody waits for.
+func TestLoadAfterRunEndedFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(2)
+		p, _ := newTestPoller(v, Config{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- p.Run(ctx) }()
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		before := v.count(venue.CallBook, "")
+		if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); !errors.Is(err, ErrStopped) {
+			t.Fatalf("Load after Run = %v, want ErrStopped", err)
+		}
+		if n := v.count(venue.CallBook, ""); n != before {
+			t.Fatalf("%d book reads after Run ended", n-before)
+		}
 	})
 }
 

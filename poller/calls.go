@@ -1,0 +1,159 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"marketfeed/poller/budget"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// bulkPlan is how often the bulk calls run within the budget, derived from
+// the venue's weight limit (see Poller.plan).
+type bulkPlan struct {
+	mu          sync.Mutex
+	statsEvery  time.Duration
+	quotesEvery time.Duration
+	bulkReserve int // weight per minute the bulk calls are planned to spend
+	// catalogReserve is the part of bulkReserve the catalog needs; the
+	// rest is for tickers, which a live ticker stream makes unnecessary.
+	catalogReserve int
+	// staleUnmet is set when the bulk calls cannot run often enough within
+	// their share of the budget to honour max-stale.
+	staleUnmet bool
+}
+
+// plan derives how often the bulk calls run from the venue's weight limit:
+// statistics may take 30 % of the budget and quotes 10 %, never more, so
+// that per-pair reads always keep a share. When those shares cannot run the
+// bulk calls twice per max-stale period, tickers go stale on schedule: the
+// process says so (a log line and a metric) rather than starve every pair.
+// What the bulk calls are planned to spend is held back from per-pair reads.
+func (p *Poller) plan(limit int) {
+	p.planned.mu.Lock()
+	defer p.planned.mu.Unlock()
+	ceiling := max(p.cfg.TickersEvery, p.fresher())
+	p.planned.staleUnmet = false
+	interval := func(weight int, share float64) time.Duration {
+		if limit == 0 || weight == 0 {
+			return p.cfg.TickersEvery
+		}
+		d := time.Duration(float64(weight) * float64(time.Minute) / (share * float64(limit)))
+		if d > ceiling {
+			p.planned.staleUnmet = true
+		}
+		return max(d, p.cfg.TickersEvery)
+	}
+	p.planned.statsEvery = interval(p.venue.Weight(venue.CallStats), 0.3)
+	p.planned.quotesEvery = interval(p.venue.Weight(venue.CallQuotes), 0.1)
+	perMinute := func(weight int, every time.Duration) int {
+		return int(math.Ceil(float64(weight) * float64(time.Minute) / float64(every)))
+	}
+	p.planned.catalogReserve = perMinute(p.venue.Weight(venue.CallCatalog), p.cfg.CatalogEvery)
+	p.planned.bulkReserve = perMinute(p.venue.Weight(venue.CallStats), p.planned.statsEvery) +
+		perMinute(p.venue.Weight(venue.CallQuotes), p.planned.quotesEvery) + p.planned.catalogReserve
+}
+
+// reserve is the weight a minute held back for the bulk calls: only the
+// catalog's while the ticker stream delivers the statistics.
+func (p *Poller) reserve() int {
+	p.planned.mu.Lock()
+	all, catalog := p.planned.bulkReserve, p.planned.catalogReserve
+	p.planned.mu.Unlock()
+	if p.src.TickersFlowing(time.Now()) {
+		return catalog
+	}
+	return all
+}
+
+// caps returns every class's cap: per-pair book and trade reads split what
+// the bulk calls leave by the hot pairs' demand (see budget.CapsOf), and
+// refreshes are held to their fixed share.
+func (p *Poller) caps() budget.Caps {
+	demand := func(s snapshot.Stream, c venue.Call, every time.Duration) float64 {
+		return float64(p.hot[s].Len()*p.venue.Weight(c)) * float64(time.Minute) / float64(every)
+	}
+	plan := budget.Plan{
+		Limit:   p.ledger.Limit(),
+		Reserve: p.reserve(),
+		Split:   [budget.NumClasses]bool{budget.ClassBook: true, budget.ClassTrades: true},
+	}
+	plan.Demand[budget.ClassBook] = demand(snapshot.StreamBook, venue.CallBook, p.cfg.BookEvery)
+	plan.Demand[budget.ClassTrades] = demand(snapshot.StreamTrades, venue.CallTrades, p.cfg.TradesEvery)
+	// Refreshes may spend RefreshShare of the venue's limit, and at least
+	// one refresh.
+	if limit := p.venueLimit.Load(); limit > 0 {
+		plan.Share[budget.ClassRefresh] = max(int(p.cfg.RefreshShare*float64(limit)), p.bookWeight(p.cfg.RefreshDepth))
+	}
+	return budget.CapsOf(plan)
+}
+
+// call runs one venue call of kind c whose weight is already spent: it
+// refuses while calls are paused, reconciles the budget with the venue's own
+// count, and feeds the outcome to the back-off.
+func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context) error) error {
+	if err := p.gate.Check(time.Now()); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	start := time.Now()
+	err := fn(ctx)
+	cancel()
+	now := time.Now()
+	p.metrics.calls[c][venue.OutcomeOf(err)].Inc()
+	p.metrics.callTime[c].Observe(now.Sub(start))
+	p.reconcile(now)
+	if pause := p.gate.Record(start, now, err); pause > 0 {
+		p.logs.Log(p.log, slog.LevelWarn, "pause", "venue calls paused",
+			slog.String("call", c.String()), slog.Duration("for", pause), slog.String("err", err.Error()))
+	}
+	if err == nil {
+		p.logs.Forget("pause")
+	}
+	return err
+}
+
+// reconcile feeds the venue's own count of our weight to the budget.
+func (p *Poller) reconcile(now time.Time) {
+	if r, ok := p.venue.(venue.UsedWeightReporter); ok {
+		if used, ok := r.UsedWeight(); ok {
+			p.ledger.Observe(now, used)
+		}
+	}
+}
+
+// bulk spends the weight of a bulk call and runs it.
+func (p *Poller) bulk(ctx context.Context, c venue.Call, fn func(context.Context) error) error {
+	if p.gate.Blocked(time.Now()) {
+		return fmt.Errorf("%s: %w", c, venue.ErrPaused)
+	}
+	purpose := budget.PurposeTickers
+	if c == venue.CallCatalog {
+		purpose = budget.PurposeCatalog
+	}
+	if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, p.caps(), true) {
+		return fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
+	}
+	p.metrics.weight[purpose].Add(p.venue.Weight(c))
+	return p.call(ctx, c, fn)
+}
+
+// bookWeight is the weight of a book read of the given depth.
+func (p *Poller) bookWeight(depth int) int {
+	if w, ok := p.venue.(venue.DepthWeigher); ok {
+		return w.BookWeight(depth)
+	}
+	return p.venue.Weight(venue.CallBook)
+}
+
+// deferred counts reads of a stream that the budget or the read slots
+// pushed to a later round.
+func (p *Poller) deferred(s snapshot.Stream, n int) {
+	p.stretched.Add(int64(n))
+	p.metrics.deferred[s].Add(n)
+}

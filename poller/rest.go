@@ -1,0 +1,325 @@
+package poller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"marketfeed/internal/backoff"
+	"marketfeed/poller/budget"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// RefreshBooks runs one round of book reads over the hot pairs.
+func (p *Poller) RefreshBooks(ctx context.Context) { p.round(ctx, snapshot.StreamBook) }
+
+// RefreshTrades runs one round of trade reads over the hot pairs.
+func (p *Poller) RefreshTrades(ctx context.Context) { p.round(ctx, snapshot.StreamTrades) }
+
+// streamRow is what differs between a pair's book and its trades on the
+// REST path: one row each, so that the steps are written once.
+type streamRow struct {
+	call venue.Call
+	// purpose is what a REST read of the stream spends on.
+	purpose budget.Purpose
+	every   func(c *Config) time.Duration
+	// read reads one pair over REST and returns its publication.
+	read func(p *Poller, ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error)
+	// readAt returns when a pair's snapshot was read (0: none) and
+	// whether the pair is listed.
+	readAt func(store *snapshot.Store, id []byte) (int64, bool)
+	// fresh reports whether a pair's snapshot may still be served at now,
+	// by the snapshot value's own rule.
+	fresh func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool
+}
+
+var streamRows = [2]streamRow{
+	snapshot.StreamBook: {
+		call:    venue.CallBook,
+		purpose: budget.PurposePollBook,
+		every:   func(c *Config) time.Duration { return c.BookEvery },
+		read:    (*Poller).readBook,
+		readAt: func(store *snapshot.Store, id []byte) (int64, bool) {
+			b, listed := store.Book(id)
+			if b == nil {
+				return 0, listed
+			}
+			return b.ReadAt(), true
+		},
+		fresh: func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool {
+			b, _ := store.Book(id)
+			return b.FreshAt(now, maxStale)
+		},
+	},
+	snapshot.StreamTrades: {
+		call:    venue.CallTrades,
+		purpose: budget.PurposePollTrades,
+		every:   func(c *Config) time.Duration { return c.TradesEvery },
+		read:    (*Poller).readTrades,
+		readAt: func(store *snapshot.Store, id []byte) (int64, bool) {
+			t, listed := store.Trades(id)
+			if t == nil {
+				return 0, listed
+			}
+			return t.ReadAt(), true
+		},
+		fresh: func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool {
+			t, _ := store.Trades(id)
+			return t.FreshAt(now, maxStale)
+		},
+	},
+}
+
+// round reads the stream of every hot pair that is due, oldest read first,
+// while the budget allows. A pair is due when its last read began at least
+// one period before this round's tick; ticks are aligned to the period, so
+// round reads of a pair are spaced by whole periods however late a round runs.
+func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
+	pairs := p.store.Pairs()
+	if pairs == nil {
+		return
+	}
+	now := time.Now()
+	row := &streamRows[s]
+	every := row.every(&p.cfg)
+	tick := alignDown(now, every)
+	hot := p.hot[s].snapshot(now.Add(-p.cfg.HotTTL), func(id string) bool {
+		_, ok := pairs.Lookup(id)
+		return ok
+	})
+	due := hot[:0]
+	for _, hp := range hot {
+		if p.src.Streaming(hp.id, s) {
+			continue // the stream keeps it, once synced: see live.Source.Load
+		}
+		if tick-hp.started.Load() >= int64(every) && !hp.reading.Load() {
+			due = append(due, hp)
+		}
+	}
+	slices.SortFunc(due, func(a, b *hotPair) int { return cmp.Compare(a.started.Load(), b.started.Load()) })
+
+	c, purpose, caps := row.call, row.purpose, p.caps()
+	var wg sync.WaitGroup
+	slots := p.slots[s]
+dispatch:
+	for i, hp := range due {
+		if p.gate.Blocked(time.Now()) {
+			break
+		}
+		// Slots are shared by overlapping rounds: when reads stuck in
+		// earlier rounds hold them all, the rest wait for the next round.
+		select {
+		case slots <- struct{}{}:
+		default:
+			break dispatch
+		}
+		if !hp.reading.CompareAndSwap(false, true) {
+			<-slots // a cold load started reading it meanwhile
+			continue
+		}
+		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, true) {
+			hp.reading.Store(false)
+			<-slots
+			left := len(due) - i
+			p.deferred(s, left)
+			p.logs.Log(p.log, slog.LevelInfo, "stretch-"+s.String(), "weight budget stretches cadence",
+				slog.String("stream", s.String()), slog.Int("hot", len(hot)), slog.Int("deferred", left))
+			break
+		}
+		p.metrics.weight[purpose].Add(p.venue.Weight(c))
+		pair, _ := pairs.Lookup(hp.id)
+		hp.started.Store(tick)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			defer hp.reading.Store(false)
+			if err := p.read(ctx, s, pair, time.Unix(0, tick), p.gzipWanted(hp, now)); err != nil {
+				p.logs.Log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
+					slog.String("stream", s.String()), slog.String(logKeyPair, pair.TickerID), slog.String(logKeyErr, err.Error()))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// read reads one pair's stream and publishes it. start is when the read
+// began by the service's clock; it becomes the snapshot's read time. gzip
+// adds the compressed form of the default body.
+func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair, start time.Time, gzip bool) error {
+	row := &streamRows[s]
+	// The value is built inside the call, so that a venue answer the
+	// builder refuses counts as unusable data, not as a good read.
+	var publish func()
+	err := p.call(ctx, row.call, func(ctx context.Context) (err error) {
+		publish, err = row.read(p, ctx, pair, start, gzip)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read %s %s: %w", s, pair.TickerID, err)
+	}
+	publish()
+	return nil
+}
+
+// readBook reads one pair's book over REST and returns its publication.
+func (p *Poller) readBook(ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error) {
+	book, err := p.venue.Book(ctx, pair.Symbol, snapshot.MaxDepth)
+	if err != nil {
+		return nil, err
+	}
+	b, err := snapshot.NewBook(pair.TickerID, book.Time, book.Bids, book.Asks, start)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", venue.ErrBadData, err)
+	}
+	if gzip {
+		b = b.WithGzip()
+	}
+	return func() { p.store.PutBook(b) }, nil
+}
+
+// readTrades reads one pair's trades over REST and returns their
+// publication.
+func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error) {
+	trades, err := p.venue.Trades(ctx, pair.Symbol, snapshot.MaxTrades)
+	if err != nil {
+		return nil, err
+	}
+	prev, _ := p.store.Trades([]byte(pair.TickerID))
+	t, err := snapshot.NewTradesAfter(prev, pair.TickerID, trades, start)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", venue.ErrBadData, err)
+	}
+	if gzip {
+		t = t.WithGzip()
+	}
+	return func() { p.store.PutTrades(t) }, nil
+}
+
+// Want marks a pair's stream as asked for by a request, keeping it hot. It
+// does not allocate once the pair is hot.
+//
+// gzip says the request accepts gzip for the stream's default body: the
+// pair's snapshots are then built with their compressed form for as long as
+// the pair stays hot, and not otherwise, since compressing costs more than
+// building.
+func (p *Poller) Want(id []byte, s snapshot.Stream, gzip bool) { p.hot[s].want(id, time.Now(), gzip) }
+
+// ErrUnlisted is returned by Load for a pair the current pair list lacks.
+var ErrUnlisted = errors.New("pair not listed")
+
+// ErrStopped is returned by Load once Run has ended.
+var ErrStopped = errors.New("poller stopped")
+
+// Load reads a pair's stream now and returns once it is published or the
+// read failed, or ctx is done. Concurrent callers for the same pair and
+// stream share one read, which runs to its end even if they stop waiting.
+// The read keeps the venue's spacing for the pair and the weight budget: it
+// waits for both rather than calling early.
+func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
+	start := time.Now()
+	defer func() { p.metrics.coldWait[s].Observe(time.Since(start)) }()
+	key := flightKey{s, id}
+	p.flights.mu.Lock()
+	f := p.flights.m[key]
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		p.flights.m[key] = f
+		if !p.spawn(func(ctx context.Context) {
+			f.err = p.load(ctx, id, s)
+			failed := 0
+			if f.err != nil {
+				failed = 1
+			}
+			p.metrics.coldLoads[s][failed].Inc()
+			p.flights.mu.Lock()
+			delete(p.flights.m, key)
+			p.flights.mu.Unlock()
+			close(f.done)
+		}) {
+			delete(p.flights.m, key)
+			p.flights.mu.Unlock()
+			return ErrStopped
+		}
+	}
+	p.flights.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
+	if streamed, err := p.src.Load(ctx, id, s); streamed {
+		return err
+	}
+	pairs := p.store.Pairs()
+	if pairs == nil {
+		return ErrUnlisted
+	}
+	pair, ok := pairs.Lookup(id)
+	if !ok {
+		return ErrUnlisted
+	}
+	row := &streamRows[s]
+	every := row.every(&p.cfg)
+	hp := p.hot[s].get(id)
+	if hp != nil {
+		if wait := time.Until(time.Unix(0, hp.started.Load()).Add(every)); wait > 0 {
+			if err := backoff.Sleep(ctx, wait); err != nil {
+				return err
+			}
+		}
+		// A round may have read the pair while we waited.
+		if p.fresh(id, s) {
+			return nil
+		}
+	}
+	if p.gate.Blocked(time.Now()) {
+		return fmt.Errorf("load %s %s: %w", s, id, venue.ErrPaused)
+	}
+	c, purpose := row.call, row.purpose
+	for {
+		caps := p.caps()
+		now := time.Now()
+		if p.ledger.Take(now, p.venue.Weight(c), purpose, caps, true) {
+			p.metrics.weight[purpose].Add(p.venue.Weight(c))
+			break
+		}
+		at := p.ledger.FreeAt(now, p.venue.Weight(c), purpose, caps)
+		if at.IsZero() {
+			return fmt.Errorf("load %s %s: %w", s, id, venue.ErrNoBudget)
+		}
+		if err := backoff.Sleep(ctx, at.Sub(now)); err != nil {
+			return fmt.Errorf("load %s %s: %w: %w", s, id, venue.ErrNoBudget, err)
+		}
+	}
+	start := time.Now()
+	if hp != nil {
+		hp.started.Store(start.UnixNano())
+		if hp.reading.CompareAndSwap(false, true) {
+			defer hp.reading.Store(false)
+		}
+	}
+	return p.read(ctx, s, pair, start, p.gzipWanted(hp, start))
+}
+
+// gzipWanted reports whether a request that accepts gzip asked for the
+// stream within the hot period.
+func (p *Poller) gzipWanted(hp *hotPair, now time.Time) bool {
+	return hp != nil && hp.gzipWanted.Load() >= now.Add(-p.cfg.HotTTL).UnixNano()
+}
+
+// fresh reports whether the store holds a snapshot of the stream read within
+// max-stale.
+func (p *Poller) fresh(id string, s snapshot.Stream) bool {
+	return streamRows[s].fresh(p.store, []byte(id), time.Now().UnixNano(), p.cfg.MaxStale)
+}
