@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"marketfeed/poller/binance"
 	"marketfeed/server"
 	"marketfeed/snapshot"
 )
@@ -83,13 +82,13 @@ func envName(flagName string) string {
 // simVenue is the embedded simulated venue.
 const simVenue = "sim"
 
-// venueNames lists every -venue value: the simulated venue, then each
-// Binance-compatible preset. Help text, validation and its error message
-// all read it, so a new preset needs no change here.
+// venueNames lists every -venue value, in the order of venueKinds. Help
+// text, validation and its error message all read it, so a new venue needs
+// no change here.
 func venueNames() []string {
-	names := []string{simVenue}
-	for _, p := range binance.Presets {
-		names = append(names, p.Name)
+	var names []string
+	for _, k := range venueKinds() {
+		names = append(names, k.name)
 	}
 	return names
 }

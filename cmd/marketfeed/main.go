@@ -36,7 +36,6 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"marketfeed/poller"
-	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
 	"marketfeed/poller/venue"
 	"marketfeed/server"
@@ -130,30 +129,21 @@ type app struct {
 }
 
 func newVenue(cfg *Config) (venue.Venue, error) {
-	if cfg.venue == simVenue {
-		return sim.New(sim.Config{Seed: cfg.simSeed, Extra: cfg.simExtra}), nil
-	}
-	preset, ok := binance.PresetByName(cfg.venue)
+	kind, ok := venueKindOf(cfg.venue)
 	if !ok {
 		return nil, fmt.Errorf("unknown venue %q", cfg.venue)
 	}
-	return binance.New(preset, binance.Options{BaseURL: cfg.venueURL}), nil
+	return kind.open(cfg), nil
 }
 
 // newStreams returns the venue's market streams when cfg asks for them and
 // the venue has them, and nil otherwise: the poller then reads REST only.
 func newStreams(cfg *Config, src venue.Venue, log *slog.Logger, set *metrics.Set) venue.Streams {
-	if !cfg.VenueStreams {
+	kind, ok := venueKindOf(cfg.venue)
+	if !cfg.VenueStreams || !ok {
 		return nil
 	}
-	if v, ok := src.(*sim.Venue); ok {
-		return v.Streams()
-	}
-	preset, ok := binance.PresetByName(cfg.venue)
-	if !ok {
-		return nil
-	}
-	return binance.NewStreams(preset, binance.StreamOptions{BaseURL: streamURL(cfg), Logger: log, Metrics: set, MaxAge: cfg.VenueWSMaxAge})
+	return kind.streams(cfg, src, log, set)
 }
 
 // streamURL is the base URL of the venue's market streams: -venue-ws-url;
