@@ -7,6 +7,7 @@ package logthrottle
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -47,7 +48,9 @@ func (t *Throttle) Log(l *slog.Logger, level slog.Level, key, msg string, args .
 	e.last, e.dropped = now, 0
 	t.mu.Unlock()
 	if dropped > 0 {
-		args = append(args, slog.Int("repeated", dropped))
+		// Clipped first: a caller passing a slice with room to spare must
+		// not find the count written into it.
+		args = append(slices.Clip(args), slog.Int("repeated", dropped))
 	}
 	l.Log(context.Background(), level, msg, args...)
 }

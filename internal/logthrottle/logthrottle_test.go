@@ -71,3 +71,25 @@ func TestLogThrottleHoldsRepeatsBackAndCountsThem(t *testing.T) {
 		}
 	})
 }
+
+// The count goes on the line, never into the caller's arguments: a slice
+// with room to spare is left as it was.
+func TestLogLeavesTheCallersArgumentsAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder
+		log := slog.New(slog.NewJSONHandler(&rec, nil))
+		th := New(time.Minute)
+		buf := make([]any, 2, 4)
+		buf[0], buf[1] = "url", "wss://venue"
+		th.Log(log, slog.LevelWarn, "dial", "connection failed", buf...)
+		th.Log(log, slog.LevelWarn, "dial", "connection failed", buf...) // held back
+		time.Sleep(time.Minute)
+		th.Log(log, slog.LevelWarn, "dial", "connection failed", buf...)
+		if _, repeated := rec.lines(); len(repeated) != 2 || repeated[1] != 1 {
+			t.Fatalf("repeated %v, want a second line with repeated=1", repeated)
+		}
+		if spare := buf[:cap(buf)]; spare[2] != nil || spare[3] != nil {
+			t.Fatalf("the count was written into the caller's slice: %v", spare)
+		}
+	})
+}

@@ -808,3 +808,31 @@ func TestStreamsShrinkAfterPolicyClose(t *testing.T) {
 		}
 	})
 }
+
+// A stream problem is logged once a minute per key, and the next line says
+// how many it held back.
+func TestStreamsWarnCountsRepeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		s := NewStreams(Binance, StreamOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+		for range 3 {
+			s.warn("dial wss://a", "market stream connection failed")
+			time.Sleep(10 * time.Second)
+		}
+		s.warn("dial wss://b", "market stream connection failed") // another key: not held back
+		time.Sleep(time.Minute)
+		s.warn("dial wss://a", "market stream connection failed")
+
+		var repeated []int
+		for line := range bytes.Lines(buf.Bytes()) {
+			var rec struct{ Repeated int }
+			if err := json.Unmarshal(line, &rec); err != nil {
+				t.Fatal(err)
+			}
+			repeated = append(repeated, rec.Repeated)
+		}
+		if want := []int{0, 0, 2}; !slices.Equal(repeated, want) {
+			t.Fatalf("lines with repeated %v, want %v", repeated, want)
+		}
+	})
+}

@@ -584,12 +584,8 @@ type pacer struct {
 func (p *pacer) wait(ctx context.Context) error {
 	now := time.Now()
 	if d := p.next.Sub(now); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return err
 		}
 		now = p.next
 	}
