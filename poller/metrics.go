@@ -18,7 +18,7 @@ var (
 	waitBounds = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}
 )
 
-var streamNames = [2]string{snapshot.StreamBook: "book", snapshot.StreamTrades: "trades"}
+var streamNames = [snapshot.NumStreams]string{snapshot.StreamBook: "book", snapshot.StreamTrades: "trades"}
 
 // pollerMetrics is what the poller counts as it goes. Everything that is a
 // state rather than an event (ages, hot-set size, budget, pause) is a gauge
@@ -26,9 +26,9 @@ var streamNames = [2]string{snapshot.StreamBook: "book", snapshot.StreamTrades: 
 type pollerMetrics struct {
 	calls     [venue.NumCalls][venue.NumOutcomes]*metrics.Counter
 	callTime  [venue.NumCalls]*promhist.Histogram
-	deferred  [2]*metrics.Counter    // by stream: reads a round could not afford
-	coldLoads [2][2]*metrics.Counter // by stream, then ok / failed
-	coldWait  [2]*promhist.Histogram // by stream
+	deferred  [snapshot.NumStreams]*metrics.Counter    // by stream: reads a round could not afford
+	coldLoads [snapshot.NumStreams][2]*metrics.Counter // by stream, then ok / failed
+	coldWait  [snapshot.NumStreams]*promhist.Histogram // by stream
 
 	weight [budget.NumPurposes]*metrics.Counter // REST weight spent, by purpose
 }

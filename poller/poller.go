@@ -132,10 +132,10 @@ type Poller struct {
 	ledger *budget.Ledger
 	gate   *budget.Gate
 	logs   *logthrottle.Throttle
-	hot    [2]*hotSet // by snapshot.Stream
+	hot    [snapshot.NumStreams]*hotSet // by snapshot.Stream
 	// slots bound the reads of each stream in flight at once, across
 	// overlapping rounds; cap Config.Parallel.
-	slots [2]chan struct{}
+	slots [snapshot.NumStreams]chan struct{}
 	// liveSlots bound the snapshot and backfill reads of stream-fed pairs
 	// in flight at once; cap Config.Parallel.
 	liveSlots chan struct{}
@@ -198,13 +198,15 @@ func New(cfg Config) *Poller {
 		ledger:    budget.NewLedger(),
 		gate:      budget.NewGate(),
 		logs:      logthrottle.New(time.Minute),
-		hot:       [2]*hotSet{newHotSet(), newHotSet()},
-		slots:     [2]chan struct{}{make(chan struct{}, cfg.Parallel), make(chan struct{}, cfg.Parallel)},
 		liveSlots: make(chan struct{}, cfg.Parallel),
 		life:      lifetime{ctx: ctx, cancel: cancel},
 		flights:   flights{m: make(map[flightKey]*flight)},
 		spot:      slices.Clone(cfg.Spot),
 		born:      time.Now(),
+	}
+	for st := range snapshot.NumStreams {
+		p.hot[st] = newHotSet()
+		p.slots[st] = make(chan struct{}, cfg.Parallel)
 	}
 	set := cfg.Metrics
 	if set == nil {

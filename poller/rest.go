@@ -39,7 +39,7 @@ type streamRow struct {
 	fresh func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool
 }
 
-var streamRows = [2]streamRow{
+var streamRows = [snapshot.NumStreams]streamRow{
 	snapshot.StreamBook: {
 		call:    venue.CallBook,
 		purpose: budget.PurposePollBook,

@@ -113,11 +113,15 @@ type Stream int
 const (
 	StreamBook   Stream = iota // the order book
 	StreamTrades               // the recent trades
+	// NumStreams is the number of streams, for tables indexed by Stream.
+	NumStreams
 )
 
+var streamNames = [NumStreams]string{"book", "trades"}
+
 func (s Stream) String() string {
-	if s == StreamTrades {
-		return "trades"
+	if s < 0 || s >= NumStreams {
+		return "stream(?)"
 	}
-	return "book"
+	return streamNames[s]
 }

@@ -95,11 +95,8 @@ func (s *Source) Tickers(rows []venue.Stat) {
 func (s *Source) Live(k snapshot.Stream, symbols []string) {
 	now := time.Now()
 	s.eachOf(symbols, func(lp *pair) {
-		if k == snapshot.StreamBook {
-			lp.books.live, lp.books.at = true, now
-		} else {
-			lp.trades.live, lp.trades.at = true, now
-		}
+		st := kinds[k].stream(lp)
+		st.live, st.at = true, now
 	})
 }
 
@@ -108,15 +105,8 @@ func (s *Source) Live(k snapshot.Stream, symbols []string) {
 // stream was down, so it is backfilled again once the stream is back.
 func (s *Source) Lost(k snapshot.Stream, symbols []string) {
 	s.eachOf(symbols, func(lp *pair) {
-		if k == snapshot.StreamTrades {
-			lp.trades.live, lp.backfilled = false, false
-			return
-		}
-		lp.books.live = false
-		if lp.book.Synced() {
-			lp.book.Desync()
-			s.resynced(lp, causeLost, nil)
-		}
+		kinds[k].stream(lp).live = false
+		kinds[k].lose(s, lp, causeLost)
 	})
 }
 

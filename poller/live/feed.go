@@ -67,11 +67,16 @@ type value[V any] interface {
 // lock. So two publishers (the schedule and a sync) can never leave an older
 // snapshot in place.
 type feed[V value[V]] struct {
+	stream
+	pub V // the snapshot last published
+}
+
+// stream is what a feed holds whatever its snapshot's type.
+type stream struct {
 	live   bool      // the subscription is acknowledged on a reading connection
 	at     time.Time // when the last event, or the acknowledgement, arrived
 	silent silence
 	rest   restState
-	pub    V      // the snapshot last published
 	taken  uint64 // publications taken
 	shown  uint64 // the number of the publication last shown
 	// building counts publications taken and not yet finished.
@@ -89,10 +94,10 @@ type silence struct {
 
 // delivering reports whether the stream delivers: acknowledged and not
 // given up as silent.
-func (f *feed[V]) delivering() bool { return f.live && !f.silent.fellBack }
+func (f *stream) delivering() bool { return f.live && !f.silent.fellBack }
 
 // take numbers a publication whose state the caller has just taken.
-func (f *feed[V]) take() uint64 {
+func (f *stream) take() uint64 {
 	f.taken++
 	f.building++
 	return f.taken
@@ -128,7 +133,7 @@ func (f *feed[V]) confirm(now time.Time, put func(V)) bool {
 }
 
 // next returns a channel closed at the feed's next publication.
-func (f *feed[V]) next() <-chan struct{} {
+func (f *stream) next() <-chan struct{} {
 	if f.waiters == nil {
 		f.waiters = make(chan struct{})
 	}
@@ -136,30 +141,48 @@ func (f *feed[V]) next() <-chan struct{} {
 }
 
 // kind is what differs between a pair's stream kinds, one row each, so that
-// what they share is written once.
+// what they share is written once. The functions are called with the
+// pair's lock held, fresh excepted.
 type kind struct {
+	// stream is the pair's feed of the kind.
+	stream func(lp *pair) *stream
 	// current reports whether the stream keeps the pair's snapshot current,
-	// so that it is published or confirmed. Called with the pair's lock.
+	// so that it is published or confirmed.
 	current func(lp *pair) bool
-	// delivering reports whether the pair's stream delivers. Called with
-	// the pair's lock.
-	delivering func(lp *pair) bool
+	// active is when the market last showed the activity that makes a
+	// silent stream suspect.
+	active func(lp *pair) time.Time
+	// lose drops what the stream's loss makes unusable, for cause.
+	lose func(s *Source, lp *pair, cause string)
 	// fresh reports whether the store's snapshot may still be served.
 	fresh func(store Store, id []byte, now int64, maxStale time.Duration) bool
 }
 
-var kinds = [2]kind{
+var kinds = [snapshot.NumStreams]kind{
 	snapshot.StreamBook: {
-		current:    (*pair).bookCurrent,
-		delivering: func(lp *pair) bool { return lp.books.delivering() },
+		stream:  func(lp *pair) *stream { return &lp.books.stream },
+		current: (*pair).bookCurrent,
+		// A market that trades changes its book, so its depth stream
+		// must deliver too.
+		active: func(lp *pair) time.Time { return later(lp.activeAt, lp.tradedAt) },
+		lose: func(s *Source, lp *pair, cause string) {
+			if lp.book.Synced() {
+				lp.book.Desync()
+				s.resynced(lp, cause, nil)
+			}
+		},
 		fresh: func(store Store, id []byte, now int64, maxStale time.Duration) bool {
 			b, _ := store.Book(id)
 			return b.FreshAt(now, maxStale)
 		},
 	},
 	snapshot.StreamTrades: {
-		current:    (*pair).tradesCurrent,
-		delivering: func(lp *pair) bool { return lp.trades.delivering() },
+		stream:  func(lp *pair) *stream { return &lp.trades.stream },
+		current: (*pair).tradesCurrent,
+		active:  func(lp *pair) time.Time { return lp.activeAt },
+		// The window may have missed trades: backfill it again once the
+		// stream is back.
+		lose: func(_ *Source, lp *pair, _ string) { lp.backfilled = false },
 		fresh: func(store Store, id []byte, now int64, maxStale time.Duration) bool {
 			t, _ := store.Trades(id)
 			return t.FreshAt(now, maxStale)
@@ -167,10 +190,18 @@ var kinds = [2]kind{
 	},
 }
 
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // streaming reports whether the pair's stream of k delivers. Such a pair is
 // kept by the stream once synced or backfilled, and REST polls would only
 // spend the budget those need.
-func (lp *pair) streaming(k snapshot.Stream) bool { return kinds[k].delivering(lp) }
+func (lp *pair) streaming(k snapshot.Stream) bool { return kinds[k].stream(lp).delivering() }
 
 // bookCurrent reports whether the pair's book is kept current by the stream:
 // synced, in sequence and not silent. Such a pair needs no REST read.

@@ -28,12 +28,7 @@ func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, 
 			lp.mu.Unlock()
 			return false, nil
 		}
-		var next <-chan struct{}
-		if k == snapshot.StreamBook {
-			next = lp.books.next()
-		} else {
-			next = lp.trades.next()
-		}
+		next := kinds[k].stream(lp).next()
 		lp.mu.Unlock()
 		s.poke() // start its read now, not at the next tick
 		select {

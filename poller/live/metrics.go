@@ -10,14 +10,14 @@ import (
 // sourceMetrics is what the source counts as it goes; states (pairs by
 // source, short books) are gauges computed when scraped.
 type sourceMetrics struct {
-	resyncs    map[string]*metrics.Counter // by cause
-	silent     [2][2]*metrics.Counter      // by stream: resubscribed, fell back to REST
-	publishLag *promhist.Histogram         // venue time of a book to its publication
+	resyncs    map[string]*metrics.Counter              // by cause
+	silent     [snapshot.NumStreams][2]*metrics.Counter // by stream: resubscribed, fell back to REST
+	publishLag *promhist.Histogram                      // venue time of a book to its publication
 }
 
 // silenceNames label the venue's market streams, whose depth stream feeds
 // a pair's book.
-var silenceNames = [2]string{snapshot.StreamBook: "depth", snapshot.StreamTrades: "trades"}
+var silenceNames = [snapshot.NumStreams]string{snapshot.StreamBook: "depth", snapshot.StreamTrades: "trades"}
 
 // A stream-fed book is published on the 350 ms schedule after the event
 // that changed it, plus the venue's own delay (seconds).
@@ -34,7 +34,7 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
 	}
 	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
-	for k, part := range [2]string{snapshot.StreamBook: "books", snapshot.StreamTrades: "trades"} {
+	for k, part := range [snapshot.NumStreams]string{snapshot.StreamBook: "books", snapshot.StreamTrades: "trades"} {
 		for src, name := range sourceNames {
 			set.NewGauge(`marketfeed_pairs{part="`+part+`",source="`+name+`"}`, func() float64 {
 				return float64(s.counts()[k][src])
@@ -58,14 +58,14 @@ const (
 var sourceNames = [numSources]string{"stream", "syncing", "rest"}
 
 // counts counts the pairs by where their snapshots of each kind come from.
-func (s *Source) counts() (n [2][numSources]int) {
+func (s *Source) counts() (n [snapshot.NumStreams][numSources]int) {
 	s.each(func(lp *pair) {
 		for k, row := range kinds {
 			src := sourceREST
 			switch {
 			case row.current(lp):
 				src = sourceStream
-			case row.delivering(lp):
+			case row.stream(lp).delivering():
 				src = sourceSyncing
 			}
 			n[k][src]++

@@ -51,7 +51,6 @@ var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 type restRead struct {
 	stream  snapshot.Stream
 	purpose [numTiers]budget.Purpose // what the read's weight is spent on, by tier
-	state   func(lp *pair) *restState
 	weight  func(s *Source, tier int) int
 	// due reports whether lp needs the read, its tier (lower tiers go
 	// first) and its order within the tier (lower first). Called with
@@ -67,7 +66,6 @@ var (
 	snapshotRead = restRead{
 		stream:  snapshot.StreamBook,
 		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted, tierRefresh: budget.PurposeRefresh},
-		state:   func(lp *pair) *restState { return &lp.books.rest },
 		weight:  func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 		due: func(lp *pair) (bool, int, int) {
 			if !lp.books.live {
@@ -90,7 +88,6 @@ var (
 	backfillRead = restRead{
 		stream:  snapshot.StreamTrades,
 		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
-		state:   func(lp *pair) *restState { return &lp.trades.rest },
 		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
 		due: func(lp *pair) (bool, int, int) {
 			return lp.trades.live && !lp.backfilled && !lp.window.full(), 0, 0
@@ -210,6 +207,9 @@ func (s *Source) claim(r restRead, lp *pair, tier int) bool {
 	st.inFlight = true
 	return true
 }
+
+// state is the pair's state of this read. Called with lp.mu held.
+func (r restRead) state(lp *pair) *restState { return &kinds[r.stream].stream(lp).rest }
 
 // rank orders pairs for REST reads: pairs a request waits for first, newest
 // wait first; then spot pairs; then the rest by symbol, so that a cold

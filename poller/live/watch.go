@@ -23,24 +23,19 @@ const (
 func (s *Source) Watch() {
 	now := time.Now()
 	s.each(func(lp *pair) {
-		active := lp.activeAt
-		if lp.tradedAt.After(active) {
-			active = lp.tradedAt
-		}
-		if s.check(lp, snapshot.StreamBook, lp.books.live, lp.books.at, active, &lp.books.silent, now) {
-			lp.book.Desync()
-			s.resynced(lp, causeSilent, nil)
-		}
-		if s.check(lp, snapshot.StreamTrades, lp.trades.live, lp.trades.at, lp.activeAt, &lp.trades.silent, now) {
-			lp.backfilled = false
+		for k, row := range kinds {
+			if s.check(lp, snapshot.Stream(k), row.stream(lp), row.active(lp), now) {
+				row.lose(s, lp, causeSilent)
+			}
 		}
 	})
 }
 
 // check is the watchdog for one stream of one pair; it reports whether the
 // stream was given up for REST just now. Called with lp.mu held.
-func (s *Source) check(lp *pair, k snapshot.Stream, isLive bool, lastEvent, active time.Time, sl *silence, now time.Time) bool {
-	if !isLive || sl.fellBack || active.Sub(lastEvent) < silenceAfter {
+func (s *Source) check(lp *pair, k snapshot.Stream, st *stream, active, now time.Time) bool {
+	sl := &st.silent
+	if !st.live || sl.fellBack || active.Sub(st.at) < silenceAfter {
 		return false
 	}
 	switch {
