@@ -47,6 +47,18 @@ func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.T
 	if err := checkSide(asks, -1); err != nil {
 		return nil, fmt.Errorf("%w: %s asks: %w", ErrBadBook, tickerID, err)
 	}
+	return NewCheckedBook(tickerID, venueTime, bids, asks, readAt), nil
+}
+
+// NewCheckedBook serializes a book whose levels the caller vouches for: every
+// price and size a positive plain decimal and each side strictly ordered
+// best first, at most MaxDepth levels. A local order book's top is such a
+// book: the venue adapter checked each decimal as it arrived and the book
+// keeps its sides ordered, so checking them again here would parse every
+// price a third time on the way from a stream frame to a snapshot.
+func NewCheckedBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.Time) *Book {
+	bids = bids[:min(len(bids), MaxDepth)]
+	asks = asks[:min(len(asks), MaxDepth)]
 	b := &Book{
 		tickerID: tickerID,
 		time:     venueTime,
@@ -80,7 +92,7 @@ func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.T
 	body = append(body, ']', '}')
 	b.body = body
 	b.tag = newTag(b.version)
-	return b, nil
+	return b
 }
 
 func checkSide(levels []Level, order int) error {

@@ -213,3 +213,39 @@ func TestBookAccessors(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+// A local book's top is published without its levels checked again: the
+// same bytes and parts as the checked constructor gives.
+func TestCheckedBookIsTheSameBook(t *testing.T) {
+	bids, asks := ladder(250, true), ladder(101, false)
+	want := mustBook(t, bids, asks)
+	got := NewCheckedBook("BTC_USDT", bookTime, bids, asks, readAt)
+	if !bytes.Equal(got.Body(), want.Body()) {
+		t.Fatalf("body\n%s\nwant\n%s", got.Body(), want.Body())
+	}
+	for _, depth := range []int{1, 5, 20, MaxDepth} {
+		gh, gm, gt := got.Parts(depth)
+		wh, wm, wt := want.Parts(depth)
+		if !bytes.Equal(gh, wh) || !bytes.Equal(gm, wm) || !bytes.Equal(gt, wt) {
+			t.Fatalf("depth %d: parts differ", depth)
+		}
+	}
+}
+
+// What checking a local book's 100 levels a side again would cost each
+// publication (compare the two: go test -run XXX -bench Book/ ./snapshot).
+func BenchmarkBook(b *testing.B) {
+	bids, asks := ladder(MaxDepth, true), ladder(MaxDepth, false)
+	b.Run("checked", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = NewBook("BTC_USDT", bookTime, bids, asks, readAt)
+		}
+	})
+	b.Run("vouched", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = NewCheckedBook("BTC_USDT", bookTime, bids, asks, readAt)
+		}
+	})
+}

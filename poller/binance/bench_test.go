@@ -1,6 +1,7 @@
 package binance
 
 import (
+	stdjson "encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,4 +48,27 @@ func BenchmarkDecodeAggTrades(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A depth event as the venue sends one every 100 ms per market: the whole
+// frame decoded, and the share of it that is checking the frame is JSON.
+func BenchmarkDecodeDepthFrame(b *testing.B) {
+	frame := readFixture(b, "recorded/binance-ws-depthUpdate100ms-combined-cryptofeed-SUSHIUSDT.json")
+	b.Run("frame", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeFrame(frame); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("valid", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		for b.Loop() {
+			if !stdjson.Valid(frame) {
+				b.Fatal("not JSON")
+			}
+		}
+	})
 }

@@ -63,20 +63,14 @@ func (s *Source) takeBook(lp *pair, now time.Time) (build func()) {
 	lp.book.ResetChanged()
 	seq := lp.books.take()
 	return func() {
-		b, err := snapshot.NewBook(lp.tickerID, venueTime, bids, asks, now)
-		if err == nil && s.cfg.Demand.GzipWanted(snapshot.StreamBook, lp.tickerID, now) {
+		// The levels were checked as they arrived and the book keeps its
+		// sides in order: they are not checked again.
+		b := snapshot.NewCheckedBook(lp.tickerID, venueTime, bids, asks, now)
+		if s.cfg.Demand.GzipWanted(snapshot.StreamBook, lp.tickerID, now) {
 			b = b.WithGzip()
 		}
 		lp.mu.Lock()
 		defer lp.mu.Unlock()
-		if err != nil {
-			// The levels were checked when applied: a book that fails the
-			// builder's checks (a crossed side) is out of sequence.
-			lp.books.finish(seq, nil, s.putBook)
-			lp.book.Desync()
-			s.resynced(lp, causeBadData, err)
-			return
-		}
 		if lp.books.finish(seq, b, s.putBook) {
 			lp.lastQuote = quoteOf(lp.symbol, bids[:min(1, len(bids))], asks[:min(1, len(asks))])
 			lp.lastQuoteAt = now

@@ -79,8 +79,10 @@ var (
 	// ErrStaleSnapshot is a snapshot older than every buffered event, or
 	// than the last event the stream delivered.
 	ErrStaleSnapshot = errors.New("depth snapshot older than the buffered events")
-	// ErrBadLevel is a level whose price or size is not a plain decimal.
-	ErrBadLevel = errors.New("depth level is not a plain decimal")
+	// ErrBadLevel is a level whose price is not a plain decimal. Sizes are
+	// kept as the venue adapter checked them (the venue contract), not
+	// checked again: the book parses prices only because it orders by them.
+	ErrBadLevel = errors.New("depth level price is not a plain decimal")
 )
 
 // New returns an empty book that buffers events until Sync.

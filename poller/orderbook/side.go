@@ -63,7 +63,7 @@ func (s *bookSide) load(levels []venue.Level, limit int) error {
 	for i := len(levels) - 1; i >= 0; i-- {
 		l := levels[i]
 		key, ok := parsePrice(l.Price)
-		if !ok || !isPlainSize(l.Size) {
+		if !ok {
 			return fmt.Errorf("%w: snapshot level %d", ErrBadLevel, i+1)
 		}
 		if n := len(s.levels); n > 0 && !s.better(key, s.levels[n-1].key) {
@@ -84,7 +84,7 @@ func (s *bookSide) load(levels []venue.Level, limit int) error {
 func (s *bookSide) update(levels []venue.Level) error {
 	for i, l := range levels {
 		key, ok := parsePrice(l.Price)
-		if !ok || !isPlainSize(l.Size) {
+		if !ok {
 			return fmt.Errorf("%w: update level %d", ErrBadLevel, i+1)
 		}
 		if s.bounded && s.better(s.edge, key) {
@@ -202,6 +202,3 @@ func parsePrice(s string) (priceKey, bool) {
 	}
 	return k, true
 }
-
-// isPlainSize reports whether s is a non-negative plain decimal.
-func isPlainSize(s string) bool { return venue.IsPlainDecimal(s) && s[0] != '-' }
