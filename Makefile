@@ -8,7 +8,8 @@ BIN      := bin
 # The optional test files (chaos, soak) are only added by their tags, never
 # swapped for others, so vetting and linting with every tag covers every file once.
 ALLTAGS  := chaos,soak
-# Redocly CLI lints docs/openapi.yaml; npm installs the pinned version once into a cache.
+# Redocly CLI lints docs/openapi.yaml and docs/openapi-ops.yaml; npm installs the pinned
+# version once into a cache.
 REDOCLY_VERSION := 2.11.1
 REDOCLY_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/redocly-$(REDOCLY_VERSION)
 REDOCLY         := $(REDOCLY_DIR)/node_modules/.bin/redocly
@@ -120,10 +121,10 @@ vet:
 staticcheck:
 	$(GO) tool staticcheck -tags $(ALLTAGS) $(PKGS)
 
-## openapi-lint: docs/openapi.yaml under Redocly's recommended rules (installs Node.js and
-## the pinned Redocly CLI when missing)
+## openapi-lint: docs/openapi.yaml and docs/openapi-ops.yaml under Redocly's recommended
+## rules (installs Node.js and the pinned Redocly CLI when missing)
 openapi-lint: $(REDOCLY)
-	$(REDOCLY) lint --format=stylish docs/openapi.yaml
+	$(REDOCLY) lint --format=stylish docs/openapi.yaml docs/openapi-ops.yaml
 
 $(REDOCLY):
 	@command -v npm >/dev/null 2>&1 || { \
