@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -95,7 +97,7 @@ func TestGeneratedClientAgainstTheBinary(t *testing.T) {
 	api, _, ops := start()
 	limited, _, limitedOps := start("-rate-limit", "3")
 	dead, _, _ := start("-venue", "binance", "-venue-url", "http://127.0.0.1:1", "-venue-streams", "off")
-	capped, cappedAddr, cappedOps := start("-max-conns", "1")
+	_, cappedAddr, cappedOps := start("-max-conns", "1")
 	waitReady(t, ops)
 	waitReady(t, limitedOps)
 	waitReady(t, cappedOps)
@@ -108,11 +110,18 @@ func TestGeneratedClientAgainstTheBinary(t *testing.T) {
 
 	t.Run("200 and 304", func(t *testing.T) {
 		for _, r := range reads(ctx, api) {
-			ok := expect(t, r.name, 200)(r.call(nil))
-			if ok.etag == "" {
-				t.Fatalf("%s: 200 without a decoded ETag", r.name)
+			etag := expect(t, r.name, 200)(r.call(nil)).etag
+			// A book or a trade list may change between two reads: then the
+			// answer is a 200 with the new tag, and the next read may be 304.
+			for i := 0; ; i++ {
+				resp, err := r.call(&etag)
+				if err == nil && statusOf(resp) == http.StatusOK && i < 10 {
+					etag = expect(t, r.name, 200)(resp, err).etag
+					continue
+				}
+				expect(t, r.name+" revalidated", 304)(resp, err)
+				break
 			}
-			expect(t, r.name+" revalidated", 304)(r.call(&ok.etag))
 		}
 		pairs, err := api.GetPairsWithResponse(ctx, nil)
 		expect(t, "pairs", 200)(pairs, err)
@@ -197,6 +206,14 @@ func TestGeneratedClientAgainstTheBinary(t *testing.T) {
 	t.Run("503", func(t *testing.T) {
 		held := holdConnection(t, cappedAddr)
 		defer held.Close()
+		// The refusal is written as soon as the connection is accepted. Go's
+		// transport reads a connection before its request is written and may
+		// take an answer that comes first for an unsolicited one, so this
+		// client writes the request before reading.
+		capped, err := apiclient.NewClientWithResponses("http://"+cappedAddr, apiclient.WithHTTPClient(writeFirst{}))
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, r := range reads(ctx, capped) {
 			got := expect(t, r.name+" over the connection cap", 503)(r.call(nil))
 			if got.code != apiclient.ErrorCodeOverloaded || got.retryAfter < 1 {
@@ -227,6 +244,28 @@ func holdConnection(t *testing.T, addr string) net.Conn {
 	}
 	requestPairs(t, c)
 	return c
+}
+
+// writeFirst sends each request on a new connection and reads the answer
+// only once the request is written.
+type writeFirst struct{}
+
+func (writeFirst) Do(req *http.Request) (*http.Response, error) {
+	c, err := net.Dial("tcp", req.URL.Host)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := req.Write(c); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, err
 }
 
 // read is one read operation of the generated client, with a valid query.
@@ -280,7 +319,7 @@ func expect(t *testing.T, what string, status int) func(resp any, err error) dec
 			return d
 		}
 		v := reflect.ValueOf(resp).Elem()
-		if got := v.FieldByName("HTTPResponse").Interface().(*http.Response).StatusCode; got != status {
+		if got := statusOf(resp); got != status {
 			t.Errorf("%s: status %d, want %d: %.200s", what, got, status, v.FieldByName("Body").Bytes())
 			return d
 		}
@@ -315,6 +354,11 @@ func expect(t *testing.T, what string, status int) func(resp any, err error) dec
 		}
 		return d
 	}
+}
+
+// statusOf is the status of what a generated XxxWithResponse method returned.
+func statusOf(resp any) int {
+	return reflect.ValueOf(resp).Elem().FieldByName("HTTPResponse").Interface().(*http.Response).StatusCode
 }
 
 // callEveryOperation calls, through the generated client c, every operation
