@@ -8,12 +8,21 @@ BIN      := bin
 # The optional test files (chaos, soak) are only added by their tags, never
 # swapped for others, so vetting and linting with every tag covers every file once.
 ALLTAGS  := chaos,soak
-# Redocly CLI lints docs/openapi.yaml; npm installs the pinned version once into a cache.
+# Redocly CLI lints docs/openapi.yaml and docs/openapi-ops.yaml; npm installs the pinned
+# version once into a cache.
 REDOCLY_VERSION := 2.11.1
 REDOCLY_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/redocly-$(REDOCLY_VERSION)
 REDOCLY         := $(REDOCLY_DIR)/node_modules/.bin/redocly
+# openapi-typescript and TypeScript check the documents as a typed TypeScript consumer sees
+# them; npm installs both, pinned, once into a cache the same way.
+OPENAPI_TS_VERSION := 7.13.0
+TYPESCRIPT_VERSION := 5.9.3
+OPENAPI_TS_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/openapi-ts-$(OPENAPI_TS_VERSION)-typescript-$(TYPESCRIPT_VERSION)
+OPENAPI_TS         := $(OPENAPI_TS_DIR)/node_modules/.bin/openapi-typescript
+TSC                := $(OPENAPI_TS_DIR)/node_modules/.bin/tsc
+TS_CLIENT          := docs/clients/ts
 
-.PHONY: sweep run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint tidy-check check clean
+.PHONY: sweep run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts tidy-check check clean
 
 # need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
 # in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
@@ -105,8 +114,9 @@ fuzz:
 	  done; \
 	done
 
-## lint: formatting, go vet, staticcheck and the OpenAPI document, each once
-lint: fmt-check vet staticcheck openapi-lint
+## lint: formatting, go vet, staticcheck and the OpenAPI documents (Redocly, and the
+## TypeScript types generated from them), each once
+lint: fmt-check vet staticcheck openapi-lint openapi-ts
 
 ## fmt-check: every Go file is as gofmt writes it
 fmt-check:
@@ -120,17 +130,34 @@ vet:
 staticcheck:
 	$(GO) tool staticcheck -tags $(ALLTAGS) $(PKGS)
 
-## openapi-lint: docs/openapi.yaml under Redocly's recommended rules (installs Node.js and
-## the pinned Redocly CLI when missing)
+## openapi-lint: docs/openapi.yaml and docs/openapi-ops.yaml under Redocly's recommended
+## rules (installs Node.js and the pinned Redocly CLI when missing)
 openapi-lint: $(REDOCLY)
-	$(REDOCLY) lint --format=stylish docs/openapi.yaml
+	$(REDOCLY) lint --format=stylish docs/openapi.yaml docs/openapi-ops.yaml
 
-$(REDOCLY):
+## openapi-ts: openapi-typescript turns both documents into TypeScript types next to
+## docs/clients/ts/consumer.ts, a typed consumer of the API, and tsc --strict compiles it
+## (installs Node.js and the pinned openapi-typescript and TypeScript when missing)
+openapi-ts: $(OPENAPI_TS)
+	$(OPENAPI_TS) --array-length -o $(TS_CLIENT)/openapi.d.ts docs/openapi.yaml
+	$(OPENAPI_TS) --array-length -o $(TS_CLIENT)/openapi-ops.d.ts docs/openapi-ops.yaml
+	$(TSC) --strict -p $(TS_CLIENT)
+
+# npm_install installs the packages $(2) into the cache directory $(1), and Node.js first
+# when npm is missing.
+define npm_install
 	@command -v npm >/dev/null 2>&1 || { \
 	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update && \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nodejs npm; }
-	npm install --prefix $(REDOCLY_DIR) --no-audit --no-fund --loglevel=error @redocly/cli@$(REDOCLY_VERSION)
+	npm install --prefix $(1) --no-audit --no-fund --loglevel=error $(2)
+endef
+
+$(REDOCLY):
+	$(call npm_install,$(REDOCLY_DIR),@redocly/cli@$(REDOCLY_VERSION))
+
+$(OPENAPI_TS):
+	$(call npm_install,$(OPENAPI_TS_DIR),openapi-typescript@$(OPENAPI_TS_VERSION) typescript@$(TYPESCRIPT_VERSION))
 
 ## tidy-check: go.mod and go.sum are exactly what the code needs
 tidy-check:

@@ -104,7 +104,9 @@ var specRoutes = []struct{ path, query string }{
 // TestResponsesMatchTheOpenAPIDocument sends every kind of request the API
 // answers differently, over a real fasthttp server, and validates each
 // answer (status, headers, body) against docs/openapi.yaml with
-// kin-openapi. Then every response the document lists must have been seen.
+// kin-openapi: a GET against its operation, any other method and path
+// against what its prose says of them. Then every response the document
+// lists must have been seen.
 func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	c := loadSpec(t)
 
@@ -183,6 +185,28 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		c.check(ln, specRequest{method: "OPTIONS", uri: r.path + r.query}, 204)
 	}
 	c.check(ln, specRequest{uri: "/api/public/fees"}, 429)
+
+	// One connection at most: while one is open, every other is refused
+	// with 503, whatever it asks.
+	capped := newFixture(t, func(cfg *Config) { cfg.MaxConns = 1 })
+	ln, _ = serving(t, capped.srv)
+	held, err := ln.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := io.WriteString(held, goodRequest); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(bufio.NewReader(held), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the connection within the cap: %v", err)
+	}
+	for _, r := range specRoutes {
+		for _, m := range []string{"GET", "OPTIONS", "POST"} {
+			c.check(ln, specRequest{method: m, uri: r.path + r.query}, 503)
+		}
+	}
+	c.check(ln, specRequest{uri: "/api/public/fees"}, 503)
 
 	if missing := c.spec.Unseen("/api/public/", map[string]string{
 		"GET /api/public/pairs 500":   "no fault to inject: the route calls nothing that can fail",

@@ -205,26 +205,12 @@ func TestBinaryRefusesBadConfiguration(t *testing.T) {
 func TestMaxConnsCapsTheAPI(t *testing.T) {
 	api, _, _, _ := startApp(t, nil, "-max-conns", "1")
 	addr := strings.TrimPrefix(api, "http://")
-	request := func(c net.Conn) *http.Response {
-		t.Helper()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.WriteString(c, "GET /api/public/pairs HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
-	}
 	first, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	if resp := request(first); resp.StatusCode != http.StatusOK {
+	if resp := requestPairs(t, first); resp.StatusCode != http.StatusOK {
 		t.Fatalf("connection within -max-conns: %d", resp.StatusCode)
 	}
 	second, err := net.Dial("tcp", addr)
@@ -232,7 +218,24 @@ func TestMaxConnsCapsTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	if resp := request(second); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp := requestPairs(t, second); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("connection over -max-conns 1: %d, want 503", resp.StatusCode)
 	}
+}
+
+// requestPairs sends one request for the pair list on c and reads the
+// answer; c stays open.
+func requestPairs(t *testing.T, c net.Conn) *http.Response {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET /api/public/pairs HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }

@@ -78,12 +78,12 @@ func (v *opsVenue) Quotes(ctx context.Context) ([]venue.Quote, error) {
 }
 
 // opsSpec checks the operator endpoints' answers against
-// docs/openapi.yaml (see apispec).
+// docs/openapi-ops.yaml (see apispec).
 type opsSpec struct{ spec *apispec.Spec }
 
 func loadOpsSpec(t *testing.T) *opsSpec {
 	t.Helper()
-	return &opsSpec{spec: apispec.Load(t, filepath.Join("..", "..", "docs", "openapi.yaml"))}
+	return &opsSpec{spec: apispec.Load(t, filepath.Join("..", "..", "docs", "openapi-ops.yaml"))}
 }
 
 // get fetches url and checks the answer; it returns the status and body.
