@@ -75,16 +75,12 @@ func (p *Poller) reserve() int {
 // the bulk calls leave by the hot pairs' demand (see budget.CapsOf), and
 // refreshes are held to their fixed share.
 func (p *Poller) caps() budget.Caps {
-	demand := func(s snapshot.Stream, c venue.Call, every time.Duration) float64 {
-		return float64(p.hot[s].Len()*p.venue.Weight(c)) * float64(time.Minute) / float64(every)
+	plan := budget.Plan{Limit: p.ledger.Limit(), Reserve: p.reserve()}
+	for s, row := range streamRows {
+		c := row.purpose.Class()
+		plan.Split[c] = true
+		plan.Demand[c] = float64(p.hot[s].Len()*p.venue.Weight(row.call)) * float64(time.Minute) / float64(row.every(&p.cfg))
 	}
-	plan := budget.Plan{
-		Limit:   p.ledger.Limit(),
-		Reserve: p.reserve(),
-		Split:   [budget.NumClasses]bool{budget.ClassBook: true, budget.ClassTrades: true},
-	}
-	plan.Demand[budget.ClassBook] = demand(snapshot.StreamBook, venue.CallBook, p.cfg.BookEvery)
-	plan.Demand[budget.ClassTrades] = demand(snapshot.StreamTrades, venue.CallTrades, p.cfg.TradesEvery)
 	// Refreshes may spend RefreshShare of the venue's limit, and at least
 	// one refresh.
 	if limit := p.venueLimit.Load(); limit > 0 {

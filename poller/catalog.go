@@ -37,7 +37,7 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 		p.planned.mu.Lock()
 		unmet, statsEvery := p.planned.staleUnmet, p.planned.statsEvery
 		p.planned.mu.Unlock()
-		if unmet && p.cfg.Streams == nil {
+		if unmet && !p.src.KeepsTickers() {
 			p.log.Warn("max-stale cannot be honoured within the venue weight budget: tickers are read less often",
 				"max_stale", p.cfg.MaxStale, "stats_every", statsEvery)
 		}

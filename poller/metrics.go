@@ -18,8 +18,6 @@ var (
 	waitBounds = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}
 )
 
-var streamNames = [snapshot.NumStreams]string{snapshot.StreamBook: "book", snapshot.StreamTrades: "trades"}
-
 // pollerMetrics is what the poller counts as it goes. Everything that is a
 // state rather than an event (ages, hot-set size, budget, pause) is a gauge
 // computed when scraped, not kept up to date on every read.
@@ -42,8 +40,8 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 		}
 		m.callTime[c] = promhist.New(set, "marketfeed_venue_call_duration_seconds", call, callBounds)
 	}
-	for s, name := range streamNames {
-		stream := `stream="` + name + `"`
+	for s := range snapshot.NumStreams {
+		stream := `stream="` + s.String() + `"`
 		m.deferred[s] = set.NewCounter(`marketfeed_venue_reads_deferred_total{` + stream + `}`)
 		m.coldLoads[s][0] = set.NewCounter(`marketfeed_cold_loads_total{` + stream + `,outcome="ok"}`)
 		m.coldLoads[s][1] = set.NewCounter(`marketfeed_cold_loads_total{` + stream + `,outcome="failed"}`)
@@ -74,10 +72,26 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 	set.NewGauge("marketfeed_venue_weight_spent", func() float64 { return float64(p.ledger.Spent(time.Now())) })
 	set.NewGauge("marketfeed_tickers_omitted", func() float64 { return float64(p.omitted.Load()) })
 	set.NewGauge("marketfeed_ready", func() float64 { return b2f(p.Status().Ready) })
-	for _, kind := range []string{"pairs", "tickers", "books", "trades"} {
+	age := func(kind string, readAt func() int64) {
 		set.NewGauge(`marketfeed_snapshot_age_seconds{kind="`+kind+`"}`, func() float64 {
-			return p.snapshotAge(kind, time.Now()).Seconds()
+			return time.Duration(max(time.Now().UnixNano()-readAt(), 0)).Seconds()
 		})
+	}
+	// Pairs and tickers not read yet are as old as the poller.
+	age("pairs", func() int64 {
+		if ps := p.store.Pairs(); ps != nil {
+			return ps.ReadAt()
+		}
+		return p.born.UnixNano()
+	})
+	age("tickers", func() int64 {
+		if t := p.store.Tickers(); t != nil {
+			return t.ReadAt()
+		}
+		return p.born.UnixNano()
+	})
+	for s := range snapshot.NumStreams {
+		age(streamRows[s].part, func() int64 { return p.hotReadAt(s, time.Now()) })
 	}
 	return m
 }
@@ -89,42 +103,24 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// snapshotAge returns how old the data of one kind is at now. Pairs and
-// tickers not read yet are as old as the poller. Books and trades are the
-// oldest of the hot pairs, the only ones anybody asks for; a hot pair never
-// read yet is as old as its first request. No hot pair: 0.
-func (p *Poller) snapshotAge(kind string, now time.Time) time.Duration {
-	ns := now.UnixNano()
-	readAt := p.born.UnixNano()
-	switch kind {
-	case "pairs":
-		if ps := p.store.Pairs(); ps != nil {
-			readAt = ps.ReadAt()
+// hotReadAt returns when the oldest snapshot of s among the hot pairs, the
+// only ones anybody asks for, was read; a hot pair never read yet counts
+// from its first request. No hot pair: now.
+func (p *Poller) hotReadAt(s snapshot.Stream, now time.Time) int64 {
+	readAt := now.UnixNano()
+	cut := now.Add(-p.cfg.HotTTL).UnixNano()
+	for id, hp := range *p.hot[s].pairs.Load() {
+		if hp.wanted.Load() < cut {
+			continue // cooling: no longer refreshed, and pruned at the next round
 		}
-	case "tickers":
-		if t := p.store.Tickers(); t != nil {
-			readAt = t.ReadAt()
+		at, listed := p.store.ReadAt(s, []byte(id))
+		if !listed {
+			continue
 		}
-	default:
-		s := snapshot.StreamBook
-		if kind == "trades" {
-			s = snapshot.StreamTrades
+		if at == 0 {
+			at = hp.since
 		}
-		readAt = ns
-		cut := now.Add(-p.cfg.HotTTL).UnixNano()
-		for id, hp := range *p.hot[s].pairs.Load() {
-			if hp.wanted.Load() < cut {
-				continue // cooling: no longer refreshed, and pruned at the next round
-			}
-			at, listed := streamRows[s].readAt(p.store, []byte(id))
-			if !listed {
-				continue
-			}
-			if at == 0 {
-				at = hp.since
-			}
-			readAt = min(readAt, at)
-		}
+		readAt = min(readAt, at)
 	}
-	return time.Duration(max(ns-readAt, 0))
+	return readAt
 }

@@ -212,6 +212,7 @@ func New(cfg Config) *Poller {
 	if set == nil {
 		set = metrics.NewSet()
 	}
+	// The one choice of source; nothing else asks whether streams are read.
 	p.src = restOnly{}
 	if cfg.Streams != nil {
 		p.src = live.New(live.Config{
@@ -227,6 +228,8 @@ func New(cfg Config) *Poller {
 			Fresh:        p.fresher(),
 			SyncDepth:    cfg.SyncDepth,
 			RefreshDepth: cfg.RefreshDepth,
+			BookEvery:    cfg.BookEvery,
+			TradesEvery:  cfg.TradesEvery,
 		})
 	}
 	p.metrics = newPollerMetrics(set, p)
@@ -264,40 +267,18 @@ func (p *Poller) Run(ctx context.Context) error {
 		c.Schedule(Every(d), chain.Then(cron.FuncJob(func() { f(ctx) })))
 	}
 	every(p.cfg.CatalogEvery, single, func(ctx context.Context) { _ = p.RefreshCatalog(ctx) })
-	// With streams the tickers are rebuilt from the ticker stream and the
-	// local books as often as books are published, so that a spot pair's
-	// book back in sequence shows in /tickers at once; the bulk calls keep
-	// their own, slower plan either way.
+	// A source that keeps the tickers from a stream has them rebuilt as
+	// often as books are published, so that a spot pair's book back in
+	// sequence shows in /tickers at once; the bulk calls keep their own,
+	// slower plan either way.
 	tickersEvery := p.cfg.TickersEvery
-	if p.cfg.Streams != nil {
+	if p.src.KeepsTickers() {
 		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
 	}
 	every(tickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
 	every(p.cfg.BookEvery, overlapping, p.RefreshBooks)
 	every(p.cfg.TradesEvery, overlapping, p.RefreshTrades)
-	if p.cfg.Streams != nil {
-		src := p.src
-		p.spawn(func(ctx context.Context) {
-			if err := src.Stream(ctx); err != nil && ctx.Err() == nil {
-				p.log.Error("market streams stopped; pairs are served by REST", logKeyErr, err)
-			}
-		})
-		every(p.cfg.BookEvery, single, func(context.Context) { src.PublishBooks(); src.Sync() })
-		every(p.cfg.TradesEvery, single, func(context.Context) { src.PublishTrades() })
-		every(time.Second, single, func(context.Context) { src.Watch() })
-		// A request waiting for a pair starts its read at once, not at the
-		// next tick.
-		p.spawn(func(ctx context.Context) {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-src.Wake():
-					src.Sync()
-				}
-			}
-		})
-	}
+	p.src.Schedule(scheduler{p, func(d time.Duration, f func(context.Context)) { every(d, single, f) }})
 	c.Start()
 	<-ctx.Done()
 	<-c.Stop().Done()
@@ -324,6 +305,16 @@ func (p *Poller) end() {
 	p.life.cancel()
 	p.life.wg.Wait()
 }
+
+// scheduler runs a source's jobs on Run's cron, never overlapping
+// themselves, and its goroutines under the poller's lifetime.
+type scheduler struct {
+	p     *Poller
+	every func(d time.Duration, f func(context.Context))
+}
+
+func (s scheduler) Every(d time.Duration, f func(context.Context)) { s.every(d, f) }
+func (s scheduler) Go(f func(context.Context))                     { s.p.spawn(f) }
 
 // cronLogger routes cron's own messages (recovered panics above all) to slog.
 type cronLogger struct{ log *slog.Logger }

@@ -26,53 +26,25 @@ func (p *Poller) RefreshTrades(ctx context.Context) { p.round(ctx, snapshot.Stre
 // REST path: one row each, so that the steps are written once.
 type streamRow struct {
 	call venue.Call
-	// purpose is what a REST read of the stream spends on.
+	part string // the label of the stream's metrics by part
+	// purpose is what a REST read of the stream spends on; its class is
+	// the stream's share of the budget.
 	purpose budget.Purpose
 	every   func(c *Config) time.Duration
 	// read reads one pair over REST and returns its publication.
 	read func(p *Poller, ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error)
-	// readAt returns when a pair's snapshot was read (0: none) and
-	// whether the pair is listed.
-	readAt func(store *snapshot.Store, id []byte) (int64, bool)
-	// fresh reports whether a pair's snapshot may still be served at now,
-	// by the snapshot value's own rule.
-	fresh func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool
 }
 
 var streamRows = [snapshot.NumStreams]streamRow{
 	snapshot.StreamBook: {
-		call:    venue.CallBook,
-		purpose: budget.PurposePollBook,
-		every:   func(c *Config) time.Duration { return c.BookEvery },
-		read:    (*Poller).readBook,
-		readAt: func(store *snapshot.Store, id []byte) (int64, bool) {
-			b, listed := store.Book(id)
-			if b == nil {
-				return 0, listed
-			}
-			return b.ReadAt(), true
-		},
-		fresh: func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool {
-			b, _ := store.Book(id)
-			return b.FreshAt(now, maxStale)
-		},
+		call: venue.CallBook, part: "books", purpose: budget.PurposePollBook,
+		every: func(c *Config) time.Duration { return c.BookEvery },
+		read:  (*Poller).readBook,
 	},
 	snapshot.StreamTrades: {
-		call:    venue.CallTrades,
-		purpose: budget.PurposePollTrades,
-		every:   func(c *Config) time.Duration { return c.TradesEvery },
-		read:    (*Poller).readTrades,
-		readAt: func(store *snapshot.Store, id []byte) (int64, bool) {
-			t, listed := store.Trades(id)
-			if t == nil {
-				return 0, listed
-			}
-			return t.ReadAt(), true
-		},
-		fresh: func(store *snapshot.Store, id []byte, now int64, maxStale time.Duration) bool {
-			t, _ := store.Trades(id)
-			return t.FreshAt(now, maxStale)
-		},
+		call: venue.CallTrades, part: "trades", purpose: budget.PurposePollTrades,
+		every: func(c *Config) time.Duration { return c.TradesEvery },
+		read:  (*Poller).readTrades,
 	},
 }
 
@@ -321,5 +293,5 @@ func (p *Poller) gzipWanted(hp *hotPair, now time.Time) bool {
 // fresh reports whether the store holds a snapshot of the stream read within
 // max-stale.
 func (p *Poller) fresh(id string, s snapshot.Stream) bool {
-	return streamRows[s].fresh(p.store, []byte(id), time.Now().UnixNano(), p.cfg.MaxStale)
+	return p.store.FreshAt(s, []byte(id), time.Now().UnixNano(), p.cfg.MaxStale)
 }

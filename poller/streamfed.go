@@ -37,14 +37,11 @@ type source interface {
 	// Sources counts the pairs by where their books and trades come from;
 	// nil without streams.
 	Sources() (books, trades map[string]int)
-
-	// The jobs Run schedules while streams are read.
-	Stream(ctx context.Context) error
-	Wake() <-chan struct{}
-	PublishBooks()
-	PublishTrades()
-	Sync()
-	Watch()
+	// KeepsTickers reports whether the source rebuilds the tickers from a
+	// stream, so that Run rebuilds them as often as books are published.
+	KeepsTickers() bool
+	// Schedule starts the source's own work under the poller's lifetime.
+	Schedule(sch live.Scheduler)
 }
 
 var _ source = (*live.Source)(nil)
@@ -63,12 +60,8 @@ func (restOnly) Quotes([]snapshot.Pair, time.Time) ([]venue.Quote, []time.Time, 
 	return nil, nil, false
 }
 func (restOnly) Sources() (books, trades map[string]int) { return nil, nil }
-func (restOnly) Stream(context.Context) error            { return nil }
-func (restOnly) Wake() <-chan struct{}                   { return nil }
-func (restOnly) PublishBooks()                           {}
-func (restOnly) PublishTrades()                          {}
-func (restOnly) Sync()                                   {}
-func (restOnly) Watch()                                  {}
+func (restOnly) KeepsTickers() bool                      { return false }
+func (restOnly) Schedule(live.Scheduler)                 {}
 
 // liveREST is the poller as the stream-fed source sees it: its call path,
 // budget, read slots and lifetime, and what requests ask for.

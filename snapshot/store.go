@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Store hands the current snapshots to readers. Readers never lock: every
@@ -117,11 +118,55 @@ const (
 	NumStreams
 )
 
-var streamNames = [NumStreams]string{"book", "trades"}
+// streamRows is what differs between the streams' snapshot values in a
+// pair's cell: one row each, so that the questions every stream answers
+// alike (when was it read, may it still be served) are asked by Stream.
+var streamRows = [NumStreams]struct {
+	name string
+	// readAt returns when the cell's snapshot was read; ok is false
+	// before the first.
+	readAt func(c *cell) (at int64, ok bool)
+}{
+	StreamBook: {"book", func(c *cell) (int64, bool) {
+		return ptrReadAt(c.book.Load(), (*Book).ReadAt)
+	}},
+	StreamTrades: {"trades", func(c *cell) (int64, bool) {
+		return ptrReadAt(c.trades.Load(), (*Trades).ReadAt)
+	}},
+}
+
+func ptrReadAt[V any](v *V, readAt func(*V) int64) (int64, bool) {
+	if v == nil {
+		return 0, false
+	}
+	return readAt(v), true
+}
+
+// ReadAt returns when the pair's snapshot of st was read (Unix ns; 0 while
+// none was) and whether the pair is listed.
+func (s *Store) ReadAt(st Stream, id []byte) (at int64, listed bool) {
+	c := s.cell(id)
+	if c == nil {
+		return 0, false
+	}
+	at, _ = streamRows[st].readAt(c)
+	return at, true
+}
+
+// FreshAt reports whether the pair's snapshot of st may still be served at
+// now, by the freshness rule (see fresh.go); no snapshot is never fresh.
+func (s *Store) FreshAt(st Stream, id []byte, now int64, maxStale time.Duration) bool {
+	c := s.cell(id)
+	if c == nil {
+		return false
+	}
+	at, ok := streamRows[st].readAt(c)
+	return ok && freshAt(at, now, maxStale)
+}
 
 func (s Stream) String() string {
 	if s < 0 || s >= NumStreams {
 		return "stream(?)"
 	}
-	return streamNames[s]
+	return streamRows[s].name
 }

@@ -220,3 +220,44 @@ func TestConfirmedKeepsBytesAndTagWithALaterReadTime(t *testing.T) {
 		t.Fatalf("read times: confirmed %d, original %d", ct.ReadAt(), tr.ReadAt())
 	}
 }
+
+// TestStoreReadAtAndFreshAtByStream: the store answers when a pair's
+// snapshot of each stream was read and whether it may be served, by the
+// same rule as the snapshot itself: listed without a snapshot is read at 0
+// and never fresh; an unlisted pair is neither listed nor fresh.
+func TestStoreReadAtAndFreshAtByStream(t *testing.T) {
+	const maxStale = 10 * time.Second
+	s := NewStore()
+	s.PutPairs(pairsOf("BTC_USDT"))
+	id, unlisted := []byte("BTC_USDT"), []byte("ETH_USDT")
+	put := [NumStreams]func(){
+		StreamBook:   func() { s.PutBook(bookFor(t, "BTC_USDT")) },
+		StreamTrades: func() { s.PutTrades(tradesFor(t, "BTC_USDT")) },
+	}
+	for st := range NumStreams {
+		if at, listed := s.ReadAt(st, unlisted); at != 0 || listed {
+			t.Errorf("%s: ReadAt(unlisted) = %d, %v; want 0, false", st, at, listed)
+		}
+		if s.FreshAt(st, unlisted, readAt.UnixNano(), maxStale) {
+			t.Errorf("%s: an unlisted pair is fresh", st)
+		}
+		if at, listed := s.ReadAt(st, id); at != 0 || !listed {
+			t.Errorf("%s: ReadAt before a read = %d, %v; want 0, true", st, at, listed)
+		}
+		if s.FreshAt(st, id, readAt.UnixNano(), maxStale) {
+			t.Errorf("%s: fresh before any read", st)
+		}
+		put[st]()
+		if at, _ := s.ReadAt(st, id); at != readAt.UnixNano() {
+			t.Errorf("%s: ReadAt = %d, want %d", st, at, readAt.UnixNano())
+		}
+		edge := readAt.Add(maxStale).UnixNano()
+		if !s.FreshAt(st, id, edge, maxStale) || s.FreshAt(st, id, edge+1, maxStale) {
+			t.Errorf("%s: fresh up to exactly max-stale and not a nanosecond after: got %v, %v",
+				st, s.FreshAt(st, id, edge, maxStale), s.FreshAt(st, id, edge+1, maxStale))
+		}
+	}
+	if at, _ := s.ReadAt(StreamBook, id); at == 0 {
+		t.Error("the trades' read hid the book's")
+	}
+}

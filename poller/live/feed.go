@@ -144,6 +144,9 @@ func (f *stream) next() <-chan struct{} {
 // what they share is written once. The functions are called with the
 // pair's lock held, fresh excepted.
 type kind struct {
+	// silence labels the venue stream in the silence metrics, and part
+	// the kind in the pairs-by-source metrics.
+	silence, part string
 	// stream is the pair's feed of the kind.
 	stream func(lp *pair) *stream
 	// current reports whether the stream keeps the pair's snapshot current,
@@ -154,12 +157,11 @@ type kind struct {
 	active func(lp *pair) time.Time
 	// lose drops what the stream's loss makes unusable, for cause.
 	lose func(s *Source, lp *pair, cause string)
-	// fresh reports whether the store's snapshot may still be served.
-	fresh func(store Store, id []byte, now int64, maxStale time.Duration) bool
 }
 
 var kinds = [snapshot.NumStreams]kind{
 	snapshot.StreamBook: {
+		silence: "depth", part: "books",
 		stream:  func(lp *pair) *stream { return &lp.books.stream },
 		current: (*pair).bookCurrent,
 		// A market that trades changes its book, so its depth stream
@@ -171,22 +173,15 @@ var kinds = [snapshot.NumStreams]kind{
 				s.resynced(lp, cause, nil)
 			}
 		},
-		fresh: func(store Store, id []byte, now int64, maxStale time.Duration) bool {
-			b, _ := store.Book(id)
-			return b.FreshAt(now, maxStale)
-		},
 	},
 	snapshot.StreamTrades: {
+		silence: "trades", part: "trades",
 		stream:  func(lp *pair) *stream { return &lp.trades.stream },
 		current: (*pair).tradesCurrent,
 		active:  func(lp *pair) time.Time { return lp.activeAt },
 		// The window may have missed trades: backfill it again once the
 		// stream is back.
 		lose: func(_ *Source, lp *pair, _ string) { lp.backfilled = false },
-		fresh: func(store Store, id []byte, now int64, maxStale time.Duration) bool {
-			t, _ := store.Trades(id)
-			return t.FreshAt(now, maxStale)
-		},
 	},
 }
 

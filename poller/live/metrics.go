@@ -15,10 +15,6 @@ type sourceMetrics struct {
 	publishLag *promhist.Histogram                      // venue time of a book to its publication
 }
 
-// silenceNames label the venue's market streams, whose depth stream feeds
-// a pair's book.
-var silenceNames = [snapshot.NumStreams]string{snapshot.StreamBook: "depth", snapshot.StreamTrades: "trades"}
-
 // A stream-fed book is published on the 350 ms schedule after the event
 // that changed it, plus the venue's own delay (seconds).
 var lagBounds = []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 2, 5}
@@ -28,15 +24,15 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 	for _, cause := range resyncCauses {
 		m.resyncs[cause] = set.NewCounter(`marketfeed_book_resyncs_total{cause="` + cause + `"}`)
 	}
-	for k, name := range silenceNames {
-		stream := `stream="` + name + `"`
+	for k, row := range kinds {
+		stream := `stream="` + row.silence + `"`
 		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
 	}
 	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
-	for k, part := range [snapshot.NumStreams]string{snapshot.StreamBook: "books", snapshot.StreamTrades: "trades"} {
+	for k, row := range kinds {
 		for src, name := range sourceNames {
-			set.NewGauge(`marketfeed_pairs{part="`+part+`",source="`+name+`"}`, func() float64 {
+			set.NewGauge(`marketfeed_pairs{part="`+row.part+`",source="`+name+`"}`, func() float64 {
 				return float64(s.counts()[k][src])
 			})
 		}

@@ -57,8 +57,9 @@ type REST interface {
 type Store interface {
 	PutBook(b *snapshot.Book) bool
 	PutTrades(t *snapshot.Trades) bool
-	Book(id []byte) (*snapshot.Book, bool)
-	Trades(id []byte) (*snapshot.Trades, bool)
+	// FreshAt reports whether the pair's snapshot of st may still be
+	// served at now.
+	FreshAt(st snapshot.Stream, id []byte, now int64, maxStale time.Duration) bool
 }
 
 // Demand says what requests ask for.
@@ -66,6 +67,16 @@ type Demand interface {
 	// GzipWanted reports whether requests that accept gzip ask for the
 	// pair's snapshot of s: it is then built with its compressed form.
 	GzipWanted(s snapshot.Stream, id string, now time.Time) bool
+}
+
+// Scheduler runs a source's work under its owner's lifetime, which ends
+// every job and goroutine it started.
+type Scheduler interface {
+	// Every runs f every d; a run still going when the next is due makes
+	// that one skip.
+	Every(d time.Duration, f func(ctx context.Context))
+	// Go runs f in a goroutine of its own until ctx is done.
+	Go(f func(ctx context.Context))
 }
 
 // Config is what a Source needs.
@@ -86,6 +97,9 @@ type Config struct {
 	// SyncDepth and RefreshDepth are the depths of the snapshots that sync
 	// a book and that are laid under a book in sequence.
 	SyncDepth, RefreshDepth int
+	// BookEvery and TradesEvery are how often changed books and trade
+	// windows are published (and confirmed when unchanged).
+	BookEvery, TradesEvery time.Duration
 }
 
 // Source is the stream-fed source of every listed pair.
@@ -125,12 +139,30 @@ func New(cfg Config) *Source {
 	return s
 }
 
-// Stream runs the venue's market streams into the source until ctx is done.
-func (s *Source) Stream(ctx context.Context) error { return s.cfg.Streams.Run(ctx, s) }
-
-// Wake delivers a value when a request waits for a pair: the caller runs
-// Sync then, not at the next tick.
-func (s *Source) Wake() <-chan struct{} { return s.wake }
+// Schedule starts the source's work on sch: the market streams, the
+// publications of books and trades, the sync and backfill rounds, the
+// silence watchdog, and a sync as soon as a request waits for a pair.
+func (s *Source) Schedule(sch Scheduler) {
+	sch.Go(func(ctx context.Context) {
+		if err := s.cfg.Streams.Run(ctx, s); err != nil && ctx.Err() == nil {
+			s.cfg.Log(slog.LevelError, "streams", "market streams stopped; pairs are served by REST",
+				slog.String(logKeyErr, err.Error()))
+		}
+	})
+	sch.Every(s.cfg.BookEvery, func(context.Context) { s.PublishBooks(); s.Sync() })
+	sch.Every(s.cfg.TradesEvery, func(context.Context) { s.PublishTrades() })
+	sch.Every(time.Second, func(context.Context) { s.Watch() })
+	sch.Go(func(ctx context.Context) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+				s.Sync()
+			}
+		}
+	})
+}
 
 // SetPairs follows a new pair list: pairs that stay keep their state, new
 // ones start buffering, delisted ones are dropped, and the streams are told.
@@ -209,5 +241,5 @@ func (s *Source) Current(id string, k snapshot.Stream) bool {
 // fresh reports whether the store holds a snapshot of the pair's k that may
 // still be served.
 func (s *Source) fresh(id string, k snapshot.Stream, now time.Time) bool {
-	return kinds[k].fresh(s.cfg.Store, []byte(id), now.UnixNano(), s.cfg.MaxStale)
+	return s.cfg.Store.FreshAt(k, []byte(id), now.UnixNano(), s.cfg.MaxStale)
 }

@@ -109,7 +109,7 @@ func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
 
 func (s *Source) servedBook(t *testing.T) *snapshot.Book {
 	t.Helper()
-	b, _ := s.cfg.Store.Book([]byte(testID))
+	b, _ := s.cfg.Store.(*hookStore).Book([]byte(testID))
 	if b == nil {
 		t.Fatal("no book published")
 	}

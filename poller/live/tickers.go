@@ -97,3 +97,7 @@ func quoteOf(symbol string, bids, asks []venue.Level) venue.Quote {
 	}
 	return q
 }
+
+// KeepsTickers reports true: the all-market ticker stream keeps the
+// statistics, and the local books the spot pairs' quotes.
+func (s *Source) KeepsTickers() bool { return true }
