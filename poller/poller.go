@@ -4,7 +4,8 @@
 // rounds over the pairs requests keep hot, the single-flight cold loads of
 // a pair's first request, the catalog, and the assembly of the tickers.
 // Where the venue has market streams, the stream-fed source (poller/live)
-// keeps every listed pair current and the poller schedules its jobs.
+// keeps every listed pair current on jobs the poller runs for it (see
+// live.Scheduler).
 //
 // Every read turns into an immutable snapshot published through a
 // snapshot.Store; a failed read publishes nothing, so the last good snapshot
@@ -30,7 +31,9 @@ import (
 	"marketfeed/snapshot"
 )
 
-// Config is what a Poller needs; zero durations take the defaults.
+// Config is what a Poller needs; zero durations take the defaults. It is
+// the poller's whole set of settings, each one a command-line flag, and
+// stays one flat struct so that a caller sets any of them by name.
 type Config struct {
 	Venue  venue.Venue
 	Store  *snapshot.Store

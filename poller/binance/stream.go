@@ -36,6 +36,10 @@ import (
 // one is closed, so a replacement loses nothing and reports no Lost. The
 // first replacement of each connection comes at a different fraction of
 // MaxAge, so that replacements never coincide.
+//
+// Its fields are the settings from New, the connections' bookkeeping under
+// mu, and Run's lifetime: one owner for all three, since each connection
+// needs all of them, so they stay together rather than split across types.
 type Streams struct {
 	preset   StreamPreset
 	base     string

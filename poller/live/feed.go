@@ -12,7 +12,8 @@ import (
 
 // pair is one pair's stream-fed state: one feed per stream kind, and what
 // the ticker stream said of its market. mu guards everything but the
-// atomics.
+// atomics. Its fields are the state of one pair's streams under one lock,
+// so that an event, a publication and a watchdog see them change together.
 type pair struct {
 	symbol   string
 	tickerID string

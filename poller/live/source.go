@@ -4,9 +4,9 @@
 // pair, and the all-market ticker's rows. A Source is the streams' Sink.
 //
 // It declares what it needs of the rest of the poller as small interfaces
-// (REST, Store, Demand) rather than holding the poller: the REST reads a
-// pair needs go through the poller's one call path and budget, and the
-// poller's Run owns every goroutine they run on.
+// (REST, Store, Demand, Scheduler) rather than holding the poller: the REST
+// reads a pair needs go through the poller's one call path and budget, and
+// the poller's Run owns every goroutine the source runs on.
 //
 // Work per event is applying it under the pair's lock. Serializing happens on
 // the publication schedules only, and only for pairs that changed; a pair

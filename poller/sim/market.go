@@ -84,7 +84,9 @@ var octaves = [...]octave{
 }
 
 // market is one simulated market. It is immutable after New, which is what
-// makes the venue safe for concurrent use without locks.
+// makes the venue safe for concurrent use without locks. It has many
+// fields because it is a market's whole description, each one a parameter
+// of the price path or the book's shape.
 type market struct {
 	info venue.Market
 
