@@ -4,8 +4,6 @@ import (
 	stdjson "encoding/json"
 	"strings"
 
-	"github.com/goccy/go-json"
-
 	"marketfeed/poller/venue"
 )
 
@@ -54,88 +52,44 @@ type reply struct {
 	code int64
 }
 
-// wireFrame is either a combined-stream event or a reply to a request.
-type wireFrame struct {
-	Stream field           `json:"stream"`
-	Data   json.RawMessage `json:"data"`
-	ID     field           `json:"id"`
-	Result field           `json:"result"`
-	Error  field           `json:"error"`
-	Code   field           `json:"code"`
+// The envelope's keys (see lookup for how a key finds its name). "result"
+// is read and dropped.
+const (
+	envStream = iota
+	envData
+	envID
+	envResult
+	envError
+	envCode
+)
+
+var envelopeKeys = [...]string{
+	envStream: "stream", envData: "data", envID: "id", envResult: "result", envError: "error", envCode: "code",
 }
 
-type wireError struct {
-	Code field `json:"code"`
-}
+// errorKeys are the keys of the object in an error reply's "error".
+var errorKeys = [...]string{"code"}
 
-// depthEvent is the payload of <symbol>@depth@100ms. Keys differing only in
-// case (e and E, u and U, t and T, b and B, a and A) are all declared: the
-// decoder matches keys without regard to case when no field matches exactly.
-type depthEvent struct {
-	Event     field      `json:"e"`
-	EventTime field      `json:"E"`
-	Time      field      `json:"T"`
-	LowerT    field      `json:"t"`
-	Symbol    field      `json:"s"`
-	UpperS    field      `json:"S"`
-	First     field      `json:"U"`
-	Last      field      `json:"u"`
-	Prev      field      `json:"pu"`
-	UpperPU   field      `json:"PU"`
-	Bids      [][2]field `json:"b"`
-	Asks      [][2]field `json:"a"`
-	UpperB    field      `json:"B"`
-	UpperA    field      `json:"A"`
-}
-
-// aggTradeEvent is the payload of <symbol>@aggTrade.
-type aggTradeEvent struct {
-	Event     field `json:"e"`
-	EventTime field `json:"E"`
-	Symbol    field `json:"s"`
-	UpperS    field `json:"S"`
-	ID        field `json:"a"`
-	UpperA    field `json:"A"`
-	Price     field `json:"p"`
-	UpperP    field `json:"P"`
-	Qty       field `json:"q"`
-	UpperQ    field `json:"Q"`
-	First     field `json:"f"`
-	UpperF    field `json:"F"`
-	Last      field `json:"l"`
-	UpperL    field `json:"L"`
-	Time      field `json:"T"`
-	LowerT    field `json:"t"`
-	Maker     field `json:"m"`
-	UpperM    field `json:"M"`
-}
-
-// tickerRow is one row of !ticker@arr.
-type tickerRow struct {
-	Event       field `json:"e"`
-	EventTime   field `json:"E"`
-	Symbol      field `json:"s"`
-	UpperS      field `json:"S"`
-	Change      field `json:"p"`
-	ChangePct   field `json:"P"`
-	Weighted    field `json:"w"`
-	UpperW      field `json:"W"`
-	Last        field `json:"c"`
-	CloseTime   field `json:"C"`
-	LastQty     field `json:"Q"`
-	QuoteVolume field `json:"q"`
-	Open        field `json:"o"`
-	OpenTime    field `json:"O"`
-	High        field `json:"h"`
-	UpperH      field `json:"H"`
-	Low         field `json:"l"`
-	LastID      field `json:"L"`
-	Volume      field `json:"v"`
-	UpperV      field `json:"V"`
-	FirstID     field `json:"F"`
-	LowerF      field `json:"f"`
-	Count       field `json:"n"`
-	UpperN      field `json:"N"`
+// envelope is what a frame's top-level object held. A key the venue repeats
+// counts as its last occurrence, and null as absent, as they did when the
+// frame was decoded into a Go struct.
+type envelope struct {
+	stream, id, code field
+	// name is the stream's name when it is a string, named says whether it
+	// is, and streamKind is what that name carries: data that follows it is
+	// read as that kind of event, in place.
+	name       string
+	named      bool
+	streamKind frameKind
+	// errSent is the "error" member as sent; errCode the "code" inside it
+	// when it is an object.
+	errSent, errCode field
+	// data is the last "data" value as sent ("" when there was none),
+	// dataKind what it was read as, and event and err what that gave.
+	data     string
+	dataKind frameKind
+	event    frame
+	err      error
 }
 
 // decodeFrame decodes one stream message.
@@ -148,60 +102,140 @@ type tickerRow struct {
 // keeps the rows that are usable and drops the others, like the REST
 // ticker. A stream this client does not use is frameUnknown, not an error.
 //
+// The frame is read once (see framescan.go). Binance sends "stream" before
+// "data", so the event is decoded where it stands, its decimals checked on
+// the way; only a frame whose data comes first, or whose stream is named
+// twice, has its data read again once the name is known. A frame that is
+// not JSON anywhere is bad data with no stream, even when the event was
+// already decoded.
+//
 // Errors wrap venue.ErrBadData.
-func decodeFrame(b []byte) (frame, error) {
-	var w wireFrame
-	if err := unmarshal(b, '{', &w); err != nil {
-		return frame{}, err
+func decodeFrame(b []byte) (f frame, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, err = frame{}, unreadable(r)
+		}
+	}()
+	// The frame is copied once into a string and values are checked as
+	// substrings of it. What the returned frame keeps is cloned out of it:
+	// a level kept in a book then holds its own few bytes, not the whole
+	// frame, and nothing returned shares the caller's buffer.
+	s := scanner{src: string(b)}
+	if s.peek() != '{' {
+		s.value()
+		s.end()
+		return frame{}, badData("body is not a JSON object")
 	}
-	if !w.Stream.present() {
-		if !w.ID.present() {
-			return frame{}, badData("frame is neither an event nor a reply")
-		}
-		id, ok := w.ID.natural()
-		if !ok {
-			return frame{}, badData("reply id is not an unsigned integer")
-		}
-		r := reply{id: id, ok: !w.Error.present() && !w.Code.present()}
-		if w.Error.present() {
-			var e wireError
-			if first([]byte(w.Error.raw)) == '{' && json.Unmarshal([]byte(w.Error.raw), &e) == nil {
-				r.code, _ = e.Code.integer()
+	var e envelope
+	e.read(&s)
+	s.end()
+	return e.frame()
+}
+
+// unreadable is the error for a frame whose reading panicked: a
+// syntaxError when the frame is not JSON, anything else a fault of the
+// reader, which is bad data rather than a crash, as in unmarshal.
+func unreadable(r any) error {
+	if _, ok := r.(syntaxError); ok {
+		return badData("body is not JSON")
+	}
+	return badData("body could not be decoded")
+}
+
+// read reads the envelope object at the cursor.
+func (e *envelope) read(s *scanner) {
+	for ok := s.open('{'); ok; ok = s.more('}') {
+		switch lookup(envelopeKeys[:], s.key()) {
+		case envStream:
+			e.stream = s.value()
+			e.name, e.named = e.stream.text()
+			e.streamKind = classify(e.name)
+		case envData:
+			s.ws()
+			start := s.pos
+			e.event, e.err = readEvent(s, e.streamKind)
+			e.data, e.dataKind = s.src[start:s.pos], e.streamKind
+		case envID:
+			e.id = s.value()
+		case envError:
+			e.errSent, e.errCode = field{}, field{}
+			if s.peek() != '{' {
+				e.errSent = s.value()
+				break
 			}
-		} else {
-			r.code, _ = w.Code.integer()
+			start := s.pos
+			var code [len(errorKeys)]field
+			readFields(s, errorKeys[:], code[:])
+			e.errSent, e.errCode = field{raw: s.src[start:s.pos]}, code[0]
+		case envCode:
+			e.code = s.value()
+		default:
+			s.value()
 		}
-		return frame{kind: frameReply, reply: r}, nil
 	}
-	name, ok := w.Stream.text()
-	if !ok || name == "" {
+}
+
+// frame makes the frame out of a whole envelope.
+func (e *envelope) frame() (frame, error) {
+	if !e.stream.present() {
+		return replyOf(e.id, e.errSent, e.errCode, e.code)
+	}
+	if !e.named || e.name == "" {
 		return frame{}, badData("stream name is not a string")
 	}
-	f := frame{name: name}
+	f := frame{kind: e.streamKind, name: strings.Clone(e.name)}
+	if f.kind == frameUnknown {
+		return f, nil
+	}
+	if e.dataKind != f.kind {
+		// The data came before the name, or under another name, or not at
+		// all (which is no event, as null is): read it as what the name
+		// says. The frame is JSON by now, so this reading cannot fail on
+		// syntax.
+		data := e.data
+		if data == "" {
+			data = "null"
+		}
+		e.event, e.err = readEvent(&scanner{src: data}, f.kind)
+	}
+	if e.err != nil {
+		return f, e.err
+	}
+	e.event.kind, e.event.name = f.kind, f.name
+	return e.event, nil
+}
+
+// classify returns the kind of event a stream name carries.
+func classify(name string) frameKind {
 	switch {
 	case strings.HasSuffix(name, depthSuffix):
-		f.kind = frameDepth
-		u, err := decodeDepthEvent(w.Data)
-		if err != nil {
-			return f, err
-		}
-		f.depth = u
+		return frameDepth
 	case strings.HasSuffix(name, tradeSuffix):
-		f.kind = frameTrade
-		sym, tr, err := decodeAggTradeEvent(w.Data)
-		if err != nil {
-			return f, err
-		}
-		f.symbol, f.trade = sym, tr
+		return frameTrade
 	case name == tickerName:
-		f.kind = frameTickers
-		rows, err := decodeTickerRows(w.Data)
-		if err != nil {
-			return f, err
-		}
-		f.tickers = rows
+		return frameTickers
 	}
-	return f, nil
+	return frameUnknown
+}
+
+// replyOf checks a reply: id is an integer without a sign; the reply is ok
+// when it has neither error nor code; the code is the error object's, or
+// else the top-level one, and 0 when neither is an integer.
+func replyOf(id, errSent, errCode, code field) (frame, error) {
+	if !id.present() {
+		return frame{}, badData("frame is neither an event nor a reply")
+	}
+	n, ok := id.natural()
+	if !ok {
+		return frame{}, badData("reply id is not an unsigned integer")
+	}
+	r := reply{id: n, ok: !errSent.present() && !code.present()}
+	if errSent.present() {
+		r.code, _ = errCode.integer()
+	} else {
+		r.code, _ = code.integer()
+	}
+	return frame{kind: frameReply, reply: r}, nil
 }
 
 // integer returns the field when it is a JSON integer, signed or not.
@@ -214,127 +248,6 @@ func (f field) integer() (int64, bool) {
 		return -n, ok
 	}
 	return 0, false
-}
-
-// decodeData decodes an event payload, which is part of a frame already
-// checked to be valid JSON.
-func decodeData(data []byte, kind byte, v any) (err error) {
-	if first(data) != kind {
-		return badData("event is not a JSON %s", kindName(kind))
-	}
-	defer func() {
-		if recover() != nil {
-			err = badData("event could not be decoded")
-		}
-	}()
-	if json.Unmarshal(data, v) != nil {
-		return badData("event is not of the expected shape")
-	}
-	return nil
-}
-
-// decodeDepthEvent checks a depthUpdate: e is "depthUpdate"; s a non-empty
-// string; U, u and pu integers without a sign with U <= u; T a positive
-// integer; every level a [price, quantity] pair where the price is positive
-// and the quantity non-negative ("0" removes the level). Either side may be
-// empty: a diff lists only the levels that changed.
-func decodeDepthEvent(data []byte) (venue.DepthUpdate, error) {
-	var e depthEvent
-	if err := decodeData(data, '{', &e); err != nil {
-		return venue.DepthUpdate{}, err
-	}
-	if ev, _ := e.Event.text(); ev != "depthUpdate" {
-		return venue.DepthUpdate{}, badData("depth event type is not depthUpdate")
-	}
-	sym, ok := e.Symbol.text()
-	if !ok || sym == "" {
-		return venue.DepthUpdate{}, badData("depth event has no symbol")
-	}
-	first, ok1 := e.First.natural()
-	last, ok2 := e.Last.natural()
-	prev, ok3 := e.Prev.natural()
-	if !ok1 || !ok2 || !ok3 || first > last {
-		return venue.DepthUpdate{}, badData("depth event update ids are not ordered unsigned integers")
-	}
-	t, ok := e.Time.natural()
-	if !ok || t == 0 {
-		return venue.DepthUpdate{}, badData("depth event time is not a positive integer")
-	}
-	bids, err := diffLevels(e.Bids, "bid")
-	if err != nil {
-		return venue.DepthUpdate{}, err
-	}
-	asks, err := diffLevels(e.Asks, "ask")
-	if err != nil {
-		return venue.DepthUpdate{}, err
-	}
-	return venue.DepthUpdate{Symbol: sym, First: first, Last: last, Prev: prev, Time: t, Bids: bids, Asks: asks}, nil
-}
-
-func diffLevels(raw [][2]field, name string) ([]venue.Level, error) {
-	out := make([]venue.Level, len(raw))
-	for i, lv := range raw {
-		price, ok := lv[0].positive()
-		if !ok {
-			return nil, badData("%s %d price is not a positive plain decimal", name, i)
-		}
-		size, ok := lv[1].nonNegative()
-		if !ok {
-			return nil, badData("%s %d quantity is not a non-negative plain decimal", name, i)
-		}
-		out[i] = venue.Level{Price: price, Size: size}
-	}
-	return out, nil
-}
-
-// decodeAggTradeEvent checks an aggTrade event: e is "aggTrade", s a
-// non-empty string, and a, p, q, T and m as in the REST list.
-func decodeAggTradeEvent(data []byte) (string, venue.Trade, error) {
-	var e aggTradeEvent
-	if err := decodeData(data, '{', &e); err != nil {
-		return "", venue.Trade{}, err
-	}
-	if ev, _ := e.Event.text(); ev != "aggTrade" {
-		return "", venue.Trade{}, badData("trade event type is not aggTrade")
-	}
-	sym, ok := e.Symbol.text()
-	if !ok || sym == "" {
-		return "", venue.Trade{}, badData("trade event has no symbol")
-	}
-	tr, err := aggTradeOf(e.ID, e.Price, e.Qty, e.Time, e.Maker)
-	if err != nil {
-		return "", venue.Trade{}, err
-	}
-	return sym, tr, nil
-}
-
-// decodeTickerRows checks the rows of !ticker@arr. The payload must be an
-// array; a row whose e is not "24hrTicker", or that has no symbol or an
-// unusable value, is dropped (the venue lists only symbols that changed,
-// so the row's market keeps its last values until the next one).
-func decodeTickerRows(data []byte) ([]venue.Stat, error) {
-	var rows []tickerRow
-	if err := decodeData(data, '[', &rows); err != nil {
-		return nil, err
-	}
-	stats := make([]venue.Stat, 0, len(rows))
-	for _, r := range rows {
-		if ev, _ := r.Event.text(); ev != "24hrTicker" {
-			continue
-		}
-		st, ok := statOf(tickerItem{
-			Symbol:      r.Symbol,
-			LastPrice:   r.Last,
-			HighPrice:   r.High,
-			LowPrice:    r.Low,
-			Volume:      r.Volume,
-			QuoteVolume: r.QuoteVolume,
-		})
-		if ok {
-			stats = append(stats, st)
-		}
-	}
-	return stats, nil
 }
 
 // controlMessage is a SUBSCRIBE or UNSUBSCRIBE request.

@@ -275,25 +275,7 @@ func TestEncodeControl(t *testing.T) {
 // not panic, fails only with quiet bad data, and delivers only plain
 // decimals that the frame holds byte for byte.
 func FuzzDecodeFrame(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "recorded", "*-ws-*.json"))
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	jsonl, err := os.ReadFile(filepath.Join("testdata", "recorded", "binance-ws-combined-cryptofeed-20210722.jsonl"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for i, line := range bytes.Split(jsonl, []byte("\n")) {
-		if i%50 == 0 {
-			f.Add(line)
-		}
-	}
-	f.Add([]byte(`{"result":null,"id":1}`))
-	f.Add([]byte(`{"error":{"code":2,"msg":"x"},"id":3}`))
+	addFrameSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr, err := decodeFrame(data)
 		if err != nil {
@@ -324,4 +306,27 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// addFrameSeeds seeds f with recorded frames of every stream and replies.
+func addFrameSeeds(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "recorded", "*-ws-*.json"))
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	jsonl, err := os.ReadFile(filepath.Join("testdata", "recorded", "binance-ws-combined-cryptofeed-20210722.jsonl"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for i, line := range bytes.Split(jsonl, []byte("\n")) {
+		if i%50 == 0 {
+			f.Add(line)
+		}
+	}
+	f.Add([]byte(`{"result":null,"id":1}`))
+	f.Add([]byte(`{"error":{"code":2,"msg":"x"},"id":3}`))
 }

@@ -1,0 +1,270 @@
+package binance
+
+import "strings"
+
+// This file is the JSON reader under the stream-frame decoder. A frame is
+// read once, front to back: the reader checks the syntax as it goes and the
+// decoder takes the values it needs on the way, so no frame is validated in
+// one pass and decoded in another.
+//
+// The reader accepts exactly what encoding/json.Valid accepts, because that
+// is what decided which frames were JSON before it: whitespace is space,
+// tab, CR and LF; numbers follow the JSON grammar to the letter; strings may
+// not hold control characters and know only the JSON escapes; bytes from
+// 0x80 up are taken inside strings whether or not they are valid UTF-8
+// (json.Valid does not check them either); and arrays and objects nest at
+// most maxDepth deep.
+
+// maxDepth is encoding/json's nesting limit, so that the same frames are
+// refused for nesting too deeply.
+const maxDepth = 10000
+
+// syntaxError is what the reader panics with when the frame is not JSON.
+// Failing by panic keeps the reading code a plain description of the
+// grammar; decodeFrame recovers it into bad data.
+type syntaxError struct{}
+
+// scanner reads one frame. src is the frame; pos the next byte to read.
+type scanner struct {
+	src   string
+	pos   int
+	depth int // arrays and objects open at pos
+}
+
+func (s *scanner) fail() { panic(syntaxError{}) }
+
+// ws skips whitespace.
+func (s *scanner) ws() {
+	for s.pos < len(s.src) {
+		switch s.src[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips whitespace and returns the next byte, 0 at the end.
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.pos == len(s.src) {
+		return 0
+	}
+	return s.src[s.pos]
+}
+
+// expect skips whitespace and reads c.
+func (s *scanner) expect(c byte) {
+	if s.peek() != c {
+		s.fail()
+	}
+	s.pos++
+}
+
+// end checks that nothing but whitespace follows the value read.
+func (s *scanner) end() {
+	if s.peek() != 0 || s.pos != len(s.src) {
+		s.fail()
+	}
+}
+
+// open reads the opening '{' or '[' of a container and reports whether a
+// member or element follows; more reads on after each one. Together they
+// make a loop over the container that checks its commas and its end:
+//
+//	for ok := s.open('['); ok; ok = s.more(']') { ...read one element... }
+func (s *scanner) open(c byte) bool {
+	s.expect(c)
+	if s.depth++; s.depth > maxDepth {
+		s.fail()
+	}
+	closing := byte('}')
+	if c == '[' {
+		closing = ']'
+	}
+	if s.peek() == closing {
+		s.pos++
+		s.depth--
+		return false
+	}
+	return true
+}
+
+// more reads the comma before another member or element and reports true,
+// or reads the container's closing byte and reports false.
+func (s *scanner) more(closing byte) bool {
+	switch s.peek() {
+	case ',':
+		s.pos++
+		return true
+	case closing:
+		s.pos++
+		s.depth--
+		return false
+	}
+	s.fail()
+	return false
+}
+
+// key reads an object member's key and the colon after it, and returns the
+// key's text, unescaped as encoding/json unescapes it.
+func (s *scanner) key() string {
+	s.ws()
+	start := s.pos
+	escaped := s.str()
+	raw := s.src[start:s.pos]
+	s.expect(':')
+	if !escaped {
+		return raw[1 : len(raw)-1]
+	}
+	k, _ := field{raw: raw}.text()
+	return k
+}
+
+// value reads any value and returns it as sent; null comes back absent, as
+// field.UnmarshalJSON makes it, so that the field checks apply unchanged.
+// An array or object is read through to its end, every byte of it checked.
+func (s *scanner) value() field {
+	c := s.peek()
+	start := s.pos
+	switch {
+	case c == '"':
+		s.str()
+	case c == '{':
+		for ok := s.open('{'); ok; ok = s.more('}') {
+			s.ws()
+			s.str()
+			s.expect(':')
+			s.value()
+		}
+	case c == '[':
+		for ok := s.open('['); ok; ok = s.more(']') {
+			s.value()
+		}
+	case c == 't':
+		s.literal("true")
+	case c == 'f':
+		s.literal("false")
+	case c == 'n':
+		s.literal("null")
+		return field{}
+	case c == '-' || c >= '0' && c <= '9':
+		s.number()
+	default:
+		s.fail()
+	}
+	return field{raw: s.src[start:s.pos]}
+}
+
+func (s *scanner) literal(word string) {
+	if !strings.HasPrefix(s.src[s.pos:], word) {
+		s.fail()
+	}
+	s.pos += len(word)
+}
+
+// number reads -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?.
+func (s *scanner) number() {
+	s.skip('-')
+	if !s.skip('0') {
+		s.digits()
+	}
+	if s.skip('.') {
+		s.digits()
+	}
+	if s.skip('e') || s.skip('E') {
+		if !s.skip('+') {
+			s.skip('-')
+		}
+		s.digits()
+	}
+}
+
+// skip reads c if it is next, without skipping whitespace first.
+func (s *scanner) skip(c byte) bool {
+	if s.pos < len(s.src) && s.src[s.pos] == c {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// digits reads one or more decimal digits.
+func (s *scanner) digits() {
+	start := s.pos
+	for s.pos < len(s.src) && s.src[s.pos] >= '0' && s.src[s.pos] <= '9' {
+		s.pos++
+	}
+	if s.pos == start {
+		s.fail()
+	}
+}
+
+// str reads a string, the quotes included, and reports whether it holds an
+// escape sequence.
+func (s *scanner) str() (escaped bool) {
+	if !s.skip('"') {
+		s.fail()
+	}
+	for s.pos < len(s.src) {
+		c := s.src[s.pos]
+		s.pos++
+		switch {
+		case c == '"':
+			return escaped
+		case c == '\\':
+			escaped = true
+			s.escape()
+		case c < 0x20:
+			s.fail()
+		}
+	}
+	s.fail()
+	return false
+}
+
+// escape reads what follows a backslash: one of "\/bfnrt, or u and four
+// hexadecimal digits (any four: a lone surrogate is valid JSON).
+func (s *scanner) escape() {
+	if s.pos == len(s.src) {
+		s.fail()
+	}
+	c := s.src[s.pos]
+	s.pos++
+	switch c {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+	case 'u':
+		for range 4 {
+			if s.pos == len(s.src) || !isHex(s.src[s.pos]) {
+				s.fail()
+			}
+			s.pos++
+		}
+	default:
+		s.fail()
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// lookup returns the index of the name that an object key sets, or -1.
+// names lists what a Go struct would declare, in its order, and the key
+// goes where encoding/json (and goccy/go-json, which follows it) would put
+// it: to the name it equals, or else to the first name it equals without
+// regard to case, Unicode's simple folding included ("ſ" is an "s").
+func lookup(names []string, key string) int {
+	for i, n := range names {
+		if n == key {
+			return i
+		}
+	}
+	for i, n := range names {
+		if strings.EqualFold(n, key) {
+			return i
+		}
+	}
+	return -1
+}

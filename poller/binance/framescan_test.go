@@ -1,0 +1,171 @@
+package binance
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"marketfeed/poller/venue"
+)
+
+// sameAsThreePass fails unless decodeFrame and the three-pass reference
+// agree on data: the same frame, and no error or the same error. The error
+// text is compared too, which makes "the same frames are JSON" exact: the
+// reference says "body is not JSON" for every frame json.Valid refuses and
+// never otherwise.
+func sameAsThreePass(t *testing.T, data []byte) {
+	t.Helper()
+	want, wantErr := decodeFrameThreePass(data)
+	// decodeFrame gets a copy that is spoilt once it returns: what it
+	// returns must not share the caller's bytes, which a connection may
+	// reuse for the next frame.
+	b := append([]byte(nil), data...)
+	got, err := decodeFrame(b)
+	for i := range b {
+		b[i] = 'x'
+	}
+	switch {
+	case (err == nil) != (wantErr == nil):
+		t.Fatalf("%q: error %v, three-pass error %v", data, err, wantErr)
+	case err != nil && (err.Error() != wantErr.Error() || !errors.Is(err, venue.ErrBadData)):
+		t.Fatalf("%q: error %q, three-pass error %q", data, err, wantErr)
+	case !reflect.DeepEqual(got, want):
+		t.Fatalf("%q:\ngot        %+v\nthree-pass %+v", data, got, want)
+	}
+}
+
+// FuzzDecodeFrameOracle: on any bytes, the one-pass decoder gives what the
+// three-pass decoder it replaced gave.
+func FuzzDecodeFrameOracle(f *testing.F) {
+	addFrameSeeds(f)
+	addSeeds(f)
+	for _, c := range oracleCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sameAsThreePass(t, data)
+	})
+}
+
+const (
+	goodDepthData = `{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1","0"]],"a":[["2","1.5"]]}`
+	goodTradeData = `{"e":"aggTrade","E":2,"s":"BTCUSDT","a":1,"p":"1","q":"1","f":1,"l":1,"T":1,"m":true}`
+	goodTickData  = `[{"e":"24hrTicker","s":"AUSDT","c":"1","h":"2","l":"0.5","v":"10","q":"10"}]`
+)
+
+// oracleCases are frames that take the decoders down their less usual
+// paths: key order, repeated keys, keys in another case or escaped, null,
+// values of the wrong type, strings and numbers at the edge of the grammar.
+var oracleCases = []string{
+	// Data before the stream, and a stream named again after its data.
+	`{"data":` + goodDepthData + `,"stream":"btcusdt@depth@100ms"}`,
+	`{"data":` + goodTradeData + `,"stream":"btcusdt@aggTrade"}`,
+	`{"data":` + goodTickData + `,"stream":"!ticker@arr"}`,
+	`{"stream":"btcusdt@aggTrade","data":` + goodDepthData + `,"stream":"btcusdt@depth@100ms"}`,
+	`{"stream":"btcusdt@depth@100ms","data":` + goodDepthData + `,"stream":"ethusdt@depth@100ms"}`,
+	`{"stream":"btcusdt@depth@100ms","data":` + goodDepthData + `,"stream":null,"id":4}`,
+	`{"stream":5,"data":` + goodTradeData + `,"stream":"btcusdt@aggTrade"}`,
+	`{"stream":"btcusdt@depth@100ms"}`,
+	`{"stream":"!ticker@arr","data":null}`,
+	`{"stream":"btcusdt@aggTrade","data":` + goodTradeData + `,"data":[]}`,
+	`{"stream":"btcusdt@aggTrade","data":[],"data":` + goodTradeData + `}`,
+	// Keys matched as encoding/json matches them.
+	`{"STREAM":"btcusdt@aggTrade","Data":` + goodTradeData + `}`,
+	`{"ſtream":"btcusdt@aggTrade","data":` + goodTradeData + `}`,
+	`{"\u0073tream":"btcusdt@aggTrade","d\u0061ta":` + goodTradeData + `}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"ſ":"BTCUSDT","U":1,"u":2,"Pu":0,"PU":7}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","S":"X","U":1,"u":2,"pU":0,"B":[1],"A":{}}}`,
+	`{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","s":"BTCUSDT","a":1,"A":-1,"p":"1","P":"x","q":"1","T":1,"t":0,"m":true,"M":0}}`,
+	`{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","s":"BTC\u0055SDT","a":1,"p":"1","q":"1","T":1,"m":true}}`,
+	`{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","s":"BTC` + "\xff" + `","a":1,"p":"1","q":"1","T":1,"m":true}}`,
+	`{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","s":"BTC` + "\xff" + `\n\ud800","a":1,"p":"1","q":"1","T":1,"m":true}}`,
+	`{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","s":"BTCUSDT","a":1,"p":"\u0031","q":"1","T":1,"m":true}}`,
+	`{"stream":"x@d\u0065pth@100ms","data":` + goodDepthData + `}`,
+	`{"stream":"x@depth@100ms` + "\xe2\x80" + `","data":` + goodDepthData + `}`,
+	// Repeated and null values.
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","s":null,"U":1,"u":2,"pu":0}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1","2"]],"b":null}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[1],"b":[["1","2"]]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["x","2"]],"b":[["1","2"]]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1","2","3",{"x":[]}],null]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1"]],"a":[["0","1"]]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["x","1"],"y"]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":3,"u":2,"pu":0,"b":[{}]}}`,
+	`{"stream":"!ticker@arr","data":[null,{"e":"24hrTicker","s":"AUSDT","c":"1","h":"2","l":"0.5","q":"10","v":null}]}`,
+	`{"stream":"!ticker@arr","data":[{"e":"24hrTicker","s":"AUSDT","c":"1","h":"2","l":"0.5","q":"10"},5]}`,
+	`{"stream":"!ticker@arr","data":[{"e":"24hrTicker","s":"AUSDT","c":"1","h":"2","l":"0.5","q":"10","e":"x"}]}`,
+	// Replies.
+	`{"id":1,"error":{"code":5,"CODE":6}}`,
+	`{"id":1,"error":{"code":5,"code":null},"code":3}`,
+	`{"id":1,"error":{"code":5},"error":null,"code":-3}`,
+	`{"id":1,"error":[],"code":3}`,
+	`{"id":1,"id":null}`,
+	`{"Id":1,"ID":2,"result":{"x":[1,2]}}`,
+	`{"id":9223372036854775808}`,
+	`{"id":1.0}`,
+	// The grammar's edges.
+	` {"result":null,"id":1} ` + "\t\r\n",
+	`{"result":null,"id":1}x`,
+	`{"result":null,"id":1,}`,
+	`{"result":null "id":1}`,
+	`{"result":nul,"id":1}`,
+	`{"result":-,"id":1}`,
+	`{"result":-0.0e+5,"id":1}`,
+	`{"result":01,"id":1}`,
+	`{"result":1.,"id":1}`,
+	`{"result":1e,"id":1}`,
+	`{"result":.5,"id":1}`,
+	`{"result":"\x","id":1}`,
+	`{"result":"\u12G4","id":1}`,
+	`{"result":"` + "\x01" + `","id":1}`,
+	`{"result":"` + "\x7f\xff\xfe" + `","id":1}`,
+	`{"result":[1,],"id":1}`,
+	`{"result":[,1],"id":1}`,
+	`{"result":{"a"},"id":1}`,
+	`{"result":{1:2},"id":1}`,
+	`{"result":true,"id":1` + "\x00",
+	`{"result":null,"id":1` + "\u00a0}",
+	"\xef\xbb\xbf" + `{"result":null,"id":1}`,
+	`[{"result":null,"id":1}]`,
+	`"stream"`,
+	``,
+	` `,
+}
+
+func TestDecodeFrameMatchesThreePass(t *testing.T) {
+	for _, c := range oracleCases {
+		sameAsThreePass(t, []byte(c))
+	}
+}
+
+// TestDecodeFrameDepthLimit: frames nested as deeply as encoding/json
+// allows decode as before, and one level deeper are not JSON, wherever the
+// nesting stands.
+func TestDecodeFrameDepthLimit(t *testing.T) {
+	for _, n := range []int{maxDepth - 3, maxDepth - 2, maxDepth - 1, maxDepth} {
+		nest := strings.Repeat("[", n) + strings.Repeat("]", n)
+		for _, c := range []string{
+			`{"stream":"x@foo","data":` + nest + `}`,
+			`{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","s":"A","a":1,"p":"1","q":"1","T":1,"m":true,"f":` + nest + `}}`,
+			`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"A","U":1,"u":2,"pu":0,"b":[["1","2",` + nest + `]]}}`,
+			`{"stream":"!ticker@arr","data":[{"x":` + nest + `}]}`,
+			`{"id":1,"error":{"x":` + nest + `}}`,
+			`{"data":{"x":` + nest + `},"stream":"btcusdt@depth@100ms"}`,
+		} {
+			sameAsThreePass(t, []byte(c))
+		}
+	}
+}
+
+// TestDecodeFrameNullLevelAfterRepeat: a level sent as null is bad, also in
+// a side the event repeats. The three-pass decoder took the level the
+// earlier array had at that place, one the venue had replaced.
+func TestDecodeFrameNullLevelAfterRepeat(t *testing.T) {
+	body := `{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,` +
+		`"b":[["1","2"]],"b":[null]}}`
+	f, err := decodeFrame([]byte(body))
+	if !errors.Is(err, venue.ErrBadData) || f.kind != frameDepth || f.name != "btcusdt@depth@100ms" {
+		t.Fatalf("got %+v, %v; want a bad depth event", f, err)
+	}
+}

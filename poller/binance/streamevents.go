@@ -1,0 +1,382 @@
+package binance
+
+import (
+	"strings"
+
+	"marketfeed/poller/venue"
+)
+
+// This file reads the events inside stream frames: depth updates, aggregate
+// trades and the all-market ticker rows. Each reader takes the event's
+// values off the scanner as they pass, checks them with the same functions
+// the REST decoders use, and copies out of the frame only what it returns.
+//
+// The key lists name every key the venue's payloads use, read or not, and
+// each letter in both cases: a key goes to the name it equals, or else to
+// the first it equals without regard to case (see lookup), so a list
+// declares "S" for an "S" not to be taken for the symbol "s". Their order is
+// part of that rule; it is the order of the struct fields the events were
+// decoded into before, so that every key lands where it did.
+
+// errMisshapen is the error for an event with a value of the wrong JSON type
+// where its shape needs one: a side of a depth event that is not an array,
+// a level or a ticker row that is neither an array (an object) nor null.
+// The whole event is bad then, even where the value was later repeated
+// with the right type, as it was when decoding into Go types failed.
+var errMisshapen = badData("event is not of the expected shape")
+
+// readEvent reads the data of a frame of the given kind; the data of a
+// stream this client does not use is read and dropped.
+func readEvent(s *scanner, kind frameKind) (frame, error) {
+	switch kind {
+	case frameDepth:
+		u, err := readDepth(s)
+		return frame{depth: u}, err
+	case frameTrade:
+		sym, tr, err := readTrade(s)
+		return frame{symbol: sym, trade: tr}, err
+	case frameTickers:
+		rows, err := readTickers(s)
+		return frame{tickers: rows}, err
+	}
+	s.value()
+	return frame{}, nil
+}
+
+// readFields reads the object at the cursor into fields, into[i] taking
+// the value of names[i]; the values of other keys are read and dropped.
+func readFields(s *scanner, names []string, into []field) {
+	for ok := s.open('{'); ok; ok = s.more('}') {
+		if k := lookup(names, s.key()); k >= 0 {
+			into[k] = s.value()
+		} else {
+			s.value()
+		}
+	}
+}
+
+// The keys of a depthUpdate event.
+const (
+	depEvent     = iota // e
+	depEventTime        // E
+	depTime             // T
+	depLowerT           // t
+	depSymbol           // s
+	depUpperS           // S
+	depFirst            // U
+	depLast             // u
+	depPrev             // pu
+	depUpperPU          // PU
+	depBids             // b
+	depAsks             // a
+	depUpperB           // B
+	depUpperA           // A
+)
+
+var depthKeys = [...]string{
+	depEvent: "e", depEventTime: "E", depTime: "T", depLowerT: "t", depSymbol: "s", depUpperS: "S",
+	depFirst: "U", depLast: "u", depPrev: "pu", depUpperPU: "PU",
+	depBids: "b", depAsks: "a", depUpperB: "B", depUpperA: "A",
+}
+
+// levelBuf is how many levels of one side are gathered on the stack before
+// the side is copied out at its size: a 100 ms diff rarely has more, and a
+// longer one only grows the gathering slice.
+const levelBuf = 64
+
+// readDepth reads a depthUpdate event; depthUpdateOf says what it must
+// hold, and readLevels what a side must.
+func readDepth(s *scanner) (venue.DepthUpdate, error) {
+	if s.peek() != '{' {
+		s.value()
+		return venue.DepthUpdate{}, badData("event is not a JSON object")
+	}
+	var (
+		f              [len(depthKeys)]field
+		buf            [levelBuf]venue.Level
+		bidErr, askErr error
+		misshapen      bool
+	)
+	// A side that is absent is empty, as one sent as null is.
+	bids, asks := []venue.Level{}, []venue.Level{}
+	for ok := s.open('{'); ok; ok = s.more('}') {
+		switch k := lookup(depthKeys[:], s.key()); k {
+		case depBids:
+			bids, bidErr = readLevels(s, "bid", buf[:0])
+			misshapen = misshapen || bidErr == errMisshapen
+		case depAsks:
+			asks, askErr = readLevels(s, "ask", buf[:0])
+			misshapen = misshapen || askErr == errMisshapen
+		case -1:
+			s.value()
+		default:
+			f[k] = s.value()
+		}
+	}
+	if misshapen {
+		return venue.DepthUpdate{}, errMisshapen
+	}
+	u, err := depthUpdateOf(f[depEvent], f[depSymbol], f[depFirst], f[depLast], f[depPrev], f[depTime])
+	if err == nil {
+		err = bidErr
+	}
+	if err == nil {
+		err = askErr
+	}
+	if err != nil {
+		return venue.DepthUpdate{}, err
+	}
+	u.Symbol = strings.Clone(u.Symbol)
+	u.Bids, u.Asks = bids, asks
+	return u, nil
+}
+
+// depthUpdateOf checks a depthUpdate's own fields: e is "depthUpdate"; s a
+// non-empty string; U, u and pu integers without a sign with U <= u; T a
+// positive integer. Its levels are checked by levelOf. Either side may be
+// empty: a diff lists only the levels that changed.
+func depthUpdateOf(event, symbol, first, last, prev, t field) (venue.DepthUpdate, error) {
+	if ev, _ := event.text(); ev != "depthUpdate" {
+		return venue.DepthUpdate{}, badData("depth event type is not depthUpdate")
+	}
+	sym, ok := symbol.text()
+	if !ok || sym == "" {
+		return venue.DepthUpdate{}, badData("depth event has no symbol")
+	}
+	u, ok1 := first.natural()
+	l, ok2 := last.natural()
+	pu, ok3 := prev.natural()
+	if !ok1 || !ok2 || !ok3 || u > l {
+		return venue.DepthUpdate{}, badData("depth event update ids are not ordered unsigned integers")
+	}
+	ms, ok := t.natural()
+	if !ok || ms == 0 {
+		return venue.DepthUpdate{}, badData("depth event time is not a positive integer")
+	}
+	return venue.DepthUpdate{Symbol: sym, First: u, Last: l, Prev: pu, Time: ms}, nil
+}
+
+// readLevels reads one side of a depth event: null, or an array of levels,
+// each checked by levelOf as it is read. A level is a [price, quantity]
+// array; elements after the second are read and ignored, and a missing
+// one, or a level sent as null, is absent and fails its check. An error
+// names the first bad level; errMisshapen, for a value of the wrong type,
+// outranks it.
+//
+// buf is where the levels gather; what comes back is a copy at the side's
+// size, its decimals cloned out of the frame.
+func readLevels(s *scanner, side string, buf []venue.Level) ([]venue.Level, error) {
+	switch s.peek() {
+	case '[':
+	case 'n':
+		s.value()
+		return []venue.Level{}, nil
+	default:
+		s.value()
+		return nil, errMisshapen
+	}
+	var err error
+	levels := buf
+	for i, ok := 0, s.open('['); ok; i, ok = i+1, s.more(']') {
+		var pair [2]field
+		switch s.peek() {
+		case '[':
+			for j, ok := 0, s.open('['); ok; j, ok = j+1, s.more(']') {
+				if v := s.value(); j < len(pair) {
+					pair[j] = v
+				}
+			}
+		case 'n':
+			s.value()
+		default:
+			s.value()
+			err = errMisshapen
+		}
+		if err == nil {
+			var lv venue.Level
+			if lv, err = levelOf(pair, side, i); err == nil {
+				levels = append(levels, lv)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]venue.Level, len(levels))
+	for i, lv := range levels {
+		out[i] = venue.Level{Price: strings.Clone(lv.Price), Size: strings.Clone(lv.Size)}
+	}
+	return out, nil
+}
+
+// levelOf checks level i of a depth event's side: the price is a positive
+// plain decimal and the quantity a non-negative one ("0" removes the
+// level). This is the one check of a streamed level's decimals; the book
+// trusts them from here on.
+func levelOf(pair [2]field, side string, i int) (venue.Level, error) {
+	price, ok := pair[0].positive()
+	if !ok {
+		return venue.Level{}, badData("%s %d price is not a positive plain decimal", side, i)
+	}
+	size, ok := pair[1].nonNegative()
+	if !ok {
+		return venue.Level{}, badData("%s %d quantity is not a non-negative plain decimal", side, i)
+	}
+	return venue.Level{Price: price, Size: size}, nil
+}
+
+// The keys of an aggTrade event.
+const (
+	aggEvent     = iota // e
+	aggEventTime        // E
+	aggSymbol           // s
+	aggUpperS           // S
+	aggID               // a
+	aggUpperA           // A
+	aggPrice            // p
+	aggUpperP           // P
+	aggQty              // q
+	aggUpperQ           // Q
+	aggFirst            // f
+	aggUpperF           // F
+	aggLast             // l
+	aggUpperL           // L
+	aggTime             // T
+	aggLowerT           // t
+	aggMaker            // m
+	aggUpperM           // M
+)
+
+var aggTradeKeys = [...]string{
+	aggEvent: "e", aggEventTime: "E", aggSymbol: "s", aggUpperS: "S", aggID: "a", aggUpperA: "A",
+	aggPrice: "p", aggUpperP: "P", aggQty: "q", aggUpperQ: "Q", aggFirst: "f", aggUpperF: "F",
+	aggLast: "l", aggUpperL: "L", aggTime: "T", aggLowerT: "t", aggMaker: "m", aggUpperM: "M",
+}
+
+// readTrade reads an aggTrade event; aggTradeEventOf says what it must
+// hold.
+func readTrade(s *scanner) (string, venue.Trade, error) {
+	if s.peek() != '{' {
+		s.value()
+		return "", venue.Trade{}, badData("event is not a JSON object")
+	}
+	var f [len(aggTradeKeys)]field
+	readFields(s, aggTradeKeys[:], f[:])
+	sym, tr, err := aggTradeEventOf(f[aggEvent], f[aggSymbol], f[aggID], f[aggPrice], f[aggQty], f[aggTime], f[aggMaker])
+	if err != nil {
+		return "", venue.Trade{}, err
+	}
+	tr.Price, tr.Size = strings.Clone(tr.Price), strings.Clone(tr.Size)
+	return strings.Clone(sym), tr, nil
+}
+
+// aggTradeEventOf checks an aggTrade event: e is "aggTrade", s a non-empty
+// string, and a, p, q, T and m as in the REST list (see aggTradeOf).
+func aggTradeEventOf(event, symbol, id, price, qty, t, maker field) (string, venue.Trade, error) {
+	if ev, _ := event.text(); ev != "aggTrade" {
+		return "", venue.Trade{}, badData("trade event type is not aggTrade")
+	}
+	sym, ok := symbol.text()
+	if !ok || sym == "" {
+		return "", venue.Trade{}, badData("trade event has no symbol")
+	}
+	tr, err := aggTradeOf(id, price, qty, t, maker)
+	if err != nil {
+		return "", venue.Trade{}, err
+	}
+	return sym, tr, nil
+}
+
+// The keys of a row of !ticker@arr.
+const (
+	tickEvent       = iota // e
+	tickEventTime          // E
+	tickSymbol             // s
+	tickUpperS             // S
+	tickChange             // p
+	tickChangePct          // P
+	tickWeighted           // w
+	tickUpperW             // W
+	tickLast               // c
+	tickCloseTime          // C
+	tickLastQty            // Q
+	tickQuoteVolume        // q
+	tickOpen               // o
+	tickOpenTime           // O
+	tickHigh               // h
+	tickUpperH             // H
+	tickLow                // l
+	tickLastID             // L
+	tickVolume             // v
+	tickUpperV             // V
+	tickFirstID            // F
+	tickLowerF             // f
+	tickCount              // n
+	tickUpperN             // N
+)
+
+var tickerKeys = [...]string{
+	tickEvent: "e", tickEventTime: "E", tickSymbol: "s", tickUpperS: "S", tickChange: "p", tickChangePct: "P",
+	tickWeighted: "w", tickUpperW: "W", tickLast: "c", tickCloseTime: "C", tickLastQty: "Q", tickQuoteVolume: "q",
+	tickOpen: "o", tickOpenTime: "O", tickHigh: "h", tickUpperH: "H", tickLow: "l", tickLastID: "L",
+	tickVolume: "v", tickUpperV: "V", tickFirstID: "F", tickLowerF: "f", tickCount: "n", tickUpperN: "N",
+}
+
+// readTickers reads the rows of !ticker@arr, which must be an array. A row
+// that tickerStatOf refuses, or one sent as null, is dropped (the venue
+// lists only symbols that changed, so the row's market keeps its last
+// values until the next one); a row that is neither an object nor null
+// makes the frame errMisshapen.
+func readTickers(s *scanner) ([]venue.Stat, error) {
+	if s.peek() != '[' {
+		s.value()
+		return nil, badData("event is not a JSON array")
+	}
+	stats := []venue.Stat{}
+	misshapen := false
+	for ok := s.open('['); ok; ok = s.more(']') {
+		var f [len(tickerKeys)]field
+		switch s.peek() {
+		case '{':
+			readFields(s, tickerKeys[:], f[:])
+		case 'n':
+			s.value()
+			continue
+		default:
+			s.value()
+			misshapen = true
+			continue
+		}
+		st, ok := tickerStatOf(f[tickEvent], tickerItem{
+			Symbol:      f[tickSymbol],
+			LastPrice:   f[tickLast],
+			HighPrice:   f[tickHigh],
+			LowPrice:    f[tickLow],
+			Volume:      f[tickVolume],
+			QuoteVolume: f[tickQuoteVolume],
+		})
+		if ok && !misshapen {
+			stats = append(stats, venue.Stat{
+				Symbol:      strings.Clone(st.Symbol),
+				LastPrice:   strings.Clone(st.LastPrice),
+				High:        strings.Clone(st.High),
+				Low:         strings.Clone(st.Low),
+				BaseVolume:  strings.Clone(st.BaseVolume),
+				QuoteVolume: strings.Clone(st.QuoteVolume),
+			})
+		}
+	}
+	if misshapen {
+		return nil, errMisshapen
+	}
+	return stats, nil
+}
+
+// tickerStatOf checks a row of !ticker@arr: e is "24hrTicker", and the
+// values are those of a REST ticker item (see statOf).
+func tickerStatOf(event field, it tickerItem) (venue.Stat, bool) {
+	if ev, _ := event.text(); ev != "24hrTicker" {
+		return venue.Stat{}, false
+	}
+	return statOf(it)
+}
