@@ -119,6 +119,7 @@ var oracleCases = []string{
 	`{"result":"\x","id":1}`,
 	`{"result":"\u12G4","id":1}`,
 	`{"result":"` + "\x01" + `","id":1}`,
+	`{"result":"` + "\x1f" + `","id":1}`, // the highest control byte
 	`{"result":"` + "\x7f\xff\xfe" + `","id":1}`,
 	`{"result":[1,],"id":1}`,
 	`{"result":[,1],"id":1}`,
