@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -177,41 +178,63 @@ func TestStreamGapResyncsWithoutPublishingAcrossIt(t *testing.T) {
 }
 
 // A lost stream stops confirming the book, so that it ages towards
-// max-stale; once the stream is live again the book resyncs.
-func TestLostStreamAgesTheBookThenResyncs(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newStreamWorld(t, 1, Config{MaxStale: 3 * time.Second})
-		defer w.stop()
-		w.src.Live(snapshot.StreamBook, w.symbols)
-		for range 5 {
-			w.tick()
-		}
-		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
-			t.Fatal("book not fresh while its stream is in sequence")
-		}
-		w.src.Lost(snapshot.StreamBook, w.symbols)
-		readAt := w.book(0).ReadAt()
-		time.Sleep(4 * time.Second)
-		synctest.Wait()
-		if w.book(0).ReadAt() != readAt {
-			t.Fatal("a book whose stream was lost was confirmed as current")
-		}
-		if w.p.fresh(pairID(1), snapshot.StreamBook) {
-			t.Fatal("book still fresh past max-stale after its stream was lost")
-		}
-		w.src.Live(snapshot.StreamBook, w.symbols)
-		for range 5 {
-			w.tick()
-		}
-		time.Sleep(400 * time.Millisecond)
-		synctest.Wait()
-		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
-			t.Fatal("book not fresh again after the stream came back")
-		}
-		if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
-			t.Fatalf("after the stream came back: published\n%s\nwant\n%s", got, want)
-		}
-	})
+// max-stale. The venue numbers a market's updates per market, not per
+// connection: when the stream comes back and its first event continues the
+// book's chain, nothing was lost and no snapshot is read; when updates were
+// missed meanwhile, the book resyncs from one snapshot, counted as lost.
+func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
+	for _, missed := range []int{0, 3} {
+		t.Run(fmt.Sprintf("%d updates missed", missed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newStreamWorld(t, 1, Config{MaxStale: 3 * time.Second})
+				defer w.stop()
+				w.src.Live(snapshot.StreamBook, w.symbols)
+				for range 5 {
+					w.tick()
+				}
+				if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+					t.Fatal("book not fresh while its stream is in sequence")
+				}
+				reads := w.v.count(venue.CallBook, w.symbols[0])
+				w.src.Lost(snapshot.StreamBook, w.symbols)
+				readAt := w.book(0).ReadAt()
+				for range missed {
+					w.tick(w.symbols[0]) // the venue moves on; the events never arrive
+				}
+				time.Sleep(4 * time.Second)
+				synctest.Wait()
+				if w.book(0).ReadAt() != readAt {
+					t.Fatal("a book whose stream was lost was confirmed as current")
+				}
+				if w.p.fresh(pairID(1), snapshot.StreamBook) {
+					t.Fatal("book still fresh past max-stale after its stream was lost")
+				}
+				w.src.Live(snapshot.StreamBook, w.symbols)
+				for range 5 {
+					w.tick()
+				}
+				time.Sleep(400 * time.Millisecond)
+				synctest.Wait()
+				if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+					t.Fatal("book not fresh again after the stream came back")
+				}
+				if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
+					t.Fatalf("after the stream came back: published\n%s\nwant\n%s", got, want)
+				}
+				wantReads, wantLost := reads, 0.0
+				if missed > 0 {
+					wantReads, wantLost = reads+1, 1
+				}
+				if got := w.v.count(venue.CallBook, w.symbols[0]); got != wantReads {
+					t.Errorf("%d snapshot reads after the stream came back, want %d", got-reads, wantReads-reads)
+				}
+				want(t, scrape(t, w.metrics), map[string]float64{
+					`marketfeed_book_resyncs_total{cause="lost"}`: wantLost,
+					`marketfeed_books_suspended_total`:            1,
+				})
+			})
+		})
+	}
 }
 
 // Trades come from the stream into a window of the newest 100, backfilled
@@ -262,6 +285,74 @@ func TestStreamTradesAreBackfilledOnceAndDeduplicated(t *testing.T) {
 			t.Fatalf("quiet window: version %d→%d, read %d→%d; want the same value confirmed later", version, tr2.Version(), tr.ReadAt(), tr2.ReadAt())
 		}
 	})
+}
+
+// A lost trade stream is judged by its first trade once it is back:
+// aggregate trade ids are the market's, so a trade that follows the
+// window's newest means none was missed and the window is not read again;
+// one that skips ids has the window backfilled again, and the trades
+// missed meanwhile are published.
+func TestLostTradeStreamBackfillsOnlyWhenTradesWereMissed(t *testing.T) {
+	for _, next := range []int64{26, 40} {
+		t.Run(fmt.Sprintf("first trade %d after 25", next), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newStreamWorld(t, 1, Config{})
+				defer w.stop()
+				sym := w.symbols[0]
+				trade := func(id int64) venue.Trade {
+					return venue.Trade{ID: id, Time: 1_700_000_000_000 + id, Price: "10", Size: "1"}
+				}
+				tape := func(last int64) (out []venue.Trade) {
+					for id := int64(1); id <= last; id++ {
+						out = append(out, trade(id))
+					}
+					return out
+				}
+				w.v.mu.Lock()
+				w.v.tape = map[string][]venue.Trade{sym: tape(20)}
+				w.v.mu.Unlock()
+				w.src.Live(snapshot.StreamTrades, w.symbols)
+				for id := int64(18); id <= 25; id++ {
+					w.src.Trade(sym, trade(id))
+				}
+				time.Sleep(1100 * time.Millisecond)
+				synctest.Wait()
+				if n := w.v.count(venue.CallTrades, sym); n != 1 {
+					t.Fatalf("%d backfill reads before the loss, want 1", n)
+				}
+
+				w.src.Lost(snapshot.StreamTrades, w.symbols)
+				w.v.mu.Lock()
+				w.v.tape = map[string][]venue.Trade{sym: tape(next)}
+				w.v.mu.Unlock()
+				w.src.Live(snapshot.StreamTrades, w.symbols)
+				w.src.Trade(sym, trade(next))
+				time.Sleep(2100 * time.Millisecond)
+				synctest.Wait()
+
+				wantReads := 1
+				if next > 26 {
+					wantReads = 2
+				}
+				if n := w.v.count(venue.CallTrades, sym); n != wantReads {
+					t.Errorf("%d backfill reads, want %d", n, wantReads)
+				}
+				tr, _ := w.store.Trades([]byte(pairID(1)))
+				exp, err := snapshot.NewTrades(pairID(1), tape(next), time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tr == nil || string(tr.Body(snapshot.SideAll)) != string(exp.Body(snapshot.SideAll)) {
+					t.Fatalf("published\n%s\nwant every trade up to %d, each once", tr.Body(snapshot.SideAll), next)
+				}
+				gaps := 0.0
+				if next > 26 {
+					gaps = 1
+				}
+				want(t, scrape(t, w.metrics), map[string]float64{`marketfeed_trade_window_gaps_total`: gaps})
+			})
+		})
+	}
 }
 
 // Snapshot reads never exceed the budget: a cold start of many books is

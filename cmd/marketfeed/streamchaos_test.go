@@ -125,9 +125,18 @@ func TestStreamFaults(t *testing.T) {
 	}
 	checkAll()
 
-	// Every connection cut: every book resyncs.
+	// Every connection cut: every book is suspended; one whose first event
+	// after the reconnect continues its chain goes on, the others resync.
+	before := opsMetrics(t, a)
 	c.streamFault("connections dropped", http.MethodPost, "/_control/drop", 10*time.Second)
 	checkAll()
+	after := opsMetrics(t, a)
+	suspended := after["marketfeed_books_suspended_total"] - before["marketfeed_books_suspended_total"]
+	lost := after[`marketfeed_book_resyncs_total{cause="lost"}`] - before[`marketfeed_book_resyncs_total{cause="lost"}`]
+	c.figure("%-28s %v books suspended, %v of them resynced for updates missed", "connections dropped", suspended, lost)
+	if suspended == 0 || lost > suspended {
+		t.Errorf("%v books suspended and %v resynced for a lost stream after every connection was cut", suspended, lost)
+	}
 	// A lost depth event: that book resyncs from a new snapshot.
 	c.streamFault("sequence gap", http.MethodPost, "/_control/gap?symbol=BTCUSDT", 5*time.Second)
 	checkAll()

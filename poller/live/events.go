@@ -34,11 +34,14 @@ func (s *Source) Depth(u venue.DepthUpdate) {
 	defer lp.mu.Unlock()
 	lp.books.at = now
 	lp.books.silent = silence{}
-	wasSynced := lp.book.Synced()
+	wasSynced, suspended := lp.book.Synced(), lp.book.Suspended()
 	if err := lp.book.Apply(u); err != nil {
 		cause := causeGap
-		if errors.Is(err, orderbook.ErrBadLevel) {
+		switch {
+		case errors.Is(err, orderbook.ErrBadLevel):
 			cause = causeBadData
+		case suspended:
+			cause = causeLost // updates were missed while the stream was down
 		}
 		s.resynced(lp, cause, err)
 	} else if !wasSynced && lp.book.Buffered() == 1 {
@@ -56,6 +59,22 @@ func (s *Source) Trade(symbol string, tr venue.Trade) {
 	lp.mu.Lock()
 	lp.trades.at, lp.tradedAt = now, now
 	lp.trades.silent = silence{}
+	if lp.tradesResumed {
+		// The first new trade since the connection was lost: aggregate
+		// trade ids are the market's, so one that follows the window's
+		// newest means none was missed; otherwise the window is
+		// backfilled again. A trade the window holds says nothing yet.
+		last, ok := lp.window.newestID()
+		switch {
+		case !ok:
+			lp.tradesResumed = false
+		case tr.ID > last+1:
+			lp.tradesResumed, lp.backfilled = false, false
+			s.metrics.tradeGaps.Inc()
+		case tr.ID == last+1:
+			lp.tradesResumed = false
+		}
+	}
 	if lp.window.add(tr) {
 		lp.windowChanged = true
 	}
@@ -100,9 +119,11 @@ func (s *Source) Live(k snapshot.Stream, symbols []string) {
 	})
 }
 
-// Lost marks the pairs' streams of k as no longer delivering in sequence. A
-// book must be synced again; a trade window may have missed trades while the
-// stream was down, so it is backfilled again once the stream is back.
+// Lost marks the pairs' streams of k as no longer delivering. A book is
+// suspended, not dropped: when the stream is back, its first event either
+// continues the book's chain, and nothing was lost, or the book is synced
+// again. Likewise the first trade tells whether a trade window must be
+// backfilled again.
 func (s *Source) Lost(k snapshot.Stream, symbols []string) {
 	s.eachOf(symbols, func(lp *pair) {
 		kinds[k].stream(lp).live = false

@@ -40,6 +40,9 @@ type pair struct {
 	window        tradeWindow
 	windowChanged bool
 	backfilled    bool
+	// tradesResumed is set when the trade stream's connection was lost:
+	// the first trade after it tells whether trades were missed.
+	tradesResumed bool
 	// activeAt is when the ticker stream last showed the market trading:
 	// then its depth and trade streams must be delivering too.
 	activeAt time.Time
@@ -169,7 +172,14 @@ var kinds = [snapshot.NumStreams]kind{
 		// must deliver too.
 		active: func(lp *pair) time.Time { return later(lp.activeAt, lp.tradedAt) },
 		lose: func(s *Source, lp *pair, cause string) {
-			if lp.book.Synced() {
+			switch {
+			case !lp.book.Synced():
+			case cause == causeLost:
+				// The venue numbers updates per market: the next
+				// event may still continue the chain (see Source.Depth).
+				lp.book.Suspend()
+				s.metrics.suspended.Inc()
+			default:
 				lp.book.Desync()
 				s.resynced(lp, cause, nil)
 			}
@@ -180,9 +190,16 @@ var kinds = [snapshot.NumStreams]kind{
 		stream:  func(lp *pair) *stream { return &lp.trades.stream },
 		current: (*pair).tradesCurrent,
 		active:  func(lp *pair) time.Time { return lp.activeAt },
-		// The window may have missed trades: backfill it again once the
-		// stream is back.
-		lose: func(_ *Source, lp *pair, _ string) { lp.backfilled = false },
+		// The window may have missed trades. A lost connection is
+		// judged by the first trade once the stream is back (see
+		// Source.Trade); a stream given up as silent is backfilled again.
+		lose: func(_ *Source, lp *pair, cause string) {
+			if cause == causeLost {
+				lp.tradesResumed = true
+				return
+			}
+			lp.backfilled = false
+		},
 	},
 }
 

@@ -25,6 +25,11 @@ import (
 //     otherwise the book is out of sequence and is synced again from a new
 //     snapshot.
 //
+// The venue numbers a market's updates per market, not per connection: a
+// book whose stream was cut off is suspended rather than dropped (Suspend),
+// and when its stream is back, a first event that continues its chain
+// resumes it with nothing lost; only a broken chain needs a new snapshot.
+//
 // Levels are the venue's strings, kept byte for byte; a size of zero removes
 // a level, and removing a level the book does not hold is normal.
 //
@@ -39,12 +44,16 @@ import (
 //
 // An Book is not safe for concurrent use; its owner locks it.
 type Book struct {
-	synced bool  // a snapshot was applied and every event since has chained
-	first  bool  // no event has been applied since the snapshot
-	last   int64 // the update id the book is current at
-	time   int64 // the venue's time of the last event or snapshot, ms
-	bids   bookSide
-	asks   bookSide
+	synced bool // a snapshot was applied and every event since has chained
+	// suspended is set while the stream that fed the book is cut off: the
+	// book keeps its levels and update id but is not current until an
+	// event continues its chain (see Suspend).
+	suspended bool
+	first     bool  // no event has been applied since the snapshot
+	last      int64 // the update id the book is current at
+	time      int64 // the venue's time of the last event or snapshot, ms
+	bids      bookSide
+	asks      bookSide
 	// buffer holds the events received while the book waits for a
 	// snapshot, oldest first; at most maxBuffered, the newest kept.
 	buffer []venue.DepthUpdate
@@ -94,8 +103,23 @@ func newBook(max int) *Book {
 }
 
 // Synced reports whether the book is current: synced from a snapshot and in
-// sequence since.
-func (b *Book) Synced() bool { return b.synced }
+// sequence since, and not suspended.
+func (b *Book) Synced() bool { return b.synced && !b.suspended }
+
+// Suspended reports whether the book waits for its stream to come back (see
+// Suspend).
+func (b *Book) Suspended() bool { return b.suspended }
+
+// Suspend keeps a synced book whose stream was cut off: it is not current
+// (Synced is false) until Apply takes an event that continues its chain
+// (pu equal to the book's update id, or an event whose range covers the
+// book's next update) and resumes it; a first event that does neither
+// desyncs it. A book that is not synced is left as it is.
+func (b *Book) Suspend() {
+	if b.synced {
+		b.suspended = true
+	}
+}
 
 // LastUpdateID is the update id the book is current at; 0 before a sync.
 func (b *Book) LastUpdateID() int64 { return b.last }
@@ -119,7 +143,7 @@ func (b *Book) ResetChanged() { b.changed = false }
 // Desync drops the book's levels and starts buffering for a new snapshot;
 // the events that were ahead are kept as the start of the new buffer.
 func (b *Book) Desync() {
-	b.synced = false
+	b.synced, b.suspended = false, false
 	b.first = false
 	b.bids.levels = b.bids.levels[:0]
 	b.asks.levels = b.asks.levels[:0]
@@ -142,6 +166,9 @@ func (b *Book) Apply(u venue.DepthUpdate) error {
 	if u.Last <= b.last {
 		return nil // a duplicate, or older than the book
 	}
+	if b.suspended {
+		return b.resume(u)
+	}
 	if !b.follows(u) {
 		if len(b.ahead) == maxAhead {
 			b.Desync()
@@ -151,6 +178,26 @@ func (b *Book) Apply(u venue.DepthUpdate) error {
 		b.ahead = append(b.ahead, u)
 		return nil
 	}
+	if err := b.apply(u); err != nil {
+		return err
+	}
+	return b.drainAhead()
+}
+
+// resume takes the first event after the book's stream came back: the chain
+// goes on if it continues the book (pu == the book's u) or covers the
+// book's next update (U <= u+1 <= the event's u: re-applying the part the
+// book already holds changes nothing, since an event sets sizes outright).
+// Anything else means updates were missed while the stream was down.
+func (b *Book) resume(u venue.DepthUpdate) error {
+	if u.Prev != b.last && u.First > b.last+1 {
+		was := b.last
+		b.Desync()
+		b.buffer = append(b.buffer, u)
+		return fmt.Errorf("%w: update %d..%d (previous %d) after %d, when the stream came back",
+			ErrOutOfSequence, u.First, u.Last, u.Prev, was)
+	}
+	b.suspended = false
 	if err := b.apply(u); err != nil {
 		return err
 	}
@@ -244,7 +291,7 @@ func (b *Book) load(snap venue.Book, limit int) error {
 		b.Desync()
 		return err
 	}
-	b.synced, b.first = true, true
+	b.synced, b.first, b.suspended = true, true, false
 	b.last = snap.LastUpdateID
 	b.time = snap.Time
 	b.ahead = b.ahead[:0]

@@ -349,3 +349,81 @@ func TestOrderBookSideIsTrimmed(t *testing.T) {
 		t.Fatalf("an update beyond the trimmed edge %s was applied", worst)
 	}
 }
+
+// A book whose stream was cut off is suspended, not dropped: it is not
+// current until an event continues its chain (pu == the book's u) or covers
+// its next update (U <= u+1); a duplicate says nothing yet; any other first
+// event means updates were missed, and the book desyncs and buffers it.
+func TestOrderBookSuspendedResumesOnlyOnItsChain(t *testing.T) {
+	cases := []struct {
+		name    string
+		events  []venue.DepthUpdate
+		resumed bool
+		last    int64
+		bid     string // the size of the bid at 1 after the events
+	}{
+		{"continues", []venue.DepthUpdate{upd(101, 105, 100, lv("1", "2"), nil)}, true, 105, "2"},
+		{"covers the next update", []venue.DepthUpdate{upd(97, 108, 96, lv("1", "3"), nil)}, true, 108, "3"},
+		{"a duplicate, then continues", []venue.DepthUpdate{
+			upd(96, 100, 95, lv("1", "9"), nil), upd(101, 102, 100, lv("1", "4"), nil),
+		}, true, 102, "4"},
+		{"updates missed", []venue.DepthUpdate{upd(104, 106, 103, lv("1", "5"), nil)}, false, 0, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := synced(t, venue.Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
+			b.Suspend()
+			if b.Synced() || !b.Suspended() {
+				t.Fatalf("synced %v, suspended %v: a suspended book is not current", b.Synced(), b.Suspended())
+			}
+			var err error
+			for _, u := range c.events {
+				if err = b.Apply(u); err != nil {
+					break
+				}
+			}
+			if !c.resumed {
+				if !errors.Is(err, ErrOutOfSequence) || b.Synced() || b.Suspended() || b.Buffered() != 1 {
+					t.Fatalf("err %v, synced %v, suspended %v, buffered %d: want out of sequence, desynced, the event buffered",
+						err, b.Synced(), b.Suspended(), b.Buffered())
+				}
+				if bids, _ := b.Top(1); len(bids) != 0 {
+					t.Fatalf("levels kept across missed updates: %v", bids)
+				}
+				return
+			}
+			if err != nil || !b.Synced() || b.LastUpdateID() != c.last {
+				t.Fatalf("err %v, synced %v at %d: want resumed at %d", err, b.Synced(), b.LastUpdateID(), c.last)
+			}
+			if bids, _ := b.Top(1); len(bids) != 1 || bids[0].Size != c.bid {
+				t.Fatalf("bids %v, want size %s", bids, c.bid)
+			}
+			// Resumed, the book follows the ordinary rule again.
+			if err := b.Apply(upd(c.last+1, c.last+2, c.last, nil, nil)); err != nil || b.LastUpdateID() != c.last+2 {
+				t.Fatalf("err %v at %d after resuming", err, b.LastUpdateID())
+			}
+		})
+	}
+}
+
+// A snapshot laid under a suspended book replaces what it held: the book is
+// current at the snapshot and no longer suspended. Suspending a book that
+// is not synced changes nothing.
+func TestOrderBookSuspendedAndSnapshotOrNotSynced(t *testing.T) {
+	b := synced(t, venue.Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
+	b.Suspend()
+	if err := b.Refresh(venue.Book{LastUpdateID: 120, Bids: lv("1", "6")}, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Synced() || b.Suspended() || b.LastUpdateID() != 120 {
+		t.Fatalf("synced %v, suspended %v at %d: want current at the snapshot's 120", b.Synced(), b.Suspended(), b.LastUpdateID())
+	}
+	fresh := New()
+	fresh.Suspend()
+	if fresh.Suspended() || fresh.Synced() {
+		t.Fatal("a book never synced became suspended")
+	}
+	if err := fresh.Apply(upd(1, 2, 0, lv("1", "1"), nil)); err != nil || fresh.Buffered() != 1 {
+		t.Fatalf("err %v, buffered %d: a book never synced buffers as before", err, fresh.Buffered())
+	}
+}
