@@ -1,0 +1,291 @@
+package binance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"marketfeed/internal/backoff"
+	"marketfeed/poller/venue"
+)
+
+// wsConn is one websocket connection and the streams routed to it.
+type wsConn struct {
+	s    *Streams
+	sl   *slot
+	ws   *websocket.Conn
+	pace pacer
+	done chan struct{} // closed when the reader has ended
+	err  error         // why the reader ended; read after done
+
+	retired atomic.Bool // closed on purpose: report nothing
+
+	mu      sync.Mutex
+	routes  map[string]streamRef // names subscribed (or being subscribed)
+	pending map[int64]chan reply
+}
+
+// dial opens a connection to the slot's path and starts its reader, which
+// runs until the connection closes: the library answers the venue's pings
+// only while a read is in progress, so one read is always outstanding.
+func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	o := sl.s.dialOpts()
+	ws, _, err := websocket.Dial(dctx, sl.url, &websocket.DialOptions{
+		HTTPClient: o.HTTPClient,
+		HTTPHeader: http.Header{"User-Agent": {userAgent}},
+		// Compression stays off: over the recorded frames permessage-deflate
+		// saves bytes on the wire but costs more CPU per frame than the
+		// decoder does (see BenchmarkStreamCompression).
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	ws.SetReadLimit(maxFrame)
+	c := &wsConn{
+		s:       sl.s,
+		sl:      sl,
+		ws:      ws,
+		pace:    pacer{every: time.Second / time.Duration(sl.s.preset.ControlPerSecond)},
+		done:    make(chan struct{}),
+		routes:  make(map[string]streamRef),
+		pending: make(map[int64]chan reply),
+	}
+	sl.s.met.conns.Add(1)
+	// The slot waits for done before it returns, so this goroutine is owned
+	// by Run like every other.
+	go c.readLoop(ctx, sink)
+	return c, nil
+}
+
+// closeNow closes the connection without a handshake and waits for the
+// reader; used when shutting down or abandoning a connection.
+func (c *wsConn) closeNow() {
+	c.retired.Store(true)
+	_ = c.ws.CloseNow()
+	<-c.done
+}
+
+// retire closes a replaced connection politely and waits for its reader.
+func (c *wsConn) retire() {
+	c.retired.Store(true)
+	_ = c.ws.Close(websocket.StatusNormalClosure, "replaced")
+	<-c.done
+}
+
+// reportLost reports every stream c carried as Lost, unless c was closed on
+// purpose.
+func (c *wsConn) reportLost(sink venue.Sink) {
+	if c.retired.Load() {
+		return
+	}
+	c.mu.Lock()
+	refs := make([]streamRef, 0, len(c.routes))
+	for _, r := range c.routes {
+		refs = append(refs, r)
+	}
+	c.mu.Unlock()
+	report(refs, sink.Lost)
+}
+
+func (c *wsConn) names() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(c.routes))
+	for n := range c.routes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (c *wsConn) route(name string) (streamRef, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.routes[name]
+	return r, ok
+}
+
+func (c *wsConn) unroute(names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range names {
+		delete(c.routes, n)
+	}
+}
+
+// subscribe routes names to c, so that events arriving before the
+// acknowledgement are delivered, and sends SUBSCRIBE. A refusal unroutes
+// them again.
+func (c *wsConn) subscribe(ctx context.Context, names []string, refs []streamRef) (reply, error) {
+	c.mu.Lock()
+	for i, n := range names {
+		c.routes[n] = refs[i]
+	}
+	c.mu.Unlock()
+	r, err := c.request(ctx, "SUBSCRIBE", names)
+	if err == nil && !r.ok {
+		c.unroute(names)
+	}
+	return r, err
+}
+
+// Errors of a control message that got no answer.
+var (
+	errConnClosed = errors.New("connection closed")
+	errNoReply    = errors.New("no reply in time")
+)
+
+// request sends one control message, paced, and waits for its reply.
+func (c *wsConn) request(ctx context.Context, method string, names []string) (reply, error) {
+	id := c.s.nextID.Add(1)
+	ch := make(chan reply, 1)
+	c.mu.Lock()
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+	if err := c.pace.wait(ctx); err != nil {
+		return reply{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, replyTimeout)
+	defer cancel()
+	if err := c.ws.Write(wctx, websocket.MessageText, encodeControl(method, names, id)); err != nil {
+		return reply{}, fmt.Errorf("send %s: %w", method, err)
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-c.done:
+		return reply{}, fmt.Errorf("await %s reply: %w", method, errConnClosed)
+	case <-wctx.Done():
+		if err := ctx.Err(); err != nil {
+			return reply{}, err
+		}
+		return reply{}, fmt.Errorf("await %s reply: %w", method, errNoReply)
+	}
+}
+
+// readLoop reads until the connection closes, delivering events to sink
+// and replies to the requests waiting for them.
+func (c *wsConn) readLoop(ctx context.Context, sink venue.Sink) {
+	defer close(c.done)
+	defer c.s.met.conns.Add(-1)
+	for {
+		_, b, err := c.ws.Read(ctx)
+		if err != nil {
+			if errors.Is(err, websocket.ErrMessageTooBig) {
+				c.s.met.badFrames.Inc()
+			}
+			c.err = err
+			return
+		}
+		c.handle(b, sink)
+	}
+}
+
+// handle routes one frame. Events of streams not routed to c (an
+// unsubscription in flight, a stream never asked for) are counted as
+// unknown and dropped.
+func (c *wsConn) handle(b []byte, sink venue.Sink) {
+	f, err := decodeFrame(b)
+	m := c.s.met
+	if err == nil && f.kind == frameReply {
+		c.mu.Lock()
+		ch := c.pending[f.reply.id]
+		delete(c.pending, f.reply.id)
+		c.mu.Unlock()
+		if ch == nil {
+			m.unknownEvents.Inc()
+			return
+		}
+		ch <- f.reply
+		return
+	}
+	if err != nil && f.name == "" {
+		m.badFrames.Inc()
+		c.s.warn("bad frame", "unusable market stream frame", "bytes", len(b), "err", err)
+		return
+	}
+	ref, ok := c.route(f.name)
+	if !ok || f.kind == frameUnknown {
+		m.unknownEvents.Inc()
+		return
+	}
+	switch f.kind {
+	case frameDepth, frameTrade:
+		sym := f.symbol
+		if f.kind == frameDepth {
+			sym = f.depth.Symbol
+		}
+		if err == nil && sym != ref.symbol {
+			err = badData("event symbol does not match its stream")
+		}
+		if err != nil {
+			// The stream is out of sequence now: the poller resyncs once the
+			// stream is acknowledged again.
+			m.badFrames.Inc()
+			c.s.warn("bad event "+ref.kind.String(), "unusable market stream event; resubscribing",
+				"symbol", ref.symbol, "stream", ref.kind.String(), "err", err)
+			sink.Lost(ref.kind, []string{ref.symbol})
+			c.sl.resubscribe(f.name)
+			return
+		}
+		if f.kind == frameDepth {
+			m.depthEvents.Inc()
+			sink.Depth(f.depth)
+		} else {
+			m.tradeEvents.Inc()
+			sink.Trade(ref.symbol, f.trade)
+		}
+	case frameTickers:
+		if err != nil {
+			m.badFrames.Inc()
+			c.s.warn("bad event tickers", "unusable all-market ticker frame", "bytes", len(b), "err", err)
+			return
+		}
+		m.tickerEvents.Inc()
+		if len(f.tickers) > 0 {
+			sink.Tickers(f.tickers)
+		}
+	}
+}
+
+// pacer spaces one connection's control messages at least every apart, so
+// that the venue never counts more than the preset's ControlPerSecond.
+// Only the slot's goroutine sends on a connection, so it needs no lock.
+type pacer struct {
+	every time.Duration
+	next  time.Time
+}
+
+func (p *pacer) wait(ctx context.Context) error {
+	now := time.Now()
+	if d := p.next.Sub(now); d > 0 {
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return err
+		}
+		now = p.next
+	}
+	p.next = now.Add(p.every)
+	return nil
+}
+
+// reconnects is the back-off of a connection's retries: from backoffMin to
+// backoffMax, jittered so that connections that failed together do not
+// come back together.
+func reconnects() backoff.Retries {
+	return backoff.Retries{Exponential: backoff.Exponential{Base: backoffMin, Max: backoffMax}}
+}
