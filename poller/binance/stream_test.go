@@ -602,6 +602,40 @@ func TestStreamsReconnect(t *testing.T) {
 	})
 }
 
+// TestStreamsReconnectAtOnceAfterAHealthyConnection: a connection that
+// lived longer than the longest back-off and is then closed by the venue is
+// dialled again at once, not after a back-off of half a second or more:
+// every heartbeat spent waiting is a chance for its suspended books to miss
+// an update. A connection closed again right away backs off as before.
+func TestStreamsReconnectAtOnceAfterAHealthyConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startStreams(t, Binance, 0, []string{"BTCUSDT"})
+		defer h.stop()
+		time.Sleep(backoffMax + time.Second)
+		synctest.Wait()
+		h.sink.take()
+		old := h.conn("/public/stream", "btcusdt@depth@100ms")
+		_ = old.ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait() // no time passes: the shortest back-off would be half of backoffMin
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT", "live book BTCUSDT")
+		again := h.conn("/public/stream", "btcusdt@depth@100ms")
+		if again == old {
+			t.Fatal("still the old connection")
+		}
+
+		// Closed again at once: not healthy, so the back-off applies.
+		_ = again.ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT")
+		time.Sleep(backoffMin / 4)
+		synctest.Wait()
+		wantCalls(t, h.sink.take())
+		time.Sleep(backoffMin)
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "live book BTCUSDT")
+	})
+}
+
 // TestStreamsRefused: an error reply reports the streams Lost, is counted,
 // and the subscription is retried later.
 func TestStreamsRefused(t *testing.T) {

@@ -132,9 +132,13 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 			_ = backoff.Sleep(ctx, bo.Next())
 			continue
 		}
-		sl.serve(ctx, c, age, sink, &bo)
+		healthy := sl.serve(ctx, c, age, sink, &bo)
 		age = sl.s.maxAge
-		if ctx.Err() == nil {
+		// A connection that had been healthy is dialled again at once: its
+		// books are suspended, and each heartbeat of waiting is one more
+		// chance that a book misses an update and needs a snapshot. A
+		// connection that keeps failing backs off.
+		if ctx.Err() == nil && !healthy {
 			_ = backoff.Sleep(ctx, bo.Next())
 		}
 	}
@@ -143,7 +147,9 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 // serve keeps c, or the connection that replaced it, subscribed to the
 // slot's names until the connection closes or ctx is done, and returns once
 // its reader has ended. A closed connection's streams are reported Lost.
-func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink venue.Sink, bo *backoff.Retries) {
+// healthy reports a connection that lived longer than backoffMax before the
+// venue closed it.
+func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink venue.Sink, bo *backoff.Retries) (healthy bool) {
 	since := time.Now()
 	ageTimer := time.NewTimer(age)
 	defer ageTimer.Stop()
@@ -166,11 +172,11 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 		select {
 		case <-ctx.Done():
 			c.closeNow()
-			return
+			return false
 		case <-c.done:
 			// A connection that lived long enough was healthy: the next one
 			// starts the back-off afresh.
-			if time.Since(since) > backoffMax {
+			if healthy = time.Since(since) > backoffMax; healthy {
 				bo.Reset()
 			}
 			sl.s.met.closed.Inc()
