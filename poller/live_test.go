@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -283,6 +284,89 @@ func TestStreamTradesAreBackfilledOnceAndDeduplicated(t *testing.T) {
 		tr2, _ := w.store.Trades([]byte(pairID(1)))
 		if tr2.Version() != version || tr2.ReadAt() == tr.ReadAt() {
 			t.Fatalf("quiet window: version %d→%d, read %d→%d; want the same value confirmed later", version, tr2.Version(), tr.ReadAt(), tr2.ReadAt())
+		}
+	})
+}
+
+// A stream-fed trade window answers as soon as it holds a trade the stream
+// delivered, before its backfill: a venue whose trade reads fail still has
+// the pair's trades served, newest first. A window that never held a trade
+// is not published and waits for a read like a cold load.
+func TestStreamTradesAnswerBeforeTheirBackfill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 2, Config{})
+		defer w.stop()
+		w.v.mu.Lock()
+		w.v.fail = func(c venue.Call, _ string) error {
+			if c == venue.CallTrades {
+				return errors.New("trades unavailable")
+			}
+			return nil
+		}
+		w.v.mu.Unlock()
+		w.src.Live(snapshot.StreamTrades, w.symbols)
+		tape := []venue.Trade{
+			{ID: 7, Time: 1_700_000_000_007, Price: "10.1", Size: "1"},
+			{ID: 8, Time: 1_700_000_000_008, Price: "10.2", Size: "2", Sell: true},
+			{ID: 9, Time: 1_700_000_000_009, Price: "10.3", Size: "3"},
+		}
+		for _, tr := range tape {
+			w.src.Trade(w.symbols[0], tr)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if w.v.count(venue.CallTrades, w.symbols[0]) == 0 {
+			t.Fatal("no backfill was tried")
+		}
+		tr, _ := w.store.Trades([]byte(pairID(1)))
+		exp, err := snapshot.NewTrades(pairID(1), tape, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr == nil || string(tr.Body(snapshot.SideAll)) != string(exp.Body(snapshot.SideAll)) {
+			t.Fatalf("published %v, want the three streamed trades while the backfill fails", tr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := w.p.Load(ctx, pairID(1), snapshot.StreamTrades); err != nil {
+			t.Errorf("Load of a window holding streamed trades: %v, want at once", err)
+		}
+		if tr, _ := w.store.Trades([]byte(pairID(2))); tr != nil {
+			t.Fatalf("a window that never held a trade was published: %s", tr.Body(snapshot.SideAll))
+		}
+		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+		defer cancel2()
+		if err := w.p.Load(ctx2, pairID(2), snapshot.StreamTrades); err == nil {
+			t.Error("Load of an empty window with failing backfills succeeded")
+		}
+	})
+}
+
+// Backfills fill windows in the background, the pairs requests read first:
+// with one read slot, the wanted pair's backfill is the first read even
+// though another pair comes before it in symbol order.
+func TestStreamBackfillsWantedPairsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 2, Config{Parallel: 1})
+		defer w.stop()
+		w.p.Want([]byte(pairID(2)), snapshot.StreamTrades, false)
+		w.src.Live(snapshot.StreamTrades, w.symbols)
+		for i, sym := range w.symbols {
+			w.src.Trade(sym, venue.Trade{ID: int64(i + 1), Time: 1_700_000_000_000, Price: "10", Size: "1"})
+		}
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		w.v.mu.Lock()
+		var first string
+		for _, c := range w.v.calls {
+			if c.call == venue.CallTrades {
+				first = c.symbol
+				break
+			}
+		}
+		w.v.mu.Unlock()
+		if first != w.symbols[1] {
+			t.Fatalf("first backfill read %q, want the wanted pair %q", first, w.symbols[1])
 		}
 	})
 }

@@ -121,6 +121,13 @@ func (r liveREST) BookWeight(depth int) int          { return r.p.bookWeight(dep
 func (r liveREST) TradesWeight() int                 { return r.p.venue.Weight(venue.CallTrades) }
 func (r liveREST) Deferred(s snapshot.Stream, n int) { r.p.deferred(s, n) }
 
+// Wanted reports whether a request asked for the pair's stream within the
+// hot period.
+func (r liveREST) Wanted(s snapshot.Stream, id string, now time.Time) bool {
+	hp := r.p.hot[s].get(id)
+	return hp != nil && hp.wanted.Load() >= now.Add(-r.p.cfg.HotTTL).UnixNano()
+}
+
 // GzipWanted reports whether a request that accepts gzip asked for the
 // pair's stream within the hot period.
 func (r liveREST) GzipWanted(s snapshot.Stream, id string, now time.Time) bool {

@@ -75,6 +75,9 @@ func (s *Source) Trade(symbol string, tr venue.Trade) {
 			lp.tradesResumed = false
 		}
 	}
+	if lp.trades.live {
+		lp.streamed = true
+	}
 	if lp.window.add(tr) {
 		lp.windowChanged = true
 	}

@@ -40,6 +40,9 @@ type pair struct {
 	window        tradeWindow
 	windowChanged bool
 	backfilled    bool
+	// streamed is set once the trade stream delivered a trade while live:
+	// the window then answers, newest first, before its backfill.
+	streamed bool
 	// tradesResumed is set when the trade stream's connection was lost:
 	// the first trade after it tells whether trades were missed.
 	tradesResumed bool
@@ -220,8 +223,11 @@ func (lp *pair) streaming(k snapshot.Stream) bool { return kinds[k].stream(lp).d
 // synced, in sequence and not silent. Such a pair needs no REST read.
 func (lp *pair) bookCurrent() bool { return lp.books.delivering() && lp.book.Synced() }
 
-// tradesCurrent reports whether the pair's trade window is complete and kept
-// current by the stream.
+// tradesCurrent reports whether the pair's trade window is kept current by
+// the stream and may answer: backfilled, full, or holding a trade the stream
+// delivered. A window answers the newest trades it has before its backfill
+// fills it toward MaxTrades: only a window that never held a trade waits for
+// a read.
 func (lp *pair) tradesCurrent() bool {
-	return lp.trades.delivering() && (lp.backfilled || lp.window.full())
+	return lp.trades.delivering() && (lp.backfilled || lp.streamed || lp.window.full())
 }

@@ -55,7 +55,7 @@ type restRead struct {
 	// due reports whether lp needs the read, its tier (lower tiers go
 	// first) and its order within the tier (lower first). Called with
 	// lp.mu held, only when a read of the kind may start.
-	due func(lp *pair) (ok bool, tier, order int)
+	due func(s *Source, lp *pair, now time.Time) (ok bool, tier, order int)
 	// fetch reads the venue and returns what applies the result with
 	// lp.mu held; that returns the build of a publication to run once the
 	// lock is released (nil: nothing).
@@ -67,7 +67,7 @@ var (
 		stream:  snapshot.StreamBook,
 		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted, tierRefresh: budget.PurposeRefresh},
 		weight:  func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
-		due: func(lp *pair) (bool, int, int) {
+		due: func(_ *Source, lp *pair, _ time.Time) (bool, int, int) {
 			if !lp.books.live {
 				return false, 0, 0
 			}
@@ -89,8 +89,15 @@ var (
 		stream:  snapshot.StreamTrades,
 		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
 		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
-		due: func(lp *pair) (bool, int, int) {
-			return lp.trades.live && !lp.backfilled && !lp.window.full(), 0, 0
+		// A window answers before its backfill (see pair.tradesCurrent):
+		// the backfill fills it toward MaxTrades in the background, the
+		// pairs requests read first.
+		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
+			order := 1
+			if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
+				order = 0
+			}
+			return lp.trades.live && !lp.backfilled && !lp.window.full(), 0, order
 		},
 		fetch: (*Source).fetchTrades,
 	}
@@ -144,7 +151,7 @@ func (s *Source) dispatch(r restRead) {
 	var due []queued
 	s.each(func(lp *pair) {
 		if r.state(lp).ready(now) {
-			if ok, tier, order := r.due(lp); ok {
+			if ok, tier, order := r.due(s, lp, now); ok {
 				due = append(due, queued{lp, tier, order})
 			}
 		}
@@ -201,7 +208,7 @@ func (s *Source) claim(r restRead, lp *pair, tier int) bool {
 	if !st.ready(time.Now()) {
 		return false
 	}
-	if ok, t, _ := r.due(lp); !ok || t != tier {
+	if ok, t, _ := r.due(s, lp, time.Now()); !ok || t != tier {
 		return false
 	}
 	st.inFlight = true

@@ -67,6 +67,9 @@ type Demand interface {
 	// GzipWanted reports whether requests that accept gzip ask for the
 	// pair's snapshot of s: it is then built with its compressed form.
 	GzipWanted(s snapshot.Stream, id string, now time.Time) bool
+	// Wanted reports whether requests read the pair's snapshot of s
+	// within the hot period.
+	Wanted(s snapshot.Stream, id string, now time.Time) bool
 }
 
 // Scheduler runs a source's work under its owner's lifetime, which ends

@@ -67,6 +67,7 @@ func (quietStreams) Resubscribe(snapshot.Stream, string)         {}
 type noGzip struct{}
 
 func (noGzip) GzipWanted(snapshot.Stream, string, time.Time) bool { return false }
+func (noGzip) Wanted(snapshot.Stream, string, time.Time) bool     { return false }
 
 // hookStore is a snapshot.Store that runs onPutBook before each book it
 // publishes takes effect.
