@@ -59,23 +59,9 @@ func (s *Source) Trade(symbol string, tr venue.Trade) {
 	lp.mu.Lock()
 	lp.trades.at, lp.tradedAt = now, now
 	lp.trades.silent = silence{}
-	if lp.tradesResumed {
-		// The first new trade since the connection was lost: aggregate
-		// trade ids are the market's, so one that follows the window's
-		// newest means none was missed; otherwise the window is
-		// backfilled again. A trade the window holds says nothing yet.
-		last, ok := lp.window.newestID()
-		switch {
-		case !ok:
-			lp.tradesResumed = false
-		case tr.ID > last+1:
-			lp.tradesResumed, lp.backfilled = false, false
-			s.metrics.tradeGaps.Inc()
-		case tr.ID == last+1:
-			lp.tradesResumed = false
-		}
-	}
-	if lp.trades.live {
+	// A trade into an empty window cannot leave a hole behind it: the
+	// window answers from then on (see pair.tradesCurrent).
+	if lp.trades.live && lp.window.empty() {
 		lp.streamed = true
 	}
 	if lp.window.add(tr) {
@@ -125,8 +111,8 @@ func (s *Source) Live(k snapshot.Stream, symbols []string) {
 // Lost marks the pairs' streams of k as no longer delivering. A book is
 // suspended, not dropped: when the stream is back, its first event either
 // continues the book's chain, and nothing was lost, or the book is synced
-// again. Likewise the first trade tells whether a trade window must be
-// backfilled again.
+// again. A trade window may have missed trades: it is backfilled again
+// once the stream is back, and serves meanwhile only if it is full.
 func (s *Source) Lost(k snapshot.Stream, symbols []string) {
 	s.eachOf(symbols, func(lp *pair) {
 		kinds[k].stream(lp).live = false

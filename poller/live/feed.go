@@ -40,12 +40,11 @@ type pair struct {
 	window        tradeWindow
 	windowChanged bool
 	backfilled    bool
-	// streamed is set once the trade stream delivered a trade while live:
-	// the window then answers, newest first, before its backfill.
+	// streamed is set when the trade stream delivered a trade into an
+	// empty window while live: the window then answers, newest first,
+	// before its backfill, and holds no hole. Cleared when the stream is
+	// lost, since the window may then miss trades.
 	streamed bool
-	// tradesResumed is set when the trade stream's connection was lost:
-	// the first trade after it tells whether trades were missed.
-	tradesResumed bool
 	// activeAt is when the ticker stream last showed the market trading:
 	// then its depth and trade streams must be delivering too.
 	activeAt time.Time
@@ -193,16 +192,9 @@ var kinds = [snapshot.NumStreams]kind{
 		stream:  func(lp *pair) *stream { return &lp.trades.stream },
 		current: (*pair).tradesCurrent,
 		active:  func(lp *pair) time.Time { return lp.activeAt },
-		// The window may have missed trades. A lost connection is
-		// judged by the first trade once the stream is back (see
-		// Source.Trade); a stream given up as silent is backfilled again.
-		lose: func(_ *Source, lp *pair, cause string) {
-			if cause == causeLost {
-				lp.tradesResumed = true
-				return
-			}
-			lp.backfilled = false
-		},
+		// The window may have missed trades: it may hold a hole until it
+		// is backfilled again once the stream is back.
+		lose: func(_ *Source, lp *pair, _ string) { lp.backfilled, lp.streamed = false, false },
 	},
 }
 

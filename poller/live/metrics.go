@@ -13,9 +13,8 @@ type sourceMetrics struct {
 	resyncs    map[string]*metrics.Counter              // by cause
 	silent     [snapshot.NumStreams][2]*metrics.Counter // by stream: resubscribed, fell back to REST
 	publishLag *promhist.Histogram                      // venue time of a book to its publication
-	// suspended counts books kept across a lost connection, and tradeGaps
-	// trade windows whose first trade after one showed trades missed.
-	suspended, tradeGaps *metrics.Counter
+	// suspended counts books kept across a lost connection.
+	suspended *metrics.Counter
 }
 
 // A stream-fed book is published on the 350 ms schedule after the event
@@ -33,7 +32,6 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
 	}
 	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
-	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")
 	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
 	for k, row := range kinds {
 		for src, name := range sourceNames {

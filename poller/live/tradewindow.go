@@ -62,11 +62,5 @@ func (w *tradeWindow) full() bool { return len(w.trades) >= snapshot.MaxTrades }
 // callers read it while they hold the pair's lock.
 func (w *tradeWindow) list() []venue.Trade { return w.trades }
 
-// newestID returns the id of the newest trade in the window; ok is false
-// when it is empty.
-func (w *tradeWindow) newestID() (id int64, ok bool) {
-	if len(w.trades) == 0 {
-		return 0, false
-	}
-	return w.trades[len(w.trades)-1].ID, true
-}
+// empty reports whether the window holds no trade.
+func (w *tradeWindow) empty() bool { return len(w.trades) == 0 }

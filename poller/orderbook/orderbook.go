@@ -188,9 +188,11 @@ func (b *Book) Apply(u venue.DepthUpdate) error {
 // goes on if it continues the book (pu == the book's u) or covers the
 // book's next update (U <= u+1 <= the event's u: re-applying the part the
 // book already holds changes nothing, since an event sets sizes outright).
-// Anything else means updates were missed while the stream was down.
+// A book a snapshot was laid under while suspended takes the first-event
+// rule of a sync instead (pu <= L <= u). Anything else means updates were
+// missed while the stream was down.
 func (b *Book) resume(u venue.DepthUpdate) error {
-	if u.Prev != b.last && u.First > b.last+1 {
+	if !b.follows(u) && u.First > b.last+1 {
 		was := b.last
 		b.Desync()
 		b.buffer = append(b.buffer, u)
@@ -291,7 +293,9 @@ func (b *Book) load(snap venue.Book, limit int) error {
 		b.Desync()
 		return err
 	}
-	b.synced, b.first, b.suspended = true, true, false
+	// A suspended book stays suspended: the snapshot may predate updates
+	// its stream missed, and only the stream's next event can tell.
+	b.synced, b.first = true, true
 	b.last = snap.LastUpdateID
 	b.time = snap.Time
 	b.ahead = b.ahead[:0]

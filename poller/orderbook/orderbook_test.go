@@ -363,6 +363,7 @@ func TestOrderBookSuspendedResumesOnlyOnItsChain(t *testing.T) {
 		bid     string // the size of the bid at 1 after the events
 	}{
 		{"continues", []venue.DepthUpdate{upd(101, 105, 100, lv("1", "2"), nil)}, true, 105, "2"},
+		{"continues by pu, starting past the next id", []venue.DepthUpdate{upd(150, 160, 100, lv("1", "8"), nil)}, true, 160, "8"},
 		{"covers the next update", []venue.DepthUpdate{upd(97, 108, 96, lv("1", "3"), nil)}, true, 108, "3"},
 		{"a duplicate, then continues", []venue.DepthUpdate{
 			upd(96, 100, 95, lv("1", "9"), nil), upd(101, 102, 100, lv("1", "4"), nil),
@@ -406,17 +407,22 @@ func TestOrderBookSuspendedResumesOnlyOnItsChain(t *testing.T) {
 	}
 }
 
-// A snapshot laid under a suspended book replaces what it held: the book is
-// current at the snapshot and no longer suspended. Suspending a book that
-// is not synced changes nothing.
+// A snapshot laid under a suspended book (a refresh read in flight when the
+// stream was lost) does not resume it: the snapshot may predate updates the
+// stream missed, so the book stays suspended until an event follows the
+// snapshot by the first-event rule (pu <= L <= u). Suspending a book that is
+// not synced changes nothing.
 func TestOrderBookSuspendedAndSnapshotOrNotSynced(t *testing.T) {
 	b := synced(t, venue.Book{LastUpdateID: 100, Bids: lv("1", "1")}, 1000)
 	b.Suspend()
 	if err := b.Refresh(venue.Book{LastUpdateID: 120, Bids: lv("1", "6")}, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if !b.Synced() || b.Suspended() || b.LastUpdateID() != 120 {
-		t.Fatalf("synced %v, suspended %v at %d: want current at the snapshot's 120", b.Synced(), b.Suspended(), b.LastUpdateID())
+	if b.Synced() || !b.Suspended() || b.LastUpdateID() != 120 {
+		t.Fatalf("synced %v, suspended %v at %d: want at the snapshot's 120, still suspended", b.Synced(), b.Suspended(), b.LastUpdateID())
+	}
+	if err := b.Apply(upd(118, 125, 117, lv("1", "7"), nil)); err != nil || !b.Synced() || b.LastUpdateID() != 125 {
+		t.Fatalf("err %v, synced %v at %d: an event spanning the snapshot resumes the book", err, b.Synced(), b.LastUpdateID())
 	}
 	fresh := New()
 	fresh.Suspend()
