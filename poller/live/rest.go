@@ -93,11 +93,13 @@ var (
 		// the backfill fills it toward MaxTrades in the background, the
 		// pairs requests read first.
 		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
-			order := 1
-			if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
-				order = 0
+			if !lp.trades.live || lp.backfilled || lp.window.full() {
+				return false, 0, 0
 			}
-			return lp.trades.live && !lp.backfilled && !lp.window.full(), 0, order
+			if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
+				return true, 0, 0
+			}
+			return true, 0, 1
 		},
 		fetch: (*Source).fetchTrades,
 	}
