@@ -63,6 +63,8 @@ type config struct {
 	venuesimBin    string
 	marketfeedBin  string
 	keep           bool
+	recovery       bool
+	wsMaxAge       time.Duration
 
 	workDir string
 	stdout  io.Writer
@@ -90,8 +92,20 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.venuesimBin, "venuesim-bin", "", "venuesim `binary` to run instead of building ./cmd/venuesim")
 	fs.StringVar(&c.marketfeedBin, "marketfeed-bin", "", "marketfeed `binary` to run instead of building ./cmd/marketfeed")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory with the binaries and both processes' logs")
+	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped (streams on; -round defaults to 10s, -duration to 2m30s)")
+	fs.DurationVar(&c.wsMaxAge, "ws-max-age", 2*time.Minute, "with -recovery: marketfeed's -venue-ws-max-age, so that every connection is replaced within -duration")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if c.recovery {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		if !given["round"] {
+			c.round = 10 * time.Second
+		}
+		if !given["duration"] {
+			c.duration = 150 * time.Second
+		}
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -121,6 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.coldTimeout <= 0 {
 		errs = append(errs, errors.New("-cold-timeout: want more than 0"))
+	}
+	if c.wsMaxAge < time.Second {
+		errs = append(errs, errors.New("-ws-max-age: want at least 1s"))
 	}
 	if c.weightLimit < 0 {
 		errs = append(errs, errors.New("-weight-limit: want 0 or more"))
@@ -158,6 +175,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	bins, err := build(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.recovery {
+		return runRecovery(ctx, cfg, bins)
 	}
 	var results []result
 	for _, extra := range cfg.extras {

@@ -155,37 +155,12 @@ func routeURL(base, kind, pair string) string {
 // stops both. An error means the configuration could not be run at all.
 func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode streamMode) (res result, err error) {
 	res = result{Extra: extra, Streams: mode, HotRate: cfg.hotRate}
-	venueAddr, err1 := process.FreeAddr()
-	apiAddr, err2 := process.FreeAddr()
-	opsAddr, err3 := process.FreeAddr()
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return res, err
-	}
-	tag := fmt.Sprintf("extra%d-%s", extra, mode)
-	venue, err := process.Start("venuesim", filepath.Join(cfg.workDir, "venuesim-"+tag+".log"), process.Options{}, bins.venuesim,
-		"-listen", venueAddr, "-extra", strconv.Itoa(extra), "-weight-limit", strconv.Itoa(cfg.weightLimit))
+	env, err := startPair(ctx, cfg, bins, extra, mode)
 	if err != nil {
 		return res, err
 	}
-	defer venue.Stop()
-	venueURL := "http://" + venueAddr
-	if err := process.WaitHTTP(ctx, venue, venueURL+"/_control/stats", 30*time.Second); err != nil {
-		return res, err
-	}
-
-	args := []string{bins.marketfeed,
-		"-venue", "binance", "-venue-url", venueURL,
-		"-rate-limit", "0", "-ops-listen", opsAddr, "-listen", apiAddr}
-	if mode != streamsOmitted {
-		args = append(args, "-venue-ws-url", "ws://"+venueAddr, "-venue-streams", string(mode))
-	}
-	args = append(args, cfg.marketfeedArgs...)
-	t0 := time.Now()
-	feed, err := process.Start("marketfeed", filepath.Join(cfg.workDir, "marketfeed-"+tag+".log"), process.Options{}, args...)
-	if err != nil {
-		return res, err
-	}
-	defer feed.Stop()
+	defer env.stop()
+	feed, t0, venueURL, opsAddr, apiAddr := env.feed, env.t0, env.venueURL, env.opsAddr, env.apiAddr
 	rss := sampleRSS(feed.Pid())
 	defer rss.stop()
 
@@ -216,7 +191,11 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	m0 := time.Now()
 	end := m0.Add(cfg.duration)
 	var wg sync.WaitGroup
-	wg.Go(func() { aggregate(ctx, apiURL, pairs, cfg.round, cfg.workers, m0, end, col) })
+	wg.Go(func() {
+		aggregate(ctx, apiURL, pairs, cfg.round, cfg.workers, m0, end, func(kind, _ string, status int, body []byte, at time.Time) {
+			col.record(false, kind, status, body, at)
+		})
+	})
 	if cfg.hotRate > 0 {
 		hotPair := cfg.hotPair
 		if hotPair == "" {
@@ -260,6 +239,56 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 
 // binaries are the two commands the sweep runs.
 type binaries struct{ venuesim, marketfeed string }
+
+// pair is a running venuesim and the marketfeed that reads it.
+type pair struct {
+	venue, feed      *process.Proc
+	t0               time.Time // when marketfeed was started
+	venueURL         string
+	opsAddr, apiAddr string
+}
+
+// startPair starts venuesim with extra markets and Binance's weight limit,
+// then marketfeed on it with the given stream mode and -marketfeed-args,
+// each on free loopback ports and logging into the work directory.
+func startPair(ctx context.Context, cfg *config, bins binaries, extra int, mode streamMode, args ...string) (*pair, error) {
+	venueAddr, err1 := process.FreeAddr()
+	apiAddr, err2 := process.FreeAddr()
+	opsAddr, err3 := process.FreeAddr()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, err
+	}
+	tag := fmt.Sprintf("extra%d-%s", extra, mode)
+	venue, err := process.Start("venuesim", filepath.Join(cfg.workDir, "venuesim-"+tag+".log"), process.Options{}, bins.venuesim,
+		"-listen", venueAddr, "-extra", strconv.Itoa(extra), "-weight-limit", strconv.Itoa(cfg.weightLimit))
+	if err != nil {
+		return nil, err
+	}
+	e := &pair{venue: venue, venueURL: "http://" + venueAddr, opsAddr: opsAddr, apiAddr: apiAddr}
+	if err := process.WaitHTTP(ctx, venue, e.venueURL+"/_control/stats", 30*time.Second); err != nil {
+		venue.Stop()
+		return nil, err
+	}
+	argv := []string{bins.marketfeed,
+		"-venue", "binance", "-venue-url", e.venueURL,
+		"-rate-limit", "0", "-ops-listen", opsAddr, "-listen", apiAddr}
+	if mode != streamsOmitted {
+		argv = append(argv, "-venue-ws-url", "ws://"+venueAddr, "-venue-streams", string(mode))
+	}
+	argv = append(append(argv, args...), cfg.marketfeedArgs...)
+	e.t0 = time.Now()
+	if e.feed, err = process.Start("marketfeed", filepath.Join(cfg.workDir, "marketfeed-"+tag+".log"), process.Options{}, argv...); err != nil {
+		venue.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// stop ends both processes, marketfeed first.
+func (e *pair) stop() {
+	e.feed.Stop()
+	e.venue.Stop()
+}
 
 // fetchPairs reads the pair list, retrying briefly: /readyz says pairs are
 // loaded, but a list must not be empty for a sweep to mean anything.
@@ -331,9 +360,10 @@ func coldStart(ctx context.Context, apiURL string, pairs []string, interval time
 }
 
 // aggregate reads every pair's book and trades once a round, spread evenly
-// over the round, until end. At most workers reads are in flight; a read
-// that finds them all busy goes late rather than piling up.
-func aggregate(ctx context.Context, apiURL string, pairs []string, round time.Duration, workers int, begin, end time.Time, col *collector) {
+// over the round, until end, and hands each answer to record (status 0: a
+// transport error). At most workers reads are in flight; a read that finds
+// them all busy goes late rather than piling up.
+func aggregate(ctx context.Context, apiURL string, pairs []string, round time.Duration, workers int, begin, end time.Time, record func(kind, pair string, status int, body []byte, at time.Time)) {
 	client := newClient(workers)
 	sched := schedule(pairs, round)
 	sem := make(chan struct{}, workers)
@@ -353,7 +383,7 @@ func aggregate(ctx context.Context, apiURL string, pairs []string, round time.Du
 				defer func() { <-sem }()
 				status, body := get(ctx, client, routeURL(apiURL, q.Kind, q.Pair))
 				if ctx.Err() == nil {
-					col.record(false, q.Kind, status, body, time.Now())
+					record(q.Kind, q.Pair, status, body, time.Now())
 				}
 			})
 		}

@@ -1,0 +1,523 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"marketfeed/internal/process"
+)
+
+// The recovery run (-recovery) measures what an operator meets when things
+// go wrong rather than the steady state: how long a cold start takes and how
+// much of the budget it uses, what a planned rotation of every market-stream
+// connection costs, and how long the books take to be current again after
+// the venue cuts every connection at once. An aggregator reads every pair's
+// book and trades once a -round (10 s by default) from /readyz to the end.
+
+// recoveryShare is the share of the pairs a phase waits for: 99.9 %,
+// rounded up, so that a phase of fewer than a thousand pairs waits for all.
+func recoveryShare(pairs int) int { return (999*pairs + 999) / 1000 }
+
+// snapshotWeight is the weight of one book snapshot of 500 levels, what a
+// local book is synced from.
+const snapshotWeight = 10
+
+// Targets of the recovery run.
+const (
+	targetColdShare = 0.90      // of the budget, spent a minute while books sync
+	targetCPU       = 0.25      // of a core in the steady state, one line a stream
+	targetRSS       = 250 << 20 // bytes
+)
+
+// recoveryResult is everything the recovery run measures for one count.
+type recoveryResult struct {
+	Extra, Pairs int
+	Budget       int // marketfeed's weight a minute (marketfeed_venue_weight_budget)
+
+	Ready       time.Duration
+	ColdBooks   time.Duration // from the start until 99.9 % of the books were stream-fed
+	ColdAnswers time.Duration // until 99.9 % of the pairs had answered 200 for book and trades
+	ColdPending int           // pairs still waiting when -cold-timeout passed
+	ColdWeight  weightUse     // from the start until ColdBooks
+
+	Steady      time.Duration
+	SteadyAgg   statusCount
+	CPUShare    float64
+	MaxRSS      int64
+	Connections int
+	Rotations   int
+	RotResyncs  map[string]int // resyncs by cause over the steady window
+
+	Recovered    time.Duration // from the drop until 99.9 % of the books were newer than it
+	DropPending  int
+	DropAgg      statusCount // the aggregator's answers from the drop to one round after Recovered
+	DropResyncs  map[string]int
+	DropSuspends int
+	DropWeight   weightUse
+}
+
+// answer is one aggregator read.
+type answer struct {
+	at     time.Time
+	pair   string
+	kind   string
+	status int
+}
+
+// answerLog keeps every answer of the recovery run's aggregator.
+type answerLog struct {
+	mu  sync.Mutex
+	all []answer
+}
+
+func (l *answerLog) record(kind, pair string, status int, _ []byte, at time.Time) {
+	l.mu.Lock()
+	l.all = append(l.all, answer{at: at, pair: pair, kind: kind, status: status})
+	l.mu.Unlock()
+}
+
+// statuses counts the answers in [from, to).
+func (l *answerLog) statuses(from, to time.Time) statusCount {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := statusCount{}
+	for _, a := range l.all {
+		if !a.at.Before(from) && a.at.Before(to) {
+			s[a.status]++
+		}
+	}
+	return s
+}
+
+// allAnswered returns when the need-th pair had answered 200 for both its
+// book and its trades (each pair counting from its later first 200), and
+// whether need pairs have.
+func (l *answerLog) allAnswered(need int) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	type firsts struct{ book, trades time.Time }
+	by := map[string]*firsts{}
+	for _, a := range l.all {
+		if a.status != http.StatusOK {
+			continue
+		}
+		f := by[a.pair]
+		if f == nil {
+			f = &firsts{}
+			by[a.pair] = f
+		}
+		at := &f.book
+		if a.kind == "trades" {
+			at = &f.trades
+		}
+		if at.IsZero() {
+			*at = a.at
+		}
+	}
+	var done []time.Time
+	for _, f := range by {
+		if !f.book.IsZero() && !f.trades.IsZero() {
+			done = append(done, later(f.book, f.trades))
+		}
+	}
+	if len(done) < need || need == 0 {
+		return time.Time{}, false
+	}
+	slices.SortFunc(done, time.Time.Compare)
+	return done[need-1], true
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// metricsScrape is one read of marketfeed's /metrics: every series's value
+// by its name and labels as written.
+type metricsScrape map[string]float64
+
+// scrape reads marketfeed's metrics.
+func scrape(ctx context.Context, opsAddr string) (metricsScrape, error) {
+	status, body := get(ctx, newClient(1), "http://"+opsAddr+"/metrics")
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("marketfeed metrics: status %d", status)
+	}
+	return parseMetrics(body), nil
+}
+
+// parseMetrics reads the Prometheus text format, skipping comments and any
+// line whose value does not parse.
+func parseMetrics(body []byte) metricsScrape {
+	m := metricsScrape{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m
+}
+
+// byLabel returns the series of name by the value of label, e.g. the
+// resyncs by cause.
+func (m metricsScrape) byLabel(name, label string) map[string]int {
+	out := map[string]int{}
+	prefix := name + "{"
+	key := label + `="`
+	for series, v := range m {
+		if !strings.HasPrefix(series, prefix) {
+			continue
+		}
+		i := strings.Index(series, key)
+		if i < 0 {
+			continue
+		}
+		rest := series[i+len(key):]
+		if j := strings.IndexByte(rest, '"'); j >= 0 {
+			out[rest[:j]] += int(v)
+		}
+	}
+	return out
+}
+
+// since returns each label's growth from before to m, leaving out those
+// that did not grow.
+func since(before, after map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+const (
+	seriesStreamBooks = `marketfeed_pairs{part="books",source="stream"}`
+	seriesRotations   = `marketfeed_stream_reconnects_total{reason="rotated"}`
+	seriesConnections = `marketfeed_stream_connections`
+	seriesSuspended   = `marketfeed_books_suspended_total`
+	seriesBudget      = `marketfeed_venue_weight_budget`
+	seriesResyncs     = `marketfeed_book_resyncs_total`
+)
+
+// recoveryOne runs the recovery phases for one count of extra markets.
+func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (res recoveryResult, err error) {
+	res.Extra = extra
+	env, err := startPair(ctx, cfg, bins, extra, streamsOn, "-venue-ws-max-age", cfg.wsMaxAge.String())
+	if err != nil {
+		return res, err
+	}
+	defer env.stop()
+	rss := sampleRSS(env.feed.Pid())
+	defer rss.stop()
+	if err := process.WaitHTTP(ctx, env.feed, "http://"+env.opsAddr+"/readyz", 2*time.Minute); err != nil {
+		return res, err
+	}
+	res.Ready = time.Since(env.t0)
+	apiURL := "http://" + env.apiAddr
+	pairs, err := fetchPairs(ctx, apiURL)
+	if err != nil {
+		return res, err
+	}
+	res.Pairs = len(pairs)
+	need := recoveryShare(len(pairs))
+	fmt.Fprintf(cfg.stdout, "  ready after %v, %d pairs; an aggregator reads every pair every %v\n", dur(res.Ready), len(pairs), cfg.round)
+
+	answers := &answerLog{}
+	aggCtx, stopAgg := context.WithCancel(ctx)
+	var agg sync.WaitGroup
+	agg.Go(func() {
+		begin := time.Now()
+		aggregate(aggCtx, apiURL, pairs, cfg.round, cfg.workers, begin, begin.Add(24*time.Hour), answers.record)
+	})
+	defer func() { stopAgg(); agg.Wait() }()
+
+	// Cold start: the stream-fed books from the metrics, each second, and
+	// the first 200s from the aggregator's answers.
+	deadline := env.t0.Add(cfg.coldTimeout)
+	var booksAt, answeredAt time.Time
+	for booksAt.IsZero() || answeredAt.IsZero() {
+		if time.Now().After(deadline) {
+			break
+		}
+		m, err := scrape(ctx, env.opsAddr)
+		if err != nil {
+			return res, err
+		}
+		if booksAt.IsZero() && int(m[seriesStreamBooks]) >= need {
+			booksAt = time.Now()
+			res.Budget = int(m[seriesBudget])
+		}
+		if answeredAt.IsZero() {
+			if at, ok := answers.allAnswered(need); ok {
+				answeredAt = at
+			}
+		}
+		if err := process.Sleep(ctx, time.Second); err != nil {
+			return res, err
+		}
+	}
+	if booksAt.IsZero() || answeredAt.IsZero() {
+		m, err := scrape(ctx, env.opsAddr)
+		if err != nil {
+			return res, err
+		}
+		res.ColdPending = len(pairs) - int(m[seriesStreamBooks])
+		return res, fmt.Errorf("cold start: %d books not stream-fed after %v", res.ColdPending, cfg.coldTimeout)
+	}
+	res.ColdBooks, res.ColdAnswers = booksAt.Sub(env.t0), answeredAt.Sub(env.t0)
+	fmt.Fprintf(cfg.stdout, "  cold start: books %v, answers %v; steady state for %v (connections replaced every %v)\n",
+		dur(res.ColdBooks), dur(res.ColdAnswers), cfg.duration, cfg.wsMaxAge)
+
+	// Steady state, over which every connection is replaced at least once.
+	if err := process.Sleep(ctx, cfg.round); err != nil {
+		return res, err
+	}
+	s0, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return res, err
+	}
+	cpu0, err := readCPU(env.feed.Pid())
+	if err != nil {
+		return res, err
+	}
+	m0 := time.Now()
+	if err := process.Sleep(ctx, cfg.duration); err != nil {
+		return res, err
+	}
+	m1 := time.Now()
+	cpu1, err := readCPU(env.feed.Pid())
+	if err != nil {
+		return res, err
+	}
+	s1, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return res, err
+	}
+	res.Steady = m1.Sub(m0)
+	res.CPUShare = float64(cpu1-cpu0) / float64(res.Steady)
+	res.MaxRSS = rss.stop()
+	res.SteadyAgg = answers.statuses(m0, m1)
+	res.Connections = int(s1[seriesConnections])
+	res.Rotations = int(s1[seriesRotations] - s0[seriesRotations])
+	res.RotResyncs = since(s0.byLabel(seriesResyncs, "cause"), s1.byLabel(seriesResyncs, "cause"))
+
+	// Every connection cut at once.
+	fmt.Fprintf(cfg.stdout, "  steady state done; cutting every market-stream connection\n")
+	dropAt := time.Now()
+	if status, _ := post(ctx, env.venueURL+"/_control/drop"); status/100 != 2 {
+		return res, fmt.Errorf("venuesim drop: status %d", status)
+	}
+	recovered, pending, err := freshAfter(ctx, apiURL, pairs, need, dropAt, time.Second, dropAt.Add(cfg.coldTimeout))
+	if err != nil {
+		return res, err
+	}
+	res.Recovered, res.DropPending = recovered.Sub(dropAt), pending
+	// One more round, so that the aggregator's reads of the window are in.
+	if err := process.Sleep(ctx, cfg.round); err != nil {
+		return res, err
+	}
+	d1, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return res, err
+	}
+	res.DropAgg = answers.statuses(dropAt, recovered.Add(cfg.round))
+	res.DropResyncs = since(s1.byLabel(seriesResyncs, "cause"), d1.byLabel(seriesResyncs, "cause"))
+	res.DropSuspends = int(d1[seriesSuspended] - s1[seriesSuspended])
+
+	calls, err := fetchCalls(ctx, env.venueURL, env.t0)
+	if err != nil {
+		return res, err
+	}
+	res.ColdWeight = weightIn(calls, env.t0, booksAt)
+	res.DropWeight = weightIn(calls, dropAt, recovered.Add(time.Millisecond))
+	return res, nil
+}
+
+// post sends an empty POST and returns the status (0: a transport error).
+func post(ctx context.Context, u string) (int, []byte) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return 0, nil
+	}
+	resp, err := newClient(1).Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// freshAfter asks every pair's book, each at most once per interval, until
+// need of them have answered 200 with a timestamp after at, or the deadline
+// passes. It returns when the need-th did and how many pairs never did.
+func freshAfter(ctx context.Context, apiURL string, pairs []string, need int, at time.Time, interval time.Duration, deadline time.Time) (time.Time, int, error) {
+	const conns = 8
+	client := newClient(conns)
+	fresh := make([]time.Time, len(pairs))
+	done := 0
+	after := at.UnixMilli()
+	for done < need && time.Now().Before(deadline) {
+		round := time.Now()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, conns)
+		for i, p := range pairs {
+			if !fresh[i].IsZero() {
+				continue
+			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				status, body := get(ctx, client, routeURL(apiURL, "orderbook", p))
+				if status != http.StatusOK {
+					return
+				}
+				var b struct {
+					Timestamp int64 `json:"timestamp"`
+				}
+				if json.Unmarshal(body, &b) == nil && b.Timestamp > after {
+					mu.Lock()
+					fresh[i] = time.Now()
+					done++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return time.Time{}, 0, err
+		}
+		if done < need {
+			if err := process.Sleep(ctx, time.Until(round.Add(interval))); err != nil {
+				return time.Time{}, 0, err
+			}
+		}
+	}
+	var times []time.Time
+	for _, t := range fresh {
+		if !t.IsZero() {
+			times = append(times, t)
+		}
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	if len(times) < need {
+		return time.Now(), len(pairs) - len(times), nil
+	}
+	return times[need-1], len(pairs) - len(times), nil
+}
+
+// syncTime is how long the budget takes to sync n books at the target share:
+// what a cold start of n books may take.
+func syncTime(n, budget int) time.Duration {
+	if budget <= 0 {
+		return 0
+	}
+	return time.Duration(float64(n*snapshotWeight) / (targetColdShare * float64(budget)) * float64(time.Minute))
+}
+
+// recoveryRows turns one count's recovery result into the table's lines.
+func recoveryRows(r recoveryResult) []row {
+	var out []row
+	add := func(figure, value, target, v string) { out = append(out, row{figure, value, target, v}) }
+	coldTarget := syncTime(r.Pairs, r.Budget)
+	add("marketfeed ready (/readyz)", dur(r.Ready), "", "")
+	add("cold start: 99.9 % of books stream-fed", dur(r.ColdBooks), "≤ "+dur(coldTarget), verdict(r.ColdBooks <= coldTarget))
+	add("cold start: 99.9 % of pairs' book and trades 200", dur(r.ColdAnswers), "≤ "+dur(coldTarget), verdict(r.ColdAnswers <= coldTarget))
+	coldShare := 0.0
+	if r.Budget > 0 {
+		coldShare = r.ColdWeight.PerMin / float64(r.Budget)
+	}
+	add("cold start: REST weight", fmt.Sprintf("%d, %.0f a minute = %.0f%% of the budget (%d)", r.ColdWeight.Total, r.ColdWeight.PerMin, 100*coldShare, r.Budget),
+		fmt.Sprintf("≥ %.0f%%", 100*targetColdShare), verdict(coldShare >= targetColdShare))
+	add("cold start: weight by path", byPath(r.ColdWeight), "", "")
+	add("steady: aggregator 200 share", fmt.Sprintf("%.3f%% of %d", 100*r.SteadyAgg.okShare(), r.SteadyAgg.total()), fmt.Sprintf("≥ %.1f%%", 100*targetOKShare),
+		verdict(r.SteadyAgg.okShare() >= targetOKShare))
+	add("steady: other statuses", r.SteadyAgg.others(), "", "")
+	add("steady: CPU", fmt.Sprintf("%.1f%% of a core", 100*r.CPUShare), fmt.Sprintf("≤ %.0f%%", 100*targetCPU), verdict(r.CPUShare <= targetCPU))
+	add("peak RSS", fmt.Sprintf("%.1f MiB", float64(r.MaxRSS)/(1<<20)), fmt.Sprintf("≤ %d MiB", targetRSS>>20), verdict(r.MaxRSS <= targetRSS))
+	add("rotation: connections replaced", fmt.Sprintf("%d over %s (%d connections)", r.Rotations, dur(r.Steady), r.Connections), "every connection", verdict(r.Rotations >= r.Connections))
+	add("rotation: resyncs", causes(r.RotResyncs), "0", verdict(total(r.RotResyncs) == 0))
+	add("one line dropped (two lines)", "not measured: each stream has one line", "", "")
+	resynced := total(r.DropResyncs)
+	dropTarget := syncTime(resynced, r.Budget) + 10*time.Second
+	recovered := dur(r.Recovered)
+	if r.DropPending > 0 {
+		recovered = fmt.Sprintf("%s, %d books never newer", recovered, r.DropPending)
+	}
+	add("every connection dropped: 99.9 % of books newer than the drop", recovered, "≤ "+dur(dropTarget), verdict(r.Recovered <= dropTarget && r.DropPending <= r.Pairs-recoveryShare(r.Pairs)))
+	add("every connection dropped: resyncs by cause", fmt.Sprintf("%s (%.1f%% of books); %d suspended", causes(r.DropResyncs), 100*float64(resynced)/float64(max(r.Pairs, 1)), r.DropSuspends), "", "")
+	add("every connection dropped: REST weight", fmt.Sprintf("%d (%s)", r.DropWeight.Total, byPath(r.DropWeight)), "", "")
+	add("every connection dropped: aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*r.DropAgg.okShare(), r.DropAgg.total(), r.DropAgg.others()), "", "")
+	return out
+}
+
+// causes lists counts by cause, "none" without any.
+func causes(m map[string]int) string {
+	if total(m) == 0 {
+		return "none"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func total(m map[string]int) int {
+	t := 0
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+// runRecovery runs the recovery phases for every count and prints a table
+// for each, then the figures side by side.
+func runRecovery(ctx context.Context, cfg *config, bins binaries) error {
+	var results []recoveryResult
+	for _, extra := range cfg.extras {
+		fmt.Fprintf(cfg.stdout, "\nrecovery: extra %d\n", extra)
+		r, err := recoveryOne(ctx, cfg, bins, extra)
+		if err != nil {
+			return fmt.Errorf("extra %d: %w", extra, err)
+		}
+		writeTable(cfg.stdout, fmt.Sprintf("recovery, extra %d: %d pairs", r.Extra, r.Pairs), recoveryRows(r))
+		results = append(results, r)
+	}
+	var missedAll []string
+	for _, r := range results {
+		for _, m := range missedFigures(recoveryRows(r)) {
+			missedAll = append(missedAll, fmt.Sprintf("extra %d: %s", r.Extra, m))
+		}
+	}
+	if len(missedAll) == 0 {
+		fmt.Fprintln(cfg.stdout, "\nevery target met")
+		return nil
+	}
+	fmt.Fprintf(cfg.stdout, "\n%s:\n  %s\n", missed, strings.Join(missedAll, "\n  "))
+	return nil
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseMetricsAndLabels(t *testing.T) {
+	m := parseMetrics([]byte(`# HELP x
+marketfeed_book_resyncs_total{cause="gap"} 3
+marketfeed_book_resyncs_total{cause="lost"} 446
+marketfeed_pairs{part="books",source="stream"} 440
+marketfeed_books_sync_eta_seconds +Inf
+broken line
+`))
+	if got := m[`marketfeed_pairs{part="books",source="stream"}`]; got != 440 {
+		t.Fatalf("stream books %v, want 440", got)
+	}
+	before := map[string]int{"gap": 1, "lost": 446}
+	after := m.byLabel("marketfeed_book_resyncs_total", "cause")
+	if want := map[string]int{"gap": 3, "lost": 446}; !maps.Equal(after, want) {
+		t.Fatalf("by cause %v, want %v", after, want)
+	}
+	if got, want := since(before, after), map[string]int{"gap": 2}; !maps.Equal(got, want) {
+		t.Fatalf("growth %v, want %v", got, want)
+	}
+	if got := causes(since(before, after)); got != "gap 2" {
+		t.Fatalf("causes %q", got)
+	}
+	if got := causes(nil); got != "none" {
+		t.Fatalf("no causes %q", got)
+	}
+}
+
+// A pair counts from the later of its first book 200 and its first trades
+// 200, and the phase ends when the need-th pair has both.
+func TestAllAnswered(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	l := &answerLog{}
+	l.record("orderbook", "A", 502, nil, at(1))
+	l.record("orderbook", "A", 200, nil, at(2))
+	l.record("trades", "A", 200, nil, at(3))
+	l.record("trades", "B", 200, nil, at(1))
+	l.record("orderbook", "B", 200, nil, at(9))
+	l.record("orderbook", "C", 200, nil, at(4))
+	if _, ok := l.allAnswered(3); ok {
+		t.Fatal("C never answered its trades, yet three pairs count as answered")
+	}
+	if got, ok := l.allAnswered(2); !ok || !got.Equal(at(9)) {
+		t.Fatalf("two pairs answered at %v (%v), want 9 s", got.Sub(t0), ok)
+	}
+	if got := l.statuses(at(1), at(2)); !maps.Equal(got, statusCount{502: 1, 200: 1}) {
+		t.Fatalf("statuses in [1 s, 2 s): %v", got)
+	}
+}
+
+func TestRecoveryShareAndSyncTime(t *testing.T) {
+	for _, c := range []struct{ pairs, want int }{{446, 446}, {846, 846}, {1000, 999}, {2000, 1998}, {0, 0}} {
+		if got := recoveryShare(c.pairs); got != c.want {
+			t.Errorf("99.9 %% of %d pairs: %d, want %d", c.pairs, got, c.want)
+		}
+	}
+	// 446 snapshots of weight 10 at 90 % of 1,200 a minute: 4m7.8s.
+	if got := syncTime(446, 1200); got.Round(100*time.Millisecond) != 4*time.Minute+7800*time.Millisecond {
+		t.Fatalf("sync time of 446 books %v", got)
+	}
+}
+
+func TestRecoveryRowsVerdicts(t *testing.T) {
+	r := recoveryResult{
+		Extra: 400, Pairs: 446, Budget: 1200,
+		ColdBooks: 4 * time.Minute, ColdAnswers: 4 * time.Minute,
+		ColdWeight: weightUse{Total: 4600, PerMin: 1150},
+		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.2, MaxRSS: 200 << 20,
+		Connections: 6, Rotations: 6,
+		Recovered: 2 * time.Second, DropResyncs: map[string]int{},
+	}
+	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
+		t.Fatalf("missed %v, want every target met", m)
+	}
+	r.ColdWeight.PerMin = 600
+	r.RotResyncs = map[string]int{"lost": 3}
+	r.DropResyncs = map[string]int{"lost": 446}
+	r.Recovered = 5 * time.Minute
+	want := []string{
+		"cold start: REST weight",
+		"rotation: resyncs",
+		"every connection dropped: 99.9 % of books newer than the drop",
+	}
+	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
+		t.Fatalf("missed %q, want %q", m, want)
+	}
+}
