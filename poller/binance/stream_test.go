@@ -636,6 +636,32 @@ func TestStreamsReconnectAtOnceAfterAHealthyConnection(t *testing.T) {
 	})
 }
 
+// A connection that replaced another as planned carries on the slot's
+// service: closed by the venue a second after the rotation, it is dialled
+// again at once, like the healthy connection it took over from, instead of
+// waiting out a back-off and losing the events meanwhile.
+func TestStreamsReconnectAtOnceAfterARotation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		maxAge := 2 * backoffMax
+		h := startStreams(t, Binance, maxAge, []string{"BTCUSDT"})
+		defer h.stop()
+		old := h.conn("/public/stream", "btcusdt@depth@100ms")
+		time.Sleep(staggeredAge(maxAge, 1) + time.Second)
+		synctest.Wait()
+		h.sink.take()
+		rotated := h.conn("/public/stream", "btcusdt@depth@100ms")
+		if rotated == old {
+			t.Fatal("depth connection not replaced")
+		}
+		_ = rotated.ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait() // no time passes
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT", "live book BTCUSDT")
+		if again := h.conn("/public/stream", "btcusdt@depth@100ms"); again == rotated {
+			t.Fatal("still the closed connection")
+		}
+	})
+}
+
 // TestStreamsRefused: an error reply reports the streams Lost, is counted,
 // and the subscription is retried later.
 func TestStreamsRefused(t *testing.T) {

@@ -147,8 +147,8 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 // serve keeps c, or the connection that replaced it, subscribed to the
 // slot's names until the connection closes or ctx is done, and returns once
 // its reader has ended. A closed connection's streams are reported Lost.
-// healthy reports a connection that lived longer than backoffMax before the
-// venue closed it.
+// healthy reports a connection (with the ones it replaced as planned) that
+// served longer than backoffMax before the venue closed it.
 func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink venue.Sink, bo *backoff.Retries) (healthy bool) {
 	since := time.Now()
 	ageTimer := time.NewTimer(age)
@@ -205,8 +205,12 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 			}
 			rotate.Reset()
 			sl.s.met.rotated.Inc()
+			// The replacement carries on the same service without a break:
+			// its age for the back-off is the slot's, not its own, or a
+			// venue close soon after a planned rotation would wait out a
+			// back-off and lose events as a failing connection would.
 			old := c
-			c, since = nc, time.Now()
+			c = nc
 			old.retire()
 			ageTimer.Reset(sl.s.maxAge)
 		}
