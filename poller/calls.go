@@ -72,14 +72,17 @@ func (p *Poller) reserve() int {
 }
 
 // caps returns every class's cap: per-pair book and trade reads split what
-// the bulk calls leave by the hot pairs' demand (see budget.CapsOf), and
-// refreshes are held to their fixed share.
+// the bulk calls leave by the demand of the hot pairs REST reads (see
+// budget.CapsOf), and refreshes are held to their fixed share. A pair its
+// stream keeps puts no demand on REST however often it is asked for: an
+// aggregator reading every pair must not take from the snapshots that sync
+// the books the weight that REST rounds would never spend.
 func (p *Poller) caps() budget.Caps {
 	plan := budget.Plan{Limit: p.ledger.Limit(), Reserve: p.reserve()}
 	for s, row := range streamRows {
 		c := row.purpose.Class()
 		plan.Split[c] = true
-		plan.Demand[c] = float64(p.hot[s].Len()*p.venue.Weight(row.call)) * float64(time.Minute) / float64(row.every(&p.cfg))
+		plan.Demand[c] = float64(p.hot[s].polled.Load()*int64(p.venue.Weight(row.call))) * float64(time.Minute) / float64(row.every(&p.cfg))
 	}
 	// Refreshes may spend RefreshShare of the venue's limit, and at least
 	// one refresh.

@@ -32,6 +32,10 @@ type hotPair struct {
 type hotSet struct {
 	mu    sync.Mutex // serialises writers
 	pairs atomic.Pointer[map[string]*hotPair]
+	// polled is how many hot pairs the last REST round found to read, the
+	// others being kept by their stream: the demand REST reads put on the
+	// budget (see Poller.caps).
+	polled atomic.Int64
 }
 
 func newHotSet() *hotSet {

@@ -509,6 +509,55 @@ func TestColdStartStaysInBudgetAndServesWaitingPairsFirst(t *testing.T) {
 	})
 }
 
+// An aggregator reading every pair's book and trades during a cold start
+// does not slow it: pairs their streams keep put no demand on REST, so the
+// snapshots that sync the books may spend the whole budget (but the bulk
+// calls' reserve), and no trades backfill takes weight from them while a
+// book waits.
+func TestColdStartUsesTheWholeBudgetUnderAnAggregator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 40
+		w := newStreamWorld(t, n, Config{Budget: 0.5})
+		defer w.stop()
+		w.v.mu.Lock()
+		w.v.weights[venue.CallTrades] = 20
+		w.v.mu.Unlock()
+		w.src.Live(snapshot.StreamTrades, w.symbols)
+		w.goLive(400, 10) // budget 200 a minute: 20 snapshots of weight 10
+		start := time.Now()
+		for i := range 600 { // one minute of events, every pair read each 10 s
+			if i%100 == 0 {
+				for j := range n {
+					for s := range snapshot.NumStreams {
+						w.p.hot[s].want([]byte(pairID(j+1)), time.Now(), false)
+					}
+				}
+			}
+			w.tick()
+		}
+		books, backfills := 0, 0
+		for _, c := range w.v.log() {
+			if c.at.Sub(start) >= time.Minute {
+				continue
+			}
+			switch c.call {
+			case venue.CallBook:
+				books++
+			case venue.CallTrades:
+				backfills++
+			}
+		}
+		// 19 snapshots fit beside the catalog's reserve; 90 % of the budget
+		// is 18.
+		if books < 18 {
+			t.Fatalf("%d snapshots in the first minute of a cold start under an aggregator, want at least 18 (90 %% of the budget)", books)
+		}
+		if backfills != 0 {
+			t.Fatalf("%d trades backfills while books waited for their snapshots, want none", backfills)
+		}
+	})
+}
+
 // An acknowledged depth stream that stays silent while its market trades is
 // resubscribed, then given up for REST.
 func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {

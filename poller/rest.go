@@ -66,14 +66,17 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 		return ok
 	})
 	due := hot[:0]
+	polled := 0
 	for _, hp := range hot {
 		if p.src.Streaming(hp.id, s) {
 			continue // the stream keeps it, once synced: see live.Source.Load
 		}
+		polled++
 		if tick-hp.started.Load() >= int64(every) && !hp.reading.Load() {
 			due = append(due, hp)
 		}
 	}
+	p.hot[s].polled.Store(int64(polled))
 	slices.SortFunc(due, func(a, b *hotPair) int { return cmp.Compare(a.started.Load(), b.started.Load()) })
 
 	c, purpose, caps := row.call, row.purpose, p.caps()

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"math"
 	"time"
 
 	"marketfeed/snapshot"
@@ -28,6 +29,17 @@ type Sources struct {
 	Tickers string         `json:"tickers"` // "stream" or "rest"
 	Books   map[string]int `json:"books"`   // pairs by source: stream, syncing, rest
 	Trades  map[string]int `json:"trades"`  // the same for trades
+	// BookSync is how the books waiting for a snapshot come back; nil
+	// while none waits.
+	BookSync *BookSync `json:"book_sync,omitempty"`
+}
+
+// BookSync is the progress of the books out of sequence: a cold start, or
+// the resync of books that missed events.
+type BookSync struct {
+	Waiting   int     `json:"waiting"`     // books waiting for a snapshot
+	PerMinute float64 `json:"per_minute"`  // books coming into sequence a minute, smoothed
+	ETA       float64 `json:"eta_seconds"` // until the last at that pace; -1: no pace yet
 }
 
 // Status returns the poller's current state.
@@ -45,6 +57,12 @@ func (p *Poller) Status() Status {
 		src := &Sources{Tickers: "rest", Books: books, Trades: trades}
 		if p.src.TickersFlowing(time.Now()) {
 			src.Tickers = "stream"
+		}
+		if sp := p.src.SyncProgress(); sp.Behind > 0 {
+			src.BookSync = &BookSync{Waiting: sp.Behind, PerMinute: math.Round(sp.PerMinute), ETA: -1}
+			if sp.ETA >= 0 {
+				src.BookSync.ETA = math.Round(sp.ETA.Seconds())
+			}
 		}
 		st.Sources = src
 	}

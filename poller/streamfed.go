@@ -37,6 +37,9 @@ type source interface {
 	// Sources counts the pairs by where their books and trades come from;
 	// nil without streams.
 	Sources() (books, trades map[string]int)
+	// SyncProgress reports how the books out of sequence come back; zero
+	// without streams.
+	SyncProgress() live.SyncProgress
 	// KeepsTickers reports whether the source rebuilds the tickers from a
 	// stream, so that Run rebuilds them as often as books are published.
 	KeepsTickers() bool
@@ -61,6 +64,7 @@ func (restOnly) Quotes([]snapshot.Pair, time.Time) ([]venue.Quote, []time.Time, 
 }
 func (restOnly) Sources() (books, trades map[string]int) { return nil, nil }
 func (restOnly) KeepsTickers() bool                      { return false }
+func (restOnly) SyncProgress() live.SyncProgress         { return live.SyncProgress{} }
 func (restOnly) Schedule(live.Scheduler)                 {}
 
 // liveREST is the poller as the stream-fed source sees it: its call path,

@@ -33,6 +33,18 @@ func (e SourcesTickers) Valid() bool {
 	}
 }
 
+// BookSync The progress of the books out of sequence.
+type BookSync struct {
+	// EtaSeconds Seconds until the last is in sequence at that pace; -1 until a pace is known.
+	EtaSeconds float32 `json:"eta_seconds"`
+
+	// PerMinute Books coming into sequence a minute, smoothed over the last seconds.
+	PerMinute float32 `json:"per_minute"`
+
+	// Waiting Books waiting for a snapshot.
+	Waiting int `json:"waiting"`
+}
+
 // Liveness defines model for Liveness.
 type Liveness struct {
 	// Reason Why, for a person to read.
@@ -79,6 +91,9 @@ type SourceCounts struct {
 
 // Sources Where each part of the data comes from; present while the venue's market streams are read.
 type Sources struct {
+	// BookSync How the books waiting for a snapshot come back (a cold start, or books that missed events); absent while none waits.
+	BookSync *BookSync `json:"book_sync,omitempty"`
+
 	// Books Listed pairs by the source of their books.
 	Books SourceCounts `json:"books"`
 

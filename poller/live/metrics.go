@@ -1,6 +1,8 @@
 package live
 
 import (
+	"math"
+
 	"github.com/VictoriaMetrics/metrics"
 
 	"marketfeed/internal/promhist"
@@ -41,6 +43,13 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 		}
 	}
 	set.NewGauge("marketfeed_books_short", func() float64 { return float64(s.ShortBooks()) })
+	set.NewGauge("marketfeed_books_sync_per_minute", func() float64 { return s.SyncProgress().PerMinute })
+	set.NewGauge("marketfeed_books_sync_eta_seconds", func() float64 {
+		if eta := s.SyncProgress().ETA; eta >= 0 {
+			return eta.Seconds()
+		}
+		return math.Inf(1)
+	})
 	return m
 }
 

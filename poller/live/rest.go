@@ -91,9 +91,14 @@ var (
 		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
 		// A window answers before its backfill (see pair.tradesCurrent):
 		// the backfill fills it toward MaxTrades in the background, the
-		// pairs requests read first.
+		// pairs requests read first, and after every book is in sequence
+		// (a book out of sequence is not served at all), but for a window
+		// a request waits for.
 		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
 			if !lp.trades.live || lp.backfilled || lp.window.full() {
+				return false, 0, 0
+			}
+			if s.booksBehind.Load() && lp.waiting.Load() == 0 {
 				return false, 0, 0
 			}
 			if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
@@ -135,16 +140,23 @@ func (s *Source) snapshotDepth(tier int) int {
 // books that are not in sequence or ask for a refresh, then backfills of
 // the trade windows that are not complete. It does not wait for them.
 func (s *Source) Sync() {
-	s.dispatch(snapshotRead)
+	left := s.dispatch(snapshotRead)
+	s.booksBehind.Store(left[tierSync] > 0)
 	s.dispatch(backfillRead)
 }
 
 // dispatch starts the reads of one kind for every pair that needs one, in
-// rank order, while the budget and the read slots allow. Two dispatches may
-// run at once (the schedule and a waiting request's wake-up): a pair's read
-// is claimed under its lock, where its readiness is checked again, before
-// its weight is spent, so that it is read once.
-func (s *Source) dispatch(r restRead) {
+// rank order, while the budget and the read slots allow, and returns how
+// many of each tier it left for a later round. Two dispatches may run at
+// once (the schedule and a waiting request's wake-up): a pair's read is
+// claimed under its lock, where its readiness is checked again, before its
+// weight is spent, so that it is read once.
+//
+// The snapshot that syncs a book spends as a read a request waits for
+// does: a book out of sequence is not served, so its sync is what every
+// reader of the pair waits for, and it may use the whole book share,
+// including the part held back from background reads.
+func (s *Source) dispatch(r restRead) (left [numTiers]int) {
 	now := time.Now()
 	type queued struct {
 		lp          *pair
@@ -178,10 +190,15 @@ func (s *Source) dispatch(r restRead) {
 	deferred := 0
 	for _, q := range due {
 		lp, tier := q.lp, q.tier
-		if refused[tier] || !s.claim(r, lp, tier) {
+		if refused[tier] {
+			left[tier]++
 			continue
 		}
-		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), lp.waiting.Load() != 0, func(ctx context.Context) {
+		if !s.claim(r, lp, tier) {
+			continue
+		}
+		urgent := lp.waiting.Load() != 0 || r.purpose[tier] == budget.PurposeSnapshot
+		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), urgent, func(ctx context.Context) {
 			s.run(ctx, r, lp, tier)
 		}) {
 			continue
@@ -190,6 +207,7 @@ func (s *Source) dispatch(r restRead) {
 		r.state(lp).inFlight = false
 		lp.mu.Unlock()
 		refused[tier] = true
+		left[tier]++
 		// Refreshes wait by design, within their share: that is not a
 		// budget running short.
 		if r.purpose[tier] != budget.PurposeRefresh {
@@ -199,6 +217,7 @@ func (s *Source) dispatch(r restRead) {
 	if deferred > 0 {
 		s.cfg.REST.Deferred(r.stream, deferred)
 	}
+	return left
 }
 
 // claim marks the pair's read in flight if it is still ready and due in the

@@ -122,6 +122,11 @@ type Source struct {
 
 	// wake starts a sync or backfill round at once when a request waits.
 	wake chan struct{}
+	// booksBehind is set while the last round left books out of sequence
+	// without a snapshot read: until they have theirs, only the backfills
+	// of windows a request waits for may spend weight (see backfillRead).
+	booksBehind atomic.Bool
+	progress    syncProgress
 }
 
 var _ venue.Sink = (*Source)(nil)

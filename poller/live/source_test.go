@@ -27,10 +27,21 @@ type fakeREST struct {
 	// onStart, when set, runs once inside the next Start, before it
 	// starts its read: what another goroutine does meanwhile.
 	onStart func()
+	// budget, when set, is how many more reads the budget allows; the
+	// reads refused and started are recorded in refused and starts.
+	budget  *int
+	refused []budget.Purpose
+	starts  []startedRead
 	wg      sync.WaitGroup
 }
 
-func (f *fakeREST) Start(_ budget.Purpose, _ int, _ bool, read func(context.Context)) bool {
+// startedRead is one read Start let through.
+type startedRead struct {
+	purpose budget.Purpose
+	urgent  bool
+}
+
+func (f *fakeREST) Start(purpose budget.Purpose, _ int, urgent bool, read func(context.Context)) bool {
 	f.mu.Lock()
 	hook := f.onStart
 	f.onStart = nil
@@ -39,7 +50,16 @@ func (f *fakeREST) Start(_ budget.Purpose, _ int, _ bool, read func(context.Cont
 		hook()
 	}
 	f.mu.Lock()
+	if f.budget != nil {
+		if *f.budget == 0 {
+			f.refused = append(f.refused, purpose)
+			f.mu.Unlock()
+			return false
+		}
+		*f.budget--
+	}
 	f.started++
+	f.starts = append(f.starts, startedRead{purpose, urgent})
 	f.mu.Unlock()
 	f.wg.Go(func() { read(context.Background()) })
 	return true

@@ -20,6 +20,7 @@ const (
 // market trades (the ticker stream's volume moved, or for a book, trades
 // arrived), and moves a pair to REST when resubscribing did not help. A
 // quiet market is not a silent stream: without activity nothing happens.
+// It also samples how the books out of sequence are coming back.
 func (s *Source) Watch() {
 	now := time.Now()
 	s.each(func(lp *pair) {
@@ -29,6 +30,7 @@ func (s *Source) Watch() {
 			}
 		}
 	})
+	s.observeSync(now)
 }
 
 // check is the watchdog for one stream of one pair; it reports whether the
