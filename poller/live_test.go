@@ -377,18 +377,8 @@ func TestStreamBackfillsWantedPairsFirst(t *testing.T) {
 // the trades missed meanwhile are then published.
 func TestLostTradeStreamIsBackfilledAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newStreamWorld(t, 1, Config{MaxStale: 3 * time.Second})
+		w, _, tape := lostTradesWorld(t)
 		defer w.stop()
-		sym := w.symbols[0]
-		trade := func(id int64) venue.Trade {
-			return venue.Trade{ID: id, Time: 1_700_000_000_000 + id, Price: "10", Size: "1"}
-		}
-		tape := func(last int64) (out []venue.Trade) {
-			for id := int64(1); id <= last; id++ {
-				out = append(out, trade(id))
-			}
-			return out
-		}
 		failing := func(fail bool) {
 			w.v.mu.Lock()
 			defer w.v.mu.Unlock()
@@ -402,26 +392,11 @@ func TestLostTradeStreamIsBackfilledAgain(t *testing.T) {
 				}
 			}
 		}
+		// Trades 26..30 happened while the stream was down; none after it.
 		w.v.mu.Lock()
-		w.v.tape = map[string][]venue.Trade{sym: tape(20)}
-		w.v.mu.Unlock()
-		w.src.Live(snapshot.StreamTrades, w.symbols)
-		for id := int64(18); id <= 25; id++ {
-			w.src.Trade(sym, trade(id))
-		}
-		time.Sleep(1100 * time.Millisecond)
-		synctest.Wait()
-		if n := w.v.count(venue.CallTrades, sym); n != 1 {
-			t.Fatalf("%d backfill reads before the loss, want 1", n)
-		}
-
-		// Trades 26..30 happen while the stream is down; none after it.
-		w.src.Lost(snapshot.StreamTrades, w.symbols)
-		w.v.mu.Lock()
-		w.v.tape = map[string][]venue.Trade{sym: tape(30)}
+		w.v.tape = map[string][]venue.Trade{w.symbols[0]: tape(30)}
 		w.v.mu.Unlock()
 		failing(true)
-		w.src.Live(snapshot.StreamTrades, w.symbols)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if w.p.fresh(pairID(1), snapshot.StreamTrades) {
@@ -431,16 +406,125 @@ func TestLostTradeStreamIsBackfilledAgain(t *testing.T) {
 		failing(false)
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		tr, _ := w.store.Trades([]byte(pairID(1)))
-		exp, err := snapshot.NewTrades(pairID(1), tape(30), time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tr == nil || string(tr.Body(snapshot.SideAll)) != string(exp.Body(snapshot.SideAll)) {
-			t.Fatalf("published %v, want every trade up to 30, the missed ones included", tr)
+		if got, want := w.publishedTrades(), tradesBody(t, tape(30)); got != want {
+			t.Fatalf("published\n%s\nwant every trade up to 30, the missed ones included\n%s", got, want)
 		}
 		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
 			t.Fatal("window not current after its backfill")
+		}
+	})
+}
+
+// lostTradesWorld is one pair whose window holds trades 1..25 (backfilled
+// from a tape of 20, then 18..25 from the stream), then loses its trade
+// stream, which comes back; trade builds trade id.
+func lostTradesWorld(t *testing.T) (w *streamWorld, trade func(id int64) venue.Trade, tape func(last int64) []venue.Trade) {
+	w = newStreamWorld(t, 1, Config{MaxStale: 3 * time.Second})
+	trade = func(id int64) venue.Trade {
+		return venue.Trade{ID: id, Time: 1_700_000_000_000 + id, Price: "10", Size: "1"}
+	}
+	tape = func(last int64) (out []venue.Trade) {
+		for id := int64(1); id <= last; id++ {
+			out = append(out, trade(id))
+		}
+		return out
+	}
+	sym := w.symbols[0]
+	w.v.mu.Lock()
+	w.v.tape = map[string][]venue.Trade{sym: tape(20)}
+	w.v.mu.Unlock()
+	w.src.Live(snapshot.StreamTrades, w.symbols)
+	for id := int64(18); id <= 25; id++ {
+		w.src.Trade(sym, trade(id))
+	}
+	time.Sleep(1100 * time.Millisecond)
+	synctest.Wait()
+	if n := w.v.count(venue.CallTrades, sym); n != 1 {
+		t.Fatalf("%d backfill reads before the loss, want 1", n)
+	}
+	w.src.Lost(snapshot.StreamTrades, w.symbols)
+	w.src.Live(snapshot.StreamTrades, w.symbols)
+	return w, trade, tape
+}
+
+// publishedTrades is the pair's published window, or "" without one.
+func (w *streamWorld) publishedTrades() string {
+	tr, _ := w.store.Trades([]byte(pairID(1)))
+	if tr == nil {
+		return ""
+	}
+	return string(tr.Body(snapshot.SideAll))
+}
+
+func tradesBody(t *testing.T, trades []venue.Trade) string {
+	t.Helper()
+	exp, err := snapshot.NewTrades(pairID(1), trades, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(exp.Body(snapshot.SideAll))
+}
+
+// The venue numbers aggregate trades one by one: when the first trade after
+// a lost stream comes back follows the window's newest, nothing was missed,
+// and the window answers at once with no read.
+func TestLostTradeStreamContinuesWhenNoTradeWasMissed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, trade, tape := lostTradesWorld(t)
+		defer w.stop()
+		w.src.Trade(w.symbols[0], trade(26))
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, tape(26)); got != want {
+			t.Fatalf("published\n%s\nwant trades 1..26\n%s", got, want)
+		}
+		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
+			t.Fatal("window not current after a trade that continues it")
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := w.v.count(venue.CallTrades, w.symbols[0]); n != 1 {
+			t.Fatalf("%d trade reads, want only the first backfill", n)
+		}
+		if got := scrape(t, w.metrics)["marketfeed_trade_window_gaps_total"]; got != 0 {
+			t.Fatalf("gaps %v, want 0", got)
+		}
+	})
+}
+
+// When the first trade after the stream is back skips ids, the window
+// missed trades: it answers at once with what came after (never a hole),
+// and a read in the background brings back the newest trades, the missed
+// ones included.
+func TestLostTradeStreamThatMissedTradesAnswersWithoutAHole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, trade, tape := lostTradesWorld(t)
+		defer w.stop()
+		w.v.mu.Lock()
+		w.v.tape = map[string][]venue.Trade{w.symbols[0]: tape(31)}
+		w.v.fail = func(c venue.Call, _ string) error {
+			if c == venue.CallTrades {
+				return errors.New("trades unavailable")
+			}
+			return nil
+		}
+		w.v.mu.Unlock()
+		w.src.Trade(w.symbols[0], trade(31)) // 26..30 were missed
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, []venue.Trade{trade(31)}); got != want {
+			t.Fatalf("published\n%s\nwant only trade 31 while the read fails\n%s", got, want)
+		}
+		if got := scrape(t, w.metrics)["marketfeed_trade_window_gaps_total"]; got != 1 {
+			t.Fatalf("gaps %v, want 1", got)
+		}
+		w.v.mu.Lock()
+		w.v.fail = nil
+		w.v.mu.Unlock()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, tape(31)); got != want {
+			t.Fatalf("published\n%s\nwant trades 1..31, the missed ones read back\n%s", got, want)
 		}
 	})
 }

@@ -59,6 +59,11 @@ func (s *Source) Trade(symbol string, tr venue.Trade) {
 	lp.mu.Lock()
 	lp.trades.at, lp.tradedAt = now, now
 	lp.trades.silent = silence{}
+	if lp.tradesLost && lp.trades.live && tr.ID > lp.window.newest() {
+		if lp.resumeTrades(tr.ID) {
+			s.metrics.tradeGaps.Inc()
+		}
+	}
 	// A trade into an empty window cannot leave a hole behind it: the
 	// window answers from then on (see pair.tradesCurrent).
 	if lp.trades.live && lp.window.empty() {
@@ -111,8 +116,8 @@ func (s *Source) Live(k snapshot.Stream, symbols []string) {
 // Lost marks the pairs' streams of k as no longer delivering. A book is
 // suspended, not dropped: when the stream is back, its first event either
 // continues the book's chain, and nothing was lost, or the book is synced
-// again. A trade window may have missed trades: it is backfilled again
-// once the stream is back, and serves meanwhile only if it is full.
+// again. A trade window may have missed trades: it answers again once the
+// first trade after the stream is back, or a read, says whether it did.
 func (s *Source) Lost(k snapshot.Stream, symbols []string) {
 	s.eachOf(symbols, func(lp *pair) {
 		kinds[k].stream(lp).live = false

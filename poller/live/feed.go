@@ -42,9 +42,17 @@ type pair struct {
 	backfilled    bool
 	// streamed is set when the trade stream delivered a trade into an
 	// empty window while live: the window then answers, newest first,
-	// before its backfill, and holds no hole. Cleared when the stream is
-	// lost, since the window may then miss trades.
+	// before its backfill, and holds no hole.
 	streamed bool
+	// tradesLost is set when the trade stream was lost: the window may
+	// have missed trades and does not answer until the first trade after
+	// the stream is back says whether it did (the venue numbers aggregate
+	// trades one by one: an id right after the window's newest means none
+	// was missed), or a read made after the stream came back says so.
+	// losses counts the losses, so that a read started before the last
+	// one vouches for nothing.
+	tradesLost bool
+	losses     int
 	// activeAt is when the ticker stream last showed the market trading:
 	// then its depth and trade streams must be delivering too.
 	activeAt time.Time
@@ -192,9 +200,8 @@ var kinds = [snapshot.NumStreams]kind{
 		stream:  func(lp *pair) *stream { return &lp.trades.stream },
 		current: (*pair).tradesCurrent,
 		active:  func(lp *pair) time.Time { return lp.activeAt },
-		// The window may have missed trades: it may hold a hole until it
-		// is backfilled again once the stream is back.
-		lose: func(_ *Source, lp *pair, _ string) { lp.backfilled, lp.streamed = false, false },
+		// The window may have missed trades: see pair.tradesLost.
+		lose: func(_ *Source, lp *pair, _ string) { lp.tradesLost, lp.losses = true, lp.losses+1 },
 	},
 }
 
@@ -217,9 +224,26 @@ func (lp *pair) bookCurrent() bool { return lp.books.delivering() && lp.book.Syn
 
 // tradesCurrent reports whether the pair's trade window is kept current by
 // the stream and may answer: backfilled, full, or holding a trade the stream
-// delivered. A window answers the newest trades it has before its backfill
-// fills it toward MaxTrades: only a window that never held a trade waits for
-// a read.
+// delivered, and not waiting to learn whether it missed trades while the
+// stream was lost. A window answers the newest trades it has before its
+// backfill fills it toward MaxTrades: only a window that never held a trade
+// waits for a read.
 func (lp *pair) tradesCurrent() bool {
-	return lp.trades.delivering() && (lp.backfilled || lp.streamed || lp.window.full())
+	return lp.trades.delivering() && !lp.tradesLost && (lp.backfilled || lp.streamed || lp.window.full())
+}
+
+// resumeTrades settles a window that may have missed trades while its
+// stream was lost, given the oldest id of trades that came after the
+// stream was back (from the stream or a read): right after the window's
+// newest, nothing was missed; further on, the window held a hole, and keeps
+// only from first on, so that it never serves one. It reports whether the
+// window was cut. Called with lp.mu held.
+func (lp *pair) resumeTrades(first int64) (cut bool) {
+	lp.tradesLost = false
+	if newest := lp.window.newest(); newest != 0 && first > newest+1 {
+		lp.window.dropBefore(first)
+		lp.backfilled = false
+		return true
+	}
+	return false
 }

@@ -17,6 +17,9 @@ type sourceMetrics struct {
 	publishLag *promhist.Histogram                      // venue time of a book to its publication
 	// suspended counts books kept across a lost connection.
 	suspended *metrics.Counter
+	// tradeGaps counts trade windows that missed trades while their
+	// stream was lost, and were cut to what came after.
+	tradeGaps *metrics.Counter
 }
 
 // A stream-fed book is published on the 350 ms schedule after the event
@@ -34,6 +37,7 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
 	}
 	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
+	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")
 	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
 	for k, row := range kinds {
 		for src, name := range sourceNames {

@@ -94,8 +94,18 @@ var (
 		// pairs requests read first, and after every book is in sequence
 		// (a book out of sequence is not served at all), but for a window
 		// a request waits for.
+		// A window that may have missed trades while its stream was lost
+		// is read when no trade came within resumeGrace of the stream's
+		// return to say whether it did.
 		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
-			if !lp.trades.live || lp.backfilled || lp.window.full() {
+			switch {
+			case !lp.trades.live:
+				return false, 0, 0
+			case lp.tradesLost:
+				if now.Sub(lp.trades.at) < resumeGrace && lp.waiting.Load() == 0 {
+					return false, 0, 0
+				}
+			case lp.backfilled || lp.window.full():
 				return false, 0, 0
 			}
 			if s.booksBehind.Load() && lp.waiting.Load() == 0 {
@@ -317,10 +327,29 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 	}, err
 }
 
-// fetchTrades reads a pair's newest trades into its window.
+// resumeGrace is how long a window that may have missed trades waits for
+// a trade from its stream, which settles it for free, before a read does.
+const resumeGrace = 2 * time.Second
+
+// fetchTrades reads a pair's newest trades into its window. A read started
+// while the stream delivered again after a loss also settles whether the
+// window missed trades meanwhile (see pair.resumeTrades).
 func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Time) func(), error) {
+	lp.mu.Lock()
+	vouches, losses := lp.tradesLost && lp.trades.live, lp.losses
+	lp.mu.Unlock()
 	trades, err := s.cfg.REST.Trades(ctx, lp.symbol, snapshot.MaxTrades)
 	return func(now time.Time) func() {
+		if vouches && lp.tradesLost && losses == lp.losses {
+			// Oldest first; an empty list: the market has not traded.
+			first := lp.window.newest() + 1
+			if len(trades) > 0 {
+				first = trades[0].ID
+			}
+			if lp.resumeTrades(first) {
+				s.metrics.tradeGaps.Inc()
+			}
+		}
 		lp.window.merge(trades)
 		lp.backfilled = true
 		if !lp.tradesCurrent() {

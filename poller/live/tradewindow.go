@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"slices"
 
 	"marketfeed/poller/venue"
@@ -64,3 +65,17 @@ func (w *tradeWindow) list() []venue.Trade { return w.trades }
 
 // empty reports whether the window holds no trade.
 func (w *tradeWindow) empty() bool { return len(w.trades) == 0 }
+
+// newest returns the newest trade's id; 0 when the window is empty.
+func (w *tradeWindow) newest() int64 {
+	if len(w.trades) == 0 {
+		return 0
+	}
+	return w.trades[len(w.trades)-1].ID
+}
+
+// dropBefore removes the trades older than id.
+func (w *tradeWindow) dropBefore(id int64) {
+	at, _ := slices.BinarySearchFunc(w.trades, id, func(t venue.Trade, id int64) int { return cmp.Compare(t.ID, id) })
+	w.trades = append(w.trades[:0], w.trades[at:]...)
+}
