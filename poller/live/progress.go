@@ -16,11 +16,17 @@ import (
 type syncProgress struct {
 	mu     sync.Mutex
 	since  time.Time // when books began to wait; zero: none waits
-	at     time.Time // the last sample
 	synced int       // books in sequence at the last sample
-	rate   float64   // books coming into sequence a second, smoothed
 	behind int       // books waiting at the last sample
+	gains  []gain    // books that came into sequence, by sample, over the last paceWindow
+	rate   float64   // books coming into sequence a second over the last paceWindow
 	logged time.Time
+}
+
+// gain is how many books came into sequence since the sample before at.
+type gain struct {
+	at time.Time
+	n  int
 }
 
 // A sync's progress is logged firstLog after books began to wait, once its
@@ -30,15 +36,16 @@ const (
 	progressEvery = time.Minute
 )
 
-// rateWeight is how much each one-second sample moves the smoothed rate:
-// enough to follow the budget within seconds, little enough that one
-// burst of snapshots coming back together does not promise the rest as fast.
-const rateWeight = 0.2
+// paceWindow is what the pace is measured over: the budget's own window,
+// since the budget lets a minute's snapshots go at once and then none until
+// the minute has passed, so that a shorter one would swing from a burst to
+// nothing.
+const paceWindow = time.Minute
 
 // SyncProgress is how the books out of sequence are coming back.
 type SyncProgress struct {
 	Behind    int           // books waiting for a snapshot
-	PerMinute float64       // books coming into sequence a minute, smoothed
+	PerMinute float64       // books coming into sequence a minute, over the last minute
 	ETA       time.Duration // until the last is in sequence at that pace; -1: no pace yet
 }
 
@@ -49,22 +56,34 @@ func (s *Source) observeSync(now time.Time) {
 	p := &s.progress
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.at.IsZero() {
-		if secs := now.Sub(p.at).Seconds(); secs > 0 {
-			got := float64(max(synced-p.synced, 0)) / secs
-			p.rate += rateWeight * (got - p.rate)
+	if !p.since.IsZero() {
+		p.gains = append(p.gains, gain{now, max(synced-p.synced, 0)})
+		i := 0
+		for i < len(p.gains) && now.Sub(p.gains[i].at) >= paceWindow {
+			i++
+		}
+		p.gains = append(p.gains[:0], p.gains[i:]...)
+		sum := 0
+		for _, g := range p.gains {
+			sum += g.n
+		}
+		if span := min(now.Sub(p.since), paceWindow); span >= time.Second {
+			p.rate = float64(sum) / span.Seconds()
 		}
 	}
-	p.at, p.synced, p.behind = now, synced, behind
+	p.synced, p.behind = synced, behind
 	switch {
 	case behind > 0 && p.since.IsZero():
-		p.since, p.rate, p.logged = now, 0, now.Add(firstLog-progressEvery)
+		p.since, p.rate, p.gains, p.logged = now, 0, p.gains[:0], now.Add(firstLog-progressEvery)
 	case behind > 0 && now.Sub(p.logged) >= progressEvery:
 		p.logged = now
-		eta := p.etaLocked()
+		eta := slog.String("eta", "unknown")
+		if d := p.etaLocked(); d >= 0 {
+			eta = slog.Duration("eta", d.Round(time.Second))
+		}
 		s.cfg.Log(slog.LevelInfo, "sync-progress", "order books syncing",
 			slog.Int("in_sequence", synced), slog.Int("waiting", behind), slog.Int("total", synced+behind+n[sourceREST]),
-			slog.Float64("per_minute", math.Round(60*p.rate)), slog.Duration("eta", eta.Round(time.Second)))
+			slog.Float64("per_minute", math.Round(60*p.rate)), eta)
 	case behind == 0 && !p.since.IsZero():
 		s.cfg.Log(slog.LevelInfo, "sync-done", "every order book in sequence",
 			slog.Int("in_sequence", synced), slog.Duration("took", now.Sub(p.since).Round(time.Millisecond)))
