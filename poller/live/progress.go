@@ -29,11 +29,13 @@ type gain struct {
 	n  int
 }
 
-// A sync's progress is logged firstLog after books began to wait, once its
-// pace is known, then every progressEvery (the log throttle's interval).
+// A sync's progress is logged firstLog after books began to wait, then
+// every progressEvery: a second over the log throttle's minute, so that the
+// throttle, whose clock is read a moment after Watch's, never holds a line
+// back.
 const (
 	firstLog      = 10 * time.Second
-	progressEvery = time.Minute
+	progressEvery = time.Minute + time.Second
 )
 
 // paceWindow is what the pace is measured over: the budget's own window,
