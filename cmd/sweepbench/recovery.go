@@ -42,7 +42,8 @@ const (
 // recoveryResult is everything the recovery run measures for one count.
 type recoveryResult struct {
 	Extra, Pairs int
-	Budget       int // marketfeed's weight a minute (marketfeed_venue_weight_budget)
+	Budget       int           // marketfeed's weight a minute (marketfeed_venue_weight_budget)
+	Round        time.Duration // the aggregator's period
 
 	Ready       time.Duration
 	ColdBooks   time.Duration // from the start until 99.9 % of the books were stream-fed
@@ -56,13 +57,14 @@ type recoveryResult struct {
 	MaxRSS      int64
 	Connections int
 	Rotations   int
-	RotResyncs  map[string]int // resyncs by cause over the steady window
+	RotResyncs  map[string]int // resyncs by cause over the steady window, refreshes included
 
 	Recovered    time.Duration // from the drop until 99.9 % of the books were newer than it
 	DropPending  int
 	DropAgg      statusCount // the aggregator's answers from the drop to one round after Recovered
 	DropResyncs  map[string]int
 	DropSuspends int
+	DropTradeCut int // trade windows that missed trades and were cut to what came after
 	DropWeight   weightUse
 }
 
@@ -201,6 +203,22 @@ func (m metricsScrape) byLabel(name, label string) map[string]int {
 	return out
 }
 
+// refreshCauses are the resync causes of a book that stays in sequence and
+// served while a deeper snapshot is laid under it: the steady state's
+// refreshes, not a book lost by a fault.
+var refreshCauses = []string{"short", "depleted"}
+
+// outOfSequence keeps the causes of books that left sequence.
+func outOfSequence(m map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		if !slices.Contains(refreshCauses, k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // since returns each label's growth from before to m, leaving out those
 // that did not grow.
 func since(before, after map[string]int) map[string]int {
@@ -218,13 +236,14 @@ const (
 	seriesRotations   = `marketfeed_stream_reconnects_total{reason="rotated"}`
 	seriesConnections = `marketfeed_stream_connections`
 	seriesSuspended   = `marketfeed_books_suspended_total`
+	seriesTradeGaps   = `marketfeed_trade_window_gaps_total`
 	seriesBudget      = `marketfeed_venue_weight_budget`
 	seriesResyncs     = `marketfeed_book_resyncs_total`
 )
 
 // recoveryOne runs the recovery phases for one count of extra markets.
 func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (res recoveryResult, err error) {
-	res.Extra = extra
+	res.Extra, res.Round = extra, cfg.round
 	env, err := startPair(ctx, cfg, bins, extra, streamsOn, "-venue-ws-max-age", cfg.wsMaxAge.String())
 	if err != nil {
 		return res, err
@@ -346,6 +365,7 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	res.DropAgg = answers.statuses(dropAt, recovered.Add(cfg.round))
 	res.DropResyncs = since(s1.byLabel(seriesResyncs, "cause"), d1.byLabel(seriesResyncs, "cause"))
 	res.DropSuspends = int(d1[seriesSuspended] - s1[seriesSuspended])
+	res.DropTradeCut = int(d1[seriesTradeGaps] - s1[seriesTradeGaps])
 
 	calls, err := fetchCalls(ctx, env.venueURL, env.t0)
 	if err != nil {
@@ -445,7 +465,10 @@ func recoveryRows(r recoveryResult) []row {
 	coldTarget := syncTime(r.Pairs, r.Budget)
 	add("marketfeed ready (/readyz)", dur(r.Ready), "", "")
 	add("cold start: 99.9 % of books stream-fed", dur(r.ColdBooks), "≤ "+dur(coldTarget), verdict(r.ColdBooks <= coldTarget))
-	add("cold start: 99.9 % of pairs' book and trades 200", dur(r.ColdAnswers), "≤ "+dur(coldTarget), verdict(r.ColdAnswers <= coldTarget))
+	// The aggregator sees a pair's first 200 when it reads the pair, up to
+	// a round after the pair could answer.
+	add("cold start: 99.9 % of pairs' book and trades 200", dur(r.ColdAnswers), "≤ "+dur(coldTarget)+" + a round",
+		verdict(r.ColdAnswers <= coldTarget+r.Round))
 	coldShare := 0.0
 	if r.Budget > 0 {
 		coldShare = r.ColdWeight.PerMin / float64(r.Budget)
@@ -459,7 +482,9 @@ func recoveryRows(r recoveryResult) []row {
 	add("steady: CPU", fmt.Sprintf("%.1f%% of a core", 100*r.CPUShare), fmt.Sprintf("≤ %.0f%%", 100*targetCPU), verdict(r.CPUShare <= targetCPU))
 	add("peak RSS", fmt.Sprintf("%.1f MiB", float64(r.MaxRSS)/(1<<20)), fmt.Sprintf("≤ %d MiB", targetRSS>>20), verdict(r.MaxRSS <= targetRSS))
 	add("rotation: connections replaced", fmt.Sprintf("%d over %s (%d connections)", r.Rotations, dur(r.Steady), r.Connections), "every connection", verdict(r.Rotations >= r.Connections))
-	add("rotation: resyncs", causes(r.RotResyncs), "0", verdict(total(r.RotResyncs) == 0))
+	lost := outOfSequence(r.RotResyncs)
+	add("rotation: books out of sequence", causes(lost), "0", verdict(total(lost) == 0))
+	add("steady: refreshes of books in sequence", causes(since(outOfSequence(r.RotResyncs), r.RotResyncs)), "", "")
 	add("one line dropped (two lines)", "not measured: each stream has one line", "", "")
 	resynced := total(r.DropResyncs)
 	dropTarget := syncTime(resynced, r.Budget) + 10*time.Second
@@ -469,6 +494,7 @@ func recoveryRows(r recoveryResult) []row {
 	}
 	add("every connection dropped: 99.9 % of books newer than the drop", recovered, "≤ "+dur(dropTarget), verdict(r.Recovered <= dropTarget && r.DropPending <= r.Pairs-recoveryShare(r.Pairs)))
 	add("every connection dropped: resyncs by cause", fmt.Sprintf("%s (%.1f%% of books); %d suspended", causes(r.DropResyncs), 100*float64(resynced)/float64(max(r.Pairs, 1)), r.DropSuspends), "", "")
+	add("every connection dropped: trade windows that missed trades", strconv.Itoa(r.DropTradeCut), "", "")
 	add("every connection dropped: REST weight", fmt.Sprintf("%d (%s)", r.DropWeight.Total, byPath(r.DropWeight)), "", "")
 	add("every connection dropped: aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*r.DropAgg.okShare(), r.DropAgg.total(), r.DropAgg.others()), "", "")
 	return out

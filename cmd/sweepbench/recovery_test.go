@@ -71,7 +71,7 @@ func TestRecoveryShareAndSyncTime(t *testing.T) {
 
 func TestRecoveryRowsVerdicts(t *testing.T) {
 	r := recoveryResult{
-		Extra: 400, Pairs: 446, Budget: 1200,
+		Extra: 400, Pairs: 446, Budget: 1200, Round: 10 * time.Second,
 		ColdBooks: 4 * time.Minute, ColdAnswers: 4 * time.Minute,
 		ColdWeight: weightUse{Total: 4600, PerMin: 1150},
 		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.2, MaxRSS: 200 << 20,
@@ -81,13 +81,17 @@ func TestRecoveryRowsVerdicts(t *testing.T) {
 	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
 		t.Fatalf("missed %v, want every target met", m)
 	}
+	r.RotResyncs = map[string]int{"short": 11}
+	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
+		t.Fatalf("missed %v: a refresh of a book in sequence is no rotation resync", m)
+	}
 	r.ColdWeight.PerMin = 600
-	r.RotResyncs = map[string]int{"lost": 3}
+	r.RotResyncs = map[string]int{"lost": 3, "short": 11}
 	r.DropResyncs = map[string]int{"lost": 446}
 	r.Recovered = 5 * time.Minute
 	want := []string{
 		"cold start: REST weight",
-		"rotation: resyncs",
+		"rotation: books out of sequence",
 		"every connection dropped: 99.9 % of books newer than the drop",
 	}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
