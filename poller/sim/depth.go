@@ -138,9 +138,10 @@ func (m *market) bucketTrades(b int64) []venue.Trade {
 	}
 	out := make([]venue.Trade, n)
 	w := text{buf: make([]byte, 0, n*m.tradeBytes)}
+	start := m.tradeStart(b)
 	for j := range n {
 		t := &bt[j]
-		out[j].ID = m.tradeID(b, j)
+		out[j].ID = start + int64(j)
 		out[j].Time = t.time
 		out[j].Sell = t.sell
 		m.writeTrade(&w, t)

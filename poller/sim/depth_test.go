@@ -305,10 +305,45 @@ func TestTradeIDsAgree(t *testing.T) {
 				streamed[tr.ID] = tr
 			}
 		}
-		for _, tr := range trades {
+		for i, tr := range trades {
 			if streamed[tr.ID] != tr {
 				t.Fatalf("%s: REST trade %+v, stream %+v", sym, tr, streamed[tr.ID])
 			}
+			if i > 0 && tr.ID != trades[i-1].ID+1 {
+				t.Fatalf("%s: trade id %d after %d: ids are consecutive, as the venue's", sym, tr.ID, trades[i-1].ID)
+			}
+		}
+	}
+}
+
+// A bucket's first trade id is the one before's plus its trades, however
+// the ids are asked for (in order, backwards, or cold), but where an era
+// begins: there ids skip to the era's own start.
+func TestTradeIDsAreConsecutiveWithinAnEra(t *testing.T) {
+	era := floorDiv(Heartbeat(t0), eraBuckets) + 1
+	edge := era * eraBuckets
+	m := New(Config{Seed: 2}).bySymbol["BTCUSDT"]
+	cold := func(b int64) int64 { return New(Config{Seed: 2}).bySymbol["BTCUSDT"].tradeStart(b) }
+	inOrder := map[int64]int64{}
+	for b := edge - 600; b < edge+600; b++ {
+		start, next := m.tradeStart(b), m.tradeStart(b+1)
+		inOrder[b] = start
+		switch {
+		case b+1 == edge:
+			if want := m.tradeBase + era*eraBuckets*maxBucketTrades; next != want {
+				t.Fatalf("first id of era %d: %d, want %d", era, next, want)
+			}
+		case next != start+int64(m.tradeCount(b)):
+			t.Fatalf("heartbeat %d starts at %d with %d trades, the next at %d", b, start, m.tradeCount(b), next)
+		}
+		if b%97 == 0 && cold(b) != start {
+			t.Fatalf("heartbeat %d: %d asked cold, %d in order", b, cold(b), start)
+		}
+	}
+	// Backwards, as Trades walks.
+	for b := edge + 599; b >= edge-600; b-- {
+		if got, want := m.tradeStart(b), inOrder[b]; got != want {
+			t.Fatalf("heartbeat %d backwards: %d, want %d", b, got, want)
 		}
 	}
 }

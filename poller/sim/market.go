@@ -109,8 +109,9 @@ type market struct {
 	topKey, bidKey, askKey, tradeKey, volumeKey, idKey uint64
 	octaveKeys                                         [len(octaves)]uint64
 
-	idBase    int64 // where the market's update ids start
-	tradeBase int64 // where the market's aggregate trade ids start
+	idBase    int64     // where the market's update ids start
+	tradeBase int64     // where the market's aggregate trade ids start
+	ids       *tradeIDs // where they stand (see tradeStart); shared by copies of the market
 
 	levelBytes int // text bytes one book level needs, to size buffers once
 	tradeBytes int // text bytes one trade needs
@@ -285,13 +286,6 @@ func (m *market) heartbeatOf(id int64) int64 {
 	return k
 }
 
-// tradeID is the aggregate trade id of the j-th trade of heartbeat b's
-// bucket: strictly increasing in trade order, and the same however the trade
-// is read.
-func (m *market) tradeID(b int64, j int) int64 {
-	return m.tradeBase + b*(maxBucketTrades+1) + int64(j)
-}
-
 // maxBucketTrades is the most trades one heartbeat bucket holds.
 const maxBucketTrades = 3
 
@@ -308,15 +302,9 @@ type rawTrade struct {
 // heartbeat's book, sometimes one tick through it.
 func (m *market) bucket(b int64, out *[maxBucketTrades]rawTrade) int {
 	h := stream(m.tradeKey, b)
-	r := h & 0xff
-	if r < m.idle {
+	n := countOf(m, h)
+	if n == 0 {
 		return 0
-	}
-	n := 3
-	if r < m.one {
-		n = 1
-	} else if r < m.two {
-		n = 2
 	}
 	bid, ask := m.top(b)
 	for i := range n {

@@ -294,6 +294,7 @@ func newMarket(s spec, seed int64) market {
 		tradeKey:     mix(key ^ domainTrade),
 		volumeKey:    mix(key ^ domainVolume),
 		idKey:        mix(key ^ domainID),
+		ids:          new(tradeIDs),
 	}
 	// Ids start somewhere of the market's own, as two venue markets' counters
 	// do, but far below where the heartbeats of this century take them.

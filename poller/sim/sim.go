@@ -47,8 +47,9 @@ type Config struct {
 	Extra int
 }
 
-// Venue is the simulated venue. It is immutable after New and safe for
-// concurrent use.
+// Venue is the simulated venue. Its answers depend only on the seed and the
+// clock (it keeps nothing but a memory of where trade ids stand, which
+// saves counting them again), and it is safe for concurrent use.
 type Venue struct {
 	now      func() time.Time
 	markets  []market
@@ -128,8 +129,8 @@ func (v *Venue) Book(ctx context.Context, symbol string, depth int) (venue.Book,
 // instant, oldest first, as Binance does. A limit that is not positive means
 // 500 and a larger one is capped at 1000. Trades of the past never change:
 // a later call returns the same trades plus newer ones. IDs are the
-// aggregate trade ids, strictly increasing in trade order and the same as the
-// streams deliver. QuoteQty is price ×
+// aggregate trade ids, consecutive in trade order (see tradeStart) and the
+// same as the streams deliver. QuoteQty is price ×
 // size exactly, except on DOGEUSDT, whose trades leave it "" as a venue
 // without quote quantities would. Now and then two consecutive trades agree
 // in time, side, price and size.
@@ -155,14 +156,23 @@ func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]venue.T
 	i := n
 	var bt [maxBucketTrades]rawTrade
 	first := floorDiv(now, tickMs)
+	// A bucket's first id is the next one's less its trades; only where an
+	// era begins are the ids counted again (see tradeStart).
+	start := m.tradeStart(first + 1)
 	for b := first; i > 0 && b > first-lookback; b-- {
-		for j := m.bucket(b, &bt) - 1; j >= 0 && i > 0; j-- {
+		count := m.bucket(b, &bt)
+		if floorMod(b+1, eraBuckets) == 0 {
+			start = m.tradeStart(b)
+		} else {
+			start -= int64(count)
+		}
+		for j := count - 1; j >= 0 && i > 0; j-- {
 			t := &bt[j]
 			if t.time > now {
 				continue // later in the current heartbeat: not happened yet
 			}
 			i--
-			out[i].ID = m.tradeID(b, j)
+			out[i].ID = start + int64(j)
 			out[i].Time = t.time
 			out[i].Sell = t.sell
 			m.writeTrade(&w, t)
