@@ -486,14 +486,16 @@ func recoveryRows(r recoveryResult) []row {
 	add("rotation: books out of sequence", causes(lost), "0", verdict(total(lost) == 0))
 	add("steady: refreshes of books in sequence", causes(since(outOfSequence(r.RotResyncs), r.RotResyncs)), "", "")
 	add("one line dropped (two lines)", "not measured: each stream has one line", "", "")
-	resynced := total(r.DropResyncs)
+	resynced := total(outOfSequence(r.DropResyncs))
 	dropTarget := syncTime(resynced, r.Budget) + 10*time.Second
 	recovered := dur(r.Recovered)
 	if r.DropPending > 0 {
 		recovered = fmt.Sprintf("%s, %d books never newer", recovered, r.DropPending)
 	}
 	add("every connection dropped: 99.9 % of books newer than the drop", recovered, "≤ "+dur(dropTarget), verdict(r.Recovered <= dropTarget && r.DropPending <= r.Pairs-recoveryShare(r.Pairs)))
-	add("every connection dropped: resyncs by cause", fmt.Sprintf("%s (%.1f%% of books); %d suspended", causes(r.DropResyncs), 100*float64(resynced)/float64(max(r.Pairs, 1)), r.DropSuspends), "", "")
+	add("every connection dropped: books out of sequence, by cause", fmt.Sprintf("%s (%.1f%% of books); %d suspended; refreshes: %s",
+		causes(outOfSequence(r.DropResyncs)), 100*float64(resynced)/float64(max(r.Pairs, 1)), r.DropSuspends,
+		causes(since(outOfSequence(r.DropResyncs), r.DropResyncs))), "", "")
 	add("every connection dropped: trade windows that missed trades", strconv.Itoa(r.DropTradeCut), "", "")
 	add("every connection dropped: REST weight", fmt.Sprintf("%d (%s)", r.DropWeight.Total, byPath(r.DropWeight)), "", "")
 	add("every connection dropped: aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*r.DropAgg.okShare(), r.DropAgg.total(), r.DropAgg.others()), "", "")
