@@ -45,17 +45,33 @@ func (s *bookSide) better(a, b priceKey) bool {
 }
 
 // search returns the index of key in the worst-first levels, or where it
-// would go, and whether it is there.
+// would go, and whether it is there. It runs for every level of every
+// event, so each side has its own loop: bids are stored in ascending
+// price order, asks in descending, and neither loop asks which side it is
+// on or calls a comparison function.
 func (s *bookSide) search(key priceKey) (int, bool) {
-	return slices.BinarySearchFunc(s.levels, key, func(l bookLevel, k priceKey) int {
-		switch {
-		case l.key == k:
-			return 0
-		case s.better(l.key, k):
-			return 1
+	lv := s.levels
+	lo, hi := 0, len(lv)
+	if s.bids {
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if lv[m].key.less(key) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
 		}
-		return -1
-	})
+	} else {
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if key.less(lv[m].key) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+	}
+	return lo, lo < len(lv) && lv[lo].key == key
 }
 
 func (s *bookSide) load(levels []venue.Level, limit int) error {
