@@ -117,9 +117,10 @@ func decodeFrame(b []byte) (f frame, err error) {
 		}
 	}()
 	// The frame is copied once into a string and values are checked as
-	// substrings of it. What the returned frame keeps is cloned out of it:
-	// a level kept in a book then holds its own few bytes, not the whole
-	// frame, and nothing returned shares the caller's buffer.
+	// substrings of it, so nothing returned shares the caller's buffer.
+	// A depth event's levels stay substrings of that copy for the book to
+	// clone what it keeps (see readLevels); everything else is cloned out
+	// of it.
 	s := scanner{src: string(b)}
 	if s.peek() != '{' {
 		s.value()

@@ -1,6 +1,7 @@
 package binance
 
 import (
+	"slices"
 	"strings"
 
 	"marketfeed/poller/venue"
@@ -164,7 +165,9 @@ func depthUpdateOf(event, symbol, first, last, prev, t field) (venue.DepthUpdate
 // outranks it.
 //
 // buf is where the levels gather; what comes back is a copy at the side's
-// size, its decimals cloned out of the frame.
+// size. Its decimals are substrings of the frame, not clones: most levels
+// of an event change a level the book holds, which keeps only the new
+// size, so the book clones what it keeps (see venue.DepthUpdate).
 func readLevels(s *scanner, side string, buf []venue.Level) ([]venue.Level, error) {
 	switch s.peek() {
 	case '[':
@@ -202,11 +205,7 @@ func readLevels(s *scanner, side string, buf []venue.Level) ([]venue.Level, erro
 	if err != nil {
 		return nil, err
 	}
-	out := make([]venue.Level, len(levels))
-	for i, lv := range levels {
-		out[i] = venue.Level{Price: strings.Clone(lv.Price), Size: strings.Clone(lv.Size)}
-	}
-	return out, nil
+	return slices.Clone(levels), nil
 }
 
 // levelOf checks level i of a depth event's side: the price is a positive

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"marketfeed/poller/venue"
 )
@@ -113,9 +114,9 @@ func (s *bookSide) update(levels []venue.Level) error {
 				s.levels = slices.Delete(s.levels, at, at+1)
 			}
 		case found:
-			s.levels[at].size = l.Size
+			s.levels[at].size = strings.Clone(l.Size) // see venue.DepthUpdate
 		default:
-			s.levels = slices.Insert(s.levels, at, bookLevel{key, l.Price, l.Size})
+			s.levels = slices.Insert(s.levels, at, bookLevel{key, strings.Clone(l.Price), strings.Clone(l.Size)})
 		}
 	}
 	if len(s.levels) > s.max+s.max/8 {

@@ -8,7 +8,10 @@ import (
 
 // DepthUpdate is one event of a market's diff depth stream: every level that
 // changed between two update ids, with its new absolute size ("0" removes
-// the level). Levels are plain decimals, checked by the adapter.
+// the level). Levels are plain decimals, checked by the adapter. Their
+// strings may share memory with the whole message they came in: a consumer
+// that keeps one beyond the event clones it, so that a kept level holds
+// its own few bytes.
 type DepthUpdate struct {
 	Symbol string // the venue's symbol, upper case as in the catalog
 	First  int64  // U: the first update id in the event
