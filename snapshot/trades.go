@@ -74,9 +74,20 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 	}
+	// A trade the previous value held is serialized as it was there: its
+	// item is copied, not written again with its target volume computed
+	// again (a product of two decimals where the venue sends no quote
+	// quantity, as Binance's aggregate trades do not).
+	cached := make([][]byte, len(trades))
+	for i, tr := range trades {
+		if tr.ID != 0 {
+			cached[i] = known.byVenue[tr.ID].item
+		}
+	}
 	targets := make([]string, len(trades))
 	for i, tr := range trades {
 		switch {
+		case cached[i] != nil:
 		case tr.QuoteQty == "":
 			if targets[i], err = Product(tr.Price, tr.Size); err != nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
@@ -93,7 +104,11 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	items := make([]byte, 0, 200*len(trades))
 	itemEnds := make([]int, len(trades))
 	for i := len(trades) - 1; i >= 0; i-- {
-		items = appendTrade(items, ids[i], trades[i], targets[i])
+		if cached[i] != nil {
+			items = append(items, cached[i]...)
+		} else {
+			items = appendTrade(items, ids[i], trades[i], targets[i])
+		}
 		itemEnds[i] = len(items)
 	}
 	// Each side's view is sized for its own items: a pair's three views
@@ -123,6 +138,23 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	}
 	for side := range numSides {
 		t.views[side].body = append(t.views[side].body, ']')
+	}
+	// The next value copies the items of the trades it shares with this
+	// one out of this one's view of both sides.
+	all := &t.views[SideAll]
+	for i, tr := range trades {
+		k, ok := idOf.byVenue[tr.ID]
+		if tr.ID == 0 || !ok {
+			continue
+		}
+		j := len(trades) - 1 - i // the view is newest first
+		start := 1               // after '['
+		if j > 0 {
+			start = int(all.ends[j-1]) + 1 // after ','
+		}
+		end := int(all.ends[j])
+		k.item = all.body[start:end:end]
+		idOf.byVenue[tr.ID] = k
 	}
 	t.tag = newTag(t.version)
 	return t, nil
@@ -242,10 +274,11 @@ type knownIDs struct {
 }
 
 // numberedID is a published trade id with the repeat number it was hashed
-// with.
+// with, and the trade's serialized item in the value that holds it.
 type numberedID struct {
-	n  int
-	id string
+	n    int
+	id   string
+	item []byte
 }
 
 // tradeIdent is what a trade's id derives from: its four published fields

@@ -128,3 +128,58 @@ func TestTradeViewsAreSizedForTheirSide(t *testing.T) {
 		t.Fatal("the tape should hold both sides")
 	}
 }
+
+// venueTape is n distinct trades with venue ids 1..n, half of them without
+// a quote quantity (target volume computed), both sides.
+func venueTape(n int) []Trade {
+	tape := tradeTape(n)
+	for i := range tape {
+		tape[i].ID = int64(i + 1)
+		if i%4 == 1 {
+			tape[i].QuoteQty = ""
+		}
+	}
+	return tape
+}
+
+// A trade the previous value held is copied from it, not serialized again:
+// every view is byte for byte what a fresh read of the window gives, as the
+// window slides, and when it jumps past every trade the previous value held.
+func TestNewTradesAfterCopiesSharedTradesExactly(t *testing.T) {
+	tape := venueTape(400)
+	var prev *Trades
+	for _, start := range []int{0, 1, 2, 9, 50, 99, 250, 251, 300} {
+		window := tape[start : start+100]
+		fresh := mustTrades(t, window)
+		after, err := NewTradesAfter(prev, "BTC_USDT", window, readAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for side := range numSides {
+			if got, want := string(after.Body(side)), string(fresh.Body(side)); got != want {
+				t.Fatalf("window at %d, side %d:\n%s\nwant\n%s", start, side, got, want)
+			}
+		}
+		prev = after
+	}
+}
+
+// The cost of the value that follows the previous one by one new trade, as
+// the stream-fed window publishes it each second: trades from a venue that
+// sends no quote quantity, as Binance's aggregate trades.
+func BenchmarkNewTradesAfterOneNewTrade(b *testing.B) {
+	tape := venueTape(MaxTrades + 1)
+	for i := range tape {
+		tape[i].QuoteQty = ""
+	}
+	prev, err := NewTrades("BTC_USDT", tape[:MaxTrades], readAt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NewTradesAfter(prev, "BTC_USDT", tape[1:], readAt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
