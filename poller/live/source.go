@@ -3,6 +3,12 @@
 // in sequence by the diff stream, a window of the newest aggregate trades per
 // pair, and the all-market ticker's rows. A Source is the streams' Sink.
 //
+// A lost connection costs only what was really missed: a book is suspended
+// until its next event says whether its chain goes on, and a trade window
+// until its next trade id does. Books out of sequence get their snapshots
+// before any trades backfill, at the whole budget the poller leaves them,
+// and their progress is logged and reported (SyncProgress).
+//
 // It declares what it needs of the rest of the poller as small interfaces
 // (REST, Store, Demand, Scheduler) rather than holding the poller: the REST
 // reads a pair needs go through the poller's one call path and budget, and
