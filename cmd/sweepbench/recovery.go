@@ -346,10 +346,10 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	// Every connection cut at once.
 	fmt.Fprintf(cfg.stdout, "  steady state done; cutting every market-stream connection\n")
 	dropAt := time.Now()
-	if status, _ := post(ctx, env.venueURL+"/_control/drop"); status/100 != 2 {
+	if status, _ := send(ctx, newClient(1), http.MethodPost, env.venueURL+"/_control/drop"); status/100 != 2 {
 		return res, fmt.Errorf("venuesim drop: status %d", status)
 	}
-	recovered, pending, err := freshAfter(ctx, apiURL, pairs, need, dropAt, time.Second, dropAt.Add(cfg.coldTimeout))
+	recovered, pending, err := probeBooks(ctx, apiURL, pairs, need, time.Second, dropAt.Add(cfg.coldTimeout), newerThan(dropAt))
 	if err != nil {
 		return res, err
 	}
@@ -376,77 +376,15 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	return res, nil
 }
 
-// post sends an empty POST and returns the status (0: a transport error).
-func post(ctx context.Context, u string) (int, []byte) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-	if err != nil {
-		return 0, nil
-	}
-	resp, err := newClient(1).Do(req)
-	if err != nil {
-		return 0, nil
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
-
-// freshAfter asks every pair's book, each at most once per interval, until
-// need of them have answered 200 with a timestamp after at, or the deadline
-// passes. It returns when the need-th did and how many pairs never did.
-func freshAfter(ctx context.Context, apiURL string, pairs []string, need int, at time.Time, interval time.Duration, deadline time.Time) (time.Time, int, error) {
-	const conns = 8
-	client := newClient(conns)
-	fresh := make([]time.Time, len(pairs))
-	done := 0
+// newerThan accepts a book whose timestamp is after at.
+func newerThan(at time.Time) func(body []byte) bool {
 	after := at.UnixMilli()
-	for done < need && time.Now().Before(deadline) {
-		round := time.Now()
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, conns)
-		for i, p := range pairs {
-			if !fresh[i].IsZero() {
-				continue
-			}
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				status, body := get(ctx, client, routeURL(apiURL, "orderbook", p))
-				if status != http.StatusOK {
-					return
-				}
-				var b struct {
-					Timestamp int64 `json:"timestamp"`
-				}
-				if json.Unmarshal(body, &b) == nil && b.Timestamp > after {
-					mu.Lock()
-					fresh[i] = time.Now()
-					done++
-					mu.Unlock()
-				}
-			})
+	return func(body []byte) bool {
+		var b struct {
+			Timestamp int64 `json:"timestamp"`
 		}
-		wg.Wait()
-		if err := ctx.Err(); err != nil {
-			return time.Time{}, 0, err
-		}
-		if done < need {
-			if err := process.Sleep(ctx, time.Until(round.Add(interval))); err != nil {
-				return time.Time{}, 0, err
-			}
-		}
+		return json.Unmarshal(body, &b) == nil && b.Timestamp > after
 	}
-	var times []time.Time
-	for _, t := range fresh {
-		if !t.IsZero() {
-			times = append(times, t)
-		}
-	}
-	slices.SortFunc(times, time.Time.Compare)
-	if len(times) < need {
-		return time.Now(), len(pairs) - len(times), nil
-	}
-	return times[need-1], len(pairs) - len(times), nil
 }
 
 // syncTime is how long the budget takes to sync n books at the target share:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -124,7 +125,13 @@ func (c *collector) record(hot bool, kind string, status int, body []byte, at ti
 
 // get reads url and returns its status (0 for a transport error) and body.
 func get(ctx context.Context, client *http.Client, u string) (int, []byte) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	return send(ctx, client, http.MethodGet, u)
+}
+
+// send sends an empty request and returns the status (0 for a transport
+// error) and the body.
+func send(ctx context.Context, client *http.Client, method, u string) (int, []byte) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return 0, nil
 	}
@@ -176,7 +183,8 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	res.Pairs = len(pairs)
 	fmt.Fprintf(cfg.stdout, "  ready after %v, %d pairs; waiting for every book\n", res.Ready.Round(time.Millisecond), len(pairs))
 
-	coldEnd, pending, err := coldStart(ctx, apiURL, pairs, cfg.coldInterval, t0.Add(cfg.coldTimeout))
+	coldEnd, pending, err := probeBooks(ctx, apiURL, pairs, len(pairs), cfg.coldInterval, t0.Add(cfg.coldTimeout),
+		func([]byte) bool { return true })
 	if err != nil {
 		return res, err
 	}
@@ -313,26 +321,34 @@ func fetchPairs(ctx context.Context, apiURL string) ([]string, error) {
 	return nil, last
 }
 
-// coldStart asks for every pair's book until each has answered 200 once or
-// the deadline passes. A pair is asked at most once a round and rounds start
-// interval apart, so the probe stays a small load however many pairs wait.
-// It returns when the last book answered and how many never did.
-func coldStart(ctx context.Context, apiURL string, pairs []string, interval time.Duration, deadline time.Time) (time.Time, int, error) {
+// probeBooks asks for every pair's book until need of them have answered
+// 200 with a body ok accepts, or the deadline passes. A pair is asked until
+// it has, at most once a round, and rounds start interval apart, so the
+// probe stays a small load however many pairs wait. It returns when the
+// need-th pair's answer came (the deadline's time when fewer did) and how
+// many pairs never answered so.
+func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, interval time.Duration, deadline time.Time, ok func(body []byte) bool) (time.Time, int, error) {
 	const conns = 8
 	client := newClient(conns)
-	pending := append([]string(nil), pairs...)
-	last := time.Now()
-	for len(pending) > 0 && time.Now().Before(deadline) {
+	answered := make([]time.Time, len(pairs))
+	var mu sync.Mutex
+	done := 0
+	for done < need && time.Now().Before(deadline) {
 		round := time.Now()
-		ok := make([]bool, len(pending))
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, conns)
-		for i, p := range pending {
+		for i, p := range pairs {
+			if !answered[i].IsZero() {
+				continue
+			}
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				if status, _ := get(ctx, client, routeURL(apiURL, "orderbook", p)); status == http.StatusOK {
-					ok[i] = true
+				if status, body := get(ctx, client, routeURL(apiURL, "orderbook", p)); status == http.StatusOK && ok(body) {
+					mu.Lock()
+					answered[i] = time.Now()
+					done++
+					mu.Unlock()
 				}
 			})
 		}
@@ -340,23 +356,23 @@ func coldStart(ctx context.Context, apiURL string, pairs []string, interval time
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, 0, err
 		}
-		still := pending[:0]
-		for i, p := range pending {
-			if !ok[i] {
-				still = append(still, p)
-			}
-		}
-		if len(still) < len(pending) {
-			last = time.Now()
-		}
-		pending = still
-		if len(pending) > 0 {
+		if done < need {
 			if err := process.Sleep(ctx, time.Until(round.Add(interval))); err != nil {
 				return time.Time{}, 0, err
 			}
 		}
 	}
-	return last, len(pending), nil
+	times := make([]time.Time, 0, done)
+	for _, t := range answered {
+		if !t.IsZero() {
+			times = append(times, t)
+		}
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	if len(times) < need || need == 0 {
+		return time.Now(), len(pairs) - len(times), nil
+	}
+	return times[need-1], len(pairs) - len(times), nil
 }
 
 // aggregate reads every pair's book and trades once a round, spread evenly

@@ -89,14 +89,13 @@ var (
 		stream:  snapshot.StreamTrades,
 		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
 		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
-		// A window answers before its backfill (see pair.tradesCurrent):
-		// the backfill fills it toward MaxTrades in the background, the
-		// pairs requests read first, and after every book is in sequence
-		// (a book out of sequence is not served at all), but for a window
-		// a request waits for.
-		// A window that may have missed trades while its stream was lost
-		// is read when no trade came within resumeGrace of the stream's
-		// return to say whether it did.
+		// A window answers before its backfill (see pair.tradesCurrent),
+		// which fills it toward MaxTrades in the background: the pairs
+		// requests read first, and only once every book is in sequence (a
+		// book out of sequence is not served at all), but for a window a
+		// request waits for. A window that may have missed trades while
+		// its stream was lost is read when no trade came within
+		// resumeGrace of the stream's return to say whether it did.
 		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
 			switch {
 			case !lp.trades.live:

@@ -302,7 +302,7 @@ type rawTrade struct {
 // heartbeat's book, sometimes one tick through it.
 func (m *market) bucket(b int64, out *[maxBucketTrades]rawTrade) int {
 	h := stream(m.tradeKey, b)
-	n := countOf(m, h)
+	n := m.countOf(h)
 	if n == 0 {
 		return 0
 	}

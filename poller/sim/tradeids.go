@@ -36,11 +36,11 @@ type eraSums struct {
 // tradeCount is how many trades heartbeat b's bucket holds: bucket's count
 // without drawing the trades.
 func (m *market) tradeCount(b int64) int {
-	return countOf(m, stream(m.tradeKey, b))
+	return m.countOf(stream(m.tradeKey, b))
 }
 
 // countOf turns a bucket's draw into its trade count.
-func countOf(m *market, h uint64) int {
+func (m *market) countOf(h uint64) int {
 	switch r := h & 0xff; {
 	case r < m.idle:
 		return 0
