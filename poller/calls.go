@@ -135,7 +135,7 @@ func (p *Poller) bulk(ctx context.Context, c venue.Call, fn func(context.Context
 	if c == venue.CallCatalog {
 		purpose = budget.PurposeCatalog
 	}
-	if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, p.caps(), true) {
+	if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, p.caps(), budget.Waiting) {
 		return fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
 	}
 	p.metrics.weight[purpose].Add(p.venue.Weight(c))

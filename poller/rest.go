@@ -98,7 +98,7 @@ dispatch:
 			<-slots // a cold load started reading it meanwhile
 			continue
 		}
-		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, true) {
+		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, budget.Waiting) {
 			hp.reading.Store(false)
 			<-slots
 			left := len(due) - i
@@ -265,7 +265,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	for {
 		caps := p.caps()
 		now := time.Now()
-		if p.ledger.Take(now, p.venue.Weight(c), purpose, caps, true) {
+		if p.ledger.Take(now, p.venue.Weight(c), purpose, caps, budget.Waiting) {
 			p.metrics.weight[purpose].Add(p.venue.Weight(c))
 			break
 		}

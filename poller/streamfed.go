@@ -78,7 +78,7 @@ var (
 
 // Start runs read if a read slot is free, calls are not paused and the
 // budget has weight for purpose, under the poller's lifetime.
-func (r liveREST) Start(purpose budget.Purpose, weight int, urgent bool, read func(ctx context.Context)) bool {
+func (r liveREST) Start(purpose budget.Purpose, weight int, prio budget.Priority, read func(ctx context.Context)) bool {
 	p := r.p
 	if p.gate.Blocked(time.Now()) {
 		return false
@@ -88,7 +88,7 @@ func (r liveREST) Start(purpose budget.Purpose, weight int, urgent bool, read fu
 	default:
 		return false
 	}
-	if !p.ledger.Take(time.Now(), weight, purpose, p.caps(), urgent) {
+	if !p.ledger.Take(time.Now(), weight, purpose, p.caps(), prio) {
 		<-p.liveSlots
 		return false
 	}

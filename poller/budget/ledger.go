@@ -128,12 +128,35 @@ func (b *Ledger) expire(now time.Time) {
 	}
 }
 
+// Priority is how much of its class's cap a read may spend.
+type Priority int
+
+// The priorities of reads.
+const (
+	// Background reads nobody waits for: four fifths of a class that keeps
+	// a fifth back for requests (see Caps.Of).
+	Background Priority = iota
+	// Sync reads every reader of a pair waits for, though no request
+	// waits yet (the snapshot that brings a book into sequence): four
+	// fifths, and the fifth kept for requests as well once it would
+	// otherwise go unused: when the whole fifth is free again within
+	// SyncRelease of the read. A cold start then spends the whole budget,
+	// and requests that come during it still jump the queue, at once or
+	// within SyncRelease.
+	Sync
+	// Waiting reads are what a request waits for: all of the class's cap.
+	Waiting
+)
+
+// SyncRelease is the longest a request waits because Sync reads took the
+// part of a class's cap kept back for requests.
+const SyncRelease = 15 * time.Second
+
 // Take spends weight for purpose at now if the window's total stays within
-// the limit and the class's spend within its cap of caps (urgent: all of it;
-// otherwise what Caps.Of leaves for reads nobody waits for), and, for a class
-// that counts towards a parent's share as well, within the parent's cap for
-// background reads. It reports whether the weight was spent.
-func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, urgent bool) bool {
+// the limit and the class's spend within its cap of caps for prio, and, for
+// a class that counts towards a parent's share as well, within the parent's
+// cap for background reads. It reports whether the weight was spent.
+func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, prio Priority) bool {
 	if weight <= 0 {
 		return true
 	}
@@ -144,7 +167,13 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, urg
 		return true
 	}
 	b.expire(now)
-	if b.total+weight > b.limit || b.byClass[class]+weight > caps.Of(class, urgent) {
+	if b.total+weight > b.limit {
+		return false
+	}
+	switch own, all := b.byClass[class]+weight, caps.Of(class, true); {
+	case own <= caps.Of(class, prio == Waiting):
+	case prio == Sync && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all).Sub(now) <= SyncRelease:
+	default:
 		return false
 	}
 	if p := parentOf[class]; p != class && b.byClass[p]+weight > caps.Of(p, false) {
@@ -178,18 +207,29 @@ func (b *Ledger) FreeAt(now time.Time, weight int, purpose Purpose, caps Caps) t
 	if weight > b.limit || weight > classCap {
 		return time.Time{}
 	}
-	total, own := b.total, b.byClass[class]
+	return b.freeLocked(now, 0, weight, class, classCap)
+}
+
+// freeLocked is the earliest time at which weight fits the limit and
+// classCap again if pending weight is spent at now and nothing after.
+func (b *Ledger) freeLocked(now time.Time, pending, weight int, class Class, classCap int) time.Time {
+	fits := func(total, own int) bool { return total+weight <= b.limit && own+weight <= classCap }
+	total, own := b.total+pending, b.byClass[class]+pending
+	at := now
 	for _, e := range b.entries {
-		if total+weight <= b.limit && own+weight <= classCap {
-			break
+		if fits(total, own) {
+			return at
 		}
 		total -= e.weight
 		if e.class == class || parentOf[e.class] == class {
 			own -= e.weight
 		}
-		now = e.at.Add(b.window)
+		at = e.at.Add(b.window)
 	}
-	return now
+	if fits(total, own) {
+		return at
+	}
+	return now.Add(b.window) // only once the pending weight expires
 }
 
 // Spent returns the weight spent in the window ending at now.

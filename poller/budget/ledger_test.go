@@ -20,8 +20,8 @@ func TestRefreshSpendsWithinItsShareAndTheBookShare(t *testing.T) {
 	if caps.Of(ClassBook, false) != bookCap || caps.Of(ClassRefresh, false) != 50 {
 		t.Fatalf("caps %v: book %d for background reads, refresh %d", caps, caps.Of(ClassBook, false), caps.Of(ClassRefresh, false))
 	}
-	sync := func(at time.Time, w int) bool { return b.Take(at, w, PurposeSnapshot, caps, false) }
-	refresh := func(at time.Time, w int) bool { return b.Take(at, w, PurposeRefresh, caps, false) }
+	sync := func(at time.Time, w int) bool { return b.Take(at, w, PurposeSnapshot, caps, Background) }
+	refresh := func(at time.Time, w int) bool { return b.Take(at, w, PurposeRefresh, caps, Background) }
 	if !sync(now, 80) {
 		t.Fatal("a sync within the book share was refused")
 	}
@@ -98,5 +98,42 @@ func TestCapsOf(t *testing.T) {
 	}
 	if caps.Of(ClassRefresh, false) != 40 || caps.Of(ClassBulk, false) != math.MaxInt {
 		t.Error("refreshes or bulk calls keep back what no request waits for")
+	}
+}
+
+// The snapshots that sync books take four fifths of the book share at once
+// and the fifth kept for requests only when it would otherwise go unused:
+// a request that comes meanwhile is read at once, and one that comes after
+// waits at most SyncRelease.
+func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
+	b := NewLedger()
+	b.SetLimit(1000)
+	caps := Caps{math.MaxInt, 100, 100, math.MaxInt}
+	t0 := time.Unix(1_000_000, 0)
+	take := func(at time.Duration, prio Priority) bool {
+		return b.Take(t0.Add(at), 10, PurposeSnapshot, caps, prio)
+	}
+	for i := range 8 {
+		if !take(0, Sync) {
+			t.Fatalf("sync %d of a cold start refused within four fifths of the share", i+1)
+		}
+	}
+	if take(time.Second, Sync) {
+		t.Fatal("a sync took the requests' fifth 59 s before the share frees")
+	}
+	if !take(time.Second, Waiting) {
+		t.Fatal("a request during the cold start did not find the fifth kept for it")
+	}
+	if take(44*time.Second, Sync) {
+		t.Fatal("a sync took the requests' fifth 16 s before the share frees")
+	}
+	if !take(45*time.Second, Sync) {
+		t.Fatal("the requests' fifth went unused 15 s before the share frees")
+	}
+	if take(45*time.Second, Sync) || take(45*time.Second, Waiting) {
+		t.Fatal("a read went past the whole book share")
+	}
+	if at := b.FreeAt(t0.Add(45*time.Second), 10, PurposeSnapshot, caps); !at.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("a request after the syncs took the fifth waits until %v, want the minute's end", at.Sub(t0))
 	}
 }

@@ -150,9 +150,32 @@ func (s *Source) snapshotDepth(tier int) int {
 // the trade windows that are not complete. It does not wait for them.
 func (s *Source) Sync() {
 	left := s.dispatch(snapshotRead)
-	s.booksBehind.Store(left[tierSync] > 0)
+	s.booksBehind.Store(left[tierSync] > 0 || s.booksWaiting(time.Now()))
 	s.dispatch(backfillRead)
 }
+
+// booksWaiting reports whether a book out of sequence waits for its
+// snapshot: one whose read is in flight, or is still to be made, or whose
+// stream has just been acknowledged and has had no event yet to buffer. The
+// round's own count of books left over is not enough: it misses the reads
+// another round has in flight, and the books whose first events are still
+// on the way, and a backfill started then would spend the weight their
+// snapshots need. A stream quiet for ackGrace after its acknowledgement no
+// longer counts, so that a market with no depth changes holds nothing back.
+func (s *Source) booksWaiting(now time.Time) bool {
+	waiting := false
+	s.each(func(lp *pair) {
+		if waiting || !lp.books.delivering() || lp.book.Synced() {
+			return
+		}
+		waiting = lp.book.Buffered() > 0 || now.Sub(lp.books.at) < ackGrace
+	})
+	return waiting
+}
+
+// ackGrace is how long a depth stream acknowledged without an event yet is
+// taken as about to deliver the events its book's sync starts from.
+const ackGrace = 2 * time.Second
 
 // dispatch starts the reads of one kind for every pair that needs one, in
 // rank order, while the budget and the read slots allow, and returns how
@@ -161,10 +184,10 @@ func (s *Source) Sync() {
 // claimed under its lock, where its readiness is checked again, before its
 // weight is spent, so that it is read once.
 //
-// The snapshot that syncs a book spends as a read a request waits for
-// does: a book out of sequence is not served, so its sync is what every
-// reader of the pair waits for, and it may use the whole book share,
-// including the part held back from background reads.
+// The snapshot that syncs a book is read at budget.Sync: a book out of
+// sequence is not served, so its sync is what every reader of the pair
+// waits for, and it may take the part of the book share held back for
+// requests too, once that would otherwise go unused.
 func (s *Source) dispatch(r restRead) (left [numTiers]int) {
 	now := time.Now()
 	type queued struct {
@@ -206,8 +229,14 @@ func (s *Source) dispatch(r restRead) (left [numTiers]int) {
 		if !s.claim(r, lp, tier) {
 			continue
 		}
-		urgent := lp.waiting.Load() != 0 || r.purpose[tier] == budget.PurposeSnapshot
-		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), urgent, func(ctx context.Context) {
+		prio := budget.Background
+		switch {
+		case lp.waiting.Load() != 0:
+			prio = budget.Waiting
+		case r.purpose[tier] == budget.PurposeSnapshot:
+			prio = budget.Sync
+		}
+		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), prio, func(ctx context.Context) {
 			s.run(ctx, r, lp, tier)
 		}) {
 			continue

@@ -6,8 +6,9 @@
 // A lost connection costs only what was really missed: a book is suspended
 // until its next event says whether its chain goes on, and a trade window
 // until its next trade id does. Books out of sequence get their snapshots
-// before any trades backfill, at the whole budget the poller leaves them,
-// and their progress is logged and reported (SyncProgress).
+// before any trades backfill, at the whole budget the poller leaves them
+// (the part kept for requests too, once it would otherwise go unused: see
+// budget.Sync), and their progress is logged and reported (SyncProgress).
 //
 // It declares what it needs of the rest of the poller as small interfaces
 // (REST, Store, Demand, Scheduler) rather than holding the poller: the REST
@@ -43,9 +44,8 @@ import (
 type REST interface {
 	// Start runs read in the background, under the poller's lifetime, if a
 	// read slot is free, calls are not paused and the budget has weight
-	// for purpose (urgent: a request waits for it); it reports whether it
-	// started.
-	Start(purpose budget.Purpose, weight int, urgent bool, read func(ctx context.Context)) bool
+	// for purpose at prio; it reports whether it started.
+	Start(purpose budget.Purpose, weight int, prio budget.Priority, read func(ctx context.Context)) bool
 	// Book reads one snapshot of a market's book, depth levels a side.
 	Book(ctx context.Context, symbol string, depth int) (venue.Book, error)
 	// Trades reads a market's newest aggregate trades.
@@ -128,9 +128,10 @@ type Source struct {
 
 	// wake starts a sync or backfill round at once when a request waits.
 	wake chan struct{}
-	// booksBehind is set while the last round left books out of sequence
-	// without a snapshot read: until they have theirs, only the backfills
-	// of windows a request waits for may spend weight (see backfillRead).
+	// booksBehind is set while the last round saw books out of sequence
+	// waiting for their snapshots (see booksWaiting): until they have
+	// theirs, only the backfills of windows a request waits for may spend
+	// weight (see backfillRead).
 	booksBehind atomic.Bool
 	progress    syncProgress
 }

@@ -38,10 +38,10 @@ type fakeREST struct {
 // startedRead is one read Start let through.
 type startedRead struct {
 	purpose budget.Purpose
-	urgent  bool
+	prio    budget.Priority
 }
 
-func (f *fakeREST) Start(purpose budget.Purpose, _ int, urgent bool, read func(context.Context)) bool {
+func (f *fakeREST) Start(purpose budget.Purpose, _ int, prio budget.Priority, read func(context.Context)) bool {
 	f.mu.Lock()
 	hook := f.onStart
 	f.onStart = nil
@@ -59,7 +59,7 @@ func (f *fakeREST) Start(purpose budget.Purpose, _ int, urgent bool, read func(c
 		*f.budget--
 	}
 	f.started++
-	f.starts = append(f.starts, startedRead{purpose, urgent})
+	f.starts = append(f.starts, startedRead{purpose, prio})
 	f.mu.Unlock()
 	f.wg.Go(func() { read(context.Background()) })
 	return true

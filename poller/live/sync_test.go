@@ -35,8 +35,9 @@ func (f *fakeREST) purposesStarted() []budget.Purpose {
 // While a book out of sequence waits for the budget, no trades backfill
 // takes weight from it: a book out of sequence is not served at all, a
 // window that holds a trade is. A window a request waits for is the
-// exception; and the snapshot that syncs a book may use the whole book
-// share (urgent), the part held back from background reads included.
+// exception; and the snapshot that syncs a book is read at sync priority,
+// which may take the part of the book share held back from background
+// reads once that would otherwise go unused (see budget.Sync).
 func TestBackfillsWaitForBooksOutOfSequence(t *testing.T) {
 	s, rest, _ := newTestSource(t)
 	s.Live(snapshot.StreamTrades, []string{testSymbol})
@@ -59,13 +60,13 @@ func TestBackfillsWaitForBooksOutOfSequence(t *testing.T) {
 	}
 	s.byID(testID).waiting.Store(0)
 
-	// The budget allows the snapshot: it is urgent; once the book is in
+	// The budget allows the snapshot, at sync priority; once the book is in
 	// sequence, the backfill follows on the next round.
 	rest.withBudget(1)
 	s.Sync()
 	rest.wait()
-	if len(rest.starts) != 1 || rest.starts[0] != (startedRead{budget.PurposeSnapshot, true}) {
-		t.Fatalf("reads started: %+v, want one urgent snapshot", rest.starts)
+	if len(rest.starts) != 1 || rest.starts[0] != (startedRead{budget.PurposeSnapshot, budget.Sync}) {
+		t.Fatalf("reads started: %+v, want one snapshot at sync priority", rest.starts)
 	}
 	if !s.Current(testID, snapshot.StreamBook) {
 		t.Fatal("the book is not in sequence after its snapshot")
