@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,10 +55,18 @@ func startProcess(t *testing.T, bin string, args ...string) (url, ops string, pi
 		t.Fatal(err)
 	}
 	found := make(chan [2]string, 1)
+	// The log's last lines say why a process did not stop cleanly.
+	var tailMu sync.Mutex
+	var tail []string
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		sc := bufio.NewScanner(stderr)
 		sent := false
 		for sc.Scan() { // drains the log for as long as the process runs
+			tailMu.Lock()
+			tail = append(tail[max(len(tail)-4, 0):], sc.Text())
+			tailMu.Unlock()
 			if m := servingURL.FindStringSubmatch(sc.Text()); m != nil && !sent {
 				var o string
 				if m := opsAddr.FindStringSubmatch(sc.Text()); m != nil {
@@ -70,8 +79,11 @@ func startProcess(t *testing.T, bin string, args ...string) (url, ops string, pi
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-drained
 		if err := cmd.Wait(); err != nil {
-			t.Errorf("%s did not stop cleanly on SIGTERM: %v", filepath.Base(bin), err)
+			tailMu.Lock()
+			defer tailMu.Unlock()
+			t.Errorf("%s did not stop cleanly on SIGTERM: %v; its log ended:\n%s", filepath.Base(bin), err, strings.Join(tail, "\n"))
 		}
 	})
 	select {

@@ -39,6 +39,10 @@ type Config struct {
 	// connection serves before it is replaced. Zero means the venue's own
 	// limit (24 h on binance and aster) less 30 minutes.
 	VenueWSMaxAge time.Duration
+	// VenueWSLines is -venue-ws-lines: how many connections carry each
+	// market stream, 1, or 2 so that a dropped or replaced connection
+	// loses no event (binance and aster).
+	VenueWSLines int
 	// MaxConns is -max-conns, the most client connections open at once;
 	// one over it is refused. Each open connection holds a 16 KiB write
 	// buffer, so the default 10000 can hold up to 160 MiB.
@@ -133,6 +137,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.StringVar(&c.venue, "venue", simVenue, "venue `name`: "+strings.Join(venueNames(), " | "))
 	fs.StringVar(&c.venueURL, "venue-url", "", "base `URL` (http or https) of a Binance-compatible venue (default: that venue's public URL)")
 	durationVar(fs, &c.VenueWSMaxAge, "venue-ws-max-age", 0, "replace each market-stream connection after this `duration` (default: the venue's 24 h limit less 30 minutes; shorter for a proxy that closes sooner)")
+	intVar(fs, &c.VenueWSLines, "venue-ws-lines", 1, "`1|2` connections carrying each market stream: 2 keeps every event through the drop of any one connection, at twice the connections and about twice the frames read")
 	fs.StringVar(&c.VenueWSURL, "venue-ws-url", "", "base `URL` (ws or wss) of the venue's market streams (default: the -venue-url host when that is set, else that venue's public stream URL; binance: the /public and /market paths are derived from it)")
 	onOffVar(fs, &c.VenueStreams, "venue-streams", true, "read market streams, `on|off` (binance and aster; the simulated venue feeds the same path)")
 	fs.StringVar(&c.spotList, "spot", "", "platform spot pairs, comma separated `ids` (sim has a built-in default list)")
@@ -253,6 +258,9 @@ func (c *Config) validate() error {
 	}
 	if c.VenueWSMaxAge < 0 || (c.VenueWSMaxAge > 0 && c.VenueWSMaxAge < time.Second) {
 		return c.invalid("venue-ws-max-age", c.VenueWSMaxAge, "want 0 (the venue's limit) or at least 1s")
+	}
+	if c.VenueWSLines != 1 && c.VenueWSLines != 2 {
+		return c.invalid("venue-ws-lines", c.VenueWSLines, "want 1 or 2")
 	}
 	if c.simExtra < 0 {
 		return c.invalid("sim-extra", c.simExtra, "want 0 or more")

@@ -55,6 +55,7 @@ var badConfigs = []struct {
 	{"max stale not a duration", []string{"-max-stale", "10"}, nil, []string{"-max-stale", "duration"}},
 	{"cold timeout negative", []string{"-cold-timeout", "-1s"}, nil, []string{"-cold-timeout", "positive"}},
 	{"stream max age too short", []string{"-venue", "binance", "-venue-ws-max-age", "10ms"}, nil, []string{"-venue-ws-max-age", "at least 1s"}},
+	{"stream lines three", []string{"-venue", "binance", "-venue-ws-lines", "3"}, nil, []string{"-venue-ws-lines", "want 1 or 2"}},
 	{"max conns zero", []string{"-max-conns", "0"}, nil, []string{"-max-conns", "at least 1"}},
 	{"max conns not a number", []string{"-max-conns", "1e4"}, nil, []string{"-max-conns", "whole number"}},
 	{"sim extra negative", []string{"-sim-extra", "-3"}, nil, []string{"-sim-extra"}},
@@ -97,8 +98,9 @@ func TestValidateAcceptsGoodConfigurations(t *testing.T) {
 		check func(*Config) bool
 	}{
 		{"defaults", nil, nil, func(c *Config) bool {
-			return c.venue == "sim" && c.VenueStreams && c.VenueWSURL == "" && c.MaxConns == server.DefaultMaxConns
+			return c.venue == "sim" && c.VenueStreams && c.VenueWSURL == "" && c.MaxConns == server.DefaultMaxConns && c.VenueWSLines == 1
 		}},
+		{"two stream lines", []string{"-venue-ws-lines", "2"}, nil, func(c *Config) bool { return c.VenueWSLines == 2 }},
 		{"streams off", []string{"-venue-streams", "off"}, nil, func(c *Config) bool { return !c.VenueStreams }},
 		{"streams off from env", nil, map[string]string{"MARKETFEED_VENUE_STREAMS": "off"}, func(c *Config) bool { return !c.VenueStreams }},
 		{"binance urls", []string{"-venue", "binance", "-venue-url", "http://127.0.0.1:8081/", "-venue-ws-url", "wss://fstream.example.com"},

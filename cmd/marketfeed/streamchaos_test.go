@@ -102,28 +102,47 @@ func (c *chaos) streamFault(name, method, path string, limit time.Duration) time
 	return d
 }
 
+// streamRun is a stream fault run: marketfeed in process on venuesim,
+// every pair stream-fed, under the chaos traffic until stop.
+type streamRun struct {
+	*chaos
+	truth *truthChecker
+	stop  context.CancelFunc
+	wait  func()
+}
+
+// startStreamRun starts venuesim and marketfeed with the stream flags and
+// args, waits until every pair is stream-fed, and starts the traffic, for
+// at most limit.
+func startStreamRun(t *testing.T, limit time.Duration, args ...string) *streamRun {
+	const maxStale = 3 * time.Second
+	venue := startVenueSim(t)
+	api, a, logs := startLoggedApp(t, append(streamArgs(venue.url, maxStale), args...)...)
+	c := &chaos{t: t, venue: venue, api: api, app: a, logs: logs, traffic: newTraffic(t, api, a.store, maxStale)}
+	r := &streamRun{chaos: c, truth: &truthChecker{t: t, api: api, world: sim.New(sim.Config{Seed: 1})}}
+	ctx, stop := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(stop)
+	c.traffic.setPhase("cold start")
+	synced := allStreamed(t, a, 30*time.Second)
+	c.figure("%-28s every pair stream-fed after %s", "cold start", synced.Round(time.Millisecond))
+	r.stop, r.wait = stop, c.traffic.run(ctx, 4, 5*time.Millisecond, 1_000_000, chaosTargets)
+	r.checkAll()
+	return r
+}
+
+// checkAll compares the served books of four pairs with the venue's.
+func (r *streamRun) checkAll() {
+	for _, id := range []string{"BTC_USDT", "ETH_USDT", "SOL_USDT", "DOGE_USDT"} {
+		r.truth.check(id, strings.ReplaceAll(id, "_", ""))
+	}
+}
+
 func TestStreamFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds venuesim and runs for about half a minute")
 	}
-	const maxStale = 3 * time.Second
-	venue := startVenueSim(t)
-	api, a, logs := startLoggedApp(t, streamArgs(venue.url, maxStale)...)
-	c := &chaos{t: t, venue: venue, api: api, app: a, logs: logs, traffic: newTraffic(t, api, a.store, maxStale)}
-	truth := &truthChecker{t: t, api: api, world: sim.New(sim.Config{Seed: 1})}
-
-	ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer stop()
-	c.traffic.setPhase("cold start")
-	synced := allStreamed(t, a, 30*time.Second)
-	c.figure("%-28s every pair stream-fed after %s", "cold start", synced.Round(time.Millisecond))
-	wait := c.traffic.run(ctx, 4, 5*time.Millisecond, 1_000_000, chaosTargets)
-	checkAll := func() {
-		for _, id := range []string{"BTC_USDT", "ETH_USDT", "SOL_USDT", "DOGE_USDT"} {
-			truth.check(id, strings.ReplaceAll(id, "_", ""))
-		}
-	}
-	checkAll()
+	r := startStreamRun(t, 3*time.Minute)
+	c, a, api, truth, checkAll := r.chaos, r.app, r.api, r.truth, r.checkAll
 
 	// Every connection cut: every book is suspended; one whose first event
 	// after the reconnect continues its chain goes on, the others resync.
@@ -164,7 +183,7 @@ func TestStreamFaults(t *testing.T) {
 	c.figure("%-28s stream-fed again %s after that", "silent depth stream", back.Round(time.Millisecond))
 	checkAll()
 
-	c.finish(stop, wait)
+	c.finish(r.stop, r.wait)
 	// /tickers is kept by the ticker stream and the spot pairs' local
 	// books, the bulk quotes standing in while one resyncs; a 502 is
 	// allowed only as the traffic's checks allow it (no snapshot young
@@ -187,6 +206,70 @@ func TestStreamFaults(t *testing.T) {
 		t.Fatalf("only %d books compared with the venue's", truth.checked)
 	}
 	t.Logf("%d served books equal the venue's true book at their heartbeat", truth.checked)
+}
+
+// With two lines, dropping either line's connections costs nothing: no book
+// is suspended or resynced, and the hot pair's book stays fresh throughout,
+// its every event brought by the other line. Only a drop of both lines
+// suspends books.
+func TestStreamTwoLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds venuesim and runs for about twenty seconds")
+	}
+	r := startStreamRun(t, 2*time.Minute, "-venue-ws-lines", "2")
+	c, a, checkAll := r.chaos, r.app, r.checkAll
+
+	var stale time.Duration
+	for _, line := range []string{"B", "A"} {
+		name := "line " + line + " dropped"
+		c.traffic.setPhase(name)
+		before := opsMetrics(t, a)
+		at := time.Now()
+		c.venue.control(http.MethodPost, "/_control/drop?line="+line)
+		// Fresh means a book built from an event after the drop; with the
+		// other line carrying every event that takes a heartbeat, not a
+		// reconnection and a resync.
+		for range 10 {
+			from := time.Now()
+			fresh := c.untilFresh("BTC_USDT", from.Add(100*time.Millisecond), 5*time.Second)
+			if fresh.IsZero() {
+				t.Fatalf("%s: BTC_USDT not fresh within 5 s", name)
+			}
+			stale = max(stale, fresh.Sub(from))
+			time.Sleep(100 * time.Millisecond) // sampling the book's age across the reconnection
+		}
+		if !waitFor(10*time.Second, func() bool {
+			return opsMetrics(t, a)["marketfeed_stream_connections"] == before["marketfeed_stream_connections"]
+		}) {
+			t.Fatalf("%s: the line did not come back", name)
+		}
+		after := opsMetrics(t, a)
+		delta := func(k string) float64 { return after[k] - before[k] }
+		c.figure("%-28s line back within %s; books suspended %v, resynced %v; BTC_USDT fresh within %s at every sample",
+			name, time.Since(at).Round(time.Millisecond), delta("marketfeed_books_suspended_total"),
+			delta(`marketfeed_book_resyncs_total{cause="lost"}`), stale.Round(time.Millisecond))
+		if n := delta("marketfeed_books_suspended_total"); n != 0 {
+			t.Errorf("%s: %v books suspended, want none", name, n)
+		}
+		for _, cause := range []string{"lost", "gap"} {
+			if n := delta(`marketfeed_book_resyncs_total{cause="` + cause + `"}`); n != 0 {
+				t.Errorf("%s: %v books resynced for %s, want none", name, n, cause)
+			}
+		}
+		if delta("marketfeed_stream_duplicates_total") == 0 {
+			t.Errorf("%s: no copy dropped: the two lines do not both carry the streams", name)
+		}
+		checkAll()
+	}
+
+	c.traffic.setPhase("both lines dropped")
+	before := opsMetrics(t, a)
+	c.streamFault("both lines dropped", http.MethodPost, "/_control/drop", 10*time.Second)
+	if n := opsMetrics(t, a)["marketfeed_books_suspended_total"] - before["marketfeed_books_suspended_total"]; n == 0 {
+		t.Error("no book suspended when every connection of both lines was cut")
+	}
+	checkAll()
+	c.finish(r.stop, r.wait)
 }
 
 // opsMetrics scrapes the app's /metrics.

@@ -39,7 +39,7 @@ func venueKinds() []venueKind {
 			name: p.Name,
 			open: func(cfg *Config) venue.Venue { return binance.New(p, binance.Options{BaseURL: cfg.venueURL}) },
 			streams: func(cfg *Config, _ venue.Venue, log *slog.Logger, set *metrics.Set) venue.Streams {
-				return binance.NewStreams(p, binance.StreamOptions{BaseURL: streamURL(cfg), Logger: log, Metrics: set, MaxAge: cfg.VenueWSMaxAge})
+				return binance.NewStreams(p, binance.StreamOptions{BaseURL: streamURL(cfg), Logger: log, Metrics: set, MaxAge: cfg.VenueWSMaxAge, Lines: cfg.VenueWSLines})
 			},
 		})
 	}

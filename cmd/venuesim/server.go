@@ -650,7 +650,8 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if n := s.hub.drop(id); n == 0 && id != 0 {
+		line := q.Get("line")
+		if n := s.hub.drop(id, line); n == 0 && id != 0 {
 			http.Error(w, "conn: no such connection", http.StatusNotFound)
 			return
 		}

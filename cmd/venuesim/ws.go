@@ -136,7 +136,8 @@ type wsConn struct {
 	id     int64
 	path   string
 	route  route
-	bare   bool // /ws: payloads without the {"stream":..,"data":..} wrapper
+	bare   bool   // /ws: payloads without the {"stream":..,"data":..} wrapper
+	line   string // the client's line, from "(line X)" in its User-Agent; "" if none
 	opened time.Time
 	send   chan []byte
 	rate   rateWindow
@@ -251,7 +252,7 @@ func (h *wsHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.wg.Add(1)
 	defer h.wg.Done()
-	c := &wsConn{path: r.URL.Path, route: rt, bare: bare, opened: h.now(),
+	c := &wsConn{path: r.URL.Path, route: rt, bare: bare, line: lineOf(r.UserAgent()), opened: h.now(),
 		send: make(chan []byte, max(h.cfg.Queue, 1))}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	// Subscribed before the handshake completes, so that a client that has
@@ -799,14 +800,29 @@ func appendString(b []byte, s string) []byte {
 
 // Test switches.
 
-// drop cuts connection id, or every connection when id is 0, and returns
-// how many it cut.
-func (h *wsHub) drop(id int64) int {
+// lineOf returns the line a client names in its User-Agent, as marketfeed
+// does ("marketfeed (line B)"): the set of connections it runs beside
+// another that carries the same streams. "" when it names none.
+func lineOf(userAgent string) string {
+	_, after, ok := strings.Cut(userAgent, "(line ")
+	if !ok {
+		return ""
+	}
+	line, _, ok := strings.Cut(after, ")")
+	if !ok {
+		return ""
+	}
+	return line
+}
+
+// drop cuts connection id, or every connection of line when line is not
+// "", or every connection when both are zero, and returns how many it cut.
+func (h *wsHub) drop(id int64, line string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
 	for cid, c := range h.conns {
-		if id == 0 || id == cid {
+		if (id == 0 || id == cid) && (line == "" || line == c.line) {
 			c.kill(closeDropped)
 			n++
 		}
@@ -854,6 +870,7 @@ func (h *wsHub) silence(name string, d time.Duration) {
 type wsConnStats struct {
 	ID      int64  `json:"id"`
 	Path    string `json:"path"`
+	Line    string `json:"line,omitempty"`
 	AgeMs   int64  `json:"age_ms"`
 	Streams int    `json:"streams"`
 	Queued  int    `json:"queued"`
@@ -881,7 +898,7 @@ func (h *wsHub) stats() wsStats {
 	}
 	for _, c := range h.conns {
 		st.Subscriptions += len(c.names)
-		st.Conns = append(st.Conns, wsConnStats{c.id, c.path, now.Sub(c.opened).Milliseconds(), len(c.names), len(c.send)})
+		st.Conns = append(st.Conns, wsConnStats{c.id, c.path, c.line, now.Sub(c.opened).Milliseconds(), len(c.names), len(c.send)})
 	}
 	slices.SortFunc(st.Conns, func(a, b wsConnStats) int { return cmp.Compare(a.ID, b.ID) })
 	return st

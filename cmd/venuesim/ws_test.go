@@ -73,7 +73,17 @@ func (st *streamTest) waitClosed(t *testing.T) string {
 
 func (st *streamTest) dial(t *testing.T, path string) *websocket.Conn {
 	t.Helper()
-	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(st.url, "http")+path, nil)
+	return st.dialAs(t, path, "")
+}
+
+// dialAs dials path with the User-Agent ua ("": the library's).
+func (st *streamTest) dialAs(t *testing.T, path, ua string) *websocket.Conn {
+	t.Helper()
+	var opts *websocket.DialOptions
+	if ua != "" {
+		opts = &websocket.DialOptions{HTTPHeader: http.Header{"User-Agent": {ua}}}
+	}
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(st.url, "http")+path, opts)
 	if err != nil {
 		t.Fatalf("dial %s: %v", path, err)
 	}
@@ -481,6 +491,37 @@ func TestDropCutsOneOrEveryConnection(t *testing.T) {
 	getJSON(t, st.url+"/_control/ws", &stats)
 	if stats.Connections != 0 || stats.Opened != 2 || stats.Closes[closeDropped] != 2 || stats.Sent < 3 {
 		t.Fatalf("stats %+v, want 2 opened, 2 dropped, none open, 3+ sent", stats)
+	}
+}
+
+// A client that runs two lines of connections names each in its
+// User-Agent; /_control/drop?line= cuts one line's connections only.
+func TestDropCutsOneLine(t *testing.T) {
+	st := newStreamTest(t, defaultWSConfig())
+	a := st.dialAs(t, "/public/stream", "marketfeed (line A)")
+	b := st.dialAs(t, "/public/stream", "marketfeed (line B)")
+	other := st.dial(t, "/market/stream")
+	for _, c := range []*websocket.Conn{a, b, other} {
+		request(t, c, `{"method":"LIST_SUBSCRIPTIONS","id":1}`)
+	}
+	var stats wsStats
+	getJSON(t, st.url+"/_control/ws", &stats)
+	var lines []string
+	for _, c := range stats.Conns {
+		lines = append(lines, c.Line)
+	}
+	if !slices.Equal(lines, []string{"A", "B", ""}) {
+		t.Fatalf("lines in /_control/ws %q, want A, B and none", lines)
+	}
+	postControl(t, st.url+"/_control/drop?line=B")
+	if got := closeStatus(t, b); got != -1 {
+		t.Fatalf("line B's connection closed with %v, want a cut", got)
+	}
+	st.waitClosed(t)
+	for _, c := range []*websocket.Conn{a, other} {
+		if got := request(t, c, `{"method":"LIST_SUBSCRIPTIONS","id":2}`); got != `{"result":[],"id":2}` {
+			t.Fatalf("a connection outside line B: %s", got)
+		}
 	}
 }
 

@@ -37,6 +37,13 @@ import (
 // first replacement of each connection comes at a different fraction of
 // MaxAge, so that replacements never coincide.
 //
+// With two lines (StreamOptions.Lines), every stream is carried by two
+// connections, one of each line, whose ages are staggered like any two
+// connections'. A symbol's event is delivered once, by whichever line
+// brings it first; the other copy is dropped after its ids are compared,
+// before its levels are read. A stream is reported Lost only when both its
+// connections lost it, so a line that drops or is replaced costs nothing.
+//
 // Its fields are the settings from New, the connections' bookkeeping under
 // mu, and Run's lifetime: one owner for all three, since each connection
 // needs all of them, so they stay together rather than split across types.
@@ -51,6 +58,8 @@ type Streams struct {
 
 	nextID   atomic.Int64 // control message ids, unique across connections
 	nextSlot atomic.Int64 // staggers the connections' first replacement
+	carried  carriers     // which lines carry each stream live
+	dups     dedup        // what each symbol last delivered: copies are dropped
 
 	mu sync.Mutex
 	// perConn is the most streams a connection is given: the preset's
@@ -58,8 +67,7 @@ type Streams struct {
 	// its rules (a venue whose real limit is lower than documented).
 	perConn int
 	symbols map[string]bool
-	where   map[string]*slot // stream name → the slot that carries it
-	groups  [numGroups][]*slot
+	lines   []*line
 	// While Run runs: its context, sink and the goroutines it waits for.
 	runCtx  context.Context
 	sink    venue.Sink
@@ -101,6 +109,9 @@ type StreamOptions struct {
 	// Dial gives the options each connection is dialled with; nil means
 	// the defaults.
 	Dial func() DialOptions
+	// Lines is how many connections carry each stream: 1 (zero means 1),
+	// or 2 for redundant lines. More than 2 is taken as 2.
+	Lines int
 }
 
 // Timing of connections and control messages. Variables, not constants,
@@ -165,7 +176,9 @@ func NewStreams(p Preset, opts StreamOptions) *Streams {
 		throttle: logthrottle.New(time.Minute),
 		perConn:  sp.PerConn,
 		symbols:  make(map[string]bool),
-		where:    make(map[string]*slot),
+	}
+	for n := range min(max(opts.Lines, 1), maxLines) {
+		s.lines = append(s.lines, &line{n: n, where: make(map[string]*slot)})
 	}
 	s.met = newStreamMetrics(set)
 	set.NewGauge(`marketfeed_stream_connections`, func() float64 { return float64(s.met.conns.Load()) })
@@ -184,6 +197,7 @@ type streamMetrics struct {
 	tradeEvents   *metrics.Counter
 	tickerEvents  *metrics.Counter
 	unknownEvents *metrics.Counter
+	duplicates    *metrics.Counter
 	badFrames     *metrics.Counter
 	closed        *metrics.Counter
 	refused       *metrics.Counter
@@ -197,6 +211,7 @@ func newStreamMetrics(set *metrics.Set) *streamMetrics {
 		tradeEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="trades"}`),
 		tickerEvents:  set.NewCounter(`marketfeed_stream_events_total{kind="tickers"}`),
 		unknownEvents: set.NewCounter(`marketfeed_stream_events_total{kind="unknown"}`),
+		duplicates:    set.NewCounter(`marketfeed_stream_duplicates_total`),
 		badFrames:     set.NewCounter(`marketfeed_stream_bad_frames_total`),
 		closed:        set.NewCounter(`marketfeed_stream_reconnects_total{reason="closed"}`),
 		refused:       set.NewCounter(`marketfeed_stream_reconnects_total{reason="refused"}`),
@@ -256,11 +271,14 @@ func (s *Streams) Watch(symbols []string) {
 		delete(s.symbols, sym)
 		for _, kind := range []snapshot.Stream{snapshot.StreamBook, snapshot.StreamTrades} {
 			name := streamName(kind, sym)
-			if sl := s.where[name]; sl != nil {
-				sl.remove(name)
-				delete(s.where, name)
+			for _, l := range s.lines {
+				if sl := l.where[name]; sl != nil {
+					sl.remove(name)
+					delete(l.where, name)
+				}
 			}
 		}
+		s.carried.forget(sym)
 	}
 	for _, sym := range symbols {
 		if !want[sym] || s.symbols[sym] {
@@ -268,50 +286,60 @@ func (s *Streams) Watch(symbols []string) {
 		}
 		s.symbols[sym] = true
 		for _, kind := range []snapshot.Stream{snapshot.StreamBook, snapshot.StreamTrades} {
-			s.place(streamName(kind, sym), streamRef{kind: kind, symbol: sym}, groupOf(kind))
+			for _, l := range s.lines {
+				s.place(l, streamName(kind, sym), streamRef{kind: kind, symbol: sym}, groupOf(kind))
+			}
+		}
+	}
+	s.dups.watch(s.symbols)
+}
+
+// ensureTicker places the all-market ticker stream on the first market
+// connection of each line. Called with s.mu held.
+func (s *Streams) ensureTicker() {
+	for _, l := range s.lines {
+		if l.where[tickerName] == nil {
+			s.place(l, tickerName, streamRef{ticker: true}, groupMarket)
 		}
 	}
 }
 
-// ensureTicker places the all-market ticker stream on the first market
-// connection. Called with s.mu held.
-func (s *Streams) ensureTicker() {
-	if s.where[tickerName] == nil {
-		s.place(tickerName, streamRef{ticker: true}, groupMarket)
-	}
-}
-
-// place puts a stream on the first connection of g with room, making a new
-// one when all are full. Called with s.mu held.
-func (s *Streams) place(name string, ref streamRef, g group) {
+// place puts a stream on the first connection of l's group g with room,
+// making a new one when all are full. Called with s.mu held.
+func (s *Streams) place(l *line, name string, ref streamRef, g group) {
 	var sl *slot
-	for _, c := range s.groups[g] {
+	for _, c := range l.groups[g] {
 		if c.size() < s.perConn {
 			sl = c
 			break
 		}
 	}
 	if sl == nil {
-		sl = s.newSlot(g)
-		s.groups[g] = append(s.groups[g], sl)
+		sl = s.newSlot(l, g)
+		l.groups[g] = append(l.groups[g], sl)
 		if s.started {
 			s.wg.Go(func() { sl.run(s.runCtx, s.sink) })
 		}
 	}
 	sl.add(name, ref)
-	s.where[name] = sl
+	l.where[name] = sl
 }
 
 // Resubscribe sends UNSUBSCRIBE and then SUBSCRIBE for one symbol's stream
-// on its connection, and reports it Live once acknowledged: the answer to
-// a stream that was acknowledged and then stayed silent. A symbol that is
-// not watched is ignored.
+// on the connections that carry it, and reports it Live once acknowledged:
+// the answer to a stream that was acknowledged and then stayed silent. A
+// symbol that is not watched is ignored.
 func (s *Streams) Resubscribe(kind snapshot.Stream, symbol string) {
 	name := streamName(kind, symbol)
 	s.mu.Lock()
-	sl := s.where[name]
+	var slots []*slot
+	for _, l := range s.lines {
+		if sl := l.where[name]; sl != nil {
+			slots = append(slots, sl)
+		}
+	}
 	s.mu.Unlock()
-	if sl != nil {
+	for _, sl := range slots {
 		sl.resubscribe(name)
 	}
 }
@@ -331,9 +359,11 @@ func (s *Streams) Run(ctx context.Context, sink venue.Sink) error {
 	s.ensureTicker()
 	s.started = true
 	s.runCtx, s.sink = ctx, sink
-	for _, g := range s.groups {
-		for _, sl := range g {
-			s.wg.Go(func() { sl.run(ctx, sink) })
+	for _, l := range s.lines {
+		for _, g := range l.groups {
+			for _, sl := range g {
+				s.wg.Go(func() { sl.run(ctx, sink) })
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -364,19 +394,21 @@ func (s *Streams) shrink(sl *slot) int {
 	}
 	for _, name := range names[s.perConn:] {
 		ref := sl.take(name)
-		s.place(name, ref, sl.group)
+		s.place(sl.line, name, ref, sl.group)
 	}
 	return s.perConn
 }
 
-// newSlot returns an empty connection slot of g. Called with s.mu held.
-func (s *Streams) newSlot(g group) *slot {
+// newSlot returns an empty connection slot of l's group g. Called with
+// s.mu held.
+func (s *Streams) newSlot(l *line, g group) *slot {
 	path := s.preset.DepthPath
 	if g == groupMarket {
 		path = s.preset.MarketPath
 	}
 	return &slot{
 		s:        s,
+		line:     l,
 		group:    g,
 		url:      s.base + path,
 		firstAge: staggeredAge(s.maxAge, s.nextSlot.Add(1)-1),

@@ -65,6 +65,7 @@ type ctlMsg struct {
 type venueConn struct {
 	n    int // order of acceptance, from 1
 	path string
+	ua   string // the User-Agent it was opened with
 	ws   *websocket.Conn
 	mu   sync.Mutex
 	msgs []ctlMsg
@@ -180,7 +181,7 @@ func (v *fakeStreamVenue) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.mu.Lock()
-	vc := &venueConn{n: len(v.conns) + 1, path: r.URL.Path, ws: ws, subs: map[string]bool{}}
+	vc := &venueConn{n: len(v.conns) + 1, path: r.URL.Path, ua: r.Header.Get("User-Agent"), ws: ws, subs: map[string]bool{}}
 	v.conns = append(v.conns, vc)
 	v.mu.Unlock()
 	for {
@@ -296,16 +297,20 @@ func startStreams(t *testing.T, p Preset, maxAge time.Duration, symbols []string
 // startStreamsWith starts Streams against a venue that refuses the control
 // messages refuse picks.
 func startStreamsWith(t *testing.T, p Preset, maxAge time.Duration, symbols []string, refuse func(string, []string) bool) *harness {
+	return startHarness(t, p, symbols, refuse, StreamOptions{MaxAge: maxAge})
+}
+
+// startHarness starts Streams with the options o (its venue, logger and
+// metrics set by the harness).
+func startHarness(t *testing.T, p Preset, symbols []string, refuse func(string, []string) bool, o StreamOptions) *harness {
 	v := newFakeStreamVenue(t)
 	v.refuse = refuse
 	h := &harness{t: t, v: v, sink: &recordSink{}, set: metrics.NewSet(), done: make(chan error, 1)}
-	h.s = NewStreams(p, StreamOptions{
-		BaseURL: "ws://venue",
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: h.set,
-		MaxAge:  maxAge,
-		Dial:    func() DialOptions { return DialOptions{HTTPClient: v.hc} },
-	})
+	o.BaseURL = "ws://venue"
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o.Metrics = h.set
+	o.Dial = func() DialOptions { return DialOptions{HTTPClient: v.hc} }
+	h.s = NewStreams(p, o)
 	if symbols != nil {
 		h.s.Watch(symbols)
 	}

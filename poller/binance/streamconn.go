@@ -19,6 +19,7 @@ import (
 // close and replacing the connection before the venue's daily close.
 type slot struct {
 	s        *Streams
+	line     *line
 	group    group
 	url      string
 	firstAge time.Duration
@@ -109,8 +110,10 @@ func (sl *slot) takeResubs() []string {
 }
 
 // run keeps a connection for the slot's names until ctx is done. It
-// returns only after the connection's reader has ended.
+// returns only after the connection's reader has ended. What it reports
+// to sink is merged with the other line's (see lineSink).
 func (sl *slot) run(ctx context.Context, sink venue.Sink) {
+	sink = lineSink{Sink: sink, s: sl.s, line: sl.line.n}
 	bo := reconnects()
 	age := sl.firstAge
 	for ctx.Err() == nil {

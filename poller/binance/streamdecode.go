@@ -2,6 +2,7 @@ package binance
 
 import (
 	stdjson "encoding/json"
+	"errors"
 	"strings"
 
 	"marketfeed/poller/venue"
@@ -40,8 +41,19 @@ type frame struct {
 	trade   venue.Trade
 	symbol  string // the trade's symbol (the depth update has its own)
 	tickers []venue.Stat
-	reply   reply
+	// tickersTime is the newest event time (E) of the ticker rows, 0 when
+	// none had one.
+	tickersTime int64
+	reply       reply
 }
+
+// knownFunc reports whether a symbol's depth event with last update id
+// last at time was delivered already (see dedup.known).
+type knownFunc func(symbol string, last, time int64) bool
+
+// errDuplicate is the error for a depth event known to be a copy of one
+// delivered: it is dropped with its levels unread. It is not bad data.
+var errDuplicate = errors.New("a copy of a depth event delivered already")
 
 // reply is the venue's answer to a control message.
 type reply struct {
@@ -90,6 +102,8 @@ type envelope struct {
 	dataKind frameKind
 	event    frame
 	err      error
+	// known, when not nil, tells a depth event already delivered.
+	known knownFunc
 }
 
 // decodeFrame decodes one stream message.
@@ -110,7 +124,12 @@ type envelope struct {
 // already decoded.
 //
 // Errors wrap venue.ErrBadData.
-func decodeFrame(b []byte) (f frame, err error) {
+func decodeFrame(b []byte) (f frame, err error) { return decodeFrameWith(b, nil) }
+
+// decodeFrameWith decodes one stream message as decodeFrame does, except a
+// depth event that known says was delivered already: its levels are not
+// read, and it comes back as errDuplicate with its kind and name.
+func decodeFrameWith(b []byte, known knownFunc) (f frame, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, err = frame{}, unreadable(r)
@@ -127,7 +146,7 @@ func decodeFrame(b []byte) (f frame, err error) {
 		s.end()
 		return frame{}, badData("body is not a JSON object")
 	}
-	var e envelope
+	e := envelope{known: known}
 	e.read(&s)
 	s.end()
 	return e.frame()
@@ -154,7 +173,7 @@ func (e *envelope) read(s *scanner) {
 		case envData:
 			s.ws()
 			start := s.pos
-			e.event, e.err = readEvent(s, e.streamKind)
+			e.event, e.err = readEvent(s, e.streamKind, e.known)
 			e.data, e.dataKind = s.src[start:s.pos], e.streamKind
 		case envID:
 			e.id = s.value()
@@ -197,7 +216,7 @@ func (e *envelope) frame() (frame, error) {
 		if data == "" {
 			data = "null"
 		}
-		e.event, e.err = readEvent(&scanner{src: data}, f.kind)
+		e.event, e.err = readEvent(&scanner{src: data}, f.kind, e.known)
 	}
 	if e.err != nil {
 		return f, e.err

@@ -169,6 +169,9 @@ func decodeFrameThreePass(b []byte) (frame, error) {
 		}
 		f.tickers = make([]venue.Stat, 0, len(rows))
 		for _, r := range rows {
+			if t, ok := r.EventTime.natural(); ok {
+				f.tickersTime = max(f.tickersTime, t)
+			}
 			st, ok := tickerStatOf(r.Event, tickerItem{
 				Symbol:      r.Symbol,
 				LastPrice:   r.Last,

@@ -40,7 +40,8 @@ func TestDecodeFrameRecorded(t *testing.T) {
 		}},
 		{"recorded/binance-ws-tickerArr-combined-cryptomsgparser.json", frame{
 			kind: frameTickers, name: "!ticker@arr",
-			tickers: []venue.Stat{{Symbol: "IOTXUSDT", LastPrice: "0.03529", High: "0.03645", Low: "0.03465", BaseVolume: "346584392", QuoteVolume: "12312309.61000"}},
+			tickers:     []venue.Stat{{Symbol: "IOTXUSDT", LastPrice: "0.03529", High: "0.03645", Low: "0.03465", BaseVolume: "346584392", QuoteVolume: "12312309.61000"}},
+			tickersTime: 1653814800126,
 		}},
 		// Streams this client does not subscribe are recognised as unknown.
 		{"recorded/binance-ws-depth20-combined-cryptomsgparser-ETHUSDT.json", frame{name: "ethusdt@depth20"}},
@@ -83,7 +84,8 @@ func TestDecodeFrameAster(t *testing.T) {
 		}},
 		{"!ticker@arr", "aster-doc-ws-tickerArr.json", frame{
 			kind: frameTickers, name: "!ticker@arr",
-			tickers: []venue.Stat{{Symbol: "BTCUSDT", LastPrice: "0.0025", High: "0.0025", Low: "0.0010", BaseVolume: "10000", QuoteVolume: "18"}},
+			tickers:     []venue.Stat{{Symbol: "BTCUSDT", LastPrice: "0.0025", High: "0.0025", Low: "0.0010", BaseVolume: "10000", QuoteVolume: "18"}},
+			tickersTime: 123456789,
 		}},
 		{"btcusdt@ticker", "aster-doc-ws-ticker.json", frame{name: "btcusdt@ticker"}},
 		{"btcusdt@bookTicker", "aster-doc-ws-bookTicker.json", frame{name: "btcusdt@bookTicker"}},

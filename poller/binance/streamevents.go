@@ -27,18 +27,19 @@ import (
 var errMisshapen = badData("event is not of the expected shape")
 
 // readEvent reads the data of a frame of the given kind; the data of a
-// stream this client does not use is read and dropped.
-func readEvent(s *scanner, kind frameKind) (frame, error) {
+// stream this client does not use is read and dropped. known, when not
+// nil, tells a depth event already delivered (see readDepth).
+func readEvent(s *scanner, kind frameKind, known knownFunc) (frame, error) {
 	switch kind {
 	case frameDepth:
-		u, err := readDepth(s)
+		u, err := readDepth(s, known)
 		return frame{depth: u}, err
 	case frameTrade:
 		sym, tr, err := readTrade(s)
 		return frame{symbol: sym, trade: tr}, err
 	case frameTickers:
-		rows, err := readTickers(s)
-		return frame{tickers: rows}, err
+		rows, t, err := readTickers(s)
+		return frame{tickers: rows, tickersTime: t}, err
 	}
 	s.value()
 	return frame{}, nil
@@ -87,7 +88,12 @@ const levelBuf = 64
 
 // readDepth reads a depthUpdate event; depthUpdateOf says what it must
 // hold, and readLevels what a side must.
-func readDepth(s *scanner) (venue.DepthUpdate, error) {
+//
+// When known says, at the first side, that the event was delivered already
+// (another line brought it first), its sides are passed over unread and it
+// comes back as errDuplicate: the venue sends the symbol, ids and time
+// before the levels, so a copy costs the scan of its bytes and no more.
+func readDepth(s *scanner, known knownFunc) (venue.DepthUpdate, error) {
 	if s.peek() != '{' {
 		s.value()
 		return venue.DepthUpdate{}, badData("event is not a JSON object")
@@ -97,11 +103,21 @@ func readDepth(s *scanner) (venue.DepthUpdate, error) {
 		buf            [levelBuf]venue.Level
 		bidErr, askErr error
 		misshapen      bool
+		checked, dup   bool
 	)
 	// A side that is absent is empty, as one sent as null is.
 	bids, asks := []venue.Level{}, []venue.Level{}
 	for ok := s.open('{'); ok; ok = s.more('}') {
-		switch k := lookup(depthKeys[:], s.key()); k {
+		k := lookup(depthKeys[:], s.key())
+		if (k == depBids || k == depAsks) && known != nil && !checked {
+			checked = true
+			dup = delivered(known, &f)
+		}
+		if dup && (k == depBids || k == depAsks) {
+			s.value()
+			continue
+		}
+		switch k {
 		case depBids:
 			bids, bidErr = readLevels(s, "bid", buf[:0])
 			misshapen = misshapen || bidErr == errMisshapen
@@ -113,6 +129,9 @@ func readDepth(s *scanner) (venue.DepthUpdate, error) {
 		default:
 			f[k] = s.value()
 		}
+	}
+	if dup {
+		return venue.DepthUpdate{}, errDuplicate
 	}
 	if misshapen {
 		return venue.DepthUpdate{}, errMisshapen
@@ -130,6 +149,16 @@ func readDepth(s *scanner) (venue.DepthUpdate, error) {
 	u.Symbol = strings.Clone(u.Symbol)
 	u.Bids, u.Asks = bids, asks
 	return u, nil
+}
+
+// delivered asks known about the depth event whose fields f holds so far;
+// an event that has not shown its symbol, last id and time yet is not
+// known.
+func delivered(known knownFunc, f *[len(depthKeys)]field) bool {
+	sym, ok1 := f[depSymbol].text()
+	last, ok2 := f[depLast].natural()
+	t, ok3 := f[depTime].natural()
+	return ok1 && ok2 && ok3 && known(sym, last, t)
 }
 
 // depthUpdateOf checks a depthUpdate's own fields: e is "depthUpdate"; s a
@@ -326,13 +355,14 @@ var tickerKeys = [...]string{
 // lists only symbols that changed, so the row's market keeps its last
 // values until the next one); a row that is neither an object nor null
 // makes the frame errMisshapen.
-func readTickers(s *scanner) ([]venue.Stat, error) {
+func readTickers(s *scanner) ([]venue.Stat, int64, error) {
 	if s.peek() != '[' {
 		s.value()
-		return nil, badData("event is not a JSON array")
+		return nil, 0, badData("event is not a JSON array")
 	}
 	stats := []venue.Stat{}
 	misshapen := false
+	var newest int64
 	for ok := s.open('['); ok; ok = s.more(']') {
 		var f [len(tickerKeys)]field
 		switch s.peek() {
@@ -354,6 +384,9 @@ func readTickers(s *scanner) ([]venue.Stat, error) {
 			Volume:      f[tickVolume],
 			QuoteVolume: f[tickQuoteVolume],
 		})
+		if t, ok := f[tickEventTime].natural(); ok {
+			newest = max(newest, t)
+		}
 		if ok && !misshapen {
 			stats = append(stats, venue.Stat{
 				Symbol:      strings.Clone(st.Symbol),
@@ -366,9 +399,9 @@ func readTickers(s *scanner) ([]venue.Stat, error) {
 		}
 	}
 	if misshapen {
-		return nil, errMisshapen
+		return nil, 0, errMisshapen
 	}
-	return stats, nil
+	return stats, newest, nil
 }
 
 // tickerStatOf checks a row of !ticker@arr: e is "24hrTicker", and the

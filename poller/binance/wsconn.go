@@ -41,7 +41,9 @@ func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 	o := sl.s.dialOpts()
 	ws, _, err := websocket.Dial(dctx, sl.url, &websocket.DialOptions{
 		HTTPClient: o.HTTPClient,
-		HTTPHeader: http.Header{"User-Agent": {userAgent}},
+		// The line is named for the venue's operators (and venuesim's
+		// drops): two connections carrying the same streams are meant.
+		HTTPHeader: http.Header{"User-Agent": {userAgent + " (line " + sl.line.name() + ")"}},
 		// Compression stays off: over the recorded frames permessage-deflate
 		// saves bytes on the wire but costs more CPU per frame than the
 		// decoder does (see BenchmarkStreamCompression).
@@ -200,7 +202,7 @@ func (c *wsConn) readLoop(ctx context.Context, sink venue.Sink) {
 // unsubscription in flight, a stream never asked for) are counted as
 // unknown and dropped.
 func (c *wsConn) handle(b []byte, sink venue.Sink) {
-	f, err := decodeFrame(b)
+	f, err := decodeFrameWith(b, c.s.dups.known)
 	m := c.s.met
 	if err == nil && f.kind == frameReply {
 		c.mu.Lock()
@@ -212,6 +214,10 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 			return
 		}
 		ch <- f.reply
+		return
+	}
+	if err == errDuplicate {
+		m.duplicates.Inc()
 		return
 	}
 	if err != nil && f.name == "" {
@@ -243,17 +249,24 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 			c.sl.resubscribe(f.name)
 			return
 		}
-		if f.kind == frameDepth {
+		// Events count once, when delivered; copies another line
+		// delivered first count as duplicates.
+		switch {
+		case f.kind == frameDepth && c.s.dups.depth(f.depth, sink):
 			m.depthEvents.Inc()
-			sink.Depth(f.depth)
-		} else {
+		case f.kind == frameTrade && c.s.dups.trade(ref.symbol, f.trade, sink):
 			m.tradeEvents.Inc()
-			sink.Trade(ref.symbol, f.trade)
+		default:
+			m.duplicates.Inc()
 		}
 	case frameTickers:
 		if err != nil {
 			m.badFrames.Inc()
 			c.s.warn("bad event tickers", "unusable all-market ticker frame", "bytes", len(b), "err", err)
+			return
+		}
+		if !c.s.dups.newTickers(f.tickersTime) {
+			m.duplicates.Inc()
 			return
 		}
 		m.tickerEvents.Inc()

@@ -1,0 +1,213 @@
+package binance
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// This file is what lets two connections carry the same streams at once
+// (StreamOptions.Lines): the line each connection belongs to, the reports
+// of what the lines together carry, and the table by which each event is
+// applied once whichever line brings it first.
+
+// maxLines is the most lines Streams runs: one, or two for redundancy.
+const maxLines = 2
+
+// line is one complete set of connections: every watched stream on one of
+// its slots. A second line carries the same streams on connections of its
+// own, so that losing or replacing any one connection loses no event.
+type line struct {
+	n      int                // 0 for line A, 1 for line B
+	where  map[string]*slot   // stream name → the slot that carries it
+	groups [numGroups][]*slot // the line's connections, by path
+}
+
+// name is the line's letter, as the venue sees it in the User-Agent.
+func (l *line) name() string { return string(rune('A' + l.n)) }
+
+// lineSink is the sink of one line's connections: events go through, and
+// the line's Live and Lost reports are merged with the other line's (see
+// carriers). Its methods are called from the line's reading goroutines.
+type lineSink struct {
+	venue.Sink
+	s    *Streams
+	line int
+}
+
+// Live reports the streams live: always passed on, since a subscription
+// acknowledged again is what the sink's silence watchdog waits for.
+func (ls lineSink) Live(kind snapshot.Stream, symbols []string) {
+	ls.s.carried.update(ls.line, kind, symbols, true, ls.Sink)
+}
+
+// Lost reports the streams lost only when no other line carries them: the
+// other line's events keep them in sequence.
+func (ls lineSink) Lost(kind snapshot.Stream, symbols []string) {
+	ls.s.carried.update(ls.line, kind, symbols, false, ls.Sink)
+}
+
+// carriers tracks which lines carry each stream live, so that the sink
+// hears Lost only when the last line carrying a stream lost it.
+type carriers struct {
+	mu    sync.Mutex
+	lines map[streamKey]uint8 // bit n: line n carries it live
+}
+
+// streamKey is a symbol's stream of one kind.
+type streamKey struct {
+	kind   snapshot.Stream
+	symbol string
+}
+
+// update records a line's report and passes on what the sink must hear.
+// The lock is held while the sink hears it, so that a Lost and a Live of
+// two lines reach the sink in the order their lines reported them.
+func (c *carriers) update(n int, kind snapshot.Stream, symbols []string, live bool, sink venue.Sink) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lines == nil {
+		c.lines = make(map[streamKey]uint8)
+	}
+	var lost []string
+	for _, sym := range symbols {
+		k := streamKey{kind, sym}
+		if live {
+			c.lines[k] |= 1 << n
+			continue
+		}
+		c.lines[k] &^= 1 << n
+		if c.lines[k] == 0 {
+			delete(c.lines, k)
+			lost = append(lost, sym)
+		}
+	}
+	switch {
+	case live:
+		sink.Live(kind, symbols)
+	case len(lost) > 0:
+		sink.Lost(kind, lost)
+	}
+}
+
+// forget drops what is known of a symbol no longer watched.
+func (c *carriers) forget(symbol string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range snapshot.NumStreams {
+		delete(c.lines, streamKey{k, symbol})
+	}
+}
+
+// marks is what was last delivered of one symbol's depth and trade events:
+// an event that neither goes past the id nor is newer than the time is a
+// copy of one delivered, or older than it. Time as well as id, so that a
+// venue whose ids start again (a restart) is not taken for a duplicate.
+type marks struct {
+	mu     sync.Mutex
+	depth  mark
+	trades mark
+}
+
+type mark struct{ id, time atomic.Int64 }
+
+// covers reports whether an event of id at time was delivered already.
+func (m *mark) covers(id, time int64) bool { return id <= m.id.Load() && time <= m.time.Load() }
+
+// claim marks an event of id at time delivered, unless it was already;
+// it reports whether it marked it. The marks' mu is held.
+func (m *mark) claim(id, time int64) bool {
+	if m.covers(id, time) {
+		return false
+	}
+	m.id.Store(id)
+	m.time.Store(time)
+	return true
+}
+
+// dedup is the table of marks of every watched symbol, replaced whole when
+// the watched symbols change so that the readers look it up without a lock.
+type dedup struct {
+	bySymbol atomic.Pointer[map[string]*marks]
+	// tickers is the event time of the newest all-market ticker frame
+	// delivered: a frame no newer is another line's copy, or late.
+	tickers atomic.Int64
+}
+
+// watch keeps the marks of symbols, and only theirs.
+func (d *dedup) watch(symbols map[string]bool) {
+	old := d.bySymbol.Load()
+	m := make(map[string]*marks, len(symbols))
+	for sym := range symbols {
+		if old != nil && (*old)[sym] != nil {
+			m[sym] = (*old)[sym]
+		} else {
+			m[sym] = &marks{}
+		}
+	}
+	d.bySymbol.Store(&m)
+}
+
+func (d *dedup) of(symbol string) *marks {
+	if m := d.bySymbol.Load(); m != nil {
+		return (*m)[symbol]
+	}
+	return nil
+}
+
+// known is the decoder's early check (see readDepth): whether a depth event
+// was delivered already, from its ids alone, before its levels are read.
+// It takes no lock: a copy it misses is still dropped by deliver.
+func (d *dedup) known(symbol string, last, time int64) bool {
+	m := d.of(symbol)
+	return m != nil && m.depth.covers(last, time)
+}
+
+// depth delivers a depth event to sink unless it was delivered already. A
+// symbol's events are delivered one at a time, in the order they pass the
+// check, so that a line that is behind can neither deliver a copy nor
+// overtake the other's event it follows. It reports whether it delivered.
+//
+// A symbol not watched now has no marks: its events go to the sink, which
+// drops what it does not follow.
+func (d *dedup) depth(u venue.DepthUpdate, sink venue.Sink) bool {
+	if m := d.of(u.Symbol); m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.depth.claim(u.Last, u.Time) {
+			return false
+		}
+	}
+	sink.Depth(u)
+	return true
+}
+
+// trade delivers an aggregate trade to sink unless it was delivered
+// already, as depth does. It reports whether it delivered.
+func (d *dedup) trade(symbol string, tr venue.Trade, sink venue.Sink) bool {
+	if m := d.of(symbol); m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.trades.claim(tr.ID, tr.Time) {
+			return false
+		}
+	}
+	sink.Trade(symbol, tr)
+	return true
+}
+
+// newTickers reports whether a ticker frame of event time t is newer than
+// the last one delivered, and if so takes it as the newest.
+func (d *dedup) newTickers(t int64) bool {
+	for {
+		last := d.tickers.Load()
+		if t != 0 && t <= last {
+			return false
+		}
+		if d.tickers.CompareAndSwap(last, max(t, last)) {
+			return true
+		}
+	}
+}

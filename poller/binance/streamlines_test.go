@@ -1,0 +1,264 @@
+package binance
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"marketfeed/poller/venue"
+)
+
+// lineConns returns the connection of each line on path that carries name,
+// line A first, telling the lines by the User-Agent they were opened with.
+func (h *harness) lineConns(path, name string) [2]*venueConn {
+	h.t.Helper()
+	var by [2]*venueConn
+	for _, c := range h.v.connections() {
+		if c.path != path || !slices.Contains(c.streams(), name) {
+			continue
+		}
+		switch c.ua {
+		case userAgent + " (line A)":
+			by[0] = c
+		case userAgent + " (line B)":
+			by[1] = c
+		default:
+			h.t.Fatalf("connection %d opened as %q", c.n, c.ua)
+		}
+	}
+	if by[0] == nil || by[1] == nil || by[0] == by[1] {
+		h.t.Fatalf("%s on %s: want one connection of each line, got %v", name, path, by)
+	}
+	return by
+}
+
+// depthEvent is a BTCUSDT depth event with update ids first..last after
+// prev, at time ms, whose levels are given as JSON.
+func depthEvent(first, last, prev int, levels string) string {
+	return fmt.Sprintf(`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":%d,"T":%d,"s":"BTCUSDT","U":%d,"u":%d,"pu":%d,%s}}`,
+		1000+last, 1000+last, first, last, prev, levels)
+}
+
+// deliveredIDs returns the last update ids of the depth events delivered.
+func (r *recordSink) deliveredIDs() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []int64
+	for _, u := range r.depth {
+		ids = append(ids, u.Last)
+	}
+	return ids
+}
+
+// With two lines every stream is carried by two connections, one of each
+// line; each event is delivered once, whichever line brings it first, and a
+// copy is dropped before its levels are read.
+func TestTwoLinesDeliverEachEventOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, Binance, []string{"BTCUSDT"}, nil, StreamOptions{Lines: 2})
+		defer h.stop()
+		wantCalls(t, sorted(h.sink.take()), "live book BTCUSDT", "live book BTCUSDT", "live trades BTCUSDT", "live trades BTCUSDT")
+		depth := h.lineConns("/public/stream", "btcusdt@depth@100ms")
+		market := h.lineConns("/market/stream", "btcusdt@aggTrade")
+		if n := len(h.v.connections()); n != 4 {
+			t.Fatalf("%d connections, want a depth and a market connection for each line", n)
+		}
+		if !slices.Contains(market[0].streams(), tickerName) || !slices.Contains(market[1].streams(), tickerName) {
+			t.Error("the all-market ticker stream is not carried by both lines")
+		}
+
+		const levels = `"b":[["100.5","1"]],"a":[]`
+		depth[0].send(t, depthEvent(1, 2, 0, levels))
+		synctest.Wait()
+		depth[1].send(t, depthEvent(1, 2, 0, levels))
+		// Line B is ahead for the next two: line A's copies come late.
+		depth[1].send(t, depthEvent(3, 4, 2, levels))
+		depth[1].send(t, depthEvent(5, 6, 4, levels))
+		synctest.Wait()
+		depth[0].send(t, depthEvent(3, 4, 2, levels))
+		// A copy's levels are not read: a copy whose levels would be
+		// refused is dropped as a copy, not reported as bad data.
+		depth[0].send(t, depthEvent(5, 6, 4, `"b":[["not a price","1"]],"a":[]`))
+		depth[0].send(t, depthEvent(7, 8, 6, levels))
+		synctest.Wait()
+		depth[1].send(t, depthEvent(7, 8, 6, levels))
+		synctest.Wait()
+		if got := h.sink.deliveredIDs(); !slices.Equal(got, []int64{2, 4, 6, 8}) {
+			t.Errorf("delivered update ids %v, want each of 2, 4, 6, 8 once, in order", got)
+		}
+
+		trade := `{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","E":5,"T":5,"s":"BTCUSDT","a":%d,"p":"100","q":"1","m":false}}`
+		market[1].send(t, fmt.Sprintf(trade, 10))
+		market[0].send(t, fmt.Sprintf(trade, 10))
+		market[0].send(t, fmt.Sprintf(trade, 11))
+		market[1].send(t, fmt.Sprintf(trade, 11))
+		tickers := `{"stream":"!ticker@arr","data":[{"e":"24hrTicker","E":%d,"s":"BTCUSDT","c":"100","h":"101","l":"99","v":"%d","q":"1000"}]}`
+		market[0].send(t, fmt.Sprintf(tickers, 2000, 7))
+		market[1].send(t, fmt.Sprintf(tickers, 2000, 7))
+		market[1].send(t, fmt.Sprintf(tickers, 3000, 8))
+		market[0].send(t, fmt.Sprintf(tickers, 3000, 8))
+		// A frame older than one delivered (a line lagging by a second)
+		// would put older statistics back: dropped.
+		market[0].send(t, fmt.Sprintf(tickers, 2500, 6))
+		synctest.Wait()
+		h.sink.mu.Lock()
+		var tradeIDs []int64
+		for _, tr := range h.sink.trades {
+			tradeIDs = append(tradeIDs, tr.ID)
+		}
+		var volumes []string
+		for _, rows := range h.sink.tickers {
+			volumes = append(volumes, rows[0].BaseVolume)
+		}
+		h.sink.mu.Unlock()
+		if !slices.Equal(tradeIDs, []int64{10, 11}) {
+			t.Errorf("delivered trade ids %v, want 10 and 11 once each", tradeIDs)
+		}
+		if !slices.Equal(volumes, []string{"7", "8"}) {
+			t.Errorf("delivered ticker volumes %v, want 7 then 8, each once", volumes)
+		}
+		for name, want := range map[string]string{
+			`marketfeed_stream_events_total{kind="depth"}`:   "4",
+			`marketfeed_stream_events_total{kind="trades"}`:  "2",
+			`marketfeed_stream_events_total{kind="tickers"}`: "2",
+			`marketfeed_stream_duplicates_total`:             "9",
+			`marketfeed_stream_bad_frames_total`:             "0",
+			`marketfeed_stream_connections`:                  "4",
+		} {
+			if got := h.metric(name); got != want {
+				t.Errorf("%s = %s, want %s", name, got, want)
+			}
+		}
+		for _, c := range h.sink.take() {
+			if c != "depth BTCUSDT" && c != "trade BTCUSDT" && c != "tickers 1" {
+				t.Errorf("sink call %q while both lines delivered", c)
+			}
+		}
+	})
+}
+
+// A line whose connection is dropped in the middle of a burst costs
+// nothing: the other line's copies keep the chain whole, nothing is
+// reported Lost, and the dropped line comes back. Only when both lines
+// have lost a stream is it reported Lost, once.
+func TestTwoLinesOneDroppedMidBurstLosesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, Binance, []string{"BTCUSDT"}, nil, StreamOptions{Lines: 2})
+		defer h.stop()
+		h.sink.take()
+		depth := h.lineConns("/public/stream", "btcusdt@depth@100ms")
+		const levels = `"b":[],"a":[["101","2"]]`
+		prev := 0
+		send := func(lines []*venueConn, n int) {
+			for range n {
+				ev := depthEvent(prev+1, prev+2, prev, levels)
+				for _, c := range lines {
+					c.send(t, ev)
+				}
+				prev += 2
+			}
+		}
+		send([]*venueConn{depth[0], depth[1]}, 3)
+		depth[0].send(t, depthEvent(prev+1, prev+2, prev, levels))
+		synctest.Wait()
+		// Line A is cut after the venue sent it one more event than line
+		// B; the burst goes on on line B alone.
+		_ = depth[0].ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait()
+		depth[1].send(t, depthEvent(prev+1, prev+2, prev, levels))
+		prev += 2
+		send([]*venueConn{depth[1]}, 3)
+		synctest.Wait()
+		// Line A is dialled again at once (its connection was young, so
+		// after a back-off of at most a second) and carries the stream
+		// again: reported Live, never Lost.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		calls := h.sink.take()
+		for _, c := range calls {
+			if c == "lost book BTCUSDT" {
+				t.Fatalf("sink calls %q: a stream reported Lost while the other line carried it", calls)
+			}
+		}
+		if !slices.Contains(calls, "live book BTCUSDT") {
+			t.Errorf("sink calls %q: line A's stream not back", calls)
+		}
+		again := h.lineConns("/public/stream", "btcusdt@depth@100ms")
+		if again[0] == depth[0] || again[1] != depth[1] {
+			t.Fatal("want a new line A connection beside the same line B")
+		}
+		send([]*venueConn{again[0], again[1]}, 2)
+		synctest.Wait()
+		var want []int64
+		for id := int64(2); id <= int64(prev); id += 2 {
+			want = append(want, id)
+		}
+		if got := h.sink.deliveredIDs(); !slices.Equal(got, want) {
+			t.Errorf("delivered update ids %v, want %v: every event once, none missed", got, want)
+		}
+
+		// Both lines cut: the stream is lost, and said so once.
+		h.v.mu.Lock()
+		h.v.reject = true
+		h.v.mu.Unlock()
+		_ = again[0].ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait()
+		_ = again[1].ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait()
+		lost := 0
+		for _, c := range h.sink.take() {
+			if c == "lost book BTCUSDT" {
+				lost++
+			}
+		}
+		if lost != 1 {
+			t.Errorf("lost reported %d times when both lines were cut, want once", lost)
+		}
+	})
+}
+
+var _ venue.Sink = lineSink{}
+
+// The table a copy is told by: an event no further on and no newer than
+// one delivered is a copy, or late; ids that start again at a later time (a
+// venue that restarted) are new events, not copies.
+func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
+	var d dedup
+	d.watch(map[string]bool{"BTCUSDT": true})
+	sink := &recordSink{}
+	ev := func(last, time int64) venue.DepthUpdate {
+		return venue.DepthUpdate{Symbol: "BTCUSDT", First: last, Last: last, Prev: last - 1, Time: time}
+	}
+	for _, step := range []struct {
+		u    venue.DepthUpdate
+		want bool
+	}{
+		{ev(100, 5000), true},
+		{ev(100, 5000), false}, // the other line's copy
+		{ev(99, 4990), false},  // late
+		{ev(101, 5000), true},  // the next, in the same millisecond
+		{ev(3, 9000), true},    // ids that started again
+		{ev(4, 9100), true},
+	} {
+		if known := d.known(step.u.Symbol, step.u.Last, step.u.Time); known == step.want {
+			t.Errorf("update %d at %d: known before delivery %v", step.u.Last, step.u.Time, known)
+		}
+		if got := d.depth(step.u, sink); got != step.want {
+			t.Errorf("update %d at %d: delivered %v, want %v", step.u.Last, step.u.Time, got, step.want)
+		}
+	}
+	tr := venue.Trade{ID: 7, Time: 100, Price: "1", Size: "1"}
+	if !d.trade("BTCUSDT", tr, sink) || d.trade("BTCUSDT", tr, sink) {
+		t.Error("a trade and its copy: want the trade delivered and the copy not")
+	}
+	// A symbol no longer watched has no marks: its events go to the sink,
+	// which drops what it does not follow.
+	d.watch(map[string]bool{})
+	if !d.depth(ev(100, 5000), sink) {
+		t.Error("an unwatched symbol's event was taken for a copy")
+	}
+}
