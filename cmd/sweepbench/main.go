@@ -65,6 +65,7 @@ type config struct {
 	keep           bool
 	recovery       bool
 	wsMaxAge       time.Duration
+	lines          int
 
 	workDir string
 	stdout  io.Writer
@@ -94,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory with the binaries and both processes' logs")
 	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped (streams on; -round defaults to 10s, -duration to 2m30s)")
 	fs.DurationVar(&c.wsMaxAge, "ws-max-age", 2*time.Minute, "with -recovery: marketfeed's -venue-ws-max-age, so that every connection is replaced within -duration")
+	fs.IntVar(&c.lines, "lines", 1, "with -recovery: marketfeed's -venue-ws-lines, `1|2`; with 2, one line's connections are also dropped")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -138,6 +140,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.wsMaxAge < time.Second {
 		errs = append(errs, errors.New("-ws-max-age: want at least 1s"))
+	}
+	if c.lines != 1 && c.lines != 2 {
+		errs = append(errs, errors.New("-lines: want 1 or 2"))
 	}
 	if c.weightLimit < 0 {
 		errs = append(errs, errors.New("-weight-limit: want 0 or more"))

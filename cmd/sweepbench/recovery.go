@@ -36,7 +36,12 @@ const snapshotWeight = 10
 const (
 	targetColdShare = 0.90      // of the budget, spent a minute while books sync
 	targetCPU       = 0.25      // of a core in the steady state, one line a stream
+	targetCPULines  = 0.40      // the same with two lines
 	targetRSS       = 250 << 20 // bytes
+	// targetBookAge is the age no book may pass while one line's
+	// connections are dropped: the other line's events keep every book
+	// current.
+	targetBookAge = time.Second
 )
 
 // recoveryResult is everything the recovery run measures for one count.
@@ -44,6 +49,7 @@ type recoveryResult struct {
 	Extra, Pairs int
 	Budget       int           // marketfeed's weight a minute (marketfeed_venue_weight_budget)
 	Round        time.Duration // the aggregator's period
+	Lines        int           // connections carrying each stream
 
 	Ready       time.Duration
 	ColdBooks   time.Duration // from the start until 99.9 % of the books were stream-fed
@@ -59,6 +65,8 @@ type recoveryResult struct {
 	Rotations   int
 	RotResyncs  map[string]int // resyncs by cause over the steady window, refreshes included
 
+	Line lineDrop // one line's connections dropped (two lines only)
+
 	Recovered    time.Duration // from the drop until 99.9 % of the books were newer than it
 	DropPending  int
 	DropAgg      statusCount // the aggregator's answers from the drop to one round after Recovered
@@ -66,6 +74,70 @@ type recoveryResult struct {
 	DropSuspends int
 	DropTradeCut int // trade windows that missed trades and were cut to what came after
 	DropWeight   weightUse
+}
+
+// lineDrop is what the drop of line B's connections cost, with two lines.
+type lineDrop struct {
+	Measured bool
+	Back     time.Duration // from the drop until line B's connections were open again
+	Agg      statusCount   // the aggregator's answers from the drop to a round after Back
+	Resyncs  map[string]int
+	Suspends int
+	// OldestAge is the oldest book's age (marketfeed_snapshot_age_seconds
+	// {kind="books"}) at its highest over the window, sampled every
+	// agePeriod; Over how long it was above targetBookAge. Baseline is
+	// the highest over as long a window before the drop.
+	OldestAge, Over, Baseline time.Duration
+}
+
+// agePeriod is how often the oldest book's age is sampled.
+const agePeriod = 250 * time.Millisecond
+
+// ageSampler samples the oldest book's age until stopped.
+type ageSampler struct {
+	stopped chan struct{}
+	done    chan struct{}
+	highest time.Duration
+	over    time.Duration
+	err     error
+}
+
+func sampleAges(ctx context.Context, opsAddr string) *ageSampler {
+	a := &ageSampler{stopped: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		t := time.NewTicker(agePeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				a.err = ctx.Err()
+				return
+			case <-a.stopped:
+				return
+			case <-t.C:
+			}
+			m, err := scrape(ctx, opsAddr)
+			if err != nil {
+				a.err = err
+				return
+			}
+			age := time.Duration(m[seriesBookAge] * float64(time.Second))
+			a.highest = max(a.highest, age)
+			if age > targetBookAge {
+				a.over += agePeriod
+			}
+		}
+	}()
+	return a
+}
+
+// stop ends the sampling and returns the highest age and how long it was
+// above targetBookAge.
+func (a *ageSampler) stop() (highest, over time.Duration, err error) {
+	close(a.stopped)
+	<-a.done
+	return a.highest, a.over, a.err
 }
 
 // answer is one aggregator read.
@@ -238,13 +310,15 @@ const (
 	seriesSuspended   = `marketfeed_books_suspended_total`
 	seriesTradeGaps   = `marketfeed_trade_window_gaps_total`
 	seriesBudget      = `marketfeed_venue_weight_budget`
+	seriesBookAge     = `marketfeed_snapshot_age_seconds{kind="books"}`
+	seriesClosed      = `marketfeed_stream_reconnects_total{reason="closed"}`
 	seriesResyncs     = `marketfeed_book_resyncs_total`
 )
 
 // recoveryOne runs the recovery phases for one count of extra markets.
 func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (res recoveryResult, err error) {
-	res.Extra, res.Round = extra, cfg.round
-	env, err := startPair(ctx, cfg, bins, extra, streamsOn, "-venue-ws-max-age", cfg.wsMaxAge.String())
+	res.Extra, res.Round, res.Lines = extra, cfg.round, cfg.lines
+	env, err := startPair(ctx, cfg, bins, extra, streamsOn, "-venue-ws-max-age", cfg.wsMaxAge.String(), "-venue-ws-lines", strconv.Itoa(cfg.lines))
 	if err != nil {
 		return res, err
 	}
@@ -343,8 +417,18 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	res.Rotations = int(s1[seriesRotations] - s0[seriesRotations])
 	res.RotResyncs = since(s0.byLabel(seriesResyncs, "cause"), s1.byLabel(seriesResyncs, "cause"))
 
+	if cfg.lines == 2 {
+		fmt.Fprintf(cfg.stdout, "  steady state done; cutting line B's connections\n")
+		if res.Line, err = dropLine(ctx, cfg, env, answers); err != nil {
+			return res, err
+		}
+		if s1, err = scrape(ctx, env.opsAddr); err != nil {
+			return res, err
+		}
+	}
+
 	// Every connection cut at once.
-	fmt.Fprintf(cfg.stdout, "  steady state done; cutting every market-stream connection\n")
+	fmt.Fprintf(cfg.stdout, "  cutting every market-stream connection\n")
 	dropAt := time.Now()
 	if status, _ := send(ctx, newClient(1), http.MethodPost, env.venueURL+"/_control/drop"); status/100 != 2 {
 		return res, fmt.Errorf("venuesim drop: status %d", status)
@@ -374,6 +458,63 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	res.ColdWeight = weightIn(calls, env.t0, booksAt)
 	res.DropWeight = weightIn(calls, dropAt, recovered.Add(time.Millisecond))
 	return res, nil
+}
+
+// dropLine cuts line B's connections and measures what that cost until a
+// round after they are back: with the other line carrying every event,
+// nothing at all.
+func dropLine(ctx context.Context, cfg *config, env *pair, answers *answerLog) (lineDrop, error) {
+	ld := lineDrop{Measured: true}
+	b0, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return ld, err
+	}
+	// A baseline of the oldest book's age over as long as the drop is
+	// given, to tell what the drop adds.
+	base := sampleAges(ctx, env.opsAddr)
+	if err := process.Sleep(ctx, cfg.round); err != nil {
+		return ld, err
+	}
+	if ld.Baseline, _, err = base.stop(); err != nil {
+		return ld, err
+	}
+	conns := b0[seriesConnections]
+	ages := sampleAges(ctx, env.opsAddr)
+	at := time.Now()
+	if status, _ := send(ctx, newClient(1), http.MethodPost, env.venueURL+"/_control/drop?line=B"); status/100 != 2 {
+		return ld, fmt.Errorf("venuesim drop of line B: status %d", status)
+	}
+	// Back: every connection that closed has been dialled again.
+	for {
+		m, err := scrape(ctx, env.opsAddr)
+		if err != nil {
+			return ld, err
+		}
+		if m[seriesClosed] >= b0[seriesClosed]+conns/2 && m[seriesConnections] >= conns {
+			ld.Back = time.Since(at)
+			break
+		}
+		if time.Since(at) > time.Minute {
+			return ld, fmt.Errorf("line B not back a minute after its drop: %v of %v connections", m[seriesConnections], conns)
+		}
+		if err := process.Sleep(ctx, agePeriod); err != nil {
+			return ld, err
+		}
+	}
+	if err := process.Sleep(ctx, cfg.round); err != nil {
+		return ld, err
+	}
+	if ld.OldestAge, ld.Over, err = ages.stop(); err != nil {
+		return ld, err
+	}
+	ld.Agg = answers.statuses(at, time.Now())
+	b1, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return ld, err
+	}
+	ld.Resyncs = since(b0.byLabel(seriesResyncs, "cause"), b1.byLabel(seriesResyncs, "cause"))
+	ld.Suspends = int(b1[seriesSuspended] - b0[seriesSuspended])
+	return ld, nil
 }
 
 // newerThan accepts a book whose timestamp is after at.
@@ -417,13 +558,18 @@ func recoveryRows(r recoveryResult) []row {
 	add("steady: aggregator 200 share", fmt.Sprintf("%.3f%% of %d", 100*r.SteadyAgg.okShare(), r.SteadyAgg.total()), fmt.Sprintf("≥ %.1f%%", 100*targetOKShare),
 		verdict(r.SteadyAgg.okShare() >= targetOKShare))
 	add("steady: other statuses", r.SteadyAgg.others(), "", "")
-	add("steady: CPU", fmt.Sprintf("%.1f%% of a core", 100*r.CPUShare), fmt.Sprintf("≤ %.0f%%", 100*targetCPU), verdict(r.CPUShare <= targetCPU))
+	cpuTarget := targetCPU
+	if r.Lines == 2 {
+		cpuTarget = targetCPULines
+	}
+	add("lines: connections carrying each stream", strconv.Itoa(max(r.Lines, 1)), "", "")
+	add("steady: CPU", fmt.Sprintf("%.1f%% of a core", 100*r.CPUShare), fmt.Sprintf("≤ %.0f%%", 100*cpuTarget), verdict(r.CPUShare <= cpuTarget))
 	add("peak RSS", fmt.Sprintf("%.1f MiB", float64(r.MaxRSS)/(1<<20)), fmt.Sprintf("≤ %d MiB", targetRSS>>20), verdict(r.MaxRSS <= targetRSS))
 	add("rotation: connections replaced", fmt.Sprintf("%d over %s (%d connections)", r.Rotations, dur(r.Steady), r.Connections), "every connection", verdict(r.Rotations >= r.Connections))
 	lost := outOfSequence(r.RotResyncs)
 	add("rotation: books out of sequence", causes(lost), "0", verdict(total(lost) == 0))
 	add("steady: refreshes of books in sequence", causes(since(outOfSequence(r.RotResyncs), r.RotResyncs)), "", "")
-	add("one line dropped (two lines)", "not measured: each stream has one line", "", "")
+	out = append(out, lineRows(r.Line)...)
 	resynced := total(outOfSequence(r.DropResyncs))
 	dropTarget := syncTime(resynced, r.Budget) + 10*time.Second
 	recovered := dur(r.Recovered)
@@ -438,6 +584,22 @@ func recoveryRows(r recoveryResult) []row {
 	add("every connection dropped: REST weight", fmt.Sprintf("%d (%s)", r.DropWeight.Total, byPath(r.DropWeight)), "", "")
 	add("every connection dropped: aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*r.DropAgg.okShare(), r.DropAgg.total(), r.DropAgg.others()), "", "")
 	return out
+}
+
+// lineRows are the table's lines for one line's drop.
+func lineRows(l lineDrop) []row {
+	if !l.Measured {
+		return []row{{"one line dropped", "not measured: one line (-lines 2 measures it)", "", ""}}
+	}
+	bad := l.Agg.total() - l.Agg[http.StatusOK]
+	lost := outOfSequence(l.Resyncs)
+	return []row{
+		{"one line dropped: line back", dur(l.Back), "", ""},
+		{"one line dropped: aggregator answers not 200", fmt.Sprintf("%d of %d (%s)", bad, l.Agg.total(), l.Agg.others()), "0", verdict(bad == 0)},
+		{"one line dropped: books out of sequence; suspended", fmt.Sprintf("%s; %d", causes(lost), l.Suspends), "0; 0", verdict(total(lost) == 0 && l.Suspends == 0)},
+		{"one line dropped: oldest book", fmt.Sprintf("%s at most (%s before the drop); over %s for %s", dur(l.OldestAge), dur(l.Baseline), dur(targetBookAge), dur(l.Over)),
+			"0 s over " + dur(targetBookAge), verdict(l.Over == 0)},
+	}
 }
 
 // causes lists counts by cause, "none" without any.

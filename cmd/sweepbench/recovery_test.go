@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -93,6 +94,37 @@ func TestRecoveryRowsVerdicts(t *testing.T) {
 		"cold start: REST weight",
 		"rotation: books out of sequence",
 		"every connection dropped: 99.9 % of books newer than the drop",
+	}
+	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
+		t.Fatalf("missed %q, want %q", m, want)
+	}
+}
+
+// With two lines, one line's drop must cost nothing, and the CPU target is
+// the two-line one.
+func TestRecoveryRowsOfALineDrop(t *testing.T) {
+	r := recoveryResult{
+		Extra: 400, Pairs: 446, Budget: 1200, Round: 10 * time.Second, Lines: 2,
+		ColdBooks: 4 * time.Minute, ColdAnswers: 4 * time.Minute,
+		ColdWeight: weightUse{Total: 4600, PerMin: 1150},
+		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.35, MaxRSS: 200 << 20,
+		Connections: 12, Rotations: 12,
+		Recovered: 2 * time.Second, DropResyncs: map[string]int{},
+		Line: lineDrop{Measured: true, Back: time.Second, Agg: statusCount{200: 900}, Resyncs: map[string]int{"short": 2},
+			OldestAge: 700 * time.Millisecond, Baseline: 700 * time.Millisecond},
+	}
+	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
+		t.Fatalf("missed %v, want every target met", m)
+	}
+	r.Line.Agg[http.StatusBadGateway] = 3
+	r.Line.Suspends, r.Line.Resyncs = 5, map[string]int{"lost": 2}
+	r.Line.Over = 2 * time.Second
+	r.Lines, r.Line.Measured = 1, true
+	want := []string{
+		"steady: CPU",
+		"one line dropped: aggregator answers not 200",
+		"one line dropped: books out of sequence; suspended",
+		"one line dropped: oldest book",
 	}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
