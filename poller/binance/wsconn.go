@@ -1,6 +1,7 @@
 package binance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 	sl.s.met.conns.Add(1)
 	// The slot waits for done before it returns, so this goroutine is owned
 	// by Run like every other.
-	go c.readLoop(ctx, sink)
+	go c.readLoop(sink)
 	return c, nil
 }
 
@@ -182,11 +183,23 @@ func (c *wsConn) request(ctx context.Context, method string, names []string) (re
 
 // readLoop reads until the connection closes, delivering events to sink
 // and replies to the requests waiting for them.
-func (c *wsConn) readLoop(ctx context.Context, sink venue.Sink) {
+//
+// Frames are read into one buffer the connection reuses (the decoder copies
+// what it keeps), and a read takes no context: the library hooks a
+// cancellable context's end anew for every read, two allocations a frame,
+// thousands a second over hundreds of pairs. Nothing is lost by it: the
+// connection is closed when its slot or Run ends (closeNow, retire), which
+// ends a read in progress as the context would.
+func (c *wsConn) readLoop(sink venue.Sink) {
 	defer close(c.done)
 	defer c.s.met.conns.Add(-1)
+	var buf bytes.Buffer
 	for {
-		_, b, err := c.ws.Read(ctx)
+		_, r, err := c.ws.Reader(context.Background())
+		if err == nil {
+			buf.Reset()
+			_, err = buf.ReadFrom(r)
+		}
 		if err != nil {
 			if errors.Is(err, websocket.ErrMessageTooBig) {
 				c.s.met.badFrames.Inc()
@@ -194,7 +207,7 @@ func (c *wsConn) readLoop(ctx context.Context, sink venue.Sink) {
 			c.err = err
 			return
 		}
-		c.handle(b, sink)
+		c.handle(buf.Bytes(), sink)
 	}
 }
 

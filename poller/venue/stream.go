@@ -24,9 +24,10 @@ type DepthUpdate struct {
 
 // Sink receives what a venue's market streams deliver. Its methods are called
 // from the streams' reading goroutines, possibly from several at once and, for
-// one symbol, from two connections at a time while one replaces the other:
-// implementations lock what they share, tolerate a duplicate or late event,
-// and never block for long.
+// one symbol, from two connections at a time while one replaces the other or
+// while two lines carry it: implementations lock what they share, tolerate a
+// duplicate or late event (an adapter drops the copies it can tell, not
+// necessarily all), and never block for long.
 type Sink interface {
 	// Depth delivers one diff event of a market's depth stream.
 	Depth(u DepthUpdate)
