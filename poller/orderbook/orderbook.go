@@ -145,8 +145,8 @@ func (b *Book) ResetChanged() { b.changed = false }
 func (b *Book) Desync() {
 	b.synced, b.suspended = false, false
 	b.first = false
-	b.bids.levels = b.bids.levels[:0]
-	b.asks.levels = b.asks.levels[:0]
+	b.bids.reset(0)
+	b.asks.reset(0)
 	b.buffer = append(b.buffer[:0], b.ahead...)
 	b.ahead = b.ahead[:0]
 	b.recording, b.recent = false, nil
@@ -283,8 +283,6 @@ func (b *Book) Sync(snap venue.Book, limit int) error {
 // load replaces the book's levels with a snapshot's and makes the book
 // current at its update id.
 func (b *Book) load(snap venue.Book, limit int) error {
-	b.bids.levels = b.bids.levels[:0]
-	b.asks.levels = b.asks.levels[:0]
 	if err := b.bids.load(snap.Bids, limit); err != nil {
 		b.Desync()
 		return err

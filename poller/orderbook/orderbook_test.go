@@ -433,3 +433,63 @@ func TestOrderBookSuspendedAndSnapshotOrNotSynced(t *testing.T) {
 		t.Fatalf("err %v, buffered %d: a book never synced buffers as before", err, fresh.Buffered())
 	}
 }
+
+// The levels Top hands out stay as they were whatever the book does next:
+// sizes changed thousands of times (so that the side's text is compacted
+// again and again), levels removed and added, the side trimmed, a refresh
+// laid under it, the book desynced. And the book's own levels stay right
+// through every compaction.
+func TestOrderBookTopStaysAsHandedOut(t *testing.T) {
+	b := synced(t, venue.Book{LastUpdateID: 1, Bids: levelsFrom(1000, 50, true), Asks: lv("5000", "1", "5001", "2")}, 100)
+	type handed struct {
+		bids, asks []venue.Level
+		want       []venue.Level
+	}
+	var all []handed
+	take := func() {
+		bids, asks := b.Top(100)
+		all = append(all, handed{bids, asks, slices.Concat(slices.Clone(bids), slices.Clone(asks))})
+	}
+	take()
+	last := int64(1)
+	apply := func(bids, asks []venue.Level) {
+		t.Helper()
+		if err := b.Apply(upd(last+1, last+1, last, bids, asks)); err != nil {
+			t.Fatal(err)
+		}
+		last++
+	}
+	for i := range 5000 {
+		// Every bid's size changes; one ask comes and goes.
+		var bids []venue.Level
+		for p := 951; p <= 1000; p++ {
+			bids = append(bids, venue.Level{Price: strconv.Itoa(p), Size: strconv.Itoa(i+p) + ".5"})
+		}
+		asks := lv("4999.5", "7")
+		if i%2 == 1 {
+			asks = lv("4999.5", "0")
+		}
+		apply(bids, asks)
+		if i%500 == 0 {
+			take()
+		}
+	}
+	gotBids, _ := b.Top(100)
+	if len(gotBids) != 50 || gotBids[0] != (venue.Level{Price: "1000", Size: "5999.5"}) || gotBids[49] != (venue.Level{Price: "951", Size: "5950.5"}) {
+		t.Fatalf("bids after 5,000 events: %v ... %v", gotBids[0], gotBids[len(gotBids)-1])
+	}
+	if err := b.Record(); err {
+		t.Fatal("already recording")
+	}
+	apply(lv("1000", "1"), nil)
+	if err := b.Refresh(venue.Book{LastUpdateID: last, Bids: levelsFrom(1000, 10, true), Asks: lv("5000", "1")}, 10); err != nil {
+		t.Fatal(err)
+	}
+	take()
+	b.Desync()
+	for i, h := range all {
+		if got := slices.Concat(h.bids, h.asks); !slices.Equal(got, h.want) {
+			t.Fatalf("levels handed out by Top %d changed since", i)
+		}
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
+	"unsafe"
 
 	"marketfeed/poller/venue"
 )
@@ -21,10 +21,22 @@ const maxSideLevels = 2000
 // bookSide is one side of an Book. Levels are stored worst first, so
 // that the changes a moving top brings (levels appearing and vanishing at the
 // best prices) append and truncate at the end instead of moving every level.
+//
+// A level's price and size are kept as spans of the side's text, not as
+// strings of their own: a new size, what most events bring, is then copied
+// into bytes the side already holds instead of allocated, and the levels
+// hold no pointers, so the collector never scans them (hundreds of books of
+// a thousand levels a side). The text is only ever appended to, never
+// written over, so that the strings Top hands out of it stay as they were
+// whatever the side does next; once the levels use less than half of it, it
+// is copied, what they use only, into a new one, and the old one lives on
+// as long as a published book holds strings of it.
 type bookSide struct {
 	bids   bool
 	max    int         // levels kept at most (see maxSideLevels)
 	levels []bookLevel // worst first
+	text   []byte      // the levels' prices and sizes, and what they no longer use
+	used   int         // bytes of text the levels use
 	// bounded is set when the snapshot's side was full: the venue may hold
 	// levels beyond edge, the worst price it sent, which the book ignores.
 	bounded bool
@@ -33,8 +45,79 @@ type bookSide struct {
 
 type bookLevel struct {
 	key   priceKey
-	price string
-	size  string
+	price span
+	size  span
+}
+
+// span is a string kept in a side's text: the bytes [off, off+n).
+type span struct{ off, n uint32 }
+
+// minText is the smallest text a side starts or is compacted into.
+const minText = 1 << 10
+
+// room makes room for n more bytes of text: when the text would have to
+// grow while the levels use less than half of it, it is compacted instead.
+// Spans not yet in a level do not survive a compaction, so a level's
+// price and size are made room for at once, before either is added.
+func (s *bookSide) room(n int) {
+	if len(s.text)+n > cap(s.text) && 2*s.used < len(s.text) {
+		s.compact(n)
+	}
+}
+
+// add appends v to the side's text and returns where it is.
+func (s *bookSide) add(v string) span {
+	sp := span{uint32(len(s.text)), uint32(len(v))}
+	s.text = append(s.text, v...)
+	s.used += len(v)
+	return sp
+}
+
+// level makes the level of price and size, their text added to the side's.
+func (s *bookSide) level(key priceKey, price, size string) bookLevel {
+	s.room(len(price) + len(size))
+	return bookLevel{key, s.add(price), s.add(size)}
+}
+
+// str returns the string sp holds. It shares the text's bytes, which are
+// never written again.
+func (s *bookSide) str(sp span) string {
+	if sp.n == 0 {
+		return ""
+	}
+	return unsafe.String(&s.text[sp.off], sp.n)
+}
+
+// drop forgets a level's text: the bytes stay until the next compaction.
+func (s *bookSide) drop(l bookLevel) { s.used -= int(l.price.n + l.size.n) }
+
+// compact copies the text the levels use into a new text with room for
+// extra more bytes; the old text is left as it was for the strings that
+// share it.
+func (s *bookSide) compact(extra int) {
+	old := s.text
+	text := make([]byte, 0, max(2*(s.used+extra), minText))
+	move := func(sp span) span {
+		out := span{uint32(len(text)), sp.n}
+		text = append(text, old[sp.off:sp.off+sp.n]...)
+		return out
+	}
+	for i := range s.levels {
+		s.levels[i].price = move(s.levels[i].price)
+		s.levels[i].size = move(s.levels[i].size)
+	}
+	s.text = text
+}
+
+// reset empties the side: its levels, and its text, which strings may
+// still share, so a new one is started (with room for capacity bytes, or
+// none) rather than the old one reused.
+func (s *bookSide) reset(capacity int) {
+	s.levels = s.levels[:0]
+	s.text, s.used = nil, 0
+	if capacity > 0 {
+		s.text = make([]byte, 0, max(capacity, minText))
+	}
 }
 
 // better reports whether price a is better than b on this side.
@@ -76,7 +159,12 @@ func (s *bookSide) search(key priceKey) (int, bool) {
 }
 
 func (s *bookSide) load(levels []venue.Level, limit int) error {
-	s.levels = slices.Grow(s.levels[:0], len(levels))
+	n := 0
+	for _, l := range levels {
+		n += len(l.Price) + len(l.Size)
+	}
+	s.reset(n)
+	s.levels = slices.Grow(s.levels, len(levels))
 	for i := len(levels) - 1; i >= 0; i-- {
 		l := levels[i]
 		key, ok := parsePrice(l.Price)
@@ -89,7 +177,7 @@ func (s *bookSide) load(levels []venue.Level, limit int) error {
 		if venue.IsZeroDecimal(l.Size) {
 			continue
 		}
-		s.levels = append(s.levels, bookLevel{key, l.Price, l.Size})
+		s.levels = append(s.levels, s.level(key, l.Price, l.Size))
 	}
 	s.bounded = limit > 0 && len(levels) >= limit
 	if s.bounded {
@@ -111,12 +199,17 @@ func (s *bookSide) update(levels []venue.Level) error {
 		switch {
 		case venue.IsZeroDecimal(l.Size):
 			if found {
+				s.drop(s.levels[at])
 				s.levels = slices.Delete(s.levels, at, at+1)
 			}
 		case found:
-			s.levels[at].size = strings.Clone(l.Size) // see venue.DepthUpdate
+			// The size is copied into the side's text (see
+			// venue.DepthUpdate: the event's strings share its frame).
+			s.used -= int(s.levels[at].size.n)
+			s.room(len(l.Size))
+			s.levels[at].size = s.add(l.Size)
 		default:
-			s.levels = slices.Insert(s.levels, at, bookLevel{key, strings.Clone(l.Price), strings.Clone(l.Size)})
+			s.levels = slices.Insert(s.levels, at, s.level(key, l.Price, l.Size))
 		}
 	}
 	if len(s.levels) > s.max+s.max/8 {
@@ -134,14 +227,18 @@ func (s *bookSide) keepBeyond(old bookSide) {
 		return // the snapshot reaches at least as far as the old book did
 	}
 	// old's levels worse than the new edge are a prefix of its worst-first
-	// levels.
+	// levels; their text is old's, and is copied into this side's.
 	n, _ := slices.BinarySearchFunc(old.levels, s.edge, func(l bookLevel, k priceKey) int {
 		if s.better(k, l.key) {
 			return -1
 		}
 		return 1
 	})
-	s.levels = append(old.levels[:n:n], s.levels...)
+	kept := make([]bookLevel, 0, n+len(s.levels))
+	for _, l := range old.levels[:n] {
+		kept = append(kept, s.level(l.key, old.str(l.price), old.str(l.size)))
+	}
+	s.levels = append(kept, s.levels...)
 	s.bounded, s.edge = old.bounded, old.edge
 	if len(s.levels) > s.max {
 		s.trim()
@@ -154,6 +251,9 @@ func (s *bookSide) trim() {
 	drop := len(s.levels) - s.max
 	if drop <= 0 {
 		return
+	}
+	for _, l := range s.levels[:drop] {
+		s.drop(l)
 	}
 	s.levels = slices.Delete(s.levels, 0, drop)
 	s.bounded, s.edge = true, s.levels[0].key
@@ -173,7 +273,7 @@ func (s *bookSide) top(n int) []venue.Level {
 	out := make([]venue.Level, n)
 	for i := range n {
 		l := s.levels[len(s.levels)-1-i]
-		out[i] = venue.Level{Price: l.price, Size: l.size}
+		out[i] = venue.Level{Price: s.str(l.price), Size: s.str(l.size)}
 	}
 	return out
 }
