@@ -196,7 +196,7 @@ func depthUpdateOf(event, symbol, first, last, prev, t field) (venue.DepthUpdate
 // buf is where the levels gather; what comes back is a copy at the side's
 // size. Its decimals are substrings of the frame, not clones: most levels
 // of an event change a level the book holds, which keeps only the new
-// size, so the book clones what it keeps (see venue.DepthUpdate).
+// size, so the book copies what it keeps (see venue.DepthUpdate).
 func readLevels(s *scanner, side string, buf []venue.Level) ([]venue.Level, error) {
 	switch s.peek() {
 	case '[':
