@@ -45,8 +45,9 @@ import (
 // connections lost it, so a line that drops or is replaced costs nothing.
 //
 // Its fields are the settings from New, the connections' bookkeeping under
-// mu, and Run's lifetime: one owner for all three, since each connection
-// needs all of them, so they stay together rather than split across types.
+// mu (what the lines carry and what was delivered lock themselves), and
+// Run's lifetime: one owner for all of them, since each connection needs
+// all of them, so they stay together rather than split across types.
 type Streams struct {
 	preset   StreamPreset
 	base     string

@@ -28,6 +28,8 @@ type line struct {
 // name is the line's letter, as the venue sees it in the User-Agent.
 func (l *line) name() string { return string(rune('A' + l.n)) }
 
+var _ venue.Sink = lineSink{}
+
 // lineSink is the sink of one line's connections: events go through, and
 // the line's Live and Lost reports are merged with the other line's (see
 // carriers). Its methods are called from the line's reading goroutines.

@@ -221,8 +221,6 @@ func TestTwoLinesOneDroppedMidBurstLosesNothing(t *testing.T) {
 	})
 }
 
-var _ venue.Sink = lineSink{}
-
 // The table a copy is told by: an event no further on and no newer than
 // one delivered is a copy, or late; ids that start again at a later time (a
 // venue that restarted) are new events, not copies.
