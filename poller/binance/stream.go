@@ -262,14 +262,15 @@ func (s *Streams) Watch(symbols []string) {
 			want[sym] = true
 		}
 	}
+	var removed []string
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.ensureTicker()
 	for sym := range s.symbols {
 		if want[sym] {
 			continue
 		}
 		delete(s.symbols, sym)
+		removed = append(removed, sym)
 		for _, kind := range []snapshot.Stream{snapshot.StreamBook, snapshot.StreamTrades} {
 			name := streamName(kind, sym)
 			for _, l := range s.lines {
@@ -279,20 +280,32 @@ func (s *Streams) Watch(symbols []string) {
 				}
 			}
 		}
-		s.carried.forget(sym)
 	}
+	var added []string
 	for _, sym := range symbols {
-		if !want[sym] || s.symbols[sym] {
-			continue
+		if want[sym] && !s.symbols[sym] {
+			s.symbols[sym] = true
+			added = append(added, sym)
 		}
-		s.symbols[sym] = true
+	}
+	// The table knows the new symbols before any is subscribed, so that
+	// their first reports and events are not taken for a symbol's no
+	// longer watched.
+	s.dups.watch(s.symbols)
+	for _, sym := range added {
 		for _, kind := range []snapshot.Stream{snapshot.StreamBook, snapshot.StreamTrades} {
 			for _, l := range s.lines {
 				s.place(l, streamName(kind, sym), streamRef{kind: kind, symbol: sym}, groupOf(kind))
 			}
 		}
 	}
-	s.dups.watch(s.symbols)
+	s.mu.Unlock()
+	// Not under mu: carriers tells the sink under its own lock, and the
+	// sink's owner may hold its own locks when it calls Resubscribe, which
+	// takes mu.
+	for _, sym := range removed {
+		s.carried.forget(sym)
+	}
 }
 
 // ensureTicker places the all-market ticker stream on the first market

@@ -42,13 +42,27 @@ type lineSink struct {
 // Live reports the streams live: always passed on, since a subscription
 // acknowledged again is what the sink's silence watchdog waits for.
 func (ls lineSink) Live(kind snapshot.Stream, symbols []string) {
-	ls.s.carried.update(ls.line, kind, symbols, true, ls.Sink)
+	ls.s.carried.update(ls.line, kind, ls.watched(symbols), true, ls.Sink)
 }
 
 // Lost reports the streams lost only when no other line carries them: the
 // other line's events keep them in sequence.
 func (ls lineSink) Lost(kind snapshot.Stream, symbols []string) {
-	ls.s.carried.update(ls.line, kind, symbols, false, ls.Sink)
+	ls.s.carried.update(ls.line, kind, ls.watched(symbols), false, ls.Sink)
+}
+
+// watched keeps the symbols still watched: the report of a subscription
+// made before its symbol was dropped would leave a line marked as carrying
+// a stream it no longer does, and hide a later loss if the symbol is
+// watched again.
+func (ls lineSink) watched(symbols []string) []string {
+	out := symbols[:0:0]
+	for _, sym := range symbols {
+		if ls.s.dups.of(sym) != nil {
+			out = append(out, sym)
+		}
+	}
+	return out
 }
 
 // carriers tracks which lines carry each stream live, so that the sink
@@ -87,7 +101,7 @@ func (c *carriers) update(n int, kind snapshot.Stream, symbols []string, live bo
 		}
 	}
 	switch {
-	case live:
+	case live && len(symbols) > 0:
 		sink.Live(kind, symbols)
 	case len(lost) > 0:
 		sink.Lost(kind, lost)
@@ -104,28 +118,48 @@ func (c *carriers) forget(symbol string) {
 }
 
 // marks is what was last delivered of one symbol's depth and trade events:
-// an event that neither goes past the id nor is newer than the time is a
-// copy of one delivered, or older than it. Time as well as id, so that a
-// venue whose ids start again (a restart) is not taken for a duplicate.
+// the ids and times of the last recentEvents of each. Only an event found
+// there is a copy. An event merely older than the newest delivered is not:
+// a connection just opened (a rotation's replacement, a line back after a
+// drop) delivers the newest events while an older one still has events
+// queued that were never delivered, and those are what the book's chain
+// and the trade window need. Time as well as id, so that a venue whose
+// ids start again (a restart) is not taken for a copy.
 type marks struct {
 	mu     sync.Mutex
-	depth  mark
-	trades mark
+	depth  recent
+	trades recent
 }
 
-type mark struct{ id, time atomic.Int64 }
+// recentEvents is how many delivered events a symbol's marks remember of
+// each kind: at the venue's 10 depth events a second, a copy three seconds
+// late is still known.
+const recentEvents = 32
 
-// covers reports whether an event of id at time was delivered already.
-func (m *mark) covers(id, time int64) bool { return id <= m.id.Load() && time <= m.time.Load() }
+// recent is a ring of the ids and times of the last events delivered.
+type recent struct {
+	ids, times [recentEvents]int64
+	next       int
+}
 
-// claim marks an event of id at time delivered, unless it was already;
-// it reports whether it marked it. The marks' mu is held.
-func (m *mark) claim(id, time int64) bool {
-	if m.covers(id, time) {
+// has reports whether an event of id at time was delivered.
+func (r *recent) has(id, time int64) bool {
+	for i := range r.ids {
+		if r.ids[i] == id && r.times[i] == time {
+			return true
+		}
+	}
+	return false
+}
+
+// claim records an event of id at time delivered, unless it was already;
+// it reports whether it recorded it. The marks' mu is held.
+func (r *recent) claim(id, time int64) bool {
+	if r.has(id, time) {
 		return false
 	}
-	m.id.Store(id)
-	m.time.Store(time)
+	r.ids[r.next], r.times[r.next] = id, time
+	r.next = (r.next + 1) % recentEvents
 	return true
 }
 
@@ -161,10 +195,16 @@ func (d *dedup) of(symbol string) *marks {
 
 // known is the decoder's early check (see readDepth): whether a depth event
 // was delivered already, from its ids alone, before its levels are read.
-// It takes no lock: a copy it misses is still dropped by deliver.
+// A copy that arrives while the first is being delivered is not known yet;
+// depth drops it.
 func (d *dedup) known(symbol string, last, time int64) bool {
 	m := d.of(symbol)
-	return m != nil && m.depth.covers(last, time)
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.depth.has(last, time)
 }
 
 // depth delivers a depth event to sink unless it was delivered already. A

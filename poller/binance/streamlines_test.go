@@ -2,6 +2,8 @@ package binance
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -10,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // lineConns returns the connection of each line on path that carries name,
@@ -221,9 +224,11 @@ func TestTwoLinesOneDroppedMidBurstLosesNothing(t *testing.T) {
 	})
 }
 
-// The table a copy is told by: an event no further on and no newer than
-// one delivered is a copy, or late; ids that start again at a later time (a
-// venue that restarted) are new events, not copies.
+// The table a copy is told by: only an event delivered is a copy. An event
+// older than the newest delivered but never delivered itself is not (a
+// connection just opened delivers the newest events while the one it
+// replaces still has older ones queued); ids that start again at a later
+// time (a venue that restarted) are new events, not copies.
 func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	var d dedup
 	d.watch(map[string]bool{"BTCUSDT": true})
@@ -237,8 +242,11 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	}{
 		{ev(100, 5000), true},
 		{ev(100, 5000), false}, // the other line's copy
-		{ev(99, 4990), false},  // late
-		{ev(101, 5000), true},  // the next, in the same millisecond
+		{ev(104, 5040), true},  // a new connection's first event
+		{ev(102, 5020), true},  // the old one's queued events, never delivered
+		{ev(103, 5030), true},
+		{ev(104, 5040), false}, // and then its copy of the newest
+		{ev(105, 5040), true},  // the next, in the same millisecond
 		{ev(3, 9000), true},    // ids that started again
 		{ev(4, 9100), true},
 	} {
@@ -259,4 +267,28 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	if !d.depth(ev(100, 5000), sink) {
 		t.Error("an unwatched symbol's event was taken for a copy")
 	}
+}
+
+// The lines' reports are merged: Lost only when no line carries a stream.
+// A report about a symbol no longer watched leaves no mark, so that it
+// cannot hide a loss once the symbol is watched again.
+func TestLineReportsMerge(t *testing.T) {
+	s := NewStreams(Binance, StreamOptions{Lines: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.Watch([]string{"BTCUSDT"})
+	sink := &recordSink{}
+	a, b := lineSink{Sink: sink, s: s, line: 0}, lineSink{Sink: sink, s: s, line: 1}
+	book := snapshot.StreamBook
+	a.Live(book, []string{"BTCUSDT", "ETHUSDT"})
+	b.Live(book, []string{"BTCUSDT"})
+	a.Lost(book, []string{"BTCUSDT"})
+	wantCalls(t, sink.take(), "live book BTCUSDT", "live book BTCUSDT")
+	b.Lost(book, []string{"BTCUSDT"})
+	wantCalls(t, sink.take(), "lost book BTCUSDT")
+
+	s.Watch(nil)
+	a.Live(book, []string{"BTCUSDT"}) // acknowledged after the symbol was dropped
+	s.Watch([]string{"BTCUSDT"})
+	b.Live(book, []string{"BTCUSDT"})
+	b.Lost(book, []string{"BTCUSDT"})
+	wantCalls(t, sink.take(), "live book BTCUSDT", "lost book BTCUSDT")
 }

@@ -234,9 +234,16 @@ func (s *bookSide) keepBeyond(old bookSide) {
 		}
 		return 1
 	})
+	// Room for all their text first: a compaction while they are added
+	// would not move the spans of levels not yet in s.levels.
+	text := 0
+	for _, l := range old.levels[:n] {
+		text += int(l.price.n + l.size.n)
+	}
+	s.room(text)
 	kept := make([]bookLevel, 0, n+len(s.levels))
 	for _, l := range old.levels[:n] {
-		kept = append(kept, s.level(l.key, old.str(l.price), old.str(l.size)))
+		kept = append(kept, bookLevel{l.key, s.add(old.str(l.price)), s.add(old.str(l.size))})
 	}
 	s.levels = append(kept, s.levels...)
 	s.bounded, s.edge = old.bounded, old.edge
