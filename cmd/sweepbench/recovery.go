@@ -95,48 +95,33 @@ const agePeriod = 250 * time.Millisecond
 
 // ageSampler samples the oldest book's age until stopped.
 type ageSampler struct {
-	stopped chan struct{}
-	done    chan struct{}
-	highest time.Duration
-	over    time.Duration
-	err     error
+	*sampler
+	highest, over time.Duration
+	err           error
 }
 
 func sampleAges(ctx context.Context, opsAddr string) *ageSampler {
-	a := &ageSampler{stopped: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		t := time.NewTicker(agePeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				a.err = ctx.Err()
-				return
-			case <-a.stopped:
-				return
-			case <-t.C:
-			}
-			m, err := scrape(ctx, opsAddr)
-			if err != nil {
-				a.err = err
-				return
-			}
-			age := time.Duration(m[seriesBookAge] * float64(time.Second))
-			a.highest = max(a.highest, age)
-			if age > targetBookAge {
-				a.over += agePeriod
-			}
+	a := &ageSampler{}
+	a.sampler = startSampler(agePeriod, func() bool {
+		m, err := scrape(ctx, opsAddr)
+		if err != nil {
+			a.err = err
+			return false
 		}
-	}()
+		age := time.Duration(m[seriesBookAge] * float64(time.Second))
+		a.highest = max(a.highest, age)
+		if age > targetBookAge {
+			a.over += agePeriod
+		}
+		return true
+	})
 	return a
 }
 
 // stop ends the sampling and returns the highest age and how long it was
 // above targetBookAge.
 func (a *ageSampler) stop() (highest, over time.Duration, err error) {
-	close(a.stopped)
-	<-a.done
+	a.sampler.stop()
 	return a.highest, a.over, a.err
 }
 

@@ -447,24 +447,20 @@ func fetchCalls(ctx context.Context, venueURL string, t0 time.Time) ([]venueCall
 	return log.Calls, nil
 }
 
-// rssSampler records the largest VmRSS of a process.
-type rssSampler struct {
+// sampler calls a sample function once a period, the first time at once,
+// until stopped or the function reports it is done.
+type sampler struct {
 	quit chan struct{}
 	done chan struct{}
-	peak int64
 }
 
-// sampleRSS reads pid's VmRSS twice a second until stopped.
-func sampleRSS(pid int) *rssSampler {
-	s := &rssSampler{quit: make(chan struct{}), done: make(chan struct{})}
+func startSampler(every time.Duration, sample func() bool) *sampler {
+	s := &sampler{quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		tick := time.NewTicker(500 * time.Millisecond)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
-		for {
-			if n, err := process.ReadVmRSS(pid); err == nil {
-				s.peak = max(s.peak, n)
-			}
+		for sample() {
 			select {
 			case <-s.quit:
 				return
@@ -475,15 +471,39 @@ func sampleRSS(pid int) *rssSampler {
 	return s
 }
 
-// stop ends the sampling and returns the peak; calling it again is harmless.
-func (s *rssSampler) stop() int64 {
+// stop ends the sampling and waits for the last sample; calling it again is
+// harmless.
+func (s *sampler) stop() {
 	select {
 	case <-s.quit:
 	default:
 		close(s.quit)
 	}
 	<-s.done
-	return s.peak
+}
+
+// rssSampler records the largest VmRSS of a process.
+type rssSampler struct {
+	*sampler
+	peak int64
+}
+
+// sampleRSS reads pid's VmRSS twice a second until stopped.
+func sampleRSS(pid int) *rssSampler {
+	r := &rssSampler{}
+	r.sampler = startSampler(500*time.Millisecond, func() bool {
+		if n, err := process.ReadVmRSS(pid); err == nil {
+			r.peak = max(r.peak, n)
+		}
+		return true
+	})
+	return r
+}
+
+// stop ends the sampling and returns the peak; calling it again is harmless.
+func (r *rssSampler) stop() int64 {
+	r.sampler.stop()
+	return r.peak
 }
 
 // readCPU is the CPU time a process has used so far.

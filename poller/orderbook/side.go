@@ -88,8 +88,8 @@ func (s *bookSide) str(sp span) string {
 	return unsafe.String(&s.text[sp.off], sp.n)
 }
 
-// drop forgets a level's text: the bytes stay until the next compaction.
-func (s *bookSide) drop(l bookLevel) { s.used -= int(l.price.n + l.size.n) }
+// release forgets a level's text: the bytes stay until the next compaction.
+func (s *bookSide) release(l bookLevel) { s.used -= int(l.price.n + l.size.n) }
 
 // compact copies the text the levels use into a new text with room for
 // extra more bytes; the old text is left as it was for the strings that
@@ -199,7 +199,7 @@ func (s *bookSide) update(levels []venue.Level) error {
 		switch {
 		case venue.IsZeroDecimal(l.Size):
 			if found {
-				s.drop(s.levels[at])
+				s.release(s.levels[at])
 				s.levels = slices.Delete(s.levels, at, at+1)
 			}
 		case found:
@@ -260,7 +260,7 @@ func (s *bookSide) trim() {
 		return
 	}
 	for _, l := range s.levels[:drop] {
-		s.drop(l)
+		s.release(l)
 	}
 	s.levels = slices.Delete(s.levels, 0, drop)
 	s.bounded, s.edge = true, s.levels[0].key
