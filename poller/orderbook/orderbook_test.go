@@ -493,3 +493,36 @@ func TestOrderBookTopStaysAsHandedOut(t *testing.T) {
 		}
 	}
 }
+
+// A level is found, or its place, from wherever the search starts: the
+// hint only says where to look first.
+func TestSearchFindsTheSamePlaceFromAnyHint(t *testing.T) {
+	for _, bids := range []bool{true, false} {
+		for n := range 12 {
+			s := bookSide{bids: bids}
+			for i := range n {
+				p := 10 + 2*i // worst first: ascending bids, descending asks
+				if !bids {
+					p = 10 + 2*(n-1-i)
+				}
+				s.levels = append(s.levels, bookLevel{key: priceKey{whole: uint64(p)}})
+			}
+			for p := 8; p <= 12+2*n; p++ {
+				key := priceKey{whole: uint64(p)}
+				// want: the first level not worse than key, by a plain scan.
+				want := 0
+				for want < n && s.before(s.levels[want].key, key) {
+					want++
+				}
+				wantFound := want < n && s.levels[want].key == key
+				for hint := -1; hint <= n+1; hint++ {
+					at, found := s.search(key, hint)
+					if at != want || found != wantFound {
+						t.Fatalf("bids %v, %d levels, price %d, hint %d: search = %d, %v; want %d, %v",
+							bids, n, p, hint, at, found, want, wantFound)
+					}
+				}
+			}
+		}
+	}
+}

@@ -128,34 +128,57 @@ func (s *bookSide) better(a, b priceKey) bool {
 	return a.less(b)
 }
 
+// before reports whether price a is stored before b: worse than it.
+func (s *bookSide) before(a, b priceKey) bool {
+	if s.bids {
+		return a.less(b)
+	}
+	return b.less(a)
+}
+
 // search returns the index of key in the worst-first levels, or where it
 // would go, and whether it is there. It runs for every level of every
-// event, so each side has its own loop: bids are stored in ascending
-// price order, asks in descending, and neither loop asks which side it is
-// on or calls a comparison function.
-func (s *bookSide) search(key priceKey) (int, bool) {
+// event, so it starts where the level is expected, at hint, and gallops
+// away from it in steps of 1, 2, 4...: an event's levels are mostly near
+// the top and sorted, so each lies a few levels from the one before, and a
+// search that starts there probes memory the last one touched instead of a
+// whole side's worth of cache lines, as a plain binary search over a
+// thousand levels does. Any hint gives the right answer.
+func (s *bookSide) search(key priceKey, hint int) (int, bool) {
 	lv := s.levels
-	lo, hi := 0, len(lv)
-	if s.bids {
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if lv[m].key.less(key) {
-				lo = m + 1
+	n := len(lv)
+	hint = min(max(hint, 0), n)
+	// Bound the answer, the first level not before key, to [lo, hi].
+	lo, hi := 0, hint
+	if hint < n && s.before(lv[hint].key, key) {
+		lo, hi = hint+1, n
+		for step := 1; hint+step < n; step *= 2 {
+			if i := hint + step; !s.before(lv[i].key, key) {
+				hi = i
+				break
 			} else {
-				hi = m
+				lo = i + 1
 			}
 		}
 	} else {
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if key.less(lv[m].key) {
-				lo = m + 1
+		for step := 1; hint-step >= 0; step *= 2 {
+			if i := hint - step; s.before(lv[i].key, key) {
+				lo = i + 1
+				break
 			} else {
-				hi = m
+				hi = i
 			}
 		}
 	}
-	return lo, lo < len(lv) && lv[lo].key == key
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.before(lv[m].key, key) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < n && lv[lo].key == key
 }
 
 func (s *bookSide) load(levels []venue.Level, limit int) error {
@@ -187,6 +210,9 @@ func (s *bookSide) load(levels []venue.Level, limit int) error {
 }
 
 func (s *bookSide) update(levels []venue.Level) error {
+	// The venue sends a side's levels best first, so each is searched
+	// for from where the one before was: the first from the top.
+	at := len(s.levels)
 	for i, l := range levels {
 		key, ok := parsePrice(l.Price)
 		if !ok {
@@ -195,7 +221,8 @@ func (s *bookSide) update(levels []venue.Level) error {
 		if s.bounded && s.better(s.edge, key) {
 			continue // beyond what the snapshot vouched for
 		}
-		at, found := s.search(key)
+		var found bool
+		at, found = s.search(key, at)
 		switch {
 		case venue.IsZeroDecimal(l.Size):
 			if found {
