@@ -1,10 +1,12 @@
 package snapshot
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -70,7 +72,8 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	if prev != nil && prev.tickerID == tickerID {
 		known = prev.ids
 	}
-	ids, idOf, err := tradeIDs(trades, known)
+	from := known.indexes(trades)
+	ids, idOf, err := tradeIDs(trades, known, from)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 	}
@@ -79,9 +82,9 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	// again (a product of two decimals where the venue sends no quote
 	// quantity, as Binance's aggregate trades do not).
 	cached := make([][]byte, len(trades))
-	for i, tr := range trades {
-		if tr.ID != 0 {
-			cached[i] = known.byVenue[tr.ID].item
+	for i, j := range from {
+		if j >= 0 {
+			cached[i] = known.byVenue[j].item
 		}
 	}
 	targets := make([]string, len(trades))
@@ -99,41 +102,52 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 		}
 	}
 	t := &Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), ids: idOf}
-	// Each item is serialized once, newest first, and copied into the view
-	// of both sides and the view of its own side.
-	items := make([]byte, 0, 200*len(trades))
-	itemEnds := make([]int, len(trades))
-	for i := len(trades) - 1; i >= 0; i-- {
+	// Each item is serialized once, newest first, into the view of both
+	// sides, and copied from there into the view of its own side.
+	size := 0
+	for i := range trades {
 		if cached[i] != nil {
-			items = append(items, cached[i]...)
+			size += len(cached[i])
 		} else {
-			items = appendTrade(items, ids[i], trades[i], targets[i])
+			size += 200
 		}
-		itemEnds[i] = len(items)
+	}
+	all := &t.views[SideAll]
+	all.start(size, len(trades))
+	for i := len(trades) - 1; i >= 0; i-- {
+		if len(all.ends) > 0 {
+			all.body = append(all.body, ',')
+		}
+		if cached[i] != nil {
+			all.body = append(all.body, cached[i]...)
+		} else {
+			all.body = appendTrade(all.body, ids[i], trades[i], targets[i])
+		}
+		all.ends = append(all.ends, int32(len(all.body)))
+	}
+	if spare := cap(all.body) - len(all.body); spare > 1<<10 {
+		// Every trade new: the estimate of their size is held by every
+		// listed pair until its next trade.
+		all.body = append(make([]byte, 0, len(all.body)+1), all.body...)
 	}
 	// Each side's view is sized for its own items: a pair's three views
 	// are held for every listed pair, so sizing them all for every item
 	// would hold its trades twice over for nothing.
-	buys, buyBytes, begin := 0, 0, 0
-	for i := len(trades) - 1; i >= 0; i-- {
-		if !trades[i].Sell {
+	buys, buyBytes := 0, 0
+	for j := range all.ends {
+		if !trades[len(trades)-1-j].Sell {
 			buys++
-			buyBytes += itemEnds[i] - begin
+			buyBytes += len(all.item(j))
 		}
-		begin = itemEnds[i]
 	}
-	t.views[SideAll].start(len(items), len(trades))
+	items := len(all.body) - 1 - (len(all.ends) - 1) // without '[' and the commas
 	t.views[SideBuy].start(buyBytes, buys)
-	t.views[SideSell].start(len(items)-buyBytes, len(trades)-buys)
-	begin = 0
-	for i := len(trades) - 1; i >= 0; i-- {
-		item := items[begin:itemEnds[i]]
-		begin = itemEnds[i]
-		t.views[SideAll].add(item)
-		if trades[i].Sell {
-			t.views[SideSell].add(item)
+	t.views[SideSell].start(items-buyBytes, len(trades)-buys)
+	for j := range all.ends {
+		if trades[len(trades)-1-j].Sell {
+			t.views[SideSell].add(all.item(j))
 		} else {
-			t.views[SideBuy].add(item)
+			t.views[SideBuy].add(all.item(j))
 		}
 	}
 	for side := range numSides {
@@ -141,20 +155,16 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	}
 	// The next value copies the items of the trades it shares with this
 	// one out of this one's view of both sides.
-	all := &t.views[SideAll]
+	k := 0 // idOf.byVenue holds the trades with a venue id in the read's order
 	for i, tr := range trades {
-		k, ok := idOf.byVenue[tr.ID]
-		if tr.ID == 0 || !ok {
-			continue
+		if tr.ID != 0 {
+			idOf.byVenue[k].item = all.item(len(trades) - 1 - i) // the view is newest first
+			k++
 		}
-		j := len(trades) - 1 - i // the view is newest first
-		start := 1               // after '['
-		if j > 0 {
-			start = int(all.ends[j-1]) + 1 // after ','
-		}
-		end := int(all.ends[j])
-		k.item = all.body[start:end:end]
-		idOf.byVenue[tr.ID] = k
+	}
+	// A venue sends its trades in id order, so this is almost never needed.
+	if !slices.IsSortedFunc(idOf.byVenue, byVenueID) {
+		slices.SortStableFunc(idOf.byVenue, byVenueID)
 	}
 	t.tag = newTag(t.version)
 	return t, nil
@@ -164,6 +174,17 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 func (v *tradeView) start(size, n int) {
 	v.body = append(make([]byte, 0, size+n+2), '[')
 	v.ends = make([]int32, 0, n)
+}
+
+// item returns the view's item j, capped so that appending to it cannot
+// write over the next.
+func (v *tradeView) item(j int) []byte {
+	start := 1 // after '['
+	if j > 0 {
+		start = int(v.ends[j-1]) + 1 // after ','
+	}
+	end := int(v.ends[j])
+	return v.body[start:end:end]
 }
 
 // add appends one serialized item to the view.
@@ -197,7 +218,8 @@ func appendTrade(dst []byte, id string, tr Trade, target string) []byte {
 // time, side, price and size so that ids stay unique within one read.
 //
 // known holds the ids of an earlier read of the pair; the ids of this read
-// are returned the same way, for the next.
+// are returned the same way, for the next, but in the read's order, not yet
+// sorted. from[i] is the index in known.byVenue of trades[i], or -1.
 //
 // A trade with a venue id keeps the id it was first published with: a
 // repeat's number is fixed when the trade first appears (one more than the
@@ -205,40 +227,55 @@ func appendTrade(dst []byte, id string, tr Trade, target string) []byte {
 // copy leaves the window. For a process that sees the trades for the first
 // time this is the same numbering as counting repeats oldest first. A trade
 // without a venue id is numbered by its repeats within the read.
-func tradeIDs(trades []Trade, known knownIDs) ([]string, knownIDs, error) {
+//
+// A read shares most of its trades with the one before, and this runs for
+// every pair every second: a trade known by its venue id was checked when it
+// was first published and is neither checked nor looked at again, and only
+// the trades at the time of a new one, its only possible lookalikes, are
+// counted for its number.
+func tradeIDs(trades []Trade, known knownIDs, from []int32) ([]string, knownIDs, error) {
 	ids := make([]string, len(trades))
-	next := knownIDs{byIdent: make(map[tradeIdent]string, len(trades))}
-	// highest[base] is the highest repeat number held by a trade with the
-	// base's four fields, counting the ids carried over first so that a
-	// trade new to the window never takes a number one of them holds.
-	var highest map[tradeIdent]int
-	for _, tr := range trades {
+	var newTimes []int64 // the times of trades with a venue id new to the window
+	for i, tr := range trades {
+		if from[i] >= 0 {
+			continue
+		}
 		if !isPositive(tr.Price) {
 			return nil, knownIDs{}, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
 		}
 		if !isPositive(tr.Size) {
 			return nil, knownIDs{}, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
 		}
-		if tr.ID == 0 {
-			continue
+		if tr.ID != 0 && !slices.Contains(newTimes, tr.Time) {
+			newTimes = append(newTimes, tr.Time)
 		}
-		if next.byVenue == nil {
-			next.byVenue = make(map[int64]numberedID, len(trades))
-			highest = make(map[tradeIdent]int)
-		}
-		if k, ok := known.byVenue[tr.ID]; ok {
-			base := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
-			if h, seen := highest[base]; !seen || k.n > h {
-				highest[base] = k.n
+	}
+	// highest[base] is the highest repeat number held by a trade with the
+	// base's four fields, counting the ids carried over first so that a
+	// trade new to the window never takes a number one of them holds.
+	var highest map[tradeIdent]int
+	if len(newTimes) > 0 {
+		highest = make(map[tradeIdent]int)
+		for i, tr := range trades {
+			if from[i] < 0 || !slices.Contains(newTimes, tr.Time) {
+				continue
+			}
+			{
+				base, n := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}, known.byVenue[from[i]].n
+				if h, seen := highest[base]; !seen || n > h {
+					highest[base] = n
+				}
 			}
 		}
 	}
+	var next knownIDs
 	for i, tr := range trades {
 		ident := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
 		if tr.ID != 0 {
-			k, ok := known.byVenue[tr.ID]
-			if !ok {
-				k.n = 0
+			k := numberedID{venueID: tr.ID}
+			if j := from[i]; j >= 0 {
+				k.n, k.id = known.byVenue[j].n, known.byVenue[j].id
+			} else {
 				if h, seen := highest[ident]; seen {
 					k.n = h + 1
 				}
@@ -246,8 +283,14 @@ func tradeIDs(trades []Trade, known knownIDs) ([]string, knownIDs, error) {
 				k.id = hashID(tradeKey(tr), k.n)
 			}
 			ids[i] = k.id
-			next.byVenue[tr.ID] = k
+			if next.byVenue == nil {
+				next.byVenue = make([]numberedID, 0, len(trades))
+			}
+			next.byVenue = append(next.byVenue, k)
 			continue
+		}
+		if next.byIdent == nil {
+			next.byIdent = make(map[tradeIdent]string, len(trades))
 		}
 		for {
 			if _, dup := next.byIdent[ident]; !dup {
@@ -269,17 +312,47 @@ func tradeIDs(trades []Trade, known knownIDs) ([]string, knownIDs, error) {
 // the pair to reuse: by venue id where the venue gives one, otherwise by the
 // four published fields and the repeat number within the read.
 type knownIDs struct {
-	byVenue map[int64]numberedID
+	byVenue []numberedID // sorted by venue id
 	byIdent map[tradeIdent]string
 }
 
-// numberedID is a published trade id with the repeat number it was hashed
-// with, and the trade's serialized item in the value that holds it.
-type numberedID struct {
-	n    int
-	id   string
-	item []byte
+// find returns the index in byVenue of the trade with venue id id; 0, a
+// trade without one, is never found.
+func (k knownIDs) find(id int64) (int, bool) {
+	if id == 0 {
+		return 0, false
+	}
+	return slices.BinarySearchFunc(k.byVenue, id, func(e numberedID, id int64) int { return cmp.Compare(e.venueID, id) })
 }
+
+// indexes returns, for each trade, the index in byVenue of the trade with
+// its venue id, or -1. The trades a read shares with the one before come in
+// the same order, so each is first looked for right after the last found.
+func (k knownIDs) indexes(trades []Trade) []int32 {
+	out := make([]int32, len(trades))
+	next := 0
+	for i, tr := range trades {
+		out[i] = -1
+		if next < len(k.byVenue) && tr.ID != 0 && k.byVenue[next].venueID == tr.ID {
+			out[i], next = int32(next), next+1
+		} else if j, ok := k.find(tr.ID); ok {
+			out[i], next = int32(j), j+1
+		}
+	}
+	return out
+}
+
+// numberedID is a published trade id with its venue id, the repeat number
+// it was hashed with, and the trade's serialized item in the value that
+// holds it.
+type numberedID struct {
+	venueID int64
+	n       int
+	id      string
+	item    []byte
+}
+
+func byVenueID(a, b numberedID) int { return cmp.Compare(a.venueID, b.venueID) }
 
 // tradeIdent is what a trade's id derives from: its four published fields
 // and its repeat number within the read.

@@ -81,7 +81,13 @@ func TestTradeIDsWithVenueIDsStayStableAsTheWindowSlides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idOf := func(v *Trades, id int64) string { return v.ids.byVenue[id].id }
+	idOf := func(v *Trades, id int64) string {
+		j, ok := v.ids.find(id)
+		if !ok {
+			t.Fatalf("venue id %d is not in the value", id)
+		}
+		return v.ids.byVenue[j].id
+	}
 	if want := TradeID(twin, 0); idOf(first, 1) != want {
 		t.Fatalf("first copy: id %s, want %s", idOf(first, 1), want)
 	}
@@ -181,5 +187,50 @@ func BenchmarkNewTradesAfterOneNewTrade(b *testing.B) {
 		if _, err := NewTradesAfter(prev, "BTC_USDT", tape[1:], readAt); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A read whose venue ids are out of order gets the ids a fresh read of it
+// gives, and a read that follows it in order finds every trade it shares.
+func TestNewTradesAfterTradesOutOfIDOrder(t *testing.T) {
+	tape := venueTape(120)
+	// A repeat: its number must be the one it was first published with,
+	// also once its twin has left the window.
+	tape[30] = tape[10]
+	tape[30].ID = 31
+	shuffled := slices.Clone(tape[:100])
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	first, err := NewTradesAfter(nil, "BTC_USDT", shuffled, readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first.Body(SideAll)) != string(mustTrades(t, shuffled).Body(SideAll)) {
+		t.Fatal("a shuffled read's body differs from a fresh read of it")
+	}
+	next, err := NewTradesAfter(first, "BTC_USDT", tape[20:120], readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range tape[20:100] {
+		j, ok := next.ids.find(tr.ID)
+		if !ok {
+			t.Fatalf("venue id %d missing", tr.ID)
+		}
+		k, _ := first.ids.find(tr.ID)
+		if next.ids.byVenue[j].id != first.ids.byVenue[k].id {
+			t.Fatalf("venue id %d changed its id", tr.ID)
+		}
+	}
+}
+
+// A trade carried over from the previous value is not checked again, but
+// one new to the window is, whatever the previous value held.
+func TestNewTradesAfterChecksNewTrades(t *testing.T) {
+	tape := venueTape(101)
+	prev := mustTrades(t, tape[:100])
+	bad := slices.Clone(tape[1:])
+	bad[99].Price = "0"
+	if _, err := NewTradesAfter(prev, "BTC_USDT", bad, readAt); err == nil {
+		t.Fatal("a new trade priced 0 was published")
 	}
 }
