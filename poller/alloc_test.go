@@ -14,8 +14,8 @@ func TestWantDoesNotAllocateForAHotPair(t *testing.T) {
 	v := newFakeVenue(1)
 	p, _ := newTestPoller(v, Config{})
 	id := []byte(pairID(1))
-	p.Want(id, snapshot.StreamBook, false)
-	if n := testing.AllocsPerRun(1000, func() { p.Want(id, snapshot.StreamBook, false) }); n != 0 {
+	p.Want(id, snapshot.StreamBook)
+	if n := testing.AllocsPerRun(1000, func() { p.Want(id, snapshot.StreamBook) }); n != 0 {
 		t.Fatalf("Want allocates %v times per call", n)
 	}
 }
@@ -24,11 +24,11 @@ func BenchmarkWant(b *testing.B) {
 	v := newFakeVenue(1)
 	p, _ := newTestPoller(v, Config{})
 	id := []byte(pairID(1))
-	p.Want(id, snapshot.StreamBook, false)
+	p.Want(id, snapshot.StreamBook)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			p.Want(id, snapshot.StreamBook, false)
+			p.Want(id, snapshot.StreamBook)
 		}
 	})
 }

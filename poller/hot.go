@@ -14,9 +14,6 @@ type hotPair struct {
 	since int64
 	// wanted is when a request last asked for the stream (Unix ns).
 	wanted atomic.Int64
-	// gzipWanted is when a request that accepts gzip last asked for the
-	// stream's default body (Unix ns); 0: never.
-	gzipWanted atomic.Int64
 	// reading is set while a read of the stream is in flight, so that
 	// overlapping rounds do not read the pair twice at once.
 	reading atomic.Bool
@@ -45,9 +42,8 @@ func newHotSet() *hotSet {
 	return h
 }
 
-// want marks id as asked for at now, and as asked for with gzip if gzip,
-// adding it to the set if needed.
-func (h *hotSet) want(id []byte, now time.Time, gzip bool) {
+// want marks id as asked for at now, adding it to the set if needed.
+func (h *hotSet) want(id []byte, now time.Time) {
 	ns := now.UnixNano()
 	if p := (*h.pairs.Load())[string(id)]; p != nil {
 		// Skip the store when the mark is recent: under heavy traffic on one
@@ -56,9 +52,6 @@ func (h *hotSet) want(id []byte, now time.Time, gzip bool) {
 		if ns-p.wanted.Load() > int64(time.Second) {
 			p.wanted.Store(ns)
 		}
-		if gzip && ns-p.gzipWanted.Load() > int64(time.Second) {
-			p.gzipWanted.Store(ns)
-		}
 		return
 	}
 	h.mu.Lock()
@@ -66,16 +59,10 @@ func (h *hotSet) want(id []byte, now time.Time, gzip bool) {
 	old := *h.pairs.Load()
 	if p := old[string(id)]; p != nil {
 		p.wanted.Store(ns)
-		if gzip {
-			p.gzipWanted.Store(ns)
-		}
 		return
 	}
 	p := &hotPair{id: string(id), since: ns}
 	p.wanted.Store(ns)
-	if gzip {
-		p.gzipWanted.Store(ns)
-	}
 	next := make(map[string]*hotPair, len(old)+1)
 	for k, v := range old {
 		next[k] = v

@@ -22,7 +22,7 @@ func TestLoadSharesOneReadAmongConcurrentCallers(t *testing.T) {
 		var failed atomic.Int32
 		for range 100 {
 			wg.Go(func() {
-				p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
+				p.Want([]byte(pairID(1)), snapshot.StreamBook)
 				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); err != nil {
 					failed.Add(1)
 				}

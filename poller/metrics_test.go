@@ -59,7 +59,7 @@ func TestMetricsCountVenueCallsByOutcome(t *testing.T) {
 			return answers[strings.Replace(symbol, "USDT", "_USDT", 1)]
 		})
 		for i := 1; i <= 3; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
 		p.RefreshBooks(t.Context())
 		got := scrape(t, set)
@@ -108,7 +108,7 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 		v.limit = 2400
 		v.weights[venue.CallCatalog], v.weights[venue.CallBook] = 1, 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 0.5})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook)
 		p.RefreshBooks(t.Context())
 		want(t, scrape(t, set), map[string]float64{
 			`marketfeed_venue_weight_limit`:                      2400,
@@ -185,9 +185,9 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 		if err := p.RefreshTickers(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
-		p.Want([]byte(pairID(2)), snapshot.StreamBook, false)
-		p.Want([]byte(pairID(3)), snapshot.StreamTrades, false)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.Want([]byte(pairID(2)), snapshot.StreamBook)
+		p.Want([]byte(pairID(3)), snapshot.StreamTrades)
 		time.Sleep(2 * time.Second)
 		// Hot pairs never read are as old as their first request.
 		want(t, scrape(t, set), map[string]float64{
@@ -265,7 +265,7 @@ func TestMetricsCountReadsTheBudgetDeferred(t *testing.T) {
 		v.weights[venue.CallBook] = 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 1})
 		for i := 1; i <= 5; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
 		p.RefreshBooks(t.Context())
 		got := scrape(t, set)
@@ -285,7 +285,7 @@ func TestRefusedBookCountsAsBadData(t *testing.T) {
 		v := newFakeVenue(1)
 		p, store := newTestPoller(v, Config{Metrics: set})
 		p.venue = &badBookVenue{fakeVenue: v}
-		err := p.read(context.Background(), snapshot.StreamBook, snapshot.Pair{TickerID: pairID(1), Symbol: "P001USDT"}, time.Now(), false)
+		err := p.read(context.Background(), snapshot.StreamBook, snapshot.Pair{TickerID: pairID(1), Symbol: "P001USDT"}, time.Now())
 		if !errors.Is(err, venue.ErrBadData) {
 			t.Fatalf("err %v, want ErrBadData", err)
 		}

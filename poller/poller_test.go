@@ -59,7 +59,7 @@ func TestRoundReadsOnlyHotPairs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(5)
 		p, store := newTestPoller(v, Config{})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook)
 		p.RefreshBooks(t.Context())
 		p.RefreshTrades(t.Context())
 		if n := v.count(venue.CallBook, ""); n != 1 {
@@ -81,7 +81,7 @@ func TestHotPairCoolsAfterQuietPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(2)
 		p, _ := newTestPoller(v, Config{HotTTL: time.Minute})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook)
 		p.RefreshBooks(t.Context())
 		time.Sleep(61 * time.Second)
 		p.RefreshBooks(t.Context())
@@ -108,8 +108,8 @@ func TestRunReadsAHotPairAtMostOncePerPeriod(t *testing.T) {
 		id := []byte(pairID(1))
 		start := time.Now()
 		for time.Since(start) < 3*time.Second {
-			p.Want(id, snapshot.StreamBook, false)
-			p.Want(id, snapshot.StreamTrades, false)
+			p.Want(id, snapshot.StreamBook)
+			p.Want(id, snapshot.StreamTrades)
 			if b, _ := store.Book(id); b == nil {
 				_ = p.Load(ctx, pairID(1), snapshot.StreamBook)
 			}
@@ -137,7 +137,7 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 		v := newFakeVenue(1)
 		p, store := newTestPoller(v, Config{})
 		id := []byte(pairID(1))
-		p.Want(id, snapshot.StreamBook, false)
+		p.Want(id, snapshot.StreamBook)
 		p.RefreshBooks(t.Context())
 		good, _ := store.Book(id)
 		if good == nil {
@@ -176,8 +176,8 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				v := newFakeVenue(2)
 				p, store := newTestPoller(v, Config{})
 				id := []byte(pairID(1))
-				p.Want(id, snapshot.StreamBook, false)
-				p.Want(id, snapshot.StreamTrades, false)
+				p.Want(id, snapshot.StreamBook)
+				p.Want(id, snapshot.StreamTrades)
 				p.RefreshBooks(t.Context())
 				good, _ := store.Book(id)
 
@@ -192,7 +192,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				pausedAt := time.Now()
 				calls := len(v.log())
 				for time.Since(pausedAt) < tc.pause-time.Millisecond {
-					p.Want(id, snapshot.StreamBook, false)
+					p.Want(id, snapshot.StreamBook)
 					p.RefreshBooks(t.Context())
 					p.RefreshTrades(t.Context())
 					_ = p.RefreshTickers(t.Context())
@@ -254,8 +254,8 @@ func TestBudgetHolds200HotPairsWithinTheLimit(t *testing.T) {
 		start := time.Now()
 		for time.Since(start) < 3*time.Minute {
 			for i := 1; i <= 200; i++ {
-				p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
-				p.Want([]byte(pairID(i)), snapshot.StreamTrades, false)
+				p.Want([]byte(pairID(i)), snapshot.StreamBook)
+				p.Want([]byte(pairID(i)), snapshot.StreamTrades)
 			}
 			time.Sleep(10 * time.Second)
 		}
@@ -315,7 +315,7 @@ func TestBudgetReconcilesWithTheVenuesCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 1; i <= 3; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
 		p.RefreshBooks(t.Context())
 		if n := v.count(venue.CallBook, ""); n != 1 {
@@ -344,7 +344,7 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(2)
 		p, store := newTestPoller(v, Config{})
-		p.Want([]byte(pairID(2)), snapshot.StreamBook, false)
+		p.Want([]byte(pairID(2)), snapshot.StreamBook)
 		p.RefreshBooks(t.Context())
 		v.mu.Lock()
 		v.markets = v.markets[:1]
@@ -379,39 +379,6 @@ func TestTickersPublishedForSpotPairs(t *testing.T) {
 	}
 }
 
-// Compression is paid only for pairs that clients fetch with gzip, and only
-// while they keep doing so.
-func TestSnapshotsCarryGzipOnlyForPairsFetchedWithGzip(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		v := newFakeVenue(2)
-		p, store := newTestPoller(v, Config{HotTTL: time.Minute})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook, true)
-		p.Want([]byte(pairID(2)), snapshot.StreamBook, false)
-		p.Want([]byte(pairID(1)), snapshot.StreamTrades, true)
-		p.RefreshBooks(t.Context())
-		p.RefreshTrades(t.Context())
-		gz, _ := store.Book([]byte(pairID(1)))
-		plain, _ := store.Book([]byte(pairID(2)))
-		trades, _ := store.Trades([]byte(pairID(1)))
-		if gz == nil || gz.Gzip() == nil || trades == nil || trades.Gzip() == nil {
-			t.Fatal("a pair fetched with gzip has no compressed form")
-		}
-		if plain == nil || plain.Gzip() != nil {
-			t.Fatal("a pair nobody fetched with gzip was compressed")
-		}
-		// Still asked for, but no longer with gzip: after the hot period the
-		// compressed form is no longer built.
-		for range 7 {
-			time.Sleep(10 * time.Second)
-			p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
-		}
-		p.RefreshBooks(t.Context())
-		if b, _ := store.Book([]byte(pairID(1))); b == gz || b.Gzip() != nil {
-			t.Fatal("compression went on after gzip clients left")
-		}
-	})
-}
-
 // A read that hangs until the call timeout holds only its own pair: the
 // other hot pairs are still read every period meanwhile.
 func TestAHangingReadDoesNotHoldOtherPairs(t *testing.T) {
@@ -425,7 +392,7 @@ func TestAHangingReadDoesNotHoldOtherPairs(t *testing.T) {
 		go func() { _ = p.Run(ctx); close(done) }()
 		synctest.Wait()
 		for i := 1; i <= 2; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook, false)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
 		time.Sleep(3 * time.Second)
 		cancel()
@@ -452,13 +419,13 @@ func TestRecoveryAfterALongOutage(t *testing.T) {
 		go func() { _ = p.Run(ctx); close(done) }()
 		synctest.Wait()
 		id := []byte(pairID(1))
-		p.Want(id, snapshot.StreamBook, false)
+		p.Want(id, snapshot.StreamBook)
 
 		v.setFail(func(venue.Call, string) error { return &venue.StatusError{Status: 503} })
 		outage := time.Now()
 		calls := len(v.log())
 		for time.Since(outage) < time.Minute {
-			p.Want(id, snapshot.StreamBook, false)
+			p.Want(id, snapshot.StreamBook)
 			time.Sleep(time.Second)
 		}
 		duringOutage := len(v.log()) - calls

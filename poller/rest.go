@@ -32,7 +32,7 @@ type streamRow struct {
 	purpose budget.Purpose
 	every   func(c *Config) time.Duration
 	// read reads one pair over REST and returns its publication.
-	read func(p *Poller, ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error)
+	read func(p *Poller, ctx context.Context, pair snapshot.Pair, start time.Time) (func(), error)
 }
 
 var streamRows = [snapshot.NumStreams]streamRow{
@@ -113,7 +113,7 @@ dispatch:
 		wg.Go(func() {
 			defer func() { <-slots }()
 			defer hp.reading.Store(false)
-			if err := p.read(ctx, s, pair, time.Unix(0, tick), p.gzipWanted(hp, now)); err != nil {
+			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil {
 				p.logs.Log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
 					slog.String("stream", s.String()), slog.String(logKeyPair, pair.TickerID), slog.String(logKeyErr, err.Error()))
 			}
@@ -123,15 +123,14 @@ dispatch:
 }
 
 // read reads one pair's stream and publishes it. start is when the read
-// began by the service's clock; it becomes the snapshot's read time. gzip
-// adds the compressed form of the default body.
-func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair, start time.Time, gzip bool) error {
+// began by the service's clock; it becomes the snapshot's read time.
+func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair, start time.Time) error {
 	row := &streamRows[s]
 	// The value is built inside the call, so that a venue answer the
 	// builder refuses counts as unusable data, not as a good read.
 	var publish func()
 	err := p.call(ctx, row.call, func(ctx context.Context) (err error) {
-		publish, err = row.read(p, ctx, pair, start, gzip)
+		publish, err = row.read(p, ctx, pair, start)
 		return err
 	})
 	if err != nil {
@@ -142,7 +141,7 @@ func (p *Poller) read(ctx context.Context, s snapshot.Stream, pair snapshot.Pair
 }
 
 // readBook reads one pair's book over REST and returns its publication.
-func (p *Poller) readBook(ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error) {
+func (p *Poller) readBook(ctx context.Context, pair snapshot.Pair, start time.Time) (func(), error) {
 	book, err := p.venue.Book(ctx, pair.Symbol, snapshot.MaxDepth)
 	if err != nil {
 		return nil, err
@@ -151,15 +150,12 @@ func (p *Poller) readBook(ctx context.Context, pair snapshot.Pair, start time.Ti
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", venue.ErrBadData, err)
 	}
-	if gzip {
-		b = b.WithGzip()
-	}
 	return func() { p.store.PutBook(b) }, nil
 }
 
 // readTrades reads one pair's trades over REST and returns their
 // publication.
-func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.Time, gzip bool) (func(), error) {
+func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.Time) (func(), error) {
 	trades, err := p.venue.Trades(ctx, pair.Symbol, snapshot.MaxTrades)
 	if err != nil {
 		return nil, err
@@ -169,20 +165,12 @@ func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", venue.ErrBadData, err)
 	}
-	if gzip {
-		t = t.WithGzip()
-	}
 	return func() { p.store.PutTrades(t) }, nil
 }
 
 // Want marks a pair's stream as asked for by a request, keeping it hot. It
 // does not allocate once the pair is hot.
-//
-// gzip says the request accepts gzip for the stream's default body: the
-// pair's snapshots are then built with their compressed form for as long as
-// the pair stays hot, and not otherwise, since compressing costs more than
-// building.
-func (p *Poller) Want(id []byte, s snapshot.Stream, gzip bool) { p.hot[s].want(id, time.Now(), gzip) }
+func (p *Poller) Want(id []byte, s snapshot.Stream) { p.hot[s].want(id, time.Now()) }
 
 // ErrUnlisted is returned by Load for a pair the current pair list lacks.
 var ErrUnlisted = errors.New("pair not listed")
@@ -284,13 +272,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 			defer hp.reading.Store(false)
 		}
 	}
-	return p.read(ctx, s, pair, start, p.gzipWanted(hp, start))
-}
-
-// gzipWanted reports whether a request that accepts gzip asked for the
-// stream within the hot period.
-func (p *Poller) gzipWanted(hp *hotPair, now time.Time) bool {
-	return hp != nil && hp.gzipWanted.Load() >= now.Add(-p.cfg.HotTTL).UnixNano()
+	return p.read(ctx, s, pair, start)
 }
 
 // fresh reports whether the store holds a snapshot of the stream read within

@@ -131,9 +131,3 @@ func (r liveREST) Wanted(s snapshot.Stream, id string, now time.Time) bool {
 	hp := r.p.hot[s].get(id)
 	return hp != nil && hp.wanted.Load() >= now.Add(-r.p.cfg.HotTTL).UnixNano()
 }
-
-// GzipWanted reports whether a request that accepts gzip asked for the
-// pair's stream within the hot period.
-func (r liveREST) GzipWanted(s snapshot.Stream, id string, now time.Time) bool {
-	return r.p.gzipWanted(r.p.hot[s].get(id), now)
-}

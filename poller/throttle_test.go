@@ -63,7 +63,7 @@ func TestRepeatedVenueFailuresAreLoggedOncePerInterval(t *testing.T) {
 		start := time.Now()
 		rounds := 0
 		for time.Since(start) < 3*time.Minute {
-			p.Want([]byte(pairID(1)), snapshot.StreamBook, false)
+			p.Want([]byte(pairID(1)), snapshot.StreamBook)
 			p.RefreshBooks(t.Context())
 			rounds++
 			time.Sleep(350 * time.Millisecond)

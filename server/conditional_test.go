@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
-
-	"marketfeed/snapshot"
 )
 
 func gunzipBody(t *testing.T, b []byte) []byte {
@@ -185,14 +183,16 @@ func hotCaseURIs() []string {
 	return out
 }
 
-// The feed hears which pairs are fetched with gzip, for the default bodies
-// that have a compressed form, so it builds that form only for them.
-func TestWantReportsGzipForDefaultBodiesOnly(t *testing.T) {
+// The default bodies of books and trades are sent gzipped to a client that
+// accepts gzip from the first request for a new snapshot (the form is built
+// then, once per snapshot), and decompress to the identity body; the other
+// variants, and clients that do not accept gzip, get the identity body.
+func TestGzipFormFromTheFirstRequest(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, tc := range []struct {
 		uri    string
 		accept string
-		want   bool
+		gzip   bool
 	}{
 		{"/api/public/orderbook?ticker_id=BTC_USDT", "gzip", true},
 		{"/api/public/orderbook?ticker_id=BTC_USDT&depth=0", "gzip", true},
@@ -204,27 +204,22 @@ func TestWantReportsGzipForDefaultBodiesOnly(t *testing.T) {
 		{"/api/public/trades?ticker_id=BTC_USDT&type=sell", "gzip", false},
 		{"/api/public/trades?ticker_id=BTC_USDT", "gzip;q=0", false},
 	} {
-		serveOne(f.srv, request{uri: tc.uri, headers: []string{"Accept-Encoding", tc.accept}})
-		f.feed.mu.Lock()
-		got := f.feed.lastGzip
-		f.feed.mu.Unlock()
-		if got != tc.want {
-			t.Errorf("%s with Accept-Encoding %q: Want(gzip=%v), want %v", tc.uri, tc.accept, got, tc.want)
+		// A new snapshot for every case: nothing was compressed before.
+		f.store.PutBook(btcBook(t, f.clock.Now()))
+		f.store.PutTrades(btcTrades(t, f.clock.Now()))
+		plain := f.do(t, request{uri: tc.uri})
+		resp := serveOne(f.srv, request{uri: tc.uri, headers: []string{"Accept-Encoding", tc.accept}})
+		if resp.StatusCode() != 200 || (header(resp, "Content-Encoding") == "gzip") != tc.gzip {
+			t.Errorf("%s with Accept-Encoding %q: status %d, Content-Encoding %q, want gzip %v",
+				tc.uri, tc.accept, resp.StatusCode(), header(resp, "Content-Encoding"), tc.gzip)
+			continue
 		}
-	}
-}
-
-// Until the feed has built a compressed form, a client that accepts gzip
-// gets the identity body: always a valid answer.
-func TestGzipClientGetsIdentityUntilTheFormIsBuilt(t *testing.T) {
-	f := newFixture(t, nil)
-	plain, err := snapshot.NewBook("BTC_USDT", 1, []snapshot.Level{{Price: "2", Size: "1"}}, []snapshot.Level{{Price: "3", Size: "1"}}, f.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.store.PutBook(plain)
-	resp := f.do(t, request{uri: "/api/public/orderbook?ticker_id=BTC_USDT", headers: []string{"Accept-Encoding", "gzip"}})
-	if resp.StatusCode() != 200 || header(resp, "Content-Encoding") != "" || !bytes.Equal(resp.Body(), plain.Body()) {
-		t.Fatalf("status %d, Content-Encoding %q: want the identity body", resp.StatusCode(), header(resp, "Content-Encoding"))
+		body := resp.Body()
+		if tc.gzip {
+			body = gunzipBody(t, body)
+		}
+		if !bytes.Equal(body, plain.Body()) {
+			t.Errorf("%s with Accept-Encoding %q: the body is not the identity body", tc.uri, tc.accept)
+		}
 	}
 }

@@ -46,10 +46,9 @@ type fakeFeed struct {
 	lastWant   [32]byte
 	lastWantN  int
 	lastStream snapshot.Stream
-	lastGzip   bool
 }
 
-func (f *fakeFeed) Want(id []byte, s snapshot.Stream, gzip bool) {
+func (f *fakeFeed) Want(id []byte, s snapshot.Stream) {
 	if f.panicOnWant.Load() {
 		panic("want exploded")
 	}
@@ -57,7 +56,6 @@ func (f *fakeFeed) Want(id []byte, s snapshot.Stream, gzip bool) {
 	f.mu.Lock()
 	f.lastWantN = copy(f.lastWant[:], id)
 	f.lastStream = s
-	f.lastGzip = gzip
 	f.mu.Unlock()
 }
 
@@ -107,7 +105,7 @@ func btcBook(t testing.TB, readAt time.Time) *snapshot.Book {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.WithGzip() // as the poller builds it once a client asks with gzip
+	return b
 }
 
 // ethBook is small, for golden files: 3 bids, 4 asks.
@@ -119,7 +117,7 @@ func ethBook(t testing.TB, readAt time.Time) *snapshot.Book {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.WithGzip()
+	return b
 }
 
 func btcTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
@@ -136,7 +134,7 @@ func btcTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr.WithGzip()
+	return tr
 }
 
 func ethTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
@@ -149,7 +147,7 @@ func ethTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr.WithGzip()
+	return tr
 }
 
 func fixtureTickers(p *snapshot.Pairs, readAt time.Time) *snapshot.Tickers {

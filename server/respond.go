@@ -93,11 +93,16 @@ var (
 	errHeaderTooLarge = coded(fasthttp.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "the request headers are too large")
 )
 
+// gzipForm is a snapshot whose default body has a gzip form. Books and
+// trades compress it for the first request that takes it (see
+// snapshot.Book.Gzip), so answer asks for it only when it sends it, never
+// for a 304.
+type gzipForm interface{ Gzip() []byte }
+
 // answer starts the answer for one variant of a snapshot: a 304 when the
-// client's If-None-Match already names it, the pre-built gzip body gz when
-// the caller passes one (the variant has a compressed form and the client
-// accepts gzip: the caller has read Accept-Encoding once, for this and for
-// the feed), and otherwise a 200 whose identity body the caller writes,
+// client's If-None-Match already names it, the gzip body of gz when the
+// caller passes one (the variant has a compressed form and the client
+// accepts gzip), and otherwise a 200 whose identity body the caller writes,
 // which answer reports by returning true.
 //
 // The entity tag is the snapshot's tag plus suffix, which names the variant
@@ -105,7 +110,7 @@ var (
 // must differ between two representations. Every 200 and 304 says Vary:
 // Accept-Encoding, because a cache in front must not hand gzip to a client
 // that did not ask for it, or the reverse.
-func answer(ctx *fasthttp.RequestCtx, tag, suffix, gz []byte) (writeBody bool) {
+func answer(ctx *fasthttp.RequestCtx, tag, suffix []byte, gz gzipForm) (writeBody bool) {
 	resp := &ctx.Response
 	useGzip := gz != nil
 	var buf [96]byte
@@ -129,7 +134,7 @@ func answer(ctx *fasthttp.RequestCtx, tag, suffix, gz []byte) (writeBody bool) {
 	resp.Header.SetContentTypeBytes(valueJSON)
 	if useGzip {
 		resp.Header.SetCanonical(headerContentEnc, valueGzip)
-		resp.SetBodyRaw(gz)
+		resp.SetBodyRaw(gz.Gzip())
 		return false
 	}
 	return true

@@ -32,9 +32,7 @@ type Feed interface {
 	// Want marks a pair's stream as asked for, keeping it hot. It is called
 	// on every /orderbook and /trades request for a listed pair, so it must
 	// not allocate. tickerID is valid only during the call.
-	// gzip says the request accepts gzip for the stream's default body,
-	// so that the feed builds the next snapshot with its compressed form.
-	Want(tickerID []byte, s snapshot.Stream, gzip bool)
+	Want(tickerID []byte, s snapshot.Stream)
 	// Load reads the stream from the venue now (one read shared by
 	// concurrent callers) and returns once it is published or has failed,
 	// or ctx is done.
@@ -403,7 +401,7 @@ func (s *Server) pairs(ctx *fasthttp.RequestCtx, now int64) {
 	case !p.FreshAt(now, s.pairsMaxStale):
 		fail(&ctx.Response, errCatalogStale)
 	default:
-		if answer(ctx, p.Tag(), nil, gzipFor(ctx, p.Gzip())) {
+		if answer(ctx, p.Tag(), nil, gzipFor(ctx, p)) {
 			ctx.Response.SetBodyRaw(p.Body())
 		}
 	}
@@ -415,7 +413,7 @@ func (s *Server) tickers(ctx *fasthttp.RequestCtx, now int64) {
 		fail(&ctx.Response, errNoTickers)
 		return
 	}
-	if answer(ctx, t.Tag(), nil, gzipFor(ctx, t.Gzip())) {
+	if answer(ctx, t.Tag(), nil, gzipFor(ctx, t)) {
 		ctx.Response.SetBodyRaw(t.Body())
 	}
 }
@@ -427,8 +425,7 @@ func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
 		fail(&ctx.Response, e)
 		return
 	}
-	gzipOK := acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc))
-	snap, e := s.perPair(&bookRoute, q.id, q.depth >= snapshot.MaxDepth && gzipOK, now)
+	snap, e := s.perPair(&bookRoute, q.id, now)
 	if e != nil {
 		fail(&ctx.Response, e)
 		return
@@ -436,11 +433,7 @@ func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
 	b := snap.(*snapshot.Book)
 	bids, asks := b.Levels()
 	if q.depth >= max(bids, asks) {
-		var gz []byte
-		if gzipOK {
-			gz = b.Gzip()
-		}
-		if answer(ctx, b.Tag(), nil, gz) {
+		if answer(ctx, b.Tag(), nil, gzipFor(ctx, b)) {
 			ctx.Response.SetBodyRaw(b.Body()) // the whole book: no copy
 		}
 		return
@@ -462,9 +455,7 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 		fail(&ctx.Response, e)
 		return
 	}
-	// Only the default body, every trade of both sides, has a gzip form.
-	gzipOK := q.side == snapshot.SideAll && acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc))
-	snap, e := s.perPair(&tradesRoute, q.id, q.limit >= snapshot.MaxTrades && gzipOK, now)
+	snap, e := s.perPair(&tradesRoute, q.id, now)
 	if e != nil {
 		fail(&ctx.Response, e)
 		return
@@ -476,9 +467,10 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 	if tail != nil {
 		suffix = strconv.AppendInt(append(suffix, '-', 'l'), int64(q.limit), 10)
 	}
-	var gz []byte
-	if tail == nil && gzipOK {
-		gz = t.Gzip()
+	var gz gzipForm
+	if tail == nil && q.side == snapshot.SideAll {
+		// Only the default body, every trade of both sides, has a gzip form.
+		gz = gzipFor(ctx, t)
 	}
 	if !answer(ctx, t.Tag(), suffix, gz) {
 		return
@@ -491,9 +483,9 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 	ctx.Response.AppendBody(tail)
 }
 
-// gzipFor returns gz when the request accepts gzip, nil otherwise: the
-// compressed body to send, for routes whose only variant is the default one.
-func gzipFor(ctx *fasthttp.RequestCtx, gz []byte) []byte {
+// gzipFor returns gz when the request accepts gzip, nil otherwise: what
+// answer sends compressed, for a variant that has a gzip form.
+func gzipFor(ctx *fasthttp.RequestCtx, gz gzipForm) gzipForm {
 	if acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc)) {
 		return gz
 	}
@@ -528,12 +520,11 @@ var (
 )
 
 // perPair is the one lookup path of /orderbook and the trade routes: the
-// catalog gates the pair, the feed is told it is wanted (gzip: the request
-// would take the default body compressed), and a pair without a fresh
+// catalog gates the pair, the feed is told it is wanted, and a pair without a fresh
 // snapshot gets one cold load before the answer is a 502. The store is read
 // again after the load: the store, not the load's error, says whether there
 // is something to serve, and the pair may have been delisted meanwhile.
-func (s *Server) perPair(r *pairRoute, id []byte, gzip bool, now int64) (perPairSnapshot, *apiError) {
+func (s *Server) perPair(r *pairRoute, id []byte, now int64) (perPairSnapshot, *apiError) {
 	if s.store.Pairs() == nil {
 		return nil, errNoCatalog // no catalog: listed or not is unknown
 	}
@@ -542,7 +533,7 @@ func (s *Server) perPair(r *pairRoute, id []byte, gzip bool, now int64) (perPair
 		return nil, errUnknownTicker
 	}
 	if s.feed != nil {
-		s.feed.Want(id, r.stream, gzip)
+		s.feed.Want(id, r.stream)
 	}
 	if snap.FreshAt(now, s.maxStale) {
 		return snap, nil

@@ -21,7 +21,7 @@ type Book struct {
 	version  uint64
 
 	body      []byte
-	gzipped   []byte // body, gzipped
+	gz        *lazyGzip // body, gzipped, once asked for; shared with confirmed copies
 	tag       []byte
 	bidEnds   []int32 // bidEnds[i]: end offset of bid level i+1 in body
 	askEnds   []int32
@@ -64,6 +64,7 @@ func NewCheckedBook(tickerID string, venueTime int64, bids, asks []Level, readAt
 		time:     venueTime,
 		readAt:   readAt.UnixNano(),
 		version:  nextVersion(),
+		gz:       new(lazyGzip),
 		bidEnds:  make([]int32, len(bids)),
 		askEnds:  make([]int32, len(asks)),
 	}
@@ -147,19 +148,9 @@ func (b *Book) Levels() (bids, asks int) { return len(b.bidEnds), len(b.askEnds)
 // Body is the response at full depth.
 func (b *Book) Body() []byte { return b.body }
 
-// Gzip is Body, the full-depth response, compressed with gzip; nil unless
-// the value was built WithGzip.
-func (b *Book) Gzip() []byte { return b.gzipped }
-
-// WithGzip returns a copy of b that also holds its gzip form. Books are
-// built several times a second for every hot pair and compressing costs
-// more than building, so the poller asks for it only for pairs that clients
-// fetch with gzip. It is called before the copy is published.
-func (b *Book) WithGzip() *Book {
-	c := *b
-	c.gzipped = compress(b.body)
-	return &c
-}
+// Gzip is Body, the full-depth response, compressed with gzip: by the first
+// call for this value (or a confirmed copy of it), then kept (see lazyGzip).
+func (b *Book) Gzip() []byte { return b.gz.of(b.body) }
 
 // Tag is the entity tag of this value, unquoted; responses of a smaller depth
 // add the depth to it.

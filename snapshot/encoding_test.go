@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"sync"
 	"testing"
+	"time"
 )
 
 func gunzip(t *testing.T, b []byte) []byte {
@@ -27,8 +29,8 @@ func TestGzipFormsDecompressToTheDefaultBody(t *testing.T) {
 	tickers, _ := NewTickers(pairs,
 		[]Stat{{Symbol: "BTCUSDT", LastPrice: "1", High: "2", Low: "0.5", BaseVolume: "3", QuoteVolume: "3"}},
 		[]Quote{{Symbol: "BTCUSDT", Bid: "1", Ask: "1.2"}}, readAt)
-	book := mustBook(t, ladder(100, true), ladder(100, false)).WithGzip()
-	trades := mustTrades(t, tradeTape(100)).WithGzip()
+	book := mustBook(t, ladder(100, true), ladder(100, false))
+	trades := mustTrades(t, tradeTape(100))
 	for _, tc := range []struct {
 		name       string
 		gz, plain  []byte
@@ -48,25 +50,32 @@ func TestGzipFormsDecompressToTheDefaultBody(t *testing.T) {
 	}
 }
 
-// Books and trades are built for every hot pair several times a second;
-// only a copy asked for WithGzip pays for compression, and the copy is the
-// same value otherwise.
-func TestBooksAndTradesCompressOnlyWhenAsked(t *testing.T) {
-	book := mustBook(t, ladder(10, true), ladder(10, false))
-	trades := mustTrades(t, tradeTape(10))
-	if book.Gzip() != nil || trades.Gzip() != nil {
-		t.Fatal("a book or trades value was compressed without being asked")
+// A book's or trades' gzip form is built once per value, by the first
+// caller, whoever calls after it and however many at once: each gets the
+// same bytes, and a confirmed copy, which has the same body and tag, shares
+// them instead of compressing again.
+func TestBooksAndTradesCompressOncePerValue(t *testing.T) {
+	book := mustBook(t, ladder(100, true), ladder(100, false))
+	trades := mustTrades(t, tradeTape(100))
+	forms := make(chan [2][]byte, 8)
+	var wg sync.WaitGroup
+	for range cap(forms) {
+		wg.Go(func() { forms <- [2][]byte{book.Gzip(), trades.Gzip()} })
 	}
-	gb, gt := book.WithGzip(), trades.WithGzip()
-	if gb == book || gt == trades {
-		t.Fatal("WithGzip changed the value in place instead of returning a copy")
+	wg.Wait()
+	close(forms)
+	first := <-forms
+	for f := range forms {
+		if &f[0][0] != &first[0][0] || &f[1][0] != &first[1][0] {
+			t.Fatal("concurrent first calls kept more than one gzip form")
+		}
 	}
-	if !bytes.Equal(gb.Body(), book.Body()) || !bytes.Equal(gb.Tag(), book.Tag()) || gb.Version() != book.Version() ||
-		!bytes.Equal(gt.Body(SideAll), trades.Body(SideAll)) || !bytes.Equal(gt.Tag(), trades.Tag()) {
-		t.Fatal("the compressed copy differs from the value in more than its gzip form")
+	cb, ct := book.Confirmed(readAt.Add(time.Second)), trades.Confirmed(readAt.Add(time.Second))
+	if &cb.Gzip()[0] != &first[0][0] || &ct.Gzip()[0] != &first[1][0] {
+		t.Fatal("a confirmed copy compressed its body again")
 	}
-	if book.Gzip() != nil || trades.Gzip() != nil {
-		t.Fatal("WithGzip mutated the original")
+	if n := testing.AllocsPerRun(100, func() { book.Gzip(); trades.Gzip() }); n != 0 {
+		t.Fatalf("a compressed value's gzip form costs %v allocations a call, want 0", n)
 	}
 }
 

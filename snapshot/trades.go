@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,18 +27,32 @@ const (
 	numSides
 )
 
-// Trades is one pair's recent trades, newest first, pre-serialized three
-// times: all, buys only, sells only. A smaller limit is a prefix of one of them
-// plus a closing bracket (see Parts). Trades is never mutated after Store
-// publishes it.
+// Trades is one pair's recent trades, newest first, pre-serialized: both
+// sides at once, and buys only and sells only when a request first asks for
+// one. A smaller limit is a prefix of one of them plus a closing bracket (see
+// Parts). What Trades serves never changes after Store publishes it.
 type Trades struct {
 	tickerID string
 	readAt   int64
 	version  uint64
 	tag      []byte
-	gzipped  []byte // the response for both sides at the full limit, gzipped
-	ids      knownIDs
-	views    [numSides]tradeView
+	all      tradeView // both sides
+	// sells marks which of all's items are sells, bit j for item j.
+	sells [(MaxTrades + 63) / 64]uint64
+	// later holds what is built when a request first asks for it; a
+	// confirmed copy shares it.
+	later *laterForms
+	ids   knownIDs
+}
+
+// laterForms are the forms of a trade list built by the first request that
+// asks for one, once per value (see lazyGzip for why). Most requests read
+// both sides: every listed pair's trades are rebuilt every second, and
+// building each side's view with them doubled what they cost and what they
+// held, for every pair.
+type laterForms struct {
+	gz    lazyGzip
+	sides [2]atomic.Pointer[tradeView] // buys, sells
 }
 
 type tradeView struct {
@@ -101,9 +116,9 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 			return nil, fmt.Errorf("%w: %s: quote quantity %q is not a plain decimal", ErrBadTrades, tickerID, tr.QuoteQty)
 		}
 	}
-	t := &Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), ids: idOf}
+	t := &Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), ids: idOf, later: new(laterForms)}
 	// Each item is serialized once, newest first, into the view of both
-	// sides, and copied from there into the view of its own side.
+	// sides; a side's view copies them from there.
 	size := 0
 	for i := range trades {
 		if cached[i] != nil {
@@ -112,9 +127,13 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 			size += 200
 		}
 	}
-	all := &t.views[SideAll]
+	all := &t.all
 	all.start(size, len(trades))
 	for i := len(trades) - 1; i >= 0; i-- {
+		if trades[i].Sell {
+			j := len(all.ends)
+			t.sells[j/64] |= 1 << (j % 64)
+		}
 		if len(all.ends) > 0 {
 			all.body = append(all.body, ',')
 		}
@@ -130,29 +149,7 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 		// listed pair until its next trade.
 		all.body = append(make([]byte, 0, len(all.body)+1), all.body...)
 	}
-	// Each side's view is sized for its own items: a pair's three views
-	// are held for every listed pair, so sizing them all for every item
-	// would hold its trades twice over for nothing.
-	buys, buyBytes := 0, 0
-	for j := range all.ends {
-		if !trades[len(trades)-1-j].Sell {
-			buys++
-			buyBytes += len(all.item(j))
-		}
-	}
-	items := len(all.body) - 1 - (len(all.ends) - 1) // without '[' and the commas
-	t.views[SideBuy].start(buyBytes, buys)
-	t.views[SideSell].start(items-buyBytes, len(trades)-buys)
-	for j := range all.ends {
-		if trades[len(trades)-1-j].Sell {
-			t.views[SideSell].add(all.item(j))
-		} else {
-			t.views[SideBuy].add(all.item(j))
-		}
-	}
-	for side := range numSides {
-		t.views[side].body = append(t.views[side].body, ']')
-	}
+	all.body = append(all.body, ']')
 	// The next value copies the items of the trades it shares with this
 	// one out of this one's view of both sides.
 	k := 0 // idOf.byVenue holds the trades with a venue id in the read's order
@@ -393,21 +390,50 @@ func (t *Trades) ReadAt() int64 { return t.readAt }
 func (t *Trades) Version() uint64 { return t.version }
 
 // Len returns how many trades of a side the value holds.
-func (t *Trades) Len(side Side) int { return len(t.views[side].ends) }
+func (t *Trades) Len(side Side) int { return len(t.view(side).ends) }
 
 // Body is the response for a side at the full limit.
-func (t *Trades) Body(side Side) []byte { return t.views[side].body }
+func (t *Trades) Body(side Side) []byte { return t.view(side).body }
 
-// Gzip is Body(SideAll), the default response, compressed with gzip; nil
-// unless the value was built WithGzip.
-func (t *Trades) Gzip() []byte { return t.gzipped }
+// Gzip is Body(SideAll), the default response, compressed with gzip: by the
+// first call for this value (or a confirmed copy of it), then kept (see
+// lazyGzip).
+func (t *Trades) Gzip() []byte { return t.later.gz.of(t.all.body) }
 
-// WithGzip returns a copy of t that also holds the gzip form of its default
-// response; see Book.WithGzip for why this is not done for every value.
-func (t *Trades) WithGzip() *Trades {
-	c := *t
-	c.gzipped = compress(t.views[SideAll].body)
-	return &c
+// view returns the view of a side, building a one-sided view the first time
+// it is asked for. Concurrent first calls may each build it; one is kept.
+func (t *Trades) view(side Side) *tradeView {
+	if side != SideBuy && side != SideSell {
+		return &t.all
+	}
+	p := &t.later.sides[side-SideBuy]
+	if v := p.Load(); v != nil {
+		return v
+	}
+	p.CompareAndSwap(nil, t.sideView(side == SideSell))
+	return p.Load()
+}
+
+// sideView builds the view of the sells, or of the buys, from the view of
+// both sides, sized for its own items.
+func (t *Trades) sideView(sells bool) *tradeView {
+	sell := func(j int) bool { return t.sells[j/64]&(1<<(j%64)) != 0 }
+	n, size := 0, 0
+	for j := range t.all.ends {
+		if sell(j) == sells {
+			n++
+			size += len(t.all.item(j))
+		}
+	}
+	v := new(tradeView)
+	v.start(size, n)
+	for j := range t.all.ends {
+		if sell(j) == sells {
+			v.add(t.all.item(j))
+		}
+	}
+	v.body = append(v.body, ']')
+	return v
 }
 
 // Tag is the entity tag of this value, unquoted; responses for one side or a
@@ -421,7 +447,7 @@ func (t *Trades) Parts(side Side, limit int) (head, tail []byte) {
 	if limit <= 0 || limit > MaxTrades {
 		limit = MaxTrades
 	}
-	v := &t.views[side]
+	v := t.view(side)
 	if limit >= len(v.ends) {
 		return v.body, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Ids taken from the previous read must be exactly the ids a fresh
@@ -127,7 +128,7 @@ func TestTradeViewsAreSizedForTheirSide(t *testing.T) {
 	tape := tradeTape(100)
 	tr := mustTrades(t, tape)
 	all := len(tr.Body(SideAll))
-	if got := cap(tr.views[SideBuy].body) + cap(tr.views[SideSell].body); got > all+8 {
+	if got := cap(tr.view(SideBuy).body) + cap(tr.view(SideSell).body); got > all+8 {
 		t.Fatalf("buy and sell views hold %d bytes of capacity for %d bytes of trades", got, all)
 	}
 	if string(tr.Body(SideBuy)) == "[]" || string(tr.Body(SideSell)) == "[]" {
@@ -232,5 +233,25 @@ func TestNewTradesAfterChecksNewTrades(t *testing.T) {
 	bad[99].Price = "0"
 	if _, err := NewTradesAfter(prev, "BTC_USDT", bad, readAt); err == nil {
 		t.Fatal("a new trade priced 0 was published")
+	}
+}
+
+// A side's view is built once per value, by the first caller, and a
+// confirmed copy shares it; every item of the side, and only those, in
+// the order of the view of both sides.
+func TestSideViewsAreBuiltOncePerValue(t *testing.T) {
+	tr := mustTrades(t, tradeTape(100))
+	sells := tr.Body(SideSell)
+	if c := tr.Confirmed(readAt.Add(time.Second)); &c.Body(SideSell)[0] != &sells[0] {
+		t.Fatal("a confirmed copy built the sells' view again")
+	}
+	var want []string
+	for j := range tr.Len(SideAll) {
+		if item := string(tr.all.item(j)); strings.Contains(item, `"type":"sell"`) {
+			want = append(want, item)
+		}
+	}
+	if got := string(sells); got != "["+strings.Join(want, ",")+"]" {
+		t.Fatalf("sells' view:\n%s\nwant the %d sells of the view of both sides", got, len(want))
 	}
 }

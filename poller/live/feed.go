@@ -67,7 +67,6 @@ type pair struct {
 type value[V any] interface {
 	comparable
 	Confirmed(at time.Time) V
-	WithGzip() V
 }
 
 // feed is one stream of one pair: its subscription, its silence watchdog,

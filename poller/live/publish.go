@@ -66,9 +66,6 @@ func (s *Source) takeBook(lp *pair, now time.Time) (build func()) {
 		// The levels were checked as they arrived and the book keeps its
 		// sides in order: they are not checked again.
 		b := snapshot.NewCheckedBook(lp.tickerID, venueTime, bids, asks, now)
-		if s.cfg.Demand.GzipWanted(snapshot.StreamBook, lp.tickerID, now) {
-			b = b.WithGzip()
-		}
 		lp.mu.Lock()
 		defer lp.mu.Unlock()
 		if lp.books.finish(seq, b, s.putBook) {
@@ -107,8 +104,6 @@ func (s *Source) takeTrades(lp *pair, now time.Time) (build func()) {
 		if err != nil {
 			s.cfg.Log(slog.LevelWarn, "trades-"+lp.tickerID, "trade window unusable",
 				slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
-		} else if s.cfg.Demand.GzipWanted(snapshot.StreamTrades, lp.tickerID, now) {
-			t = t.WithGzip()
 		}
 		lp.mu.Lock()
 		lp.trades.finish(seq, t, s.putTrades)

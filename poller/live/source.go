@@ -70,9 +70,6 @@ type Store interface {
 
 // Demand says what requests ask for.
 type Demand interface {
-	// GzipWanted reports whether requests that accept gzip ask for the
-	// pair's snapshot of s: it is then built with its compressed form.
-	GzipWanted(s snapshot.Stream, id string, now time.Time) bool
 	// Wanted reports whether requests read the pair's snapshot of s
 	// within the hot period.
 	Wanted(s snapshot.Stream, id string, now time.Time) bool

@@ -84,10 +84,10 @@ func (quietStreams) Run(ctx context.Context, _ venue.Sink) error { <-ctx.Done();
 func (quietStreams) Watch([]string)                              {}
 func (quietStreams) Resubscribe(snapshot.Stream, string)         {}
 
-type noGzip struct{}
+// noDemand is a Demand that no request reads.
+type noDemand struct{}
 
-func (noGzip) GzipWanted(snapshot.Stream, string, time.Time) bool { return false }
-func (noGzip) Wanted(snapshot.Stream, string, time.Time) bool     { return false }
+func (noDemand) Wanted(snapshot.Stream, string, time.Time) bool { return false }
 
 // hookStore is a snapshot.Store that runs onPutBook before each book it
 // publishes takes effect.
@@ -114,7 +114,7 @@ func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
 	}}
 	store := &hookStore{Store: snapshot.NewStore()}
 	s := New(Config{
-		Streams: quietStreams{}, REST: rest, Store: store, Demand: noGzip{},
+		Streams: quietStreams{}, REST: rest, Store: store, Demand: noDemand{},
 		Log:      func(slog.Level, string, string, ...any) {},
 		MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
 	})

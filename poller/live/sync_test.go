@@ -109,7 +109,7 @@ func TestSyncProgressOfAColdStart(t *testing.T) {
 		logs := &logRecorder{}
 		store := snapshot.NewStore()
 		s := New(Config{
-			Streams: quietStreams{}, REST: rest, Store: store, Demand: noGzip{}, Log: logs.log,
+			Streams: quietStreams{}, REST: rest, Store: store, Demand: noDemand{}, Log: logs.log,
 			MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
 		})
 		var markets []venue.Market
