@@ -4,6 +4,7 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"strings"
+	"unsafe"
 
 	"marketfeed/poller/venue"
 )
@@ -104,6 +105,8 @@ type envelope struct {
 	err      error
 	// known, when not nil, tells a depth event already delivered.
 	known knownFunc
+	// lend gathers depth events' sides (see decodeLent).
+	lend *lender
 }
 
 // decodeFrame decodes one stream message.
@@ -128,25 +131,47 @@ func decodeFrame(b []byte) (f frame, err error) { return decodeFrameWith(b, nil)
 
 // decodeFrameWith decodes one stream message as decodeFrame does, except a
 // depth event that known says was delivered already: its levels are not
-// read, and it comes back as errDuplicate with its kind and name.
-func decodeFrameWith(b []byte, known knownFunc) (f frame, err error) {
+// read, and it comes back as errDuplicate with its kind and name. Nothing
+// it returns shares b: the frame is copied once into a string, and a depth
+// event's levels are substrings of that copy.
+func decodeFrameWith(b []byte, known knownFunc) (frame, error) {
+	return decode(string(b), known, new(lender))
+}
+
+// lender holds the levels a connection's decoder gathers a depth event's
+// sides in, reused from one frame to the next (see decodeLent).
+type lender struct{ bids, asks []venue.Level }
+
+// decodeLent decodes one stream message as decodeFrameWith does, but
+// copies nothing of a depth event, the bulk of what a connection reads:
+// its symbol, the frame's name and its levels' decimals are b's bytes, and
+// its sides are l's slices, so what it returns is lent, valid only until b
+// or l is used again (venue.DepthUpdate says what a consumer keeps). At
+// hundreds of pairs, copying every frame and each event's sides was most
+// of the ingest's allocations. Trades and ticker rows are still copied out:
+// the sink keeps them.
+func decodeLent(b []byte, known knownFunc, l *lender) (frame, error) {
+	if len(b) == 0 {
+		return decode("", known, l)
+	}
+	return decode(unsafe.String(&b[0], len(b)), known, l)
+}
+
+// decode decodes one stream message held in src, gathering a depth event's
+// sides in l; nothing of a depth event is copied out of src.
+func decode(src string, known knownFunc, l *lender) (f frame, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, err = frame{}, unreadable(r)
 		}
 	}()
-	// The frame is copied once into a string and values are checked as
-	// substrings of it, so nothing returned shares the caller's buffer.
-	// A depth event's levels stay substrings of that copy for the book to
-	// clone what it keeps (see readLevels); everything else is cloned out
-	// of it.
-	s := scanner{src: string(b)}
+	s := scanner{src: src}
 	if s.peek() != '{' {
 		s.value()
 		s.end()
 		return frame{}, badData("body is not a JSON object")
 	}
-	e := envelope{known: known}
+	e := envelope{known: known, lend: l}
 	e.read(&s)
 	s.end()
 	return e.frame()
@@ -173,7 +198,7 @@ func (e *envelope) read(s *scanner) {
 		case envData:
 			s.ws()
 			start := s.pos
-			e.event, e.err = readEvent(s, e.streamKind, e.known)
+			e.event, e.err = readEvent(s, e.streamKind, e.known, e.lend)
 			e.data, e.dataKind = s.src[start:s.pos], e.streamKind
 		case envID:
 			e.id = s.value()
@@ -203,7 +228,7 @@ func (e *envelope) frame() (frame, error) {
 	if !e.named || e.name == "" {
 		return frame{}, badData("stream name is not a string")
 	}
-	f := frame{kind: e.streamKind, name: strings.Clone(e.name)}
+	f := frame{kind: e.streamKind, name: e.name}
 	if f.kind == frameUnknown {
 		return f, nil
 	}
@@ -216,7 +241,7 @@ func (e *envelope) frame() (frame, error) {
 		if data == "" {
 			data = "null"
 		}
-		e.event, e.err = readEvent(&scanner{src: data}, f.kind, e.known)
+		e.event, e.err = readEvent(&scanner{src: data}, f.kind, e.known, e.lend)
 	}
 	if e.err != nil {
 		return f, e.err

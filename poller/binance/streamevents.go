@@ -1,7 +1,6 @@
 package binance
 
 import (
-	"slices"
 	"strings"
 
 	"marketfeed/poller/venue"
@@ -28,11 +27,12 @@ var errMisshapen = badData("event is not of the expected shape")
 
 // readEvent reads the data of a frame of the given kind; the data of a
 // stream this client does not use is read and dropped. known, when not
-// nil, tells a depth event already delivered (see readDepth).
-func readEvent(s *scanner, kind frameKind, known knownFunc) (frame, error) {
+// nil, tells a depth event already delivered (see readDepth); lend gathers
+// a depth event's sides (see decodeLent).
+func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (frame, error) {
 	switch kind {
 	case frameDepth:
-		u, err := readDepth(s, known)
+		u, err := readDepth(s, known, lend)
 		return frame{depth: u}, err
 	case frameTrade:
 		sym, tr, err := readTrade(s)
@@ -81,11 +81,6 @@ var depthKeys = [...]string{
 	depBids: "b", depAsks: "a", depUpperB: "B", depUpperA: "A",
 }
 
-// levelBuf is how many levels of one side are gathered on the stack before
-// the side is copied out at its size: a 100 ms diff rarely has more, and a
-// longer one only grows the gathering slice.
-const levelBuf = 64
-
 // readDepth reads a depthUpdate event; depthUpdateOf says what it must
 // hold, and readLevels what a side must.
 //
@@ -93,14 +88,16 @@ const levelBuf = 64
 // (another line brought it first), its sides are passed over unread and it
 // comes back as errDuplicate: the venue sends the symbol, ids and time
 // before the levels, so a copy costs the scan of its bytes and no more.
-func readDepth(s *scanner, known knownFunc) (venue.DepthUpdate, error) {
+//
+// The sides are gathered in the lender's slices and returned in them; the
+// symbol and the decimals are the frame's (see decodeLent).
+func readDepth(s *scanner, known knownFunc, lend *lender) (venue.DepthUpdate, error) {
 	if s.peek() != '{' {
 		s.value()
 		return venue.DepthUpdate{}, badData("event is not a JSON object")
 	}
 	var (
 		f              [len(depthKeys)]field
-		buf            [levelBuf]venue.Level
 		bidErr, askErr error
 		misshapen      bool
 		checked, dup   bool
@@ -119,10 +116,10 @@ func readDepth(s *scanner, known knownFunc) (venue.DepthUpdate, error) {
 		}
 		switch k {
 		case depBids:
-			bids, bidErr = readLevels(s, "bid", buf[:0])
+			bids, bidErr = readLevels(s, "bid", lend.bids[:0])
 			misshapen = misshapen || bidErr == errMisshapen
 		case depAsks:
-			asks, askErr = readLevels(s, "ask", buf[:0])
+			asks, askErr = readLevels(s, "ask", lend.asks[:0])
 			misshapen = misshapen || askErr == errMisshapen
 		case -1:
 			s.value()
@@ -146,7 +143,13 @@ func readDepth(s *scanner, known knownFunc) (venue.DepthUpdate, error) {
 	if err != nil {
 		return venue.DepthUpdate{}, err
 	}
-	u.Symbol = strings.Clone(u.Symbol)
+	// Keep what the sides grew to for the next frame.
+	if cap(bids) > cap(lend.bids) {
+		lend.bids = bids[:0]
+	}
+	if cap(asks) > cap(lend.asks) {
+		lend.asks = asks[:0]
+	}
 	u.Bids, u.Asks = bids, asks
 	return u, nil
 }
@@ -193,10 +196,10 @@ func depthUpdateOf(event, symbol, first, last, prev, t field) (venue.DepthUpdate
 // names the first bad level; errMisshapen, for a value of the wrong type,
 // outranks it.
 //
-// buf is where the levels gather; what comes back is a copy at the side's
-// size. Its decimals are substrings of the frame, not clones: most levels
-// of an event change a level the book holds, which keeps only the new
-// size, so the book copies what it keeps (see venue.DepthUpdate).
+// The levels are appended to buf and returned in it. Their decimals are
+// substrings of the frame, not clones: most levels of an event change a
+// level the book holds, which keeps only the new size, so the book copies
+// what it keeps (see venue.DepthUpdate).
 func readLevels(s *scanner, side string, buf []venue.Level) ([]venue.Level, error) {
 	switch s.peek() {
 	case '[':
@@ -234,7 +237,10 @@ func readLevels(s *scanner, side string, buf []venue.Level) ([]venue.Level, erro
 	if err != nil {
 		return nil, err
 	}
-	return slices.Clone(levels), nil
+	if levels == nil {
+		return []venue.Level{}, nil // empty, as a side sent as null is
+	}
+	return levels, nil
 }
 
 // levelOf checks level i of a depth event's side: the price is a positive
@@ -283,6 +289,10 @@ var aggTradeKeys = [...]string{
 
 // readTrade reads an aggTrade event; aggTradeEventOf says what it must
 // hold.
+//
+// The trade's decimals are copied out of the frame, all three into one
+// string, since the sink keeps them; its symbol is the frame's, which the
+// connection only compares with its stream's.
 func readTrade(s *scanner) (string, venue.Trade, error) {
 	if s.peek() != '{' {
 		s.value()
@@ -294,8 +304,15 @@ func readTrade(s *scanner) (string, venue.Trade, error) {
 	if err != nil {
 		return "", venue.Trade{}, err
 	}
-	tr.Price, tr.Size = strings.Clone(tr.Price), strings.Clone(tr.Size)
-	return strings.Clone(sym), tr, nil
+	var w strings.Builder
+	w.Grow(len(tr.Price) + len(tr.Size) + len(tr.QuoteQty))
+	w.WriteString(tr.Price)
+	w.WriteString(tr.Size)
+	w.WriteString(tr.QuoteQty)
+	text := w.String()
+	p, q := len(tr.Price), len(tr.Price)+len(tr.Size)
+	tr.Price, tr.Size, tr.QuoteQty = text[:p], text[p:q], text[q:]
+	return sym, tr, nil
 }
 
 // aggTradeEventOf checks an aggTrade event: e is "aggTrade", s a non-empty

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,9 @@ type wsConn struct {
 	pace pacer
 	done chan struct{} // closed when the reader has ended
 	err  error         // why the reader ended; read after done
+	// lend holds the reader's depth levels from frame to frame (see
+	// decodeLent); only the reader uses it.
+	lend lender
 
 	retired atomic.Bool // closed on purpose: report nothing
 
@@ -184,8 +188,9 @@ func (c *wsConn) request(ctx context.Context, method string, names []string) (re
 // readLoop reads until the connection closes, delivering events to sink
 // and replies to the requests waiting for them.
 //
-// Frames are read into one buffer the connection reuses (the decoder copies
-// what it keeps), and a read takes no context: the library hooks a
+// Frames are read into one buffer the connection reuses (what handle
+// decodes of a frame is lent until the next: see decodeLent), and a read
+// takes no context: the library hooks a
 // cancellable context's end anew for every read, two allocations a frame,
 // thousands a second over hundreds of pairs. Nothing is lost by it: the
 // connection is closed when its slot or Run ends (closeNow, retire), which
@@ -215,7 +220,10 @@ func (c *wsConn) readLoop(sink venue.Sink) {
 // unsubscription in flight, a stream never asked for) are counted as
 // unknown and dropped.
 func (c *wsConn) handle(b []byte, sink venue.Sink) {
-	f, err := decodeFrameWith(b, c.s.dups.known)
+	// What the frame decodes to is lent: b's bytes and c.lend's levels,
+	// valid until the next frame, so nothing here keeps any of it, and the
+	// sink copies what it keeps of a depth event (venue.DepthUpdate).
+	f, err := decodeLent(b, c.s.dups.known, &c.lend)
 	m := c.s.met
 	if err == nil && f.kind == frameReply {
 		c.mu.Lock()
@@ -259,7 +267,7 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 			c.s.warn("bad event "+ref.kind.String(), "unusable market stream event; resubscribing",
 				"symbol", ref.symbol, "stream", ref.kind.String(), "err", err)
 			sink.Lost(ref.kind, []string{ref.symbol})
-			c.sl.resubscribe(f.name)
+			c.sl.resubscribe(strings.Clone(f.name))
 			return
 		}
 		// Events count once, when delivered; copies another line

@@ -153,7 +153,9 @@ func (b *Book) Desync() {
 	b.changed = true
 }
 
-// Apply takes one event of the diff stream. Before a sync it is buffered.
+// Apply takes one event of the diff stream, lent for the call (see
+// venue.DepthUpdate): what the book keeps of it, it clones. Before a sync
+// it is buffered.
 // After one, a duplicate or an event older than the book is ignored, the
 // next event is applied, and an event that skips ahead is held until the
 // events before it arrive. An error means the book is no longer current:
@@ -172,10 +174,10 @@ func (b *Book) Apply(u venue.DepthUpdate) error {
 	if !b.follows(u) {
 		if len(b.ahead) == maxAhead {
 			b.Desync()
-			b.buffer = append(b.buffer, u)
+			b.buffer = append(b.buffer, u.Clone())
 			return fmt.Errorf("%w: update %d..%d (previous %d) after %d", ErrOutOfSequence, u.First, u.Last, u.Prev, b.last)
 		}
-		b.ahead = append(b.ahead, u)
+		b.ahead = append(b.ahead, u.Clone())
 		return nil
 	}
 	if err := b.apply(u); err != nil {
@@ -195,7 +197,7 @@ func (b *Book) resume(u venue.DepthUpdate) error {
 	if !b.follows(u) && u.First > b.last+1 {
 		was := b.last
 		b.Desync()
-		b.buffer = append(b.buffer, u)
+		b.buffer = append(b.buffer, u.Clone())
 		return fmt.Errorf("%w: update %d..%d (previous %d) after %d, when the stream came back",
 			ErrOutOfSequence, u.First, u.Last, u.Prev, was)
 	}
@@ -253,12 +255,13 @@ func (b *Book) apply(u venue.DepthUpdate) error {
 	return nil
 }
 
-// appendBounded appends u to events, dropping the oldest past maxBuffered.
+// appendBounded appends a clone of u to events, dropping the oldest past
+// maxBuffered.
 func appendBounded(events []venue.DepthUpdate, u venue.DepthUpdate) []venue.DepthUpdate {
 	if len(events) == maxBuffered {
 		events = append(events[:0], events[1:]...)
 	}
-	return append(events, u)
+	return append(events, u.Clone())
 }
 
 // Sync starts the book from a REST snapshot taken with the given per-side

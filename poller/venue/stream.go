@@ -2,16 +2,19 @@ package venue
 
 import (
 	"context"
+	"strings"
 
 	"marketfeed/snapshot"
 )
 
 // DepthUpdate is one event of a market's diff depth stream: every level that
 // changed between two update ids, with its new absolute size ("0" removes
-// the level). Levels are plain decimals, checked by the adapter. Their
-// strings may share memory with the whole message they came in: a consumer
-// that keeps one beyond the event clones it, so that a kept level holds
-// its own few bytes.
+// the level). Levels are plain decimals, checked by the adapter.
+//
+// An event handed to Sink.Depth is lent: its strings and slices may be the
+// adapter's buffers, reused once the call returns (a stream connection
+// decodes every frame into the same memory). A consumer that keeps any of
+// it past the call keeps a Clone.
 type DepthUpdate struct {
 	Symbol string // the venue's symbol, upper case as in the catalog
 	First  int64  // U: the first update id in the event
@@ -20,6 +23,40 @@ type DepthUpdate struct {
 	Time   int64  // T: the venue's engine time, ms; published as the book's timestamp
 	Bids   []Level
 	Asks   []Level
+}
+
+// Clone returns a copy of u that shares no memory with it: its symbol and
+// decimals in one new string, its levels in one new slice.
+func (u DepthUpdate) Clone() DepthUpdate {
+	n := len(u.Symbol)
+	for _, side := range [2][]Level{u.Bids, u.Asks} {
+		for _, l := range side {
+			n += len(l.Price) + len(l.Size)
+		}
+	}
+	var text strings.Builder
+	text.Grow(n)
+	text.WriteString(u.Symbol)
+	for _, side := range [2][]Level{u.Bids, u.Asks} {
+		for _, l := range side {
+			text.WriteString(l.Price)
+			text.WriteString(l.Size)
+		}
+	}
+	all := text.String()
+	c := u
+	c.Symbol, all = all[:len(u.Symbol)], all[len(u.Symbol):]
+	levels := make([]Level, len(u.Bids)+len(u.Asks))
+	i := 0
+	for _, side := range [2][]Level{u.Bids, u.Asks} {
+		for _, l := range side {
+			levels[i].Price, all = all[:len(l.Price)], all[len(l.Price):]
+			levels[i].Size, all = all[:len(l.Size)], all[len(l.Size):]
+			i++
+		}
+	}
+	c.Bids, c.Asks = levels[:len(u.Bids):len(u.Bids)], levels[len(u.Bids):]
+	return c
 }
 
 // Sink receives what a venue's market streams deliver. Its methods are called
