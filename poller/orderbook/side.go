@@ -28,9 +28,9 @@ const maxSideLevels = 2000
 // hold no pointers, so the collector never scans them (hundreds of books of
 // a thousand levels a side). The text is only ever appended to, never
 // written over, so that the strings Top hands out of it stay as they were
-// whatever the side does next; once the levels use less than half of it, it
-// is copied, what they use only, into a new one, and the old one lives on
-// as long as a published book holds strings of it.
+// whatever the side does next; once the levels use two thirds of it or
+// less, it is copied, what they use only, into a new one (see room), and
+// the old one lives on as long as a published book holds strings of it.
 type bookSide struct {
 	bids   bool
 	max    int         // levels kept at most (see maxSideLevels)
@@ -56,11 +56,16 @@ type span struct{ off, n uint32 }
 const minText = 1 << 10
 
 // room makes room for n more bytes of text: when the text would have to
-// grow while the levels use less than half of it, it is compacted instead.
-// Spans not yet in a level do not survive a compaction, so a level's
-// price and size are made room for at once, before either is added.
+// grow while the levels use two thirds of it or less, it is compacted
+// instead. A compacted text has room for half as much again as the levels
+// use, so a side holds at most half again its text, which over hundreds of
+// books is most of what the book sides hold besides their levels, at the
+// cost of copying what the levels use each time they have written half as
+// much again (a size is a few bytes, so every few seconds for a busy book).
+// Spans not yet in a level do not survive a compaction, so a level's price
+// and size are made room for at once, before either is added.
 func (s *bookSide) room(n int) {
-	if len(s.text)+n > cap(s.text) && 2*s.used < len(s.text) {
+	if len(s.text)+n > cap(s.text) && 3*s.used <= 2*len(s.text) {
 		s.compact(n)
 	}
 }
@@ -96,7 +101,7 @@ func (s *bookSide) release(l bookLevel) { s.used -= int(l.price.n + l.size.n) }
 // share it.
 func (s *bookSide) compact(extra int) {
 	old := s.text
-	text := make([]byte, 0, max(2*(s.used+extra), minText))
+	text := make([]byte, 0, max((s.used+extra)*3/2, minText))
 	move := func(sp span) span {
 		out := span{uint32(len(text)), sp.n}
 		text = append(text, old[sp.off:sp.off+sp.n]...)
