@@ -137,7 +137,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.StringVar(&c.venue, "venue", simVenue, "venue `name`: "+strings.Join(venueNames(), " | "))
 	fs.StringVar(&c.venueURL, "venue-url", "", "base `URL` (http or https) of a Binance-compatible venue (default: that venue's public URL)")
 	durationVar(fs, &c.VenueWSMaxAge, "venue-ws-max-age", 0, "replace each market-stream connection after this `duration` (default: the venue's 24 h limit less 30 minutes; shorter for a proxy that closes sooner)")
-	intVar(fs, &c.VenueWSLines, "venue-ws-lines", 1, "`1|2` connections carrying each market stream: 2 keeps every event through the drop of any one connection, at twice the connections and about twice the frames read")
+	intVar(fs, &c.VenueWSLines, "venue-ws-lines", 2, "`1|2` connections carrying each market stream: 2 keeps every event through the drop of any one connection, at twice the connections and about twice the frames read")
 	fs.StringVar(&c.VenueWSURL, "venue-ws-url", "", "base `URL` (ws or wss) of the venue's market streams (default: the -venue-url host when that is set, else that venue's public stream URL; binance: the /public and /market paths are derived from it)")
 	onOffVar(fs, &c.VenueStreams, "venue-streams", true, "read market streams, `on|off` (binance and aster; the simulated venue feeds the same path)")
 	fs.StringVar(&c.spotList, "spot", "", "platform spot pairs, comma separated `ids` (sim has a built-in default list)")

@@ -98,9 +98,9 @@ func TestValidateAcceptsGoodConfigurations(t *testing.T) {
 		check func(*Config) bool
 	}{
 		{"defaults", nil, nil, func(c *Config) bool {
-			return c.venue == "sim" && c.VenueStreams && c.VenueWSURL == "" && c.MaxConns == server.DefaultMaxConns && c.VenueWSLines == 1
+			return c.venue == "sim" && c.VenueStreams && c.VenueWSURL == "" && c.MaxConns == server.DefaultMaxConns && c.VenueWSLines == 2
 		}},
-		{"two stream lines", []string{"-venue-ws-lines", "2"}, nil, func(c *Config) bool { return c.VenueWSLines == 2 }},
+		{"one stream line", []string{"-venue-ws-lines", "1"}, nil, func(c *Config) bool { return c.VenueWSLines == 1 }},
 		{"streams off", []string{"-venue-streams", "off"}, nil, func(c *Config) bool { return !c.VenueStreams }},
 		{"streams off from env", nil, map[string]string{"MARKETFEED_VENUE_STREAMS": "off"}, func(c *Config) bool { return !c.VenueStreams }},
 		{"binance urls", []string{"-venue", "binance", "-venue-url", "http://127.0.0.1:8081/", "-venue-ws-url", "wss://fstream.example.com"},

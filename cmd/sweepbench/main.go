@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory with the binaries and both processes' logs")
 	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped (streams on; -round defaults to 10s, -duration to 2m30s)")
 	fs.DurationVar(&c.wsMaxAge, "ws-max-age", 2*time.Minute, "with -recovery: marketfeed's -venue-ws-max-age, so that every connection is replaced within -duration")
-	fs.IntVar(&c.lines, "lines", 1, "with -recovery: marketfeed's -venue-ws-lines, `1|2`; with 2, one line's connections are also dropped")
+	fs.IntVar(&c.lines, "lines", 2, "with -recovery: marketfeed's -venue-ws-lines, `1|2` (its default, 2); with 2, one line's connections are also dropped")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
