@@ -137,3 +137,38 @@ func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 		t.Fatalf("a request after the syncs took the fifth waits until %v, want the minute's end", at.Sub(t0))
 	}
 }
+
+// Backfills, which only complete windows that already answer, leave the
+// refresh share of the window unspent, so that a book whose side runs dry
+// is refreshed within seconds however much backfilling is left to do; a
+// backfill a request waits for, and the refresh itself, may spend it.
+func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
+	b := NewLedger()
+	b.SetLimit(1000)
+	now := time.Unix(1_000_000, 0)
+	// Streams keep every pair: no demand, so each split class may use all
+	// of what the reserve leaves.
+	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+		Share: [NumClasses]int{ClassRefresh: 40}})
+	// A cold start's snapshots took part of the minute.
+	if !b.Take(now, 300, PurposeSnapshot, caps, Sync) {
+		t.Fatal("the cold start's snapshots were refused")
+	}
+	backfills := 0
+	for b.Take(now, 20, PurposeBackfill, caps, Background) {
+		backfills++
+	}
+	if spent := b.Spent(now); spent > 1000-40 || spent < 1000-40-20 {
+		t.Fatalf("snapshots and backfills spent %d of 1000, want all but the refresh share of 40", spent)
+	}
+	if !b.Take(now, 20, PurposeDepleted, caps, Background) {
+		t.Fatal("the refresh of a dry book found the window spent by backfills")
+	}
+	if !b.Take(now, 10, PurposeBackfill, caps, Waiting) {
+		t.Fatal("a backfill a request waits for was held to the headroom")
+	}
+	if b.Take(now, 10, PurposeBackfill, caps, Background) {
+		t.Fatal("a background backfill spent into the refresh share")
+	}
+	t.Logf("%d backfills of 20 before the headroom", backfills)
+}
