@@ -520,10 +520,11 @@ var (
 )
 
 // perPair is the one lookup path of /orderbook and the trade routes: the
-// catalog gates the pair, the feed is told it is wanted, and a pair without a fresh
-// snapshot gets one cold load before the answer is a 502. The store is read
-// again after the load: the store, not the load's error, says whether there
-// is something to serve, and the pair may have been delisted meanwhile.
+// catalog gates the pair, the feed is told it is wanted, and a pair without
+// a fresh snapshot gets one cold load before the answer is a 502. The store
+// is read again after the load: the store, not the load's error, says
+// whether there is something to serve, and the pair may have been delisted
+// meanwhile.
 func (s *Server) perPair(r *pairRoute, id []byte, now int64) (perPairSnapshot, *apiError) {
 	if s.store.Pairs() == nil {
 		return nil, errNoCatalog // no catalog: listed or not is unknown

@@ -96,16 +96,16 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	// item is copied, not written again with its target volume computed
 	// again (a product of two decimals where the venue sends no quote
 	// quantity, as Binance's aggregate trades do not).
-	cached := make([][]byte, len(trades))
-	for i, j := range from {
-		if j >= 0 {
-			cached[i] = known.byVenue[j].item
+	cached := func(i int) []byte {
+		if j := from[i]; j >= 0 {
+			return known.byVenue[j].item
 		}
+		return nil
 	}
 	targets := make([]string, len(trades))
 	for i, tr := range trades {
 		switch {
-		case cached[i] != nil:
+		case from[i] >= 0:
 		case tr.QuoteQty == "":
 			if targets[i], err = Product(tr.Price, tr.Size); err != nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
@@ -121,8 +121,8 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	// sides; a side's view copies them from there.
 	size := 0
 	for i := range trades {
-		if cached[i] != nil {
-			size += len(cached[i])
+		if item := cached(i); item != nil {
+			size += len(item)
 		} else {
 			size += 200
 		}
@@ -137,8 +137,8 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 		if len(all.ends) > 0 {
 			all.body = append(all.body, ',')
 		}
-		if cached[i] != nil {
-			all.body = append(all.body, cached[i]...)
+		if item := cached(i); item != nil {
+			all.body = append(all.body, item...)
 		} else {
 			all.body = appendTrade(all.body, ids[i], trades[i], targets[i])
 		}

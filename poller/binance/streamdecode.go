@@ -151,10 +151,7 @@ type lender struct{ bids, asks []venue.Level }
 // of the ingest's allocations. Trades and ticker rows are still copied out:
 // the sink keeps them.
 func decodeLent(b []byte, known knownFunc, l *lender) (frame, error) {
-	if len(b) == 0 {
-		return decode("", known, l)
-	}
-	return decode(unsafe.String(&b[0], len(b)), known, l)
+	return decode(unsafe.String(unsafe.SliceData(b), len(b)), known, l)
 }
 
 // decode decodes one stream message held in src, gathering a depth event's

@@ -511,7 +511,7 @@ func TestSearchFindsTheSamePlaceFromAnyHint(t *testing.T) {
 				key := priceKey{whole: uint64(p)}
 				// want: the first level not worse than key, by a plain scan.
 				want := 0
-				for want < n && s.before(s.levels[want].key, key) {
+				for want < n && s.better(key, s.levels[want].key) {
 					want++
 				}
 				wantFound := want < n && s.levels[want].key == key

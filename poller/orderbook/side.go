@@ -133,14 +133,6 @@ func (s *bookSide) better(a, b priceKey) bool {
 	return a.less(b)
 }
 
-// before reports whether price a is stored before b: worse than it.
-func (s *bookSide) before(a, b priceKey) bool {
-	if s.bids {
-		return a.less(b)
-	}
-	return b.less(a)
-}
-
 // scanLevels is how many levels search reads one after the other from its
 // hint before it gallops.
 const scanLevels = 32
@@ -159,18 +151,18 @@ func (s *bookSide) search(key priceKey, hint int) (int, bool) {
 	lv := s.levels
 	n := len(lv)
 	hint = min(max(hint, 0), n)
-	// Bound the answer, the first level not before key, to [lo, hi].
+	// Bound the answer, the first level not worse than key, to [lo, hi].
 	var lo, hi int
-	if hint < n && s.before(lv[hint].key, key) {
-		// Every level in [hint, lo) is before key.
+	if hint < n && s.better(key, lv[hint].key) {
+		// Every level in [hint, lo) is worse than key.
 		lo, hi = hint+1, n
 		for end := min(n, lo+scanLevels); lo < end; lo++ {
-			if !s.before(lv[lo].key, key) {
+			if !s.better(key, lv[lo].key) {
 				return lo, lv[lo].key == key
 			}
 		}
 		for base, step := lo-1, 1; base+step < n; step *= 2 {
-			if i := base + step; !s.before(lv[i].key, key) {
+			if i := base + step; !s.better(key, lv[i].key) {
 				hi = i
 				break
 			} else {
@@ -178,15 +170,15 @@ func (s *bookSide) search(key priceKey, hint int) (int, bool) {
 			}
 		}
 	} else {
-		// No level in [hi, hint) is before key.
+		// No level in [hi, hint) is worse than key.
 		lo, hi = 0, hint
 		for end := max(0, hi-scanLevels); hi > end; hi-- {
-			if s.before(lv[hi-1].key, key) {
+			if s.better(key, lv[hi-1].key) {
 				return hi, hi < n && lv[hi].key == key
 			}
 		}
 		for base, step := hi, 1; base-step >= 0; step *= 2 {
-			if i := base - step; s.before(lv[i].key, key) {
+			if i := base - step; s.better(key, lv[i].key) {
 				lo = i + 1
 				break
 			} else {
@@ -196,7 +188,7 @@ func (s *bookSide) search(key priceKey, hint int) (int, bool) {
 	}
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if s.before(lv[m].key, key) {
+		if s.better(key, lv[m].key) {
 			lo = m + 1
 		} else {
 			hi = m
