@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,7 +32,8 @@ type fakeVenue struct {
 	// depth, when it holds a symbol, answers Book from that market model,
 	// as the snapshot of a stream-fed local book.
 	depth map[string]*depthModel
-	// tape, when it holds a symbol, answers Trades from that tape.
+	// tape, when it holds a symbol, answers Trades and TradesFrom from
+	// that tape.
 	tape map[string][]venue.Trade
 }
 
@@ -40,6 +42,10 @@ type fakeCall struct {
 	call   venue.Call
 	symbol string
 	weight int
+	// from and limit are a TradesFrom read's; from is 0 for every other
+	// call.
+	from  int64
+	limit int
 }
 
 // newFakeVenue lists n tradable perpetual markets P001USDT... (ticker ids
@@ -59,12 +65,19 @@ func (v *fakeVenue) Name() string            { return "fake" }
 func (v *fakeVenue) Weight(c venue.Call) int { return v.weights[c] }
 
 func (v *fakeVenue) record(c venue.Call, symbol string) error {
+	return v.recordCall(fakeCall{call: c, symbol: symbol})
+}
+
+// recordCall logs call, timed and weighed now, and returns the error the
+// test's fail makes of it.
+func (v *fakeVenue) recordCall(call fakeCall) error {
 	v.mu.Lock()
-	v.calls = append(v.calls, fakeCall{time.Now(), c, symbol, v.weights[c]})
+	call.at, call.weight = time.Now(), v.weights[call.call]
+	v.calls = append(v.calls, call)
 	fail := v.fail
 	v.mu.Unlock()
 	if fail != nil {
-		return fail(c, symbol)
+		return fail(call.call, call.symbol)
 	}
 	return nil
 }
@@ -80,6 +93,38 @@ func (v *fakeVenue) count(c venue.Call, symbol string) int {
 		}
 	}
 	return n
+}
+
+// setTape answers symbol's trade reads from tape.
+func (v *fakeVenue) setTape(symbol string, tape []venue.Trade) {
+	v.mu.Lock()
+	v.tape = map[string][]venue.Trade{symbol: tape}
+	v.mu.Unlock()
+}
+
+// failTrades makes every trade read fail, or none.
+func (v *fakeVenue) failTrades(fail bool) {
+	if !fail {
+		v.setFail(nil)
+		return
+	}
+	v.setFail(func(c venue.Call, _ string) error {
+		if c == venue.CallTrades {
+			return errors.New("trades unavailable")
+		}
+		return nil
+	})
+}
+
+// fromReads returns the TradesFrom reads of symbol, oldest first.
+func (v *fakeVenue) fromReads(symbol string) []fakeCall {
+	var out []fakeCall
+	for _, c := range v.log() {
+		if c.symbol == symbol && c.from != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (v *fakeVenue) log() []fakeCall {
@@ -165,6 +210,22 @@ func (v *fakeVenue) Trades(ctx context.Context, symbol string, limit int) ([]ven
 		return slices.Clone(tape[max(0, len(tape)-limit):]), nil
 	}
 	return []venue.Trade{{Time: time.Now().UnixMilli(), Price: "10.5", Size: "2", Sell: true}}, nil
+}
+
+// TradesFrom answers from the tape the trades from id from on; without a
+// tape, none.
+func (v *fakeVenue) TradesFrom(ctx context.Context, symbol string, from int64, limit int) ([]venue.Trade, error) {
+	if err := v.recordCall(fakeCall{call: venue.CallTrades, symbol: symbol, from: from, limit: limit}); err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	tape := v.tape[symbol]
+	v.mu.Unlock()
+	at := slices.IndexFunc(tape, func(tr venue.Trade) bool { return tr.ID >= from })
+	if at < 0 {
+		return nil, nil
+	}
+	return slices.Clone(tape[at:min(len(tape), at+limit)]), nil
 }
 
 // newTestPoller returns a poller over v with its catalog already read.

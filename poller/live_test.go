@@ -379,31 +379,16 @@ func TestLostTradeStreamIsBackfilledAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, _, tape := lostTradesWorld(t)
 		defer w.stop()
-		failing := func(fail bool) {
-			w.v.mu.Lock()
-			defer w.v.mu.Unlock()
-			w.v.fail = nil
-			if fail {
-				w.v.fail = func(c venue.Call, _ string) error {
-					if c == venue.CallTrades {
-						return errors.New("trades unavailable")
-					}
-					return nil
-				}
-			}
-		}
 		// Trades 26..30 happened while the stream was down; none after it.
-		w.v.mu.Lock()
-		w.v.tape = map[string][]venue.Trade{w.symbols[0]: tape(30)}
-		w.v.mu.Unlock()
-		failing(true)
+		w.v.setTape(w.symbols[0], tape(30))
+		w.v.failTrades(true)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if w.p.fresh(pairID(1), snapshot.StreamTrades) {
 			t.Fatal("a window that may have missed trades is still current while its backfill fails")
 		}
 
-		failing(false)
+		w.v.failTrades(false)
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		if got, want := w.publishedTrades(), tradesBody(t, tape(30)); got != want {
@@ -445,6 +430,16 @@ func lostTradesWorld(t *testing.T) (w *streamWorld, trade func(id int64) venue.T
 	w.src.Lost(snapshot.StreamTrades, w.symbols)
 	w.src.Live(snapshot.StreamTrades, w.symbols)
 	return w, trade, tape
+}
+
+// lostTradesTest runs f under synctest on a lostTradesWorld, whose pair's
+// symbol is sym.
+func lostTradesTest(t *testing.T, f func(t *testing.T, w *streamWorld, sym string, trade func(int64) venue.Trade, tape func(int64) []venue.Trade)) {
+	synctest.Test(t, func(t *testing.T) {
+		w, trade, tape := lostTradesWorld(t)
+		defer w.stop()
+		f(t, w, w.symbols[0], trade, tape)
+	})
 }
 
 // publishedTrades is the pair's published window, or "" without one.
@@ -494,37 +489,117 @@ func TestLostTradeStreamContinuesWhenNoTradeWasMissed(t *testing.T) {
 
 // When the first trade after the stream is back skips ids, the window
 // missed trades: it answers at once with what came after (never a hole),
-// and a read in the background brings back the newest trades, the missed
-// ones included.
-func TestLostTradeStreamThatMissedTradesAnswersWithoutAHole(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w, trade, tape := lostTradesWorld(t)
-		defer w.stop()
-		w.v.mu.Lock()
-		w.v.tape = map[string][]venue.Trade{w.symbols[0]: tape(31)}
-		w.v.fail = func(c venue.Call, _ string) error {
-			if c == venue.CallTrades {
-				return errors.New("trades unavailable")
-			}
-			return nil
-		}
-		w.v.mu.Unlock()
-		w.src.Trade(w.symbols[0], trade(31)) // 26..30 were missed
+// and a read in the background asks for the missed ids only, never the
+// whole window again.
+func TestLostTradeStreamReadsOnlyTheMissedTrades(t *testing.T) {
+	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, trade func(int64) venue.Trade, tape func(int64) []venue.Trade) {
+		w.v.setTape(sym, tape(33))
+		w.v.failTrades(true)
+		w.src.Trade(sym, trade(31)) // 26..30 were missed
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
 		if got, want := w.publishedTrades(), tradesBody(t, []venue.Trade{trade(31)}); got != want {
 			t.Fatalf("published\n%s\nwant only trade 31 while the read fails\n%s", got, want)
 		}
-		if got := scrape(t, w.metrics)["marketfeed_trade_window_gaps_total"]; got != 1 {
-			t.Fatalf("gaps %v, want 1", got)
+		// Trades keep coming while the gap is open: they are served.
+		w.src.Trade(sym, trade(32))
+		w.src.Trade(sym, trade(33))
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, tape(33)[30:]); got != want {
+			t.Fatalf("published\n%s\nwant trades 31..33 while the read fails\n%s", got, want)
 		}
-		w.v.mu.Lock()
-		w.v.fail = nil
-		w.v.mu.Unlock()
+		w.v.failTrades(false)
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if got, want := w.publishedTrades(), tradesBody(t, tape(31)); got != want {
-			t.Fatalf("published\n%s\nwant trades 1..31, the missed ones read back\n%s", got, want)
+		if got, want := w.publishedTrades(), tradesBody(t, tape(33)); got != want {
+			t.Fatalf("published\n%s\nwant trades 1..33, the missed ones read back\n%s", got, want)
+		}
+		reads := w.v.fromReads(sym)
+		last := reads[len(reads)-1]
+		if last.from != 26 || last.limit != 5 {
+			t.Errorf("the gap was read from id %d, %d trades; want from 26, 5 trades", last.from, last.limit)
+		}
+		if n := w.v.count(venue.CallTrades, sym) - len(reads); n != 1 {
+			t.Errorf("%d reads of the newest trades, want only the first backfill", n)
+		}
+		m := scrape(t, w.metrics)
+		if m["marketfeed_trade_window_gaps_total"] != 1 || m["marketfeed_trade_window_gaps_cut_total"] != 0 {
+			t.Errorf("gaps %v, cut %v; want 1 gap filled", m["marketfeed_trade_window_gaps_total"], m["marketfeed_trade_window_gaps_cut_total"])
+		}
+		// Filled: nothing more is read.
+		before := w.v.count(venue.CallTrades, sym)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := w.v.count(venue.CallTrades, sym); n != before {
+			t.Errorf("%d more trade reads after the gap was filled", n-before)
+		}
+	})
+}
+
+// A gap wider than a read can carry (the venue's limit is 1,000) costs one
+// read all the same: only the ids the window still holds once filled are
+// asked for, and the trades before the gap are let go.
+func TestWideTradeGapReadsOnlyWhatTheWindowHolds(t *testing.T) {
+	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, trade func(int64) venue.Trade, tape func(int64) []venue.Trade) {
+		w.v.setTape(sym, tape(5031))
+		w.src.Trade(sym, trade(5030)) // 26..5029 were missed
+		w.src.Trade(sym, trade(5031))
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, tape(5031)[5031-snapshot.MaxTrades:]); got != want {
+			t.Fatalf("published\n%s\nwant the newest 100 trades, 4932..5031\n%s", got, want)
+		}
+		reads := w.v.fromReads(sym)
+		if len(reads) != 1 || reads[0].from != 4932 || reads[0].limit != 98 {
+			t.Fatalf("gap reads %+v, want one from id 4932, 98 trades", reads)
+		}
+	})
+}
+
+// A venue that no longer has the missed ids cannot fill the gap: the window
+// gives it up, keeps answering what came after it, and does not read again.
+func TestTradeGapTheVenueCannotFillIsCut(t *testing.T) {
+	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, trade func(int64) venue.Trade, tape func(int64) []venue.Trade) {
+		// The venue returns 26 and 27, then nothing before 31.
+		w.v.setTape(sym, append(tape(27), trade(31)))
+		w.src.Trade(sym, trade(31))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, []venue.Trade{trade(31)}); got != want {
+			t.Fatalf("published\n%s\nwant only trade 31, after the gap\n%s", got, want)
+		}
+		reads := w.v.fromReads(sym)
+		if len(reads) != 2 || reads[0].from != 26 || reads[0].limit != 5 || reads[1].from != 28 || reads[1].limit != 3 {
+			t.Fatalf("gap reads %+v, want 26 (5 trades), then 28 (3 trades)", reads)
+		}
+		if got := scrape(t, w.metrics)["marketfeed_trade_window_gaps_cut_total"]; got != 1 {
+			t.Errorf("gaps cut %v, want 1", got)
+		}
+		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
+			t.Error("window not current after its gap was given up")
+		}
+	})
+}
+
+// Trades that arrive after a gap while it cannot be read fill the window on
+// their own: once no trade before the gap is left, there is nothing to
+// read.
+func TestTradeGapPushedOutByNewerTradesNeedsNoRead(t *testing.T) {
+	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, trade func(int64) venue.Trade, tape func(int64) []venue.Trade) {
+		w.v.failTrades(true)
+		for id := int64(31); id <= 130; id++ {
+			w.src.Trade(sym, trade(id))
+		}
+		w.v.failTrades(false)
+		before := w.v.count(venue.CallTrades, sym)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, tape(130)[30:]); got != want {
+			t.Fatalf("published\n%s\nwant trades 31..130\n%s", got, want)
+		}
+		if n := w.v.count(venue.CallTrades, sym); n != before {
+			t.Errorf("%d trade reads for a gap no longer in the window", n-before)
 		}
 	})
 }

@@ -121,6 +121,16 @@ func (r liveREST) Trades(ctx context.Context, symbol string, limit int) (trades 
 	return trades, err
 }
 
+// TradesFrom reads the trades from an id on through the poller's call
+// path.
+func (r liveREST) TradesFrom(ctx context.Context, symbol string, fromID int64, limit int) (trades []venue.Trade, err error) {
+	err = r.p.call(ctx, venue.CallTrades, func(ctx context.Context) error {
+		trades, err = r.p.venue.TradesFrom(ctx, symbol, fromID, limit)
+		return err
+	})
+	return trades, err
+}
+
 func (r liveREST) BookWeight(depth int) int          { return r.p.bookWeight(depth) }
 func (r liveREST) TradesWeight() int                 { return r.p.venue.Weight(venue.CallTrades) }
 func (r liveREST) Deferred(s snapshot.Stream, n int) { r.p.deferred(s, n) }

@@ -72,8 +72,10 @@ type recoveryResult struct {
 	DropAgg      statusCount // the aggregator's answers from the drop to one round after Recovered
 	DropResyncs  map[string]int
 	DropSuspends int
-	DropTradeCut int // trade windows that missed trades and were cut to what came after
-	DropWeight   weightUse
+	// DropTradeGaps are the trade windows that missed trades, the reads of
+	// their missing ids, and the holes given up.
+	DropTradeGaps, DropGapReads, DropGapsCut int
+	DropWeight                               weightUse
 }
 
 // lineDrop is what the drop of line B's connections cost, with two lines.
@@ -294,6 +296,8 @@ const (
 	seriesConnections = `marketfeed_stream_connections`
 	seriesSuspended   = `marketfeed_books_suspended_total`
 	seriesTradeGaps   = `marketfeed_trade_window_gaps_total`
+	seriesGapReads    = `marketfeed_trade_window_gap_reads_total`
+	seriesGapsCut     = `marketfeed_trade_window_gaps_cut_total`
 	seriesBudget      = `marketfeed_venue_weight_budget`
 	seriesBookAge     = `marketfeed_snapshot_age_seconds{kind="books"}`
 	seriesClosed      = `marketfeed_stream_reconnects_total{reason="closed"}`
@@ -434,7 +438,9 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	res.DropAgg = answers.statuses(dropAt, recovered.Add(cfg.round))
 	res.DropResyncs = since(s1.byLabel(seriesResyncs, "cause"), d1.byLabel(seriesResyncs, "cause"))
 	res.DropSuspends = int(d1[seriesSuspended] - s1[seriesSuspended])
-	res.DropTradeCut = int(d1[seriesTradeGaps] - s1[seriesTradeGaps])
+	res.DropTradeGaps = int(d1[seriesTradeGaps] - s1[seriesTradeGaps])
+	res.DropGapReads = int(d1[seriesGapReads] - s1[seriesGapReads])
+	res.DropGapsCut = int(d1[seriesGapsCut] - s1[seriesGapsCut])
 
 	calls, err := fetchCalls(ctx, env.venueURL, env.t0)
 	if err != nil {
@@ -565,7 +571,8 @@ func recoveryRows(r recoveryResult) []row {
 	add("every connection dropped: books out of sequence, by cause", fmt.Sprintf("%s (%.1f%% of books); %d suspended; refreshes: %s",
 		causes(outOfSequence(r.DropResyncs)), 100*float64(resynced)/float64(max(r.Pairs, 1)), r.DropSuspends,
 		causes(since(outOfSequence(r.DropResyncs), r.DropResyncs))), "", "")
-	add("every connection dropped: trade windows that missed trades", strconv.Itoa(r.DropTradeCut), "", "")
+	add("every connection dropped: trade windows that missed trades", fmt.Sprintf("%d; %d reads of the missing ids; %d given up",
+		r.DropTradeGaps, r.DropGapReads, r.DropGapsCut), "", "")
 	add("every connection dropped: REST weight", fmt.Sprintf("%d (%s)", r.DropWeight.Total, byPath(r.DropWeight)), "", "")
 	add("every connection dropped: aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*r.DropAgg.okShare(), r.DropAgg.total(), r.DropAgg.others()), "", "")
 	return out

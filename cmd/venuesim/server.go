@@ -338,6 +338,12 @@ func (s *venueServer) answer(r *http.Request) ([]byte, int) {
 			v, err = s.depth(ctx, symbol, atoi(q.Get("limit")))
 		case r.URL.Path == "/fapi/v1/trades":
 			v, err = s.trades(ctx, symbol, atoi(q.Get("limit")))
+		case q.Has("fromId"):
+			from, perr := strconv.ParseInt(q.Get("fromId"), 10, 64)
+			if perr != nil || from < 0 {
+				return []byte(`{"code":-1100,"msg":"Illegal characters found in parameter 'fromId'; legal range is '^[0-9]{1,20}$'."}`), http.StatusBadRequest
+			}
+			v, err = s.aggTradesFrom(ctx, symbol, from, atoi(q.Get("limit")))
 		default:
 			v, err = s.aggTrades(ctx, symbol, atoi(q.Get("limit")))
 		}
@@ -490,16 +496,29 @@ func depthBody(b venue.Book) map[string]any {
 	}
 }
 
-// aggTrades renders the venue's trades as aggregate trades, oldest first.
-// Each simulated trade is its own aggregate, so f and l are its id.
+// aggTrades renders the venue's newest trades as aggregate trades, oldest
+// first.
 func (s *venueServer) aggTrades(ctx context.Context, symbol string, limit int) (any, error) {
 	if limit <= 0 {
 		limit = 500
 	}
 	trades, err := s.venue.Trades(ctx, symbol, limit)
-	if err != nil {
-		return nil, err
+	return aggRows(trades), err
+}
+
+// aggTradesFrom renders the venue's trades from id from on as aggregate
+// trades, oldest first (aggTrades?fromId=).
+func (s *venueServer) aggTradesFrom(ctx context.Context, symbol string, from int64, limit int) (any, error) {
+	if limit <= 0 {
+		limit = 500
 	}
+	trades, err := s.venue.TradesFrom(ctx, symbol, from, limit)
+	return aggRows(trades), err
+}
+
+// aggRows renders trades as aggregate-trade rows. Each simulated trade is
+// its own aggregate, so f and l are its id.
+func aggRows(trades []venue.Trade) json.RawMessage {
 	b := make([]byte, 0, 96*len(trades))
 	b = append(b, '[')
 	for i, t := range trades {
@@ -508,7 +527,7 @@ func (s *venueServer) aggTrades(ctx context.Context, symbol string, limit int) (
 		}
 		b = append(appendAggRow(append(b, '{'), t), '}')
 	}
-	return json.RawMessage(append(b, ']')), nil
+	return json.RawMessage(append(b, ']'))
 }
 
 func (s *venueServer) trades(ctx context.Context, symbol string, limit int) (any, error) {

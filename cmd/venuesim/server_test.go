@@ -2,8 +2,11 @@ package main
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +56,11 @@ func TestEveryCallDecodesWithTheRealAdapter(t *testing.T) {
 	if err != nil || len(trades) == 0 {
 		t.Fatalf("trades: %d, %v", len(trades), err)
 	}
+	// The trades from an id are those the newest trades hold from it on.
+	from, err := c.TradesFrom(ctx, "BTCUSDT", trades[50].ID, 10)
+	if err != nil || !reflect.DeepEqual(from, trades[50:60]) {
+		t.Fatalf("trades from id %d: %v, %v; want %v", trades[50].ID, from, err, trades[50:60])
+	}
 	sides := map[bool]int{}
 	for _, tr := range trades {
 		sides[tr.Sell]++
@@ -66,6 +74,22 @@ func TestEveryCallDecodesWithTheRealAdapter(t *testing.T) {
 	}
 	if used, ok := c.UsedWeight(); !ok || used == 0 {
 		t.Errorf("used weight = %d, %v: the header is missing", used, ok)
+	}
+}
+
+// A fromId that is not an id is refused as the venue refuses it.
+func TestBadFromIDIsRefused(t *testing.T) {
+	_, _, base := newTestVenue(t, 0)
+	for _, from := range []string{"-1", "x", "1.5", ""} {
+		resp, err := http.Get(base + "/fapi/v1/aggTrades?symbol=BTCUSDT&limit=10&fromId=" + from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":-1100`) {
+			t.Errorf("fromId %q: %d %s, want 400 with code -1100", from, resp.StatusCode, body)
+		}
 	}
 }
 

@@ -370,11 +370,41 @@ const maxTradesLimit = 1000
 // and ids the aggTrade stream publishes, so that a REST backfill and the
 // stream can be merged. Aggregate trades carry no quote quantity.
 func (c *Client) Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error) {
+	trades, err := c.aggTrades(ctx, symbol, "", limit)
+	if err != nil {
+		return nil, err
+	}
+	if len(trades) > limit {
+		trades = slices.Clip(trades[len(trades)-limit:])
+	}
+	return trades, nil
+}
+
+// TradesFrom reads the aggregate trades from id fromID on
+// (aggTrades?symbol=S&fromId=F&limit=N), oldest first, at most limit (and
+// at most 1000) of them.
+func (c *Client) TradesFrom(ctx context.Context, symbol string, fromID int64, limit int) ([]venue.Trade, error) {
+	if fromID < 0 {
+		return nil, fmt.Errorf("fetch trades %s: invalid request (from id %d)", symbol, fromID)
+	}
+	trades, err := c.aggTrades(ctx, symbol, "&fromId="+strconv.FormatInt(fromID, 10), limit)
+	if err != nil {
+		return nil, err
+	}
+	if len(trades) > limit {
+		trades = slices.Clip(trades[:limit])
+	}
+	return trades, nil
+}
+
+// aggTrades reads and decodes one aggregate-trades list; from is the
+// query's fromId part, or "" for the newest trades.
+func (c *Client) aggTrades(ctx context.Context, symbol, from string, limit int) ([]venue.Trade, error) {
 	if symbol == "" || limit < 1 {
 		return nil, fmt.Errorf("fetch trades %s: invalid request (limit %d)", symbol, limit)
 	}
 	limit = min(limit, maxTradesLimit)
-	query := "symbol=" + url.QueryEscape(symbol) + "&limit=" + strconv.Itoa(limit)
+	query := "symbol=" + url.QueryEscape(symbol) + from + "&limit=" + strconv.Itoa(limit)
 	body, err := c.get(ctx, c.aggPath, query, maxBody)
 	if err != nil {
 		return nil, fmt.Errorf("fetch trades %s: %w", symbol, err)
@@ -382,9 +412,6 @@ func (c *Client) Trades(ctx context.Context, symbol string, limit int) ([]venue.
 	trades, err := decodeAggTrades(body)
 	if err != nil {
 		return nil, fmt.Errorf("fetch trades %s: %w", symbol, err)
-	}
-	if len(trades) > limit {
-		trades = slices.Clip(trades[len(trades)-limit:])
 	}
 	return trades, nil
 }

@@ -347,6 +347,30 @@ func TestClientLimits(t *testing.T) {
 		}
 	}
 
+	// A read from an id asks for exactly the ids wanted and keeps the
+	// oldest ones, those right after the id, if the venue sends more.
+	for _, tc := range []struct {
+		from   int64
+		limit  int
+		query  string
+		trades int
+	}{
+		{6102345671, 2, "symbol=ETHUSDT&fromId=6102345671&limit=2", 2},
+		{6102345671, 100, "symbol=ETHUSDT&fromId=6102345671&limit=100", 5},
+		{0, 5000, "symbol=ETHUSDT&fromId=0&limit=1000", 5},
+	} {
+		trades, err := c.TradesFrom(ctx, "ETHUSDT", tc.from, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := query.Load(); got != tc.query {
+			t.Errorf("from %d limit %d: query %q, want %q", tc.from, tc.limit, got, tc.query)
+		}
+		if len(trades) != tc.trades || trades[0].ID != 6102345671 {
+			t.Fatalf("from %d limit %d: %d trades from id %d, want %d from 6102345671", tc.from, tc.limit, len(trades), trades[0].ID, tc.trades)
+		}
+	}
+
 	// A symbol is escaped in the query and arrives intact.
 	if _, err := c.Trades(ctx, "币安人生USDT", 10); err != nil {
 		t.Fatal(err)
@@ -368,6 +392,8 @@ func TestClientInvalidRequest(t *testing.T) {
 		"trades limit 0": func() error { _, err := c.Trades(ctx, "BTCUSDT", 0); return err },
 		"trades -1":      func() error { _, err := c.Trades(ctx, "BTCUSDT", -1); return err },
 		"trades no sym":  func() error { _, err := c.Trades(ctx, "", 100); return err },
+		"from limit 0":   func() error { _, err := c.TradesFrom(ctx, "BTCUSDT", 1, 0); return err },
+		"from id -1":     func() error { _, err := c.TradesFrom(ctx, "BTCUSDT", -1, 10); return err },
 	} {
 		err := do()
 		var se *venue.StatusError

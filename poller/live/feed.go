@@ -234,14 +234,14 @@ func (lp *pair) tradesCurrent() bool {
 // resumeTrades settles a window that may have missed trades while its
 // stream was lost, given the oldest id of trades that came after the
 // stream was back (from the stream or a read): right after the window's
-// newest, nothing was missed; further on, the window held a hole, and keeps
-// only from first on, so that it never serves one. It reports whether the
-// window was cut. Called with lp.mu held.
-func (lp *pair) resumeTrades(first int64) (cut bool) {
+// newest, nothing was missed; further on, the window holds a hole, serves
+// only what comes after it, and a read of the missing ids fills it (see
+// backfillRead). It reports whether trades were missed. Called with lp.mu
+// held.
+func (lp *pair) resumeTrades(first int64) (missed bool) {
 	lp.tradesLost = false
 	if newest := lp.window.newest(); newest != 0 && first > newest+1 {
-		lp.window.dropBefore(first)
-		lp.backfilled = false
+		lp.window.markHole(idRange{newest + 1, first})
 		return true
 	}
 	return false

@@ -18,8 +18,9 @@ type sourceMetrics struct {
 	// suspended counts books kept across a lost connection.
 	suspended *metrics.Counter
 	// tradeGaps counts trade windows that missed trades while their
-	// stream was lost, and were cut to what came after.
-	tradeGaps *metrics.Counter
+	// stream was lost; gapReads the reads of the missing ids; gapsCut the
+	// gaps given up because the venue no longer had those ids.
+	tradeGaps, gapReads, gapsCut *metrics.Counter
 }
 
 // A stream-fed book is published on the 350 ms schedule after the event
@@ -38,6 +39,8 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 	}
 	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
 	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")
+	m.gapReads = set.NewCounter("marketfeed_trade_window_gap_reads_total")
+	m.gapsCut = set.NewCounter("marketfeed_trade_window_gaps_cut_total")
 	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
 	for k, row := range kinds {
 		for src, name := range sourceNames {

@@ -95,7 +95,7 @@ func (s *Source) PublishTrades() {
 // takeTrades takes the trade window for publishing and returns the build of
 // its publication, to run once lp.mu is released. Called with lp.mu held.
 func (s *Source) takeTrades(lp *pair, now time.Time) (build func()) {
-	list := slices.Clone(lp.window.list())
+	list := slices.Clone(lp.window.served())
 	prev := lp.trades.pub
 	lp.windowChanged = false
 	seq := lp.trades.take()

@@ -95,7 +95,8 @@ var (
 		// book out of sequence is not served at all), but for a window a
 		// request waits for. A window that may have missed trades while
 		// its stream was lost is read when no trade came within
-		// resumeGrace of the stream's return to say whether it did.
+		// resumeGrace of the stream's return to say whether it did; one
+		// that did miss trades reads the ids it missed.
 		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
 			switch {
 			case !lp.trades.live:
@@ -104,6 +105,7 @@ var (
 				if now.Sub(lp.trades.at) < resumeGrace && lp.waiting.Load() == 0 {
 					return false, 0, 0
 				}
+			case lp.window.hole.open():
 			case lp.backfilled || lp.window.full():
 				return false, 0, 0
 			}
@@ -359,13 +361,26 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 // a trade from its stream, which settles it for free, before a read does.
 const resumeGrace = 2 * time.Second
 
-// fetchTrades reads a pair's newest trades into its window. A read started
-// while the stream delivered again after a loss also settles whether the
-// window missed trades meanwhile (see pair.resumeTrades).
+// fetchTrades reads a pair's newest trades into its window, or, for a
+// window with a hole, the ids it misses. A read of the newest trades
+// started while the stream delivered again after a loss also settles
+// whether the window missed trades meanwhile (see pair.resumeTrades).
 func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Time) func(), error) {
 	lp.mu.Lock()
 	vouches, losses := lp.tradesLost && lp.trades.live, lp.losses
+	hole, read, fill := lp.window.holeRead()
+	fill = fill && !lp.tradesLost
 	lp.mu.Unlock()
+	if fill {
+		s.metrics.gapReads.Inc()
+		trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, read.from, int(read.to-read.from))
+		return func(now time.Time) func() {
+			if lp.window.fill(hole, read, trades) {
+				s.metrics.gapsCut.Inc()
+			}
+			return s.publishWindow(lp, now)
+		}, err
+	}
 	trades, err := s.cfg.REST.Trades(ctx, lp.symbol, snapshot.MaxTrades)
 	return func(now time.Time) func() {
 		if vouches && lp.tradesLost && losses == lp.losses {
@@ -380,9 +395,16 @@ func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Ti
 		}
 		lp.window.merge(trades)
 		lp.backfilled = true
-		if !lp.tradesCurrent() {
-			return nil
-		}
-		return s.takeTrades(lp, now)
+		return s.publishWindow(lp, now)
 	}, err
+}
+
+// publishWindow returns the build of the window's publication after a
+// read, at once, since a request may be waiting for it; nil when the
+// window does not answer. Called with lp.mu held.
+func (s *Source) publishWindow(lp *pair, now time.Time) func() {
+	if !lp.tradesCurrent() {
+		return nil
+	}
+	return s.takeTrades(lp, now)
 }

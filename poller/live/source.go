@@ -5,7 +5,8 @@
 //
 // A lost connection costs only what was really missed: a book is suspended
 // until its next event says whether its chain goes on, and a trade window
-// until its next trade id does. Books out of sequence get their snapshots
+// until its next trade id does; a window that missed trades reads back the
+// missing ids only. Books out of sequence get their snapshots
 // before any trades backfill, at the whole budget the poller leaves them
 // (the part kept for requests too, once it would otherwise go unused: see
 // budget.Sync), and their progress is logged and reported (SyncProgress).
@@ -50,6 +51,8 @@ type REST interface {
 	Book(ctx context.Context, symbol string, depth int) (venue.Book, error)
 	// Trades reads a market's newest aggregate trades.
 	Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error)
+	// TradesFrom reads a market's aggregate trades from id fromID on.
+	TradesFrom(ctx context.Context, symbol string, fromID int64, limit int) ([]venue.Trade, error)
 	// BookWeight is the weight of a book read of depth levels.
 	BookWeight(depth int) int
 	// TradesWeight is the weight of a trades read.

@@ -72,9 +72,12 @@ func (f *fakeREST) Book(context.Context, string, int) (venue.Book, error) {
 }
 
 func (f *fakeREST) Trades(context.Context, string, int) ([]venue.Trade, error) { return nil, nil }
-func (f *fakeREST) BookWeight(int) int                                         { return 10 }
-func (f *fakeREST) TradesWeight() int                                          { return 20 }
-func (f *fakeREST) Deferred(snapshot.Stream, int)                              {}
+func (f *fakeREST) TradesFrom(context.Context, string, int64, int) ([]venue.Trade, error) {
+	return nil, nil
+}
+func (f *fakeREST) BookWeight(int) int            { return 10 }
+func (f *fakeREST) TradesWeight() int             { return 20 }
+func (f *fakeREST) Deferred(snapshot.Stream, int) {}
 
 func (f *fakeREST) wait() { f.wg.Wait() }
 

@@ -21,6 +21,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"marketfeed/poller/venue"
@@ -135,18 +136,10 @@ func (v *Venue) Book(ctx context.Context, symbol string, depth int) (venue.Book,
 // without quote quantities would. Now and then two consecutive trades agree
 // in time, side, price and size.
 func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	m, err := v.market("trades", symbol)
+	m, n, err := v.tradesRead(ctx, symbol, limit)
 	if err != nil {
 		return nil, err
 	}
-	n := limit
-	if n <= 0 {
-		n = defaultLimit
-	}
-	n = min(n, maxLimit)
 
 	now := v.now().UnixMilli()
 	out := make([]venue.Trade, n)
@@ -186,6 +179,68 @@ func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]venue.T
 		out[j].QuoteQty = c.next()
 	}
 	return out, nil
+}
+
+// TradesFrom returns up to limit trades of symbol from id fromID on, at or
+// before the current instant, oldest first, as Binance's
+// aggTrades?fromId= does: the same trades, with the same ids, as Trades
+// and the streams deliver. Limits are as Trades'. An id older than the
+// lookback starts at its first trade; one past the newest trade returns
+// none.
+func (v *Venue) TradesFrom(ctx context.Context, symbol string, fromID int64, limit int) ([]venue.Trade, error) {
+	m, n, err := v.tradesRead(ctx, symbol, limit)
+	if err != nil {
+		return nil, err
+	}
+
+	now := v.now().UnixMilli()
+	last := floorDiv(now, tickMs)
+	// The heartbeat holding fromID is the last whose first id is at most
+	// fromID: first ids only grow with the heartbeat, so halve.
+	oldest := last - lookback + 1
+	b := oldest + int64(sort.Search(int(lookback), func(i int) bool {
+		return m.tradeStart(oldest+int64(i)) > fromID
+	})) - 1
+	b = max(b, oldest)
+	out := make([]venue.Trade, 0, min(n, 64))
+	var raw []rawTrade
+	var bt [maxBucketTrades]rawTrade
+	for ; b <= last && len(out) < n; b++ {
+		start, count := m.tradeStart(b), m.bucket(b, &bt)
+		for j := 0; j < count && len(out) < n; j++ {
+			if id := start + int64(j); id >= fromID && bt[j].time <= now {
+				out = append(out, venue.Trade{ID: id, Time: bt[j].time, Sell: bt[j].sell})
+				raw = append(raw, bt[j])
+			}
+		}
+	}
+	w := text{buf: make([]byte, 0, len(out)*m.tradeBytes)}
+	for i := range raw {
+		m.writeTrade(&w, &raw[i])
+	}
+	c := cutter{string(w.buf)}
+	for i := range out {
+		out[i].Price = c.next()
+		out[i].Size = c.next()
+		out[i].QuoteQty = c.next()
+	}
+	return out, nil
+}
+
+// tradesRead checks a trades read: the market of symbol, and how many
+// trades limit asks for as the venue counts them.
+func (v *Venue) tradesRead(ctx context.Context, symbol string, limit int) (*market, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	m, err := v.market("trades", symbol)
+	if err != nil {
+		return nil, 0, err
+	}
+	if limit <= 0 {
+		return m, defaultLimit, nil
+	}
+	return m, min(limit, maxLimit), nil
 }
 
 // Stats returns the rolling 24 h statistics of every market. LastPrice is

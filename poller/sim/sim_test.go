@@ -632,6 +632,41 @@ func TestTradesLimitAndHistory(t *testing.T) {
 	}
 }
 
+// A read from an id returns the same trades, with the same ids, as the
+// newest trades do, from that id on: the trades a window missed.
+func TestTradesFromAnID(t *testing.T) {
+	v := New(Config{Seed: 2, Now: fixed(t0)})
+	ctx := context.Background()
+	for _, sym := range []string{"ETHUSDT", "DOGEUSDT", "LTCUSDT"} {
+		newest, err := v.Trades(ctx, sym, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []int{0, 1, 150, 299} {
+			for _, limit := range []int{1, 5, 100} {
+				got, err := v.TradesFrom(ctx, sym, newest[at].ID, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := newest[at:min(at+limit, len(newest))]; !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s from id %d limit %d:\n%v\nwant\n%v", sym, newest[at].ID, limit, got, want)
+				}
+			}
+		}
+		if got, _ := v.TradesFrom(ctx, sym, newest[299].ID+1, 100); len(got) != 0 {
+			t.Errorf("%s: %d trades after the newest, want none", sym, len(got))
+		}
+		// An id older than the venue keeps starts at its oldest trade.
+		old, err := v.TradesFrom(ctx, sym, 0, 1000)
+		if err != nil || len(old) != 1000 || old[0].ID > newest[0].ID || old[999].ID < old[0].ID {
+			t.Errorf("%s from id 0: %d trades (%v), want the 1000 oldest, ids rising", sym, len(old), err)
+		}
+	}
+	if _, err := v.TradesFrom(ctx, "NOPEUSDT", 1, 10); err == nil {
+		t.Error("an unknown symbol read without an error")
+	}
+}
+
 func TestQuoteQty(t *testing.T) {
 	v := New(Config{Seed: 4, Now: fixed(t0)})
 	ctx := context.Background()

@@ -34,6 +34,11 @@ type Venue interface {
 	// as the venue's market stream publishes them (Binance: aggregate
 	// trades), each with its venue id.
 	Trades(ctx context.Context, symbol string, limit int) ([]Trade, error)
+	// TradesFrom returns up to limit trades of one market from the trade
+	// with id fromID on, oldest first (Binance: aggTrades?fromId=): the
+	// trades a window missed, read without reading the window again. It
+	// weighs as Trades.
+	TradesFrom(ctx context.Context, symbol string, fromID int64, limit int) ([]Trade, error)
 	// Weight is what one call of the given kind costs against the venue's
 	// per-minute weight limit; 0 for a venue without one.
 	Weight(c Call) int
