@@ -509,6 +509,9 @@ func TestLostTradeStreamReadsOnlyTheMissedTrades(t *testing.T) {
 		if got, want := w.publishedTrades(), tradesBody(t, tape(33)[30:]); got != want {
 			t.Fatalf("published\n%s\nwant trades 31..33 while the read fails\n%s", got, want)
 		}
+		if got := scrape(t, w.metrics)["marketfeed_trade_window_holes"]; got != 1 {
+			t.Fatalf("windows with a hole %v, want 1", got)
+		}
 		w.v.failTrades(false)
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
@@ -524,8 +527,8 @@ func TestLostTradeStreamReadsOnlyTheMissedTrades(t *testing.T) {
 			t.Errorf("%d reads of the newest trades, want only the first backfill", n)
 		}
 		m := scrape(t, w.metrics)
-		if m["marketfeed_trade_window_gaps_total"] != 1 || m["marketfeed_trade_window_gaps_cut_total"] != 0 {
-			t.Errorf("gaps %v, cut %v; want 1 gap filled", m["marketfeed_trade_window_gaps_total"], m["marketfeed_trade_window_gaps_cut_total"])
+		if m["marketfeed_trade_window_gaps_total"] != 1 || m["marketfeed_trade_window_gaps_cut_total"] != 0 || m["marketfeed_trade_window_holes"] != 0 {
+			t.Errorf("gaps %v, cut %v, holes %v; want 1 gap filled", m["marketfeed_trade_window_gaps_total"], m["marketfeed_trade_window_gaps_cut_total"], m["marketfeed_trade_window_holes"])
 		}
 		// Filled: nothing more is read.
 		before := w.v.count(venue.CallTrades, sym)

@@ -66,6 +66,7 @@ type config struct {
 	recovery       bool
 	wsMaxAge       time.Duration
 	lines          int
+	outage         time.Duration
 
 	workDir string
 	stdout  io.Writer
@@ -96,6 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped (streams on; -round defaults to 10s, -duration to 2m30s)")
 	fs.DurationVar(&c.wsMaxAge, "ws-max-age", 2*time.Minute, "with -recovery: marketfeed's -venue-ws-max-age, so that every connection is replaced within -duration")
 	fs.IntVar(&c.lines, "lines", 2, "with -recovery: marketfeed's -venue-ws-lines, `1|2` (its default, 2); with 2, one line's connections are also dropped")
+	fs.DurationVar(&c.outage, "outage", 0, "with -recovery: also cut every connection and have venuesim refuse new ones this long, so that every market misses events (0: not)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -140,6 +142,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.wsMaxAge < time.Second {
 		errs = append(errs, errors.New("-ws-max-age: want at least 1s"))
+	}
+	if c.outage < 0 {
+		errs = append(errs, errors.New("-outage: want 0 or more"))
 	}
 	if c.lines != 1 && c.lines != 2 {
 		errs = append(errs, errors.New("-lines: want 1 or 2"))

@@ -67,15 +67,32 @@ type recoveryResult struct {
 
 	Line lineDrop // one line's connections dropped (two lines only)
 
-	Recovered    time.Duration // from the drop until 99.9 % of the books were newer than it
-	DropPending  int
-	DropAgg      statusCount // the aggregator's answers from the drop to one round after Recovered
-	DropResyncs  map[string]int
-	DropSuspends int
-	// DropTradeGaps are the trade windows that missed trades, the reads of
-	// their missing ids, and the holes given up.
-	DropTradeGaps, DropGapReads, DropGapsCut int
-	DropWeight                               weightUse
+	Drop cut // every connection cut, the venue accepting new ones at once
+	// Outage is every connection cut and new ones refused for a while
+	// (-outage): every market then misses events.
+	Outage cut
+}
+
+// cut is what cutting every market-stream connection cost, from the cut
+// until the books were current again and the trade windows whole.
+type cut struct {
+	Measured bool
+	Outage   time.Duration // how long the venue refused new connections after the cut
+	// Recovered is from the cut until 99.9 % of the books were newer than
+	// it; Pending the books still not when -cold-timeout passed.
+	Recovered time.Duration
+	Pending   int
+	Agg       statusCount // the aggregator's answers from the cut to one round after Whole
+	Resyncs   map[string]int
+	Suspends  int
+	// TradeGaps are the trade windows that missed trades, GapReads the
+	// reads of their missing ids, GapsCut the holes given up; Whole is from
+	// the cut until no window held a hole, HolesLeft those still holding
+	// one when -cold-timeout passed.
+	TradeGaps, GapReads, GapsCut int
+	Whole                        time.Duration
+	HolesLeft                    int
+	Weight                       weightUse // REST weight from the cut until Whole
 }
 
 // lineDrop is what the drop of line B's connections cost, with two lines.
@@ -298,6 +315,7 @@ const (
 	seriesTradeGaps   = `marketfeed_trade_window_gaps_total`
 	seriesGapReads    = `marketfeed_trade_window_gap_reads_total`
 	seriesGapsCut     = `marketfeed_trade_window_gaps_cut_total`
+	seriesHoles       = `marketfeed_trade_window_holes`
 	seriesBudget      = `marketfeed_venue_weight_budget`
 	seriesBookAge     = `marketfeed_snapshot_age_seconds{kind="books"}`
 	seriesClosed      = `marketfeed_stream_reconnects_total{reason="closed"}`
@@ -416,39 +434,86 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 		}
 	}
 
-	// Every connection cut at once.
+	// Every connection cut at once; then, with -outage, cut and refused
+	// for a while.
 	fmt.Fprintf(cfg.stdout, "  cutting every market-stream connection\n")
-	dropAt := time.Now()
-	if status, _ := send(ctx, newClient(1), http.MethodPost, env.venueURL+"/_control/drop"); status/100 != 2 {
-		return res, fmt.Errorf("venuesim drop: status %d", status)
-	}
-	recovered, pending, err := probeBooks(ctx, apiURL, pairs, need, time.Second, dropAt.Add(cfg.coldTimeout), newerThan(dropAt))
-	if err != nil {
+	if res.Drop, err = cutAll(ctx, cfg, env, answers, pairs, 0); err != nil {
 		return res, err
 	}
-	res.Recovered, res.DropPending = recovered.Sub(dropAt), pending
-	// One more round, so that the aggregator's reads of the window are in.
-	if err := process.Sleep(ctx, cfg.round); err != nil {
-		return res, err
+	if cfg.outage > 0 {
+		fmt.Fprintf(cfg.stdout, "  cutting every market-stream connection, refused for %v\n", cfg.outage)
+		if res.Outage, err = cutAll(ctx, cfg, env, answers, pairs, cfg.outage); err != nil {
+			return res, err
+		}
 	}
-	d1, err := scrape(ctx, env.opsAddr)
-	if err != nil {
-		return res, err
-	}
-	res.DropAgg = answers.statuses(dropAt, recovered.Add(cfg.round))
-	res.DropResyncs = since(s1.byLabel(seriesResyncs, "cause"), d1.byLabel(seriesResyncs, "cause"))
-	res.DropSuspends = int(d1[seriesSuspended] - s1[seriesSuspended])
-	res.DropTradeGaps = int(d1[seriesTradeGaps] - s1[seriesTradeGaps])
-	res.DropGapReads = int(d1[seriesGapReads] - s1[seriesGapReads])
-	res.DropGapsCut = int(d1[seriesGapsCut] - s1[seriesGapsCut])
 
 	calls, err := fetchCalls(ctx, env.venueURL, env.t0)
 	if err != nil {
 		return res, err
 	}
 	res.ColdWeight = weightIn(calls, env.t0, booksAt)
-	res.DropWeight = weightIn(calls, dropAt, recovered.Add(time.Millisecond))
 	return res, nil
+}
+
+// cutAll cuts every market-stream connection, the venue refusing new ones
+// for outage, and measures what that cost: until 99.9 % of the books are
+// newer than the cut, then until no trade window holds a hole, then one
+// more round for the aggregator's reads.
+func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pairs []string, outage time.Duration) (c cut, err error) {
+	c.Measured, c.Outage = true, outage
+	s1, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return c, err
+	}
+	at := time.Now()
+	url := env.venueURL + "/_control/drop"
+	if outage > 0 {
+		url += "?for=" + outage.String()
+	}
+	if status, _ := send(ctx, newClient(1), http.MethodPost, url); status/100 != 2 {
+		return c, fmt.Errorf("venuesim drop: status %d", status)
+	}
+	deadline := at.Add(cfg.coldTimeout)
+	recovered, pending, err := probeBooks(ctx, "http://"+env.apiAddr, pairs, recoveryShare(len(pairs)), time.Second, deadline, newerThan(at))
+	if err != nil {
+		return c, err
+	}
+	c.Recovered, c.Pending = recovered.Sub(at), pending
+	whole := recovered
+	for {
+		m, err := scrape(ctx, env.opsAddr)
+		if err != nil {
+			return c, err
+		}
+		whole, c.HolesLeft = time.Now(), int(m[seriesHoles])
+		if c.HolesLeft == 0 || whole.After(deadline) {
+			break
+		}
+		if err := process.Sleep(ctx, time.Second); err != nil {
+			return c, err
+		}
+	}
+	c.Whole = whole.Sub(at)
+	// One more round, so that the aggregator's reads of the window are in.
+	if err := process.Sleep(ctx, cfg.round); err != nil {
+		return c, err
+	}
+	d1, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return c, err
+	}
+	c.Agg = answers.statuses(at, whole.Add(cfg.round))
+	c.Resyncs = since(s1.byLabel(seriesResyncs, "cause"), d1.byLabel(seriesResyncs, "cause"))
+	c.Suspends = int(d1[seriesSuspended] - s1[seriesSuspended])
+	c.TradeGaps = int(d1[seriesTradeGaps] - s1[seriesTradeGaps])
+	c.GapReads = int(d1[seriesGapReads] - s1[seriesGapReads])
+	c.GapsCut = int(d1[seriesGapsCut] - s1[seriesGapsCut])
+	calls, err := fetchCalls(ctx, env.venueURL, env.t0)
+	if err != nil {
+		return c, err
+	}
+	c.Weight = weightIn(calls, at, whole.Add(time.Millisecond))
+	return c, nil
 }
 
 // dropLine cuts line B's connections and measures what that cost until a
@@ -561,20 +626,39 @@ func recoveryRows(r recoveryResult) []row {
 	add("rotation: books out of sequence", causes(lost), "0", verdict(total(lost) == 0))
 	add("steady: refreshes of books in sequence", causes(since(outOfSequence(r.RotResyncs), r.RotResyncs)), "", "")
 	out = append(out, lineRows(r.Line)...)
-	resynced := total(outOfSequence(r.DropResyncs))
-	dropTarget := syncTime(resynced, r.Budget) + 10*time.Second
-	recovered := dur(r.Recovered)
-	if r.DropPending > 0 {
-		recovered = fmt.Sprintf("%s, %d books never newer", recovered, r.DropPending)
+	out = append(out, cutRows("every connection dropped", r.Pairs, r.Budget, r.Drop)...)
+	out = append(out, cutRows(fmt.Sprintf("every connection dropped, refused for %v", r.Outage.Outage), r.Pairs, r.Budget, r.Outage)...)
+	return out
+}
+
+// cutRows are the table's lines for one cut of every connection, named
+// name. The books that missed events are synced again at the budget's
+// target share, after the outage: their time is at most a cold start's of
+// those books.
+func cutRows(name string, pairs, budget int, c cut) []row {
+	if !c.Measured {
+		return nil
 	}
-	add("every connection dropped: 99.9 % of books newer than the drop", recovered, "≤ "+dur(dropTarget), verdict(r.Recovered <= dropTarget && r.DropPending <= r.Pairs-recoveryShare(r.Pairs)))
-	add("every connection dropped: books out of sequence, by cause", fmt.Sprintf("%s (%.1f%% of books); %d suspended; refreshes: %s",
-		causes(outOfSequence(r.DropResyncs)), 100*float64(resynced)/float64(max(r.Pairs, 1)), r.DropSuspends,
-		causes(since(outOfSequence(r.DropResyncs), r.DropResyncs))), "", "")
-	add("every connection dropped: trade windows that missed trades", fmt.Sprintf("%d; %d reads of the missing ids; %d given up",
-		r.DropTradeGaps, r.DropGapReads, r.DropGapsCut), "", "")
-	add("every connection dropped: REST weight", fmt.Sprintf("%d (%s)", r.DropWeight.Total, byPath(r.DropWeight)), "", "")
-	add("every connection dropped: aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*r.DropAgg.okShare(), r.DropAgg.total(), r.DropAgg.others()), "", "")
+	var out []row
+	add := func(figure, value, target, v string) { out = append(out, row{name + ": " + figure, value, target, v}) }
+	resynced := total(outOfSequence(c.Resyncs))
+	target := c.Outage + syncTime(resynced, budget) + 10*time.Second
+	recovered := dur(c.Recovered)
+	if c.Pending > 0 {
+		recovered = fmt.Sprintf("%s, %d books never newer", recovered, c.Pending)
+	}
+	add("99.9 % of books newer than the drop", recovered, "≤ "+dur(target), verdict(c.Recovered <= target && c.Pending <= pairs-recoveryShare(pairs)))
+	add("books out of sequence, by cause", fmt.Sprintf("%s (%.1f%% of books); %d suspended; refreshes: %s",
+		causes(outOfSequence(c.Resyncs)), 100*float64(resynced)/float64(max(pairs, 1)), c.Suspends,
+		causes(since(outOfSequence(c.Resyncs), c.Resyncs))), "", "")
+	whole := dur(c.Whole)
+	if c.HolesLeft > 0 {
+		whole = fmt.Sprintf("%s, %d windows still holding one", whole, c.HolesLeft)
+	}
+	add("trade windows that missed trades", fmt.Sprintf("%d; %d reads of the missing ids; %d given up; none left after %s",
+		c.TradeGaps, c.GapReads, c.GapsCut, whole), "", "")
+	add("REST weight", fmt.Sprintf("%d (%s)", c.Weight.Total, byPath(c.Weight)), "", "")
+	add("aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*c.Agg.okShare(), c.Agg.total(), c.Agg.others()), "", "")
 	return out
 }
 

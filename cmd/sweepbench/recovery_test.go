@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,15 +71,20 @@ func TestRecoveryShareAndSyncTime(t *testing.T) {
 	}
 }
 
-func TestRecoveryRowsVerdicts(t *testing.T) {
-	r := recoveryResult{
+// goodRecovery is a 446-pair run that meets every target.
+func goodRecovery() recoveryResult {
+	return recoveryResult{
 		Extra: 400, Pairs: 446, Budget: 1200, Round: 10 * time.Second,
 		ColdBooks: 4 * time.Minute, ColdAnswers: 4 * time.Minute,
 		ColdWeight: weightUse{Total: 4600, PerMin: 1150},
 		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.2, MaxRSS: 200 << 20,
 		Connections: 6, Rotations: 6,
-		Recovered: 2 * time.Second, DropResyncs: map[string]int{},
+		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{}},
 	}
+}
+
+func TestRecoveryRowsVerdicts(t *testing.T) {
+	r := goodRecovery()
 	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
 		t.Fatalf("missed %v, want every target met", m)
 	}
@@ -88,8 +94,8 @@ func TestRecoveryRowsVerdicts(t *testing.T) {
 	}
 	r.ColdWeight.PerMin = 600
 	r.RotResyncs = map[string]int{"lost": 3, "short": 11}
-	r.DropResyncs = map[string]int{"lost": 446}
-	r.Recovered = 5 * time.Minute
+	r.Drop.Resyncs = map[string]int{"lost": 446}
+	r.Drop.Recovered = 5 * time.Minute
 	want := []string{
 		"cold start: REST weight",
 		"rotation: books out of sequence",
@@ -109,7 +115,7 @@ func TestRecoveryRowsOfALineDrop(t *testing.T) {
 		ColdWeight: weightUse{Total: 4600, PerMin: 1150},
 		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.35, MaxRSS: 200 << 20,
 		Connections: 12, Rotations: 12,
-		Recovered: 2 * time.Second, DropResyncs: map[string]int{},
+		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{}},
 		Line: lineDrop{Measured: true, Back: time.Second, Agg: statusCount{200: 900}, Resyncs: map[string]int{"short": 2},
 			OldestAge: 700 * time.Millisecond, Baseline: 700 * time.Millisecond},
 	}
@@ -126,6 +132,28 @@ func TestRecoveryRowsOfALineDrop(t *testing.T) {
 		"one line dropped: books out of sequence; suspended",
 		"one line dropped: oldest book",
 	}
+	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
+		t.Fatalf("missed %q, want %q", m, want)
+	}
+}
+
+// After an outage every book may have missed events: its target is the
+// outage plus a cold start of the books that did, and the rows are there
+// only when the outage was measured.
+func TestRecoveryRowsOfAnOutage(t *testing.T) {
+	r := goodRecovery()
+	rows := recoveryRows(r)
+	for _, row := range rows {
+		if strings.Contains(row.Figure, "refused") {
+			t.Fatalf("row %q without an outage measured", row.Figure)
+		}
+	}
+	r.Outage = cut{Measured: true, Outage: 10 * time.Second, Recovered: 4*time.Minute + 20*time.Second, Resyncs: map[string]int{"lost": 446}}
+	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
+		t.Fatalf("missed %v: 4m20s is within 10 s + a cold start of 446 books + 10 s", m)
+	}
+	r.Outage.Recovered = 4*time.Minute + 40*time.Second
+	want := []string{"every connection dropped, refused for 10s: 99.9 % of books newer than the drop"}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
 	}

@@ -26,7 +26,8 @@
 // LIST_SUBSCRIPTIONS, and the venue's connection limits. Stream switches:
 //
 //	GET    /_control/ws                                 (connections, subscriptions, frames sent, closes by reason)
-//	POST   /_control/drop[?conn=ID|line=B]              (cut every connection, one, or a client's line)
+//	POST   /_control/drop[?conn=ID|line=B][&for=5s]     (cut every connection, one, or a client's line;
+//	                                                     for: then refuse new connections that long)
 //	POST   /_control/gap?symbol=BTCUSDT[&events=1]      (skip depth events: the next pu does not chain)
 //	POST   /_control/silence?stream=btcusdt@aggTrade&for=30s
 //	GET    /_control/book?symbol=BTCUSDT&update_id=N&depth=100   (the true book at an update id)

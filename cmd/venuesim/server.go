@@ -669,8 +669,16 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		var outage time.Duration
+		if v := q.Get("for"); v != "" {
+			var err error
+			if outage, err = time.ParseDuration(v); err != nil || outage <= 0 {
+				http.Error(w, "for: want a positive duration", http.StatusBadRequest)
+				return
+			}
+		}
 		line := q.Get("line")
-		if n := s.hub.drop(id, line); n == 0 && id != 0 {
+		if n := s.hub.drop(id, line, outage); n == 0 && id != 0 {
 			http.Error(w, "conn: no such connection", http.StatusNotFound)
 			return
 		}

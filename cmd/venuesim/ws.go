@@ -107,12 +107,15 @@ type wsHub struct {
 	conns    map[int64]*wsConn
 	nextID   int64
 	silenced map[string]time.Time // stream name → silent until
-	gaps     map[string]int       // symbol → depth events still to skip
-	garbled  map[string]int       // symbol → depth events still to send with an unusable price
-	slow     map[string]*depthAgg // @depth and @depth@500ms name → events merged so far
-	opened   int64
-	skipped  int64
-	closes   map[string]int64
+	// refuseUntil is when the stream endpoints accept connections again
+	// after a drop with an outage (zero: they do).
+	refuseUntil time.Time
+	gaps        map[string]int       // symbol → depth events still to skip
+	garbled     map[string]int       // symbol → depth events still to send with an unusable price
+	slow        map[string]*depthAgg // @depth and @depth@500ms name → events merged so far
+	opened      int64
+	skipped     int64
+	closes      map[string]int64
 
 	sent atomic.Int64 // frames written to connections
 
@@ -248,6 +251,13 @@ func (h *wsHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, bare, initial, ok := h.resolve(r.URL.Path, r.URL.RawQuery)
 	if !ok {
 		writeError(w, http.StatusNotFound, -1000, "unknown path")
+		return
+	}
+	h.mu.Lock()
+	down := h.now().Before(h.refuseUntil)
+	h.mu.Unlock()
+	if down {
+		writeError(w, http.StatusServiceUnavailable, -1001, "stream endpoint unavailable")
 		return
 	}
 	h.wg.Add(1)
@@ -817,9 +827,14 @@ func lineOf(userAgent string) string {
 
 // drop cuts connection id, or every connection of line when line is not
 // "", or every connection when both are zero, and returns how many it cut.
-func (h *wsHub) drop(id int64, line string) int {
+// With an outage, the stream endpoints refuse connections (503) for that
+// long: what a client missed meanwhile, it missed.
+func (h *wsHub) drop(id int64, line string, outage time.Duration) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if outage > 0 {
+		h.refuseUntil = h.now().Add(outage)
+	}
 	n := 0
 	for cid, c := range h.conns {
 		if (id == 0 || id == cid) && (line == "" || line == c.line) {

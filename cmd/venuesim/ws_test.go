@@ -494,6 +494,30 @@ func TestDropCutsOneOrEveryConnection(t *testing.T) {
 	}
 }
 
+// A drop with an outage refuses new connections for that long, as a
+// venue's stream endpoint down for maintenance does, then accepts them
+// again.
+func TestDropWithAnOutageRefusesConnectionsMeanwhile(t *testing.T) {
+	st := newStreamTest(t, defaultWSConfig())
+	c := st.dial(t, "/public/stream")
+	request(t, c, `{"method":"LIST_SUBSCRIPTIONS","id":1}`)
+	postControl(t, st.url+"/_control/drop?for=5s")
+	if got := closeStatus(t, c); got != -1 {
+		t.Fatalf("dropped connection closed with %v, want a cut without a close frame", got)
+	}
+	st.waitClosed(t)
+	url := "ws" + strings.TrimPrefix(st.url, "http") + "/public/stream"
+	_, resp, err := websocket.Dial(t.Context(), url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("dial during the outage: %v, want a 503", err)
+	}
+	st.advance(5 * time.Second)
+	c = st.dial(t, "/public/stream")
+	if got := request(t, c, `{"method":"LIST_SUBSCRIPTIONS","id":2}`); got != `{"result":[],"id":2}` {
+		t.Fatalf("after the outage: %s", got)
+	}
+}
+
 // A client that runs two lines of connections names each in its
 // User-Agent; /_control/drop?line= cuts one line's connections only.
 func TestDropCutsOneLine(t *testing.T) {
@@ -675,7 +699,7 @@ func TestControlBookAgreesWithDepthSnapshot(t *testing.T) {
 
 func TestStreamControlsRejectBadParameters(t *testing.T) {
 	st := newStreamTest(t, defaultWSConfig())
-	for _, path := range []string{"/_control/drop?conn=x", "/_control/gap", "/_control/gap?symbol=BTCUSDT&events=0",
+	for _, path := range []string{"/_control/drop?conn=x", "/_control/drop?for=0s", "/_control/drop?for=soon", "/_control/gap", "/_control/gap?symbol=BTCUSDT&events=0",
 		"/_control/silence?stream=btcusdt@aggTrade", "/_control/silence?for=1s", "/_control/silence?stream=a&for=soon"} {
 		resp, err := http.Post(st.url+path, "", nil)
 		if err != nil {

@@ -50,6 +50,7 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 		}
 	}
 	set.NewGauge("marketfeed_books_short", func() float64 { return float64(s.ShortBooks()) })
+	set.NewGauge("marketfeed_trade_window_holes", func() float64 { return float64(s.holes()) })
 	set.NewGauge("marketfeed_books_sync_per_minute", func() float64 { return s.SyncProgress().PerMinute })
 	set.NewGauge("marketfeed_books_sync_eta_seconds", func() float64 {
 		if eta := s.SyncProgress().ETA; eta >= 0 {
@@ -99,6 +100,18 @@ func (s *Source) Sources() (books, trades map[string]int) {
 		trades[name] = n[snapshot.StreamTrades][src]
 	}
 	return books, trades
+}
+
+// holes counts the trade windows holding a hole: serving only the trades
+// after it until the read of the missing ids fills it.
+func (s *Source) holes() int {
+	n := 0
+	s.each(func(lp *pair) {
+		if lp.window.hole.open() {
+			n++
+		}
+	})
+	return n
 }
 
 // ShortBooks counts the books in sequence that hold fewer than the published
