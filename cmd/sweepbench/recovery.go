@@ -429,9 +429,6 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 		if res.Line, err = dropLine(ctx, cfg, env, answers); err != nil {
 			return res, err
 		}
-		if s1, err = scrape(ctx, env.opsAddr); err != nil {
-			return res, err
-		}
 	}
 
 	// Every connection cut at once; then, with -outage, cut and refused
