@@ -82,7 +82,9 @@ type cut struct {
 	// it; Pending the books still not when -cold-timeout passed.
 	Recovered time.Duration
 	Pending   int
-	Agg       statusCount // the aggregator's answers from the cut to one round after Whole
+	// Agg is the aggregator's answers from the cut to one round after
+	// Whole; AggTrades those of the trades routes alone.
+	Agg, AggTrades statusCount
 	Resyncs   map[string]int
 	Suspends  int
 	// TradeGaps are the trade windows that missed trades, GapReads the
@@ -165,12 +167,16 @@ func (l *answerLog) record(kind, pair string, status int, _ []byte, at time.Time
 }
 
 // statuses counts the answers in [from, to).
-func (l *answerLog) statuses(from, to time.Time) statusCount {
+func (l *answerLog) statuses(from, to time.Time) statusCount { return l.statusesOf("", from, to) }
+
+// statusesOf counts the answers of route kind ("orderbook", "trades"; ""
+// for both) in [from, to).
+func (l *answerLog) statusesOf(kind string, from, to time.Time) statusCount {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := statusCount{}
 	for _, a := range l.all {
-		if !a.at.Before(from) && a.at.Before(to) {
+		if !a.at.Before(from) && a.at.Before(to) && (kind == "" || a.kind == kind) {
 			s[a.status]++
 		}
 	}
@@ -500,6 +506,7 @@ func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pai
 		return c, err
 	}
 	c.Agg = answers.statuses(at, whole.Add(cfg.round))
+	c.AggTrades = answers.statusesOf("trades", at, whole.Add(cfg.round))
 	c.Resyncs = since(s1.byLabel(seriesResyncs, "cause"), d1.byLabel(seriesResyncs, "cause"))
 	c.Suspends = int(d1[seriesSuspended] - s1[seriesSuspended])
 	c.TradeGaps = int(d1[seriesTradeGaps] - s1[seriesTradeGaps])
@@ -656,6 +663,7 @@ func cutRows(name string, pairs, budget int, c cut) []row {
 		c.TradeGaps, c.GapReads, c.GapsCut, whole), "", "")
 	add("REST weight", fmt.Sprintf("%d (%s)", c.Weight.Total, byPath(c.Weight)), "", "")
 	add("aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*c.Agg.okShare(), c.Agg.total(), c.Agg.others()), "", "")
+	add("aggregator answers for trades", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*c.AggTrades.okShare(), c.AggTrades.total(), c.AggTrades.others()), "", "")
 	return out
 }
 

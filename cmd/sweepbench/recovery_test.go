@@ -57,6 +57,9 @@ func TestAllAnswered(t *testing.T) {
 	if got := l.statuses(at(1), at(2)); !maps.Equal(got, statusCount{502: 1, 200: 1}) {
 		t.Fatalf("statuses in [1 s, 2 s): %v", got)
 	}
+	if got := l.statusesOf("trades", at(1), at(4)); !maps.Equal(got, statusCount{200: 2}) {
+		t.Fatalf("trades statuses in [1 s, 4 s): %v", got)
+	}
 }
 
 func TestRecoveryShareAndSyncTime(t *testing.T) {
