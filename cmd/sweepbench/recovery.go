@@ -95,6 +95,9 @@ type cut struct {
 	Whole                        time.Duration
 	HolesLeft                    int
 	Weight                       weightUse // REST weight from the cut until Whole
+	// SyncWeight is the REST weight from the end of the outage until
+	// Recovered: what the books that missed events were synced with.
+	SyncWeight weightUse
 }
 
 // lineDrop is what the drop of line B's connections cost, with two lines.
@@ -517,6 +520,7 @@ func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pai
 		return c, err
 	}
 	c.Weight = weightIn(calls, at, whole.Add(time.Millisecond))
+	c.SyncWeight = weightIn(calls, at.Add(outage), recovered.Add(time.Millisecond))
 	return c, nil
 }
 
@@ -662,6 +666,10 @@ func cutRows(name string, pairs, budget int, c cut) []row {
 	add("trade windows that missed trades", fmt.Sprintf("%d; %d reads of the missing ids; %d given up; none left after %s",
 		c.TradeGaps, c.GapReads, c.GapsCut, whole), "", "")
 	add("REST weight", fmt.Sprintf("%d (%s)", c.Weight.Total, byPath(c.Weight)), "", "")
+	if budget > 0 {
+		add("REST weight while the books synced", fmt.Sprintf("%.0f a minute = %.0f%% of the budget (%d)",
+			c.SyncWeight.PerMin, 100*c.SyncWeight.PerMin/float64(budget), budget), "", "")
+	}
 	add("aggregator answers", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*c.Agg.okShare(), c.Agg.total(), c.Agg.others()), "", "")
 	add("aggregator answers for trades", fmt.Sprintf("%.3f%% 200 of %d; other: %s", 100*c.AggTrades.okShare(), c.AggTrades.total(), c.AggTrades.others()), "", "")
 	return out
