@@ -442,6 +442,24 @@ func lostTradesTest(t *testing.T, f func(t *testing.T, w *streamWorld, sym strin
 	})
 }
 
+// healTrades lets trade reads succeed again, and after 3 s wants the
+// pair's published window to be want, its gaps read back. It returns the
+// last read of missing ids.
+func (w *streamWorld) healTrades(t *testing.T, sym string, want []venue.Trade) fakeCall {
+	t.Helper()
+	w.v.failTrades(false)
+	time.Sleep(3 * time.Second)
+	synctest.Wait()
+	if got, want := w.publishedTrades(), tradesBody(t, want); got != want {
+		t.Fatalf("published\n%s\nwant every trade, the missed ones read back\n%s", got, want)
+	}
+	reads := w.v.fromReads(sym)
+	if len(reads) == 0 {
+		t.Fatal("no read of the missing ids")
+	}
+	return reads[len(reads)-1]
+}
+
 // publishedTrades is the pair's published window, or "" without one.
 func (w *streamWorld) publishedTrades() string {
 	tr, _ := w.store.Trades([]byte(pairID(1)))
@@ -512,14 +530,8 @@ func TestLostTradeStreamReadsOnlyTheMissedTrades(t *testing.T) {
 		if got := scrape(t, w.metrics)["marketfeed_trade_window_holes"]; got != 1 {
 			t.Fatalf("windows with a hole %v, want 1", got)
 		}
-		w.v.failTrades(false)
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-		if got, want := w.publishedTrades(), tradesBody(t, tape(33)); got != want {
-			t.Fatalf("published\n%s\nwant trades 1..33, the missed ones read back\n%s", got, want)
-		}
+		last := w.healTrades(t, sym, tape(33))
 		reads := w.v.fromReads(sym)
-		last := reads[len(reads)-1]
 		if last.from != 26 || last.limit != 5 {
 			t.Errorf("the gap was read from id %d, %d trades; want from 26, 5 trades", last.from, last.limit)
 		}
@@ -560,21 +572,27 @@ func TestWideTradeGapReadsOnlyWhatTheWindowHolds(t *testing.T) {
 	})
 }
 
-// A venue that no longer has the missed ids cannot fill the gap: the window
-// gives it up, keeps answering what came after it, and does not read again.
+// A venue that has no trade with the first id a read of the gap asks for
+// cannot fill it: the window gives the gap up, keeping what came after it,
+// and its backfill reads the newest trades the venue does have, which are
+// what the window then answers.
 func TestTradeGapTheVenueCannotFillIsCut(t *testing.T) {
 	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, trade func(int64) venue.Trade, tape func(int64) []venue.Trade) {
 		// The venue returns 26 and 27, then nothing before 31.
-		w.v.setTape(sym, append(tape(27), trade(31)))
+		venueTape := append(tape(27), trade(31))
+		w.v.setTape(sym, venueTape)
 		w.src.Trade(sym, trade(31))
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		if got, want := w.publishedTrades(), tradesBody(t, []venue.Trade{trade(31)}); got != want {
-			t.Fatalf("published\n%s\nwant only trade 31, after the gap\n%s", got, want)
-		}
 		reads := w.v.fromReads(sym)
 		if len(reads) != 2 || reads[0].from != 26 || reads[0].limit != 5 || reads[1].from != 28 || reads[1].limit != 3 {
 			t.Fatalf("gap reads %+v, want 26 (5 trades), then 28 (3 trades)", reads)
+		}
+		if n := w.v.count(venue.CallTrades, sym) - len(reads); n != 2 {
+			t.Errorf("%d reads of the newest trades, want the first backfill and one after the gap was given up", n)
+		}
+		if got, want := w.publishedTrades(), tradesBody(t, venueTape); got != want {
+			t.Fatalf("published\n%s\nwant the venue's own trades\n%s", got, want)
 		}
 		if got := scrape(t, w.metrics)["marketfeed_trade_window_gaps_cut_total"]; got != 1 {
 			t.Errorf("gaps cut %v, want 1", got)
@@ -585,16 +603,40 @@ func TestTradeGapTheVenueCannotFillIsCut(t *testing.T) {
 	})
 }
 
-// Trades that arrive after a gap while it cannot be read fill the window on
+// A second loss while a gap is still open widens it: the window keeps the
+// trades before the first gap, and one read brings back both gaps and the
+// trades held between them.
+func TestSecondLossWhileAGapIsOpenKeepsTheWindow(t *testing.T) {
+	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, trade func(int64) venue.Trade, tape func(int64) []venue.Trade) {
+		w.v.setTape(sym, tape(40))
+		w.v.failTrades(true)
+		w.src.Trade(sym, trade(31)) // 26..30 missed
+		w.src.Trade(sym, trade(32))
+		w.src.Trade(sym, trade(33))
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		w.src.Lost(snapshot.StreamTrades, w.symbols)
+		w.src.Live(snapshot.StreamTrades, w.symbols)
+		w.src.Trade(sym, trade(40)) // 34..39 missed
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, []venue.Trade{trade(40)}); got != want {
+			t.Fatalf("published\n%s\nwant only trade 40 while the reads fail\n%s", got, want)
+		}
+		if last := w.healTrades(t, sym, tape(40)); last.from != 26 || last.limit != 14 {
+			t.Fatalf("last gap read from %d, %d trades; want from 26, 14 trades", last.from, last.limit)
+		}
+	})
+}
+
+// Trades that arrive after a gap before it is read fill the window on
 // their own: once no trade before the gap is left, there is nothing to
 // read.
 func TestTradeGapPushedOutByNewerTradesNeedsNoRead(t *testing.T) {
 	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, trade func(int64) venue.Trade, tape func(int64) []venue.Trade) {
-		w.v.failTrades(true)
 		for id := int64(31); id <= 130; id++ {
 			w.src.Trade(sym, trade(id))
 		}
-		w.v.failTrades(false)
 		before := w.v.count(venue.CallTrades, sym)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()

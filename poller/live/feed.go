@@ -42,7 +42,7 @@ type pair struct {
 	backfilled    bool
 	// streamed is set when the trade stream delivered a trade into an
 	// empty window while live: the window then answers, newest first,
-	// before its backfill, and holds no hole.
+	// before its backfill, nothing before that trade having been missed.
 	streamed bool
 	// tradesLost is set when the trade stream was lost: the window may
 	// have missed trades and does not answer until the first trade after

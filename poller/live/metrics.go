@@ -19,7 +19,7 @@ type sourceMetrics struct {
 	suspended *metrics.Counter
 	// tradeGaps counts trade windows that missed trades while their
 	// stream was lost; gapReads the reads of the missing ids; gapsCut the
-	// gaps given up because the venue no longer had those ids.
+	// gaps given up because the venue had no such ids.
 	tradeGaps, gapReads, gapsCut *metrics.Counter
 }
 

@@ -376,7 +376,10 @@ func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Ti
 		trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, read.from, int(read.to-read.from))
 		return func(now time.Time) func() {
 			if lp.window.fill(hole, read, trades) {
+				// The venue has no such ids: what it has is read
+				// again as the window's backfill.
 				s.metrics.gapsCut.Inc()
+				lp.backfilled = false
 			}
 			return s.publishWindow(lp, now)
 		}, err

@@ -16,7 +16,9 @@ import (
 // A window may hold one hole: ids it is known to have missed while its
 // stream was lost. It then serves only the trades after the hole, which are
 // in sequence, until a read of the missing ids fills it (see holeRead and
-// fill) or newer trades push every trade before it out.
+// fill) or newer trades push every trade before it out. Trades inside the
+// hole (held between two losses, or merged from a read of the newest) are
+// never served while it is open.
 type tradeWindow struct {
 	trades []venue.Trade
 	hole   idRange
@@ -102,11 +104,12 @@ func (w *tradeWindow) dropBefore(id int64) {
 }
 
 // markHole records that the ids of missed were missed. The window keeps
-// one hole: an older one still open is given up, with the trades before
-// it.
+// one hole: one still open widens to take in the new one, the trades held
+// between them read again with the missing ids, so that the trades before
+// it stay.
 func (w *tradeWindow) markHole(missed idRange) {
 	if w.hole.open() {
-		w.dropBefore(w.hole.to)
+		missed.from = w.hole.from
 	}
 	w.hole = missed
 	w.settle()

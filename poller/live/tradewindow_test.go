@@ -75,7 +75,8 @@ func TestTradeWindowHoleServesWhatFollowsAndReadsWhatFits(t *testing.T) {
 	}
 }
 
-// Reads that bring back part of a hole shrink it; one that brings back
+// Reads that bring back part of a hole shrink it; a second loss while it is
+// open widens it, keeping the trades before it; one that brings back
 // nothing it asked for gives it up; one made for a hole that has changed
 // since changes nothing.
 func TestTradeWindowFillOutcomes(t *testing.T) {
@@ -90,35 +91,58 @@ func TestTradeWindowFillOutcomes(t *testing.T) {
 	}
 	wantServed(t, w, 21, 22)
 
-	// A second loss while the hole is open: the older one is given up.
+	// A second loss while the hole is open: it widens, and 21..25, held
+	// inside it now, are not served until it is filled.
 	w.merge(ids(23, 25))
 	stale, staleRead, _ := w.holeRead()
 	w.markHole(idRange{26, 30})
 	w.merge(ids(30, 30))
 	wantServed(t, w, 30, 30)
-	if w.fill(stale, staleRead, ids(15, 20)); !slices.Equal(idsOf(w.trades), []int64{21, 22, 23, 24, 25, 30}) {
-		t.Fatalf("a read for a hole given up changed the window: %v", idsOf(w.trades))
+	if hole, read, _ = w.holeRead(); hole != (idRange{15, 30}) || read != hole {
+		t.Fatalf("after a second loss the hole is %v, read %v; want 15..29", hole, read)
 	}
+	if w.fill(stale, staleRead, ids(15, 20)); !slices.Equal(idsOf(w.served()), []int64{30}) {
+		t.Fatalf("a read for a hole since widened changed what is served: %v", idsOf(w.served()))
+	}
+	if w.fill(hole, read, ids(15, 29)) {
+		t.Fatal("a read of every missing id cut the window")
+	}
+	wantServed(t, w, 1, 30)
 
-	// The venue no longer has the first missing id.
+	// The venue has no trade with the first missing id.
+	w.markHole(idRange{31, 35})
+	w.merge(ids(35, 35))
 	hole, read, _ = w.holeRead()
-	if !w.fill(hole, read, ids(28, 30)) {
+	if !w.fill(hole, read, ids(33, 35)) {
 		t.Fatal("a read without the first missing id did not cut the window")
 	}
-	wantServed(t, w, 30, 30)
+	wantServed(t, w, 35, 35)
 	if len(w.trades) != 1 {
 		t.Fatalf("the trades before a hole given up are kept: %v", idsOf(w.trades))
 	}
 }
 
-// Trades after the hole that arrive while its read is in flight may leave
-// no room for the read's: the window then holds the newest MaxTrades, with
-// no hole.
-func TestTradeWindowFillAfterNewerTradesFilledIt(t *testing.T) {
+// Trades after the hole that arrive while its read is in flight push the
+// oldest out as the read's trades go in: the window ends with the newest
+// MaxTrades and no hole. A read whose hole newer trades closed before it
+// landed changes nothing.
+func TestTradeWindowFillWhileNewerTradesArrive(t *testing.T) {
 	w := windowOf(1, 10, idRange{11, 21})
 	w.merge(ids(21, 30))
 	hole, read, _ := w.holeRead()
-	w.merge(ids(31, 120)) // 100 trades after the hole now
+	w.merge(ids(31, 115)) // 95 trades after the hole: 6..10 still before it
+	if cut := w.fill(hole, read, ids(read.from, read.to-1)); cut {
+		t.Fatal("the read cut the window")
+	}
+	if _, _, ok := w.holeRead(); ok {
+		t.Fatal("the hole is still open after its read")
+	}
+	wantServed(t, w, 16, 115)
+
+	w = windowOf(1, 10, idRange{11, 21})
+	w.merge(ids(21, 30))
+	hole, read, _ = w.holeRead()
+	w.merge(ids(31, 120)) // 100 trades after the hole: none before it left
 	if _, _, ok := w.holeRead(); ok {
 		t.Fatal("the hole is open with no trade before it left")
 	}

@@ -196,12 +196,16 @@ func (v *Venue) TradesFrom(ctx context.Context, symbol string, fromID int64, lim
 	now := v.now().UnixMilli()
 	last := floorDiv(now, tickMs)
 	// The heartbeat holding fromID is the last whose first id is at most
-	// fromID: first ids only grow with the heartbeat, so halve.
-	oldest := last - lookback + 1
-	b := oldest + int64(sort.Search(int(lookback), func(i int) bool {
-		return m.tradeStart(oldest+int64(i)) > fromID
+	// fromID: first ids only grow with the heartbeat, so halve, within
+	// the era the id's number falls in (see tradeStart), and the
+	// lookback.
+	era := floorDiv(fromID-m.tradeBase, eraBuckets*maxBucketTrades)
+	lo := min(max(last-lookback+1, era*eraBuckets), last)
+	hi := max(min(last, (era+1)*eraBuckets-1), lo)
+	b := lo + int64(sort.Search(int(hi-lo+1), func(i int) bool {
+		return m.tradeStart(lo+int64(i)) > fromID
 	})) - 1
-	b = max(b, oldest)
+	b = max(b, lo)
 	out := make([]venue.Trade, 0, min(n, 64))
 	var raw []rawTrade
 	var bt [maxBucketTrades]rawTrade

@@ -667,6 +667,33 @@ func TestTradesFromAnID(t *testing.T) {
 	}
 }
 
+// Where an era of ids begins, the ids skip (see tradeStart): a read from
+// an id in the skipped range starts at the era's first trade, and reads
+// across the start return what the newest trades hold.
+func TestTradesFromAcrossAnEra(t *testing.T) {
+	start := time.UnixMilli(7 * eraBuckets * tickMs).Add(30 * time.Second)
+	v := New(Config{Seed: 3, Now: fixed(start)})
+	ctx := context.Background()
+	newest, err := v.Trades(ctx, "ETHUSDT", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skip := slices.IndexFunc(newest[1:], func(tr venue.Trade) bool { return tr.Time >= 7*eraBuckets*tickMs }) + 1
+	if skip <= 0 || newest[skip].ID <= newest[skip-1].ID+1 {
+		t.Fatalf("no skip of ids where the era begins in the newest 1000 trades (at %d)", skip)
+	}
+	for _, at := range []int{skip - 3, skip - 1, skip, skip + 1} {
+		got, err := v.TradesFrom(ctx, "ETHUSDT", newest[at].ID, 5)
+		if err != nil || !reflect.DeepEqual(got, newest[at:at+5]) {
+			t.Fatalf("from id %d: %v, %v; want %v", newest[at].ID, got, err, newest[at:at+5])
+		}
+	}
+	got, err := v.TradesFrom(ctx, "ETHUSDT", newest[skip-1].ID+1, 2)
+	if err != nil || !reflect.DeepEqual(got, newest[skip:skip+2]) {
+		t.Fatalf("from a skipped id: %v, %v; want the era's first trades %v", got, err, newest[skip:skip+2])
+	}
+}
+
 func TestQuoteQty(t *testing.T) {
 	v := New(Config{Seed: 4, Now: fixed(t0)})
 	ctx := context.Background()
