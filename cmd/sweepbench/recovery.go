@@ -85,8 +85,8 @@ type cut struct {
 	// Agg is the aggregator's answers from the cut to one round after
 	// Whole; AggTrades those of the trades routes alone.
 	Agg, AggTrades statusCount
-	Resyncs   map[string]int
-	Suspends  int
+	Resyncs        map[string]int
+	Suspends       int
 	// TradeGaps are the trade windows that missed trades, GapReads the
 	// reads of their missing ids, GapsCut the holes given up; Whole is from
 	// the cut until no window held a hole, HolesLeft those still holding
