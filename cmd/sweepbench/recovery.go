@@ -666,7 +666,9 @@ func cutRows(name string, pairs, budget int, c cut) []row {
 	add("trade windows that missed trades", fmt.Sprintf("%d; %d reads of the missing ids; %d given up; none left after %s",
 		c.TradeGaps, c.GapReads, c.GapsCut, whole), "", "")
 	add("REST weight", fmt.Sprintf("%d (%s)", c.Weight.Total, byPath(c.Weight)), "", "")
-	if budget > 0 {
+	// A rate over less than a minute says nothing of the budget: the
+	// venue's window slides over a whole minute.
+	if budget > 0 && len(c.SyncWeight.Minutes) > 0 {
 		add("REST weight while the books synced", fmt.Sprintf("%.0f a minute = %.0f%% of the budget (%d)",
 			c.SyncWeight.PerMin, 100*c.SyncWeight.PerMin/float64(budget), budget), "", "")
 	}
