@@ -372,30 +372,47 @@ func TestStreamBackfillsWantedPairsFirst(t *testing.T) {
 }
 
 // A lost trade stream may have missed trades: a window that is not full
-// stops being current (it ages out rather than serve a hole) until it is
-// backfilled again once the stream is back, even if no new trade arrives;
-// the trades missed meanwhile are then published.
-func TestLostTradeStreamIsBackfilledAgain(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w, _, tape := lostTradesWorld(t)
-		defer w.stop()
+// stops being current (it ages out rather than serve a hole) until, if no
+// new trade arrives, a read of the trades after its newest says what it
+// missed; those are then published, and the window is not read again.
+func TestLostTradeStreamIsReadOnFromItsNewest(t *testing.T) {
+	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, _ func(int64) venue.Trade, tape func(int64) []venue.Trade) {
 		// Trades 26..30 happened while the stream was down; none after it.
-		w.v.setTape(w.symbols[0], tape(30))
+		w.v.setTape(sym, tape(30))
 		w.v.failTrades(true)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if w.p.fresh(pairID(1), snapshot.StreamTrades) {
-			t.Fatal("a window that may have missed trades is still current while its backfill fails")
+			t.Fatal("a window that may have missed trades is still current while its read fails")
 		}
-
-		w.v.failTrades(false)
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-		if got, want := w.publishedTrades(), tradesBody(t, tape(30)); got != want {
-			t.Fatalf("published\n%s\nwant every trade up to 30, the missed ones included\n%s", got, want)
+		if last := w.healTrades(t, sym, tape(30)); last.from != 26 || last.limit != snapshot.MaxTrades {
+			t.Fatalf("last read from %d, %d trades; want from 26, up to %d", last.from, last.limit, snapshot.MaxTrades)
+		}
+		if n := w.v.count(venue.CallTrades, sym) - len(w.v.fromReads(sym)); n != 1 {
+			t.Errorf("%d reads of the newest trades, want only the first backfill", n)
 		}
 		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
-			t.Fatal("window not current after its backfill")
+			t.Fatal("window not current after its read")
+		}
+	})
+}
+
+// A window that missed more trades than one read carries reads on from the
+// last until a read comes back short, and answers only then.
+func TestLostTradeStreamReadsOnPastAFullRead(t *testing.T) {
+	lostTradesTest(t, func(t *testing.T, w *streamWorld, sym string, _ func(int64) venue.Trade, tape func(int64) []venue.Trade) {
+		w.v.setTape(sym, tape(175)) // 26..175 missed, none after
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got, want := w.publishedTrades(), tradesBody(t, tape(175)[175-snapshot.MaxTrades:]); got != want {
+			t.Fatalf("published\n%s\nwant the newest 100, 76..175\n%s", got, want)
+		}
+		reads := w.v.fromReads(sym)
+		if len(reads) != 2 || reads[0].from != 26 || reads[1].from != 126 {
+			t.Fatalf("reads %+v, want from 26, then from 126", reads)
+		}
+		if n := w.v.count(venue.CallTrades, sym) - len(reads); n != 1 {
+			t.Errorf("%d reads of the newest trades, want only the first backfill", n)
 		}
 	})
 }

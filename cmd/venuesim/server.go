@@ -343,9 +343,9 @@ func (s *venueServer) answer(r *http.Request) ([]byte, int) {
 			if perr != nil || from < 0 {
 				return []byte(`{"code":-1100,"msg":"Illegal characters found in parameter 'fromId'; legal range is '^[0-9]{1,20}$'."}`), http.StatusBadRequest
 			}
-			v, err = s.aggTradesFrom(ctx, symbol, from, atoi(q.Get("limit")))
+			v, err = aggRows(s.venue.TradesFrom(ctx, symbol, from, atoi(q.Get("limit"))))
 		default:
-			v, err = s.aggTrades(ctx, symbol, atoi(q.Get("limit")))
+			v, err = aggRows(s.venue.Trades(ctx, symbol, atoi(q.Get("limit"))))
 		}
 	}
 	if err != nil {
@@ -496,29 +496,14 @@ func depthBody(b venue.Book) map[string]any {
 	}
 }
 
-// aggTrades renders the venue's newest trades as aggregate trades, oldest
-// first.
-func (s *venueServer) aggTrades(ctx context.Context, symbol string, limit int) (any, error) {
-	if limit <= 0 {
-		limit = 500
+// aggRows renders the venue's trades, oldest first, as aggregate-trade
+// rows (the simulator takes a limit that is not positive as 500, as
+// Binance does). Each simulated trade is its own aggregate, so f and l are
+// its id.
+func aggRows(trades []venue.Trade, err error) (any, error) {
+	if err != nil {
+		return nil, err
 	}
-	trades, err := s.venue.Trades(ctx, symbol, limit)
-	return aggRows(trades), err
-}
-
-// aggTradesFrom renders the venue's trades from id from on as aggregate
-// trades, oldest first (aggTrades?fromId=).
-func (s *venueServer) aggTradesFrom(ctx context.Context, symbol string, from int64, limit int) (any, error) {
-	if limit <= 0 {
-		limit = 500
-	}
-	trades, err := s.venue.TradesFrom(ctx, symbol, from, limit)
-	return aggRows(trades), err
-}
-
-// aggRows renders trades as aggregate-trade rows. Each simulated trade is
-// its own aggregate, so f and l are its id.
-func aggRows(trades []venue.Trade) json.RawMessage {
 	b := make([]byte, 0, 96*len(trades))
 	b = append(b, '[')
 	for i, t := range trades {
@@ -527,7 +512,7 @@ func aggRows(trades []venue.Trade) json.RawMessage {
 		}
 		b = append(appendAggRow(append(b, '{'), t), '}')
 	}
-	return json.RawMessage(append(b, ']'))
+	return json.RawMessage(append(b, ']')), nil
 }
 
 func (s *venueServer) trades(ctx context.Context, symbol string, limit int) (any, error) {

@@ -95,8 +95,9 @@ var (
 		// book out of sequence is not served at all), but for a window a
 		// request waits for. A window that may have missed trades while
 		// its stream was lost is read when no trade came within
-		// resumeGrace of the stream's return to say whether it did; one
-		// that did miss trades reads the ids it missed.
+		// resumeGrace of the stream's return to say whether it did (the
+		// trades after its newest are read); one that did miss trades
+		// reads the ids it missed.
 		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
 			switch {
 			case !lp.trades.live:
@@ -361,17 +362,19 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 // a trade from its stream, which settles it for free, before a read does.
 const resumeGrace = 2 * time.Second
 
-// fetchTrades reads a pair's newest trades into its window, or, for a
-// window with a hole, the ids it misses. A read of the newest trades
-// started while the stream delivered again after a loss also settles
-// whether the window missed trades meanwhile (see pair.resumeTrades).
+// fetchTrades reads what a pair's window needs: for a window that may have
+// missed trades while its stream was lost, the trades after its newest
+// (see readOn); for one with a hole, the ids it misses; otherwise, and for
+// a window that never held a trade, the newest trades.
 func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Time) func(), error) {
 	lp.mu.Lock()
-	vouches, losses := lp.tradesLost && lp.trades.live, lp.losses
+	lost, losses, newest := lp.tradesLost, lp.losses, lp.window.newest()
 	hole, read, fill := lp.window.holeRead()
-	fill = fill && !lp.tradesLost
 	lp.mu.Unlock()
-	if fill {
+	switch {
+	case lost && newest != 0:
+		return s.readOn(ctx, lp, newest+1, losses)
+	case fill && !lost:
 		s.metrics.gapReads.Inc()
 		trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, read.from, int(read.to-read.from))
 		return func(now time.Time) func() {
@@ -386,18 +389,37 @@ func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Ti
 	}
 	trades, err := s.cfg.REST.Trades(ctx, lp.symbol, snapshot.MaxTrades)
 	return func(now time.Time) func() {
-		if vouches && lp.tradesLost && losses == lp.losses {
-			// Oldest first; an empty list: the market has not traded.
-			first := lp.window.newest() + 1
+		if lost && lp.tradesLost && losses == lp.losses {
+			lp.tradesLost = false // the window held nothing to miss trades after
+		}
+		lp.window.merge(trades)
+		lp.backfilled = true
+		return s.publishWindow(lp, now)
+	}, err
+}
+
+// readOn settles a window that may have missed trades while its stream was
+// lost, and that no trade from the stream has settled since it came back:
+// it reads the trades from id from, right after the window's newest, on.
+// None: nothing was missed. The ids from from on: those the window missed,
+// now filled in. A first id further on: a hole the venue cannot fill (see
+// pair.resumeTrades). A full read may be followed by more trades the window
+// missed: it stays unsettled, and the next read goes on from the last. A
+// read started before a later loss settles nothing.
+func (s *Source) readOn(ctx context.Context, lp *pair, from int64, losses int) (func(time.Time) func(), error) {
+	trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, from, snapshot.MaxTrades)
+	return func(now time.Time) func() {
+		if lp.tradesLost && losses == lp.losses {
+			first := from
 			if len(trades) > 0 {
 				first = trades[0].ID
 			}
 			if lp.resumeTrades(first) {
 				s.metrics.tradeGaps.Inc()
 			}
+			lp.tradesLost = len(trades) == snapshot.MaxTrades
 		}
 		lp.window.merge(trades)
-		lp.backfilled = true
 		return s.publishWindow(lp, now)
 	}, err
 }
