@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -135,17 +136,52 @@ func TestIfNoneMatchAnswers304WithTheSameHeaders(t *testing.T) {
 	}
 }
 
-func TestNewSnapshotChangesTheETag(t *testing.T) {
+// A tag names bytes: a book with other bytes gets another tag, and a new
+// value with the same bytes keeps it, so a cache revalidates with 304.
+func TestNewSnapshotChangesTheETagOnlyWithItsBytes(t *testing.T) {
 	f := newFixture(t, nil)
 	uri := "/api/public/orderbook?ticker_id=BTC_USDT&depth=5"
 	before := header(f.get(t, uri), "ETag")
-	f.clock.Advance(1)
-	if !f.store.PutBook(btcBook(t, f.clock.Now())) {
+	if !f.store.PutBook(btcBook(t, t0)) {
 		t.Fatal("not listed")
 	}
 	resp := serveOne(f.srv, request{uri: uri, headers: []string{"If-None-Match", before}})
+	if resp.StatusCode() != fasthttp.StatusNotModified {
+		t.Fatalf("the same bytes read again: status %d, want 304", resp.StatusCode())
+	}
+	f.clock.Advance(time.Millisecond) // the venue's time is in the body
+	if !f.store.PutBook(btcBook(t, f.clock.Now())) {
+		t.Fatal("not listed")
+	}
+	resp = serveOne(f.srv, request{uri: uri, headers: []string{"If-None-Match", before}})
 	if resp.StatusCode() != 200 || header(resp, "ETag") == before {
 		t.Fatalf("after a refresh: status %d, ETag %s (was %s); want 200 with a new tag", resp.StatusCode(), header(resp, "ETag"), before)
+	}
+}
+
+// Two processes that hold the same snapshots (a restarted one, or another
+// replica behind the same load balancer) answer every variant of every
+// route with the same bytes and the same tag, so a cache revalidating with
+// either gets a 304 from the other.
+func TestETagIsTheSameOnEveryProcessForTheSameBytes(t *testing.T) {
+	a, b := newFixture(t, nil), newFixture(t, nil)
+	uris := append(hotCaseURIs(),
+		"/api/public/trades?ticker_id=ETH_USDT&type=buy",
+		"/api/public/orderbook?ticker_id=ETH_USDT&depth=2")
+	for _, uri := range uris {
+		for _, accept := range []string{"", "gzip"} {
+			ra := serveOne(a.srv, request{uri: uri, headers: []string{"Accept-Encoding", accept}})
+			rb := serveOne(b.srv, request{uri: uri, headers: []string{"Accept-Encoding", accept}})
+			tag := header(ra, "ETag")
+			if ra.StatusCode() != 200 || tag == "" || tag != header(rb, "ETag") || !bytes.Equal(ra.Body(), rb.Body()) {
+				t.Fatalf("%s (gzip %q): status %d, ETags %s and %s, bodies equal %v",
+					uri, accept, ra.StatusCode(), tag, header(rb, "ETag"), bytes.Equal(ra.Body(), rb.Body()))
+			}
+			resp := serveOne(b.srv, request{uri: uri, headers: []string{"Accept-Encoding", accept, "If-None-Match", tag}})
+			if resp.StatusCode() != fasthttp.StatusNotModified {
+				t.Errorf("%s (gzip %q): the other process answers %d to its tag, want 304", uri, accept, resp.StatusCode())
+			}
+		}
 	}
 }
 

@@ -21,9 +21,8 @@ type Book struct {
 	version  uint64
 
 	body      []byte
-	gz        *lazyGzip // body, gzipped, once asked for; shared with confirmed copies
-	tag       []byte
-	bidEnds   []int32 // bidEnds[i]: end offset of bid level i+1 in body
+	later     *lazyForms // body's gzip form and tag, once asked for; shared with confirmed copies
+	bidEnds   []int32    // bidEnds[i]: end offset of bid level i+1 in body
 	askEnds   []int32
 	bidsOpen  int32 // just after `"bids":[`
 	bidsClose int32 // at the `]` that closes the bids
@@ -64,7 +63,7 @@ func NewCheckedBook(tickerID string, venueTime int64, bids, asks []Level, readAt
 		time:     venueTime,
 		readAt:   readAt.UnixNano(),
 		version:  nextVersion(),
-		gz:       new(lazyGzip),
+		later:    new(lazyForms),
 		bidEnds:  make([]int32, len(bids)),
 		askEnds:  make([]int32, len(asks)),
 	}
@@ -92,7 +91,6 @@ func NewCheckedBook(tickerID string, venueTime int64, bids, asks []Level, readAt
 	b.asksClose = int32(len(body))
 	body = append(body, ']', '}')
 	b.body = body
-	b.tag = newTag(b.version)
 	return b
 }
 
@@ -150,11 +148,11 @@ func (b *Book) Body() []byte { return b.body }
 
 // Gzip is Body, the full-depth response, compressed with gzip: by the first
 // call for this value (or a confirmed copy of it), then kept (see lazyGzip).
-func (b *Book) Gzip() []byte { return b.gz.of(b.body) }
+func (b *Book) Gzip() []byte { return b.later.gz.of(b.body) }
 
 // Tag is the entity tag of this value, unquoted; responses of a smaller depth
 // add the depth to it.
-func (b *Book) Tag() []byte { return b.tag }
+func (b *Book) Tag() []byte { return b.later.tag.of(b.body) }
 
 // Parts returns the response for depth levels per side as three slices of the
 // full body, to be written in order: the head through the last kept bid, the

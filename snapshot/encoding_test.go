@@ -50,46 +50,72 @@ func TestGzipFormsDecompressToTheDefaultBody(t *testing.T) {
 	}
 }
 
-// A book's or trades' gzip form is built once per value, by the first
-// caller, whoever calls after it and however many at once: each gets the
-// same bytes, and a confirmed copy, which has the same body and tag, shares
-// them instead of compressing again.
-func TestBooksAndTradesCompressOncePerValue(t *testing.T) {
-	book := mustBook(t, ladder(100, true), ladder(100, false))
-	trades := mustTrades(t, tradeTape(100))
-	forms := make(chan [2][]byte, 8)
-	var wg sync.WaitGroup
-	for range cap(forms) {
-		wg.Go(func() { forms <- [2][]byte{book.Gzip(), trades.Gzip()} })
-	}
-	wg.Wait()
-	close(forms)
-	first := <-forms
-	for f := range forms {
-		if &f[0][0] != &first[0][0] || &f[1][0] != &first[1][0] {
-			t.Fatal("concurrent first calls kept more than one gzip form")
+// A book's or trades' gzip form and tag are each built once per value, by
+// the first caller, whoever calls after it and however many at once: each
+// gets the same bytes, and a confirmed copy, which has the same body, shares
+// them instead of building them again. Later calls cost nothing.
+func TestBooksAndTradesDeriveOncePerValue(t *testing.T) {
+	for _, form := range []struct {
+		name   string
+		book   func(*Book) []byte
+		trades func(*Trades) []byte
+	}{
+		{"gzip form", (*Book).Gzip, (*Trades).Gzip},
+		{"tag", (*Book).Tag, (*Trades).Tag},
+	} {
+		book := mustBook(t, ladder(100, true), ladder(100, false))
+		trades := mustTrades(t, tradeTape(100))
+		forms := make(chan [2][]byte, 8)
+		var wg sync.WaitGroup
+		for range cap(forms) {
+			wg.Go(func() { forms <- [2][]byte{form.book(book), form.trades(trades)} })
 		}
-	}
-	cb, ct := book.Confirmed(readAt.Add(time.Second)), trades.Confirmed(readAt.Add(time.Second))
-	if &cb.Gzip()[0] != &first[0][0] || &ct.Gzip()[0] != &first[1][0] {
-		t.Fatal("a confirmed copy compressed its body again")
-	}
-	if n := testing.AllocsPerRun(100, func() { book.Gzip(); trades.Gzip() }); n != 0 {
-		t.Fatalf("a compressed value's gzip form costs %v allocations a call, want 0", n)
+		wg.Wait()
+		close(forms)
+		first := <-forms
+		for f := range forms {
+			if &f[0][0] != &first[0][0] || &f[1][0] != &first[1][0] {
+				t.Fatalf("concurrent first calls kept more than one %s", form.name)
+			}
+		}
+		cb, ct := book.Confirmed(readAt.Add(time.Second)), trades.Confirmed(readAt.Add(time.Second))
+		if &form.book(cb)[0] != &first[0][0] || &form.trades(ct)[0] != &first[1][0] {
+			t.Fatalf("a confirmed copy built its %s again", form.name)
+		}
+		if n := testing.AllocsPerRun(100, func() { form.book(book); form.trades(trades) }); n != 0 {
+			t.Fatalf("a built %s costs %v allocations a call, want 0", form.name, n)
+		}
 	}
 }
 
-func TestTagsAreDistinctPerValueAndQuotable(t *testing.T) {
+// A tag is the bytes' alone: two reads with the same bytes share it, other
+// bytes get another, and it is a valid entity tag. The expected tag is
+// written out: a change of the tag function would have every cache fetch
+// every body again after a deploy, and replicas of two builds disagree. It
+// is the first 12 bytes of the body's SHA-256 in base64url, as
+// sha256sum | cut -c1-24 | xxd -r -p | base64 | tr '+/' '-_' gives it.
+func TestTagIsTheBytesAlone(t *testing.T) {
 	a := mustBook(t, ladder(3, true), ladder(3, false))
 	b := mustBook(t, ladder(3, true), ladder(3, false))
-	if bytes.Equal(a.Tag(), b.Tag()) {
-		t.Fatalf("two reads share the tag %s", a.Tag())
+	if a.Version() == b.Version() || !bytes.Equal(a.Tag(), b.Tag()) {
+		t.Fatalf("two values of the same bytes: versions %d and %d, tags %s and %s", a.Version(), b.Version(), a.Tag(), b.Tag())
 	}
-	for _, tag := range [][]byte{a.Tag(), b.Tag(), mustTrades(t, tradeTape(3)).Tag()} {
+	if got, want := string(a.Tag()), "KTnJ9PkelUAOoR4T"; got != want {
+		t.Errorf("tag of %s = %s, want %s", a.Body(), got, want)
+	}
+	other := mustBook(t, ladder(3, true), ladder(4, false))
+	if bytes.Equal(a.Tag(), other.Tag()) {
+		t.Fatalf("two bodies share the tag %s", a.Tag())
+	}
+	trades := mustTrades(t, tradeTape(3))
+	for _, tag := range [][]byte{a.Tag(), other.Tag(), trades.Tag(), trades.Confirmed(readAt).Tag()} {
+		if len(tag) != 16 {
+			t.Errorf("tag %q: %d characters, want 16", tag, len(tag))
+		}
 		for _, c := range tag {
 			// An entity tag is a quoted string of visible characters other
-			// than the quote itself; ours are hex, a dash and base 36.
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '-') {
+			// than the quote itself; ours are base64url.
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
 				t.Fatalf("tag %q has %q", tag, c)
 			}
 		}
@@ -113,23 +139,34 @@ func TestUnchangedPairListKeepsItsTag(t *testing.T) {
 	}
 }
 
+// BenchmarkCompress measures what the first request for a value pays, once
+// per value: compressing a default body, and hashing it for the tag.
 func BenchmarkCompress(b *testing.B) {
 	book := bookOrPanic(ladder(100, true), ladder(100, false))
 	trades, err := NewTrades("BTC_USDT", tradeTape(100), readAt)
 	if err != nil {
 		b.Fatal(err)
 	}
+	tag := make([]byte, 0, tagLen)
 	for _, tc := range []struct {
 		name string
 		body []byte
 	}{{"book100", book.Body()}, {"trades100", trades.Body(SideAll)}} {
-		b.Run(tc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(tc.body)))
-			for b.Loop() {
-				compress(tc.body)
-			}
-		})
+		for _, form := range []struct {
+			name  string
+			build func([]byte)
+		}{
+			{"gzip", func(body []byte) { compress(body) }},
+			{"tag", func(body []byte) { appendTag(tag, body) }},
+		} {
+			b.Run(form.name+"/"+tc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(tc.body)))
+				for b.Loop() {
+					form.build(tc.body)
+				}
+			})
+		}
 	}
 }
 

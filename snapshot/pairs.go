@@ -144,7 +144,7 @@ func NewPairs(markets []Market, cfg PairsConfig, readAt time.Time) *Pairs {
 	}
 	body = append(body, ']')
 	version := nextVersion()
-	return &Pairs{list: list, body: body, gzipped: compress(body), tag: newTag(version), readAt: readAt.UnixNano(), version: version}
+	return &Pairs{list: list, body: body, gzipped: compress(body), tag: appendTag(nil, body), readAt: readAt.UnixNano(), version: version}
 }
 
 // Body is the /pairs response.
@@ -154,7 +154,8 @@ func (p *Pairs) Body() []byte { return p.body }
 func (p *Pairs) Gzip() []byte { return p.gzipped }
 
 // Tag is the entity tag of Body, unquoted. It changes only when the bytes do:
-// Store.PutPairs keeps the tag of a pair list whose bytes are unchanged.
+// the catalog is read every minute and rarely changes, and an unchanged list
+// keeps being revalidated with 304.
 func (p *Pairs) Tag() []byte { return p.tag }
 
 // List is the published pairs, sorted by ticker_id. Callers must not modify it.

@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bytes"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +33,6 @@ func (s *Store) PutPairs(p *Pairs) {
 	var old map[string]*cell
 	if prev := s.pairs.Load(); prev != nil {
 		old = prev.cells
-		if bytes.Equal(prev.body, p.body) {
-			// The catalog is read every minute and rarely changes: an
-			// unchanged list keeps its tag, so caches revalidate with 304.
-			p.tag = prev.tag
-		}
 	}
 	cells := make(map[string]*cell, len(p.list))
 	for _, pair := range p.list {

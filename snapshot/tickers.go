@@ -59,7 +59,7 @@ func NewTickers(pairs *Pairs, stats []Stat, quotes []Quote, readAt time.Time) (*
 	}
 	body = append(body, ']')
 	version := nextVersion()
-	return &Tickers{body: body, gzipped: compress(body), tag: newTag(version), count: count,
+	return &Tickers{body: body, gzipped: compress(body), tag: appendTag(nil, body), count: count,
 		readAt: readAt.UnixNano(), version: version}, omitted
 }
 

@@ -35,7 +35,6 @@ type Trades struct {
 	tickerID string
 	readAt   int64
 	version  uint64
-	tag      []byte
 	all      tradeView // both sides
 	// sells marks which of all's items are sells, bit j for item j.
 	sells [(MaxTrades + 63) / 64]uint64
@@ -46,12 +45,13 @@ type Trades struct {
 }
 
 // laterForms are the forms of a trade list built by the first request that
-// asks for one, once per value (see lazyGzip for why). Most requests read
+// asks for one, once per value (see lazyGzip for why): with its gzip form and
+// tag, each side's view. Most requests read
 // both sides: every listed pair's trades are rebuilt every second, and
 // building each side's view with them doubled what they cost and what they
 // held, for every pair.
 type laterForms struct {
-	gz    lazyGzip
+	lazyForms
 	sides [2]atomic.Pointer[tradeView] // buys, sells
 }
 
@@ -163,7 +163,6 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	if !slices.IsSortedFunc(idOf.byVenue, byVenueID) {
 		slices.SortStableFunc(idOf.byVenue, byVenueID)
 	}
-	t.tag = newTag(t.version)
 	return t, nil
 }
 
@@ -438,7 +437,7 @@ func (t *Trades) sideView(sells bool) *tradeView {
 
 // Tag is the entity tag of this value, unquoted; responses for one side or a
 // smaller limit add those to it.
-func (t *Trades) Tag() []byte { return t.tag }
+func (t *Trades) Tag() []byte { return t.later.tag.of(t.all.body) }
 
 // Parts returns the response for up to limit trades of a side as two slices
 // to be written in order: a prefix of the pre-built array and its closing
