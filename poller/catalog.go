@@ -56,7 +56,7 @@ func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time
 	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{
 		Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes,
 	}, readAt)
-	p.store.PutPairs(pairs)
+	p.store.PutPairs(pairs, time.Now())
 	p.src.SetPairs(pairs)
 }
 

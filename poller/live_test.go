@@ -90,7 +90,7 @@ func (w *streamWorld) goLive(limit, snapshotWeight int) {
 }
 
 func (w *streamWorld) book(i int) *snapshot.Book {
-	b, _ := w.store.Book([]byte(pairID(i + 1)))
+	b, _ := w.store.Book([]byte(pairID(i+1)), time.Now().UnixNano())
 	return b
 }
 
@@ -259,7 +259,7 @@ func TestStreamTradesAreBackfilledOnceAndDeduplicated(t *testing.T) {
 		}
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		tr, _ := w.store.Trades([]byte(pairID(1)))
+		tr, _ := w.store.Trades([]byte(pairID(1)), time.Now().UnixNano())
 		if tr == nil {
 			t.Fatal("no trades published")
 		}
@@ -281,7 +281,7 @@ func TestStreamTradesAreBackfilledOnceAndDeduplicated(t *testing.T) {
 		version := tr.Version()
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		tr2, _ := w.store.Trades([]byte(pairID(1)))
+		tr2, _ := w.store.Trades([]byte(pairID(1)), time.Now().UnixNano())
 		if tr2.Version() != version || tr2.ReadAt() == tr.ReadAt() {
 			t.Fatalf("quiet window: version %d→%d, read %d→%d; want the same value confirmed later", version, tr2.Version(), tr.ReadAt(), tr2.ReadAt())
 		}
@@ -318,7 +318,7 @@ func TestStreamTradesAnswerBeforeTheirBackfill(t *testing.T) {
 		if w.v.count(venue.CallTrades, w.symbols[0]) == 0 {
 			t.Fatal("no backfill was tried")
 		}
-		tr, _ := w.store.Trades([]byte(pairID(1)))
+		tr, _ := w.store.Trades([]byte(pairID(1)), time.Now().UnixNano())
 		exp, err := snapshot.NewTrades(pairID(1), tape, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -331,7 +331,7 @@ func TestStreamTradesAnswerBeforeTheirBackfill(t *testing.T) {
 		if err := w.p.Load(ctx, pairID(1), snapshot.StreamTrades); err != nil {
 			t.Errorf("Load of a window holding streamed trades: %v, want at once", err)
 		}
-		if tr, _ := w.store.Trades([]byte(pairID(2))); tr != nil {
+		if tr, _ := w.store.Trades([]byte(pairID(2)), time.Now().UnixNano()); tr != nil {
 			t.Fatalf("a window that never held a trade was published: %s", tr.Body(snapshot.SideAll))
 		}
 		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
@@ -479,7 +479,7 @@ func (w *streamWorld) healTrades(t *testing.T, sym string, want []venue.Trade) f
 
 // publishedTrades is the pair's published window, or "" without one.
 func (w *streamWorld) publishedTrades() string {
-	tr, _ := w.store.Trades([]byte(pairID(1)))
+	tr, _ := w.store.Trades([]byte(pairID(1)), time.Now().UnixNano())
 	if tr == nil {
 		return ""
 	}

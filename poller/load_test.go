@@ -37,7 +37,7 @@ func TestLoadSharesOneReadAmongConcurrentCallers(t *testing.T) {
 		if failed.Load() != 0 {
 			t.Fatalf("%d callers failed", failed.Load())
 		}
-		if b, _ := store.Book([]byte(pairID(1))); b == nil {
+		if b, _ := store.Book([]byte(pairID(1)), time.Now().UnixNano()); b == nil {
 			t.Fatal("no book published after the shared read")
 		}
 	})

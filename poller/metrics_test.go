@@ -289,7 +289,7 @@ func TestRefusedBookCountsAsBadData(t *testing.T) {
 		if !errors.Is(err, venue.ErrBadData) {
 			t.Fatalf("err %v, want ErrBadData", err)
 		}
-		if b, _ := store.Book([]byte(pairID(1))); b != nil {
+		if b, _ := store.Book([]byte(pairID(1)), time.Now().UnixNano()); b != nil {
 			t.Fatal("a refused book was published")
 		}
 		want(t, scrape(t, set), map[string]float64{

@@ -68,10 +68,10 @@ func TestRoundReadsOnlyHotPairs(t *testing.T) {
 		if n := v.count(venue.CallTrades, ""); n != 0 {
 			t.Fatalf("trade calls = %d, want 0 (nobody asked for trades)", n)
 		}
-		if b, _ := store.Book([]byte(pairID(1))); b == nil {
+		if b, _ := store.Book([]byte(pairID(1)), time.Now().UnixNano()); b == nil {
 			t.Fatal("wanted pair has no book after a round")
 		}
-		if b, _ := store.Book([]byte(pairID(2))); b != nil {
+		if b, _ := store.Book([]byte(pairID(2)), time.Now().UnixNano()); b != nil {
 			t.Fatal("unwanted pair has a book")
 		}
 	})
@@ -110,7 +110,7 @@ func TestRunReadsAHotPairAtMostOncePerPeriod(t *testing.T) {
 		for time.Since(start) < 3*time.Second {
 			p.Want(id, snapshot.StreamBook)
 			p.Want(id, snapshot.StreamTrades)
-			if b, _ := store.Book(id); b == nil {
+			if b, _ := store.Book(id, time.Now().UnixNano()); b == nil {
 				_ = p.Load(ctx, pairID(1), snapshot.StreamBook)
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -139,7 +139,7 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 		id := []byte(pairID(1))
 		p.Want(id, snapshot.StreamBook)
 		p.RefreshBooks(t.Context())
-		good, _ := store.Book(id)
+		good, _ := store.Book(id, time.Now().UnixNano())
 		if good == nil {
 			t.Fatal("no book after the first read")
 		}
@@ -154,7 +154,7 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 			if v.count(venue.CallBook, "") != before+1 {
 				t.Fatalf("%v: no read was attempted", fail)
 			}
-			if b, _ := store.Book(id); b != good {
+			if b, _ := store.Book(id, time.Now().UnixNano()); b != good {
 				t.Fatalf("%v: the failed read replaced the last good book", fail)
 			}
 		}
@@ -179,7 +179,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				p.Want(id, snapshot.StreamBook)
 				p.Want(id, snapshot.StreamTrades)
 				p.RefreshBooks(t.Context())
-				good, _ := store.Book(id)
+				good, _ := store.Book(id, time.Now().UnixNano())
 
 				time.Sleep(350 * time.Millisecond)
 				var once sync.Once
@@ -205,7 +205,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				if n := len(v.log()) - calls; n != 0 {
 					t.Fatalf("%d venue calls during the %s pause, want 0", n, tc.pause)
 				}
-				if b, _ := store.Book(id); b != good {
+				if b, _ := store.Book(id, time.Now().UnixNano()); b != good {
 					t.Fatal("the pause dropped or replaced the last good book")
 				}
 				time.Sleep(tc.pause - time.Since(pausedAt) + 350*time.Millisecond)
@@ -352,8 +352,12 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 		if err := p.RefreshCatalog(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if store.Listed([]byte(pairID(2))) {
-			t.Fatal("a pair that left the catalog is still listed")
+		if _, ok := store.Pairs().Lookup(pairID(2)); ok {
+			t.Fatal("a pair that left the catalog is still in /pairs")
+		}
+		// Caches may hold a /pairs that lists it for their max-age.
+		if !store.Listed([]byte(pairID(2)), time.Now().UnixNano()) {
+			t.Fatal("a pair that left the catalog is not answered at once")
 		}
 		time.Sleep(time.Second)
 		before := v.count(venue.CallBook, "")
@@ -363,6 +367,10 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 		}
 		if p.Status().HotBooks != 0 {
 			t.Fatal("a pair that left the catalog is still hot")
+		}
+		time.Sleep(snapshot.CacheMaxAge - time.Second)
+		if store.Listed([]byte(pairID(2)), time.Now().UnixNano()) {
+			t.Fatal("a pair that left the catalog is still answered after the caches' max-age")
 		}
 	})
 }
@@ -434,7 +442,7 @@ func TestRecoveryAfterALongOutage(t *testing.T) {
 		var recovered time.Duration
 		for recovered == 0 {
 			time.Sleep(10 * time.Millisecond)
-			if b, _ := store.Book(id); b != nil && b.ReadAt() >= healed.UnixNano() {
+			if b, _ := store.Book(id, time.Now().UnixNano()); b != nil && b.ReadAt() >= healed.UnixNano() {
 				recovered = time.Since(healed)
 			}
 			if time.Since(healed) > time.Minute {

@@ -160,7 +160,7 @@ func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.
 	if err != nil {
 		return nil, err
 	}
-	prev, _ := p.store.Trades([]byte(pair.TickerID))
+	prev, _ := p.store.Trades([]byte(pair.TickerID), time.Now().UnixNano())
 	t, err := snapshot.NewTradesAfter(prev, pair.TickerID, trades, start)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", venue.ErrBadData, err)

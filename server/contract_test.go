@@ -86,7 +86,7 @@ func TestOrderbookDepthDefaultsToCeiling(t *testing.T) {
 	if len(bids) != snapshot.MaxDepth || len(asks) != snapshot.MaxDepth {
 		t.Fatalf("%d bids, %d asks, want %d each", len(bids), len(asks), snapshot.MaxDepth)
 	}
-	b, _ := f.store.Book([]byte("BTC_USDT"))
+	b, _ := f.store.Book([]byte("BTC_USDT"), t0.UnixNano())
 	if !bytes.Equal(resp.Body(), b.Body()) {
 		t.Fatal("full depth is not the snapshot's body")
 	}
@@ -129,7 +129,7 @@ func TestOrderbookDepthLargerThanBookServesWholeBook(t *testing.T) {
 	f := newFixture(t, nil)
 	resp := f.get(t, "/api/public/orderbook?ticker_id=ETH_USDT&depth=4")
 	wantStatus(t, resp, 200)
-	b, _ := f.store.Book([]byte("ETH_USDT"))
+	b, _ := f.store.Book([]byte("ETH_USDT"), t0.UnixNano())
 	if !bytes.Equal(resp.Body(), b.Body()) {
 		t.Fatalf("body %s, want the whole book", resp.Body())
 	}

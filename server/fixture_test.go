@@ -173,7 +173,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{store: snapshot.NewStore(), feed: new(fakeFeed), clock: newClock()}
 	pairs := snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, t0)
-	f.store.PutPairs(pairs)
+	f.store.PutPairs(pairs, t0)
 	f.store.PutTickers(fixtureTickers(pairs, t0))
 	for _, ok := range []bool{
 		f.store.PutBook(btcBook(t, t0)),

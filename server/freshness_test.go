@@ -43,7 +43,7 @@ func TestPairsOlderThanPairsMaxStaleIs502(t *testing.T) {
 	f = newFixture(t, func(c *Config) { c.PairsMaxStale = time.Minute })
 	f.clock.Advance(time.Minute + time.Nanosecond)
 	wantError(t, f.get(t, "/api/public/pairs"), errCatalogStale)
-	f.store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, f.clock.Now()))
+	f.store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, f.clock.Now()), t0)
 	wantStatus(t, f.get(t, "/api/public/pairs"), 200)
 }
 
@@ -59,7 +59,7 @@ func TestTickersMissingOrOlderThanMaxStaleIs502(t *testing.T) {
 	}
 
 	store := snapshot.NewStore()
-	store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, t0))
+	store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, t0), t0)
 	srv := New(Config{Store: store, Now: newClock().Now})
 	wantError(t, serveOne(srv, request{uri: "/api/public/tickers"}), errNoTickers)
 }
@@ -86,7 +86,7 @@ func TestStaleSnapshotRefreshedByLoadIs200(t *testing.T) {
 	f := newFixture(t, nil)
 	f.feed.load = f.publish
 	f.clock.Advance(time.Hour)
-	f.store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, f.clock.Now()))
+	f.store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, f.clock.Now()), t0)
 	resp := f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT")
 	wantStatus(t, resp, 200)
 	if bids, _, _ := bookLevels(t, resp.Body()); len(bids) != 1 || bids[0][0] != "10" {
@@ -181,13 +181,57 @@ func TestColdLoadDefaultTimeoutIsTwoSeconds(t *testing.T) {
 	}
 }
 
-func TestPairDelistedWhileLoadingIs404(t *testing.T) {
+// A pair delisted while its first read is under way is still answered,
+// with the 502 of a read that published nothing, until caches have let go
+// of the /pairs that listed it; then it is unknown.
+func TestPairDelistedWhileLoadingIsAnsweredUntilCachesForgetIt(t *testing.T) {
 	f := newFixture(t, nil)
 	f.feed.load = func(context.Context, string, snapshot.Stream) error {
-		f.store.PutPairs(snapshot.NewPairs(fixtureMarkets[:1], fixturePairsConfig, t0))
+		f.store.PutPairs(snapshot.NewPairs(fixtureMarkets[:1], fixturePairsConfig, t0), f.clock.Now())
 		return nil
 	}
+	wantError(t, f.get(t, "/api/public/orderbook?ticker_id=SOL_USDT"), errNoBook)
+	f.clock.Advance(snapshot.CacheMaxAge)
 	wantError(t, f.get(t, "/api/public/orderbook?ticker_id=SOL_USDT"), errUnknownTicker)
+}
+
+// A delisted pair leaves /pairs at once, and /orderbook and the trade
+// routes answer it as before for as long as a cache may serve the /pairs
+// that listed it (its max-age), then 404.
+func TestDelistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
+	f := newFixture(t, nil)
+	uris := []string{"/api/public/orderbook?ticker_id=ETH_USDT", "/api/public/trades?ticker_id=ETH_USDT",
+		"/api/public/historical_trades?ticker_id=ETH_USDT&type=buy"}
+	before := map[string]string{}
+	for _, uri := range uris {
+		before[uri] = string(f.get(t, uri).Body())
+	}
+	var without []snapshot.Market
+	for _, m := range fixtureMarkets {
+		if m.Symbol != "ETHUSDT" {
+			without = append(without, m)
+		}
+	}
+	f.store.PutPairs(snapshot.NewPairs(without, fixturePairsConfig, f.clock.Now()), f.clock.Now())
+	if body := string(f.get(t, "/api/public/pairs").Body()); strings.Contains(body, "ETH_USDT") {
+		t.Fatalf("/pairs still lists the delisted pair: %s", body)
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		ok    bool
+	}{{0, true}, {snapshot.CacheMaxAge - time.Millisecond, true}, {snapshot.CacheMaxAge, false}} {
+		f.clock.Advance(tc.after - (f.clock.Now().Sub(t0)))
+		for _, uri := range uris {
+			resp := f.get(t, uri)
+			if !tc.ok {
+				wantError(t, resp, errUnknownTicker)
+				continue
+			}
+			if resp.StatusCode() != 200 || string(resp.Body()) != before[uri] {
+				t.Fatalf("%s %v after the delisting: status %d, body %s", uri, tc.after, resp.StatusCode(), resp.Body())
+			}
+		}
+	}
 }
 
 func TestNilFeedServesWhatIsFreshAnd502Otherwise(t *testing.T) {

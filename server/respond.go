@@ -3,8 +3,11 @@ package server
 import (
 	"bytes"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"marketfeed/snapshot"
 )
 
 // Header names and values are package-level bytes so that writing them costs
@@ -30,7 +33,7 @@ var (
 	valueGet        = []byte("GET")
 	valueAllow      = []byte("GET, OPTIONS")
 	valueMaxAge     = []byte("86400")
-	valuePublic     = []byte("public, max-age=5")
+	valuePublic     = []byte("public, max-age=" + strconv.Itoa(int(snapshot.CacheMaxAge/time.Second)))
 	valueNoStore    = []byte("no-store")
 	valueVaryACRH   = []byte("Access-Control-Request-Headers")
 	valueRetryAfter = []byte("1")

@@ -506,16 +506,16 @@ type perPairSnapshot interface {
 // they serve, how to read it from the store and which 502 they give.
 type pairRoute struct {
 	stream      snapshot.Stream
-	get         func(*snapshot.Store, []byte) (perPairSnapshot, bool)
+	get         func(st *snapshot.Store, id []byte, now int64) (perPairSnapshot, bool)
 	unavailable *apiError
 }
 
 var (
-	bookRoute = pairRoute{snapshot.StreamBook, func(st *snapshot.Store, id []byte) (perPairSnapshot, bool) {
-		return st.Book(id)
+	bookRoute = pairRoute{snapshot.StreamBook, func(st *snapshot.Store, id []byte, now int64) (perPairSnapshot, bool) {
+		return st.Book(id, now)
 	}, errNoBook}
-	tradesRoute = pairRoute{snapshot.StreamTrades, func(st *snapshot.Store, id []byte) (perPairSnapshot, bool) {
-		return st.Trades(id)
+	tradesRoute = pairRoute{snapshot.StreamTrades, func(st *snapshot.Store, id []byte, now int64) (perPairSnapshot, bool) {
+		return st.Trades(id, now)
 	}, errNoTrades}
 )
 
@@ -529,7 +529,7 @@ func (s *Server) perPair(r *pairRoute, id []byte, now int64) (perPairSnapshot, *
 	if s.store.Pairs() == nil {
 		return nil, errNoCatalog // no catalog: listed or not is unknown
 	}
-	snap, listed := r.get(s.store, id)
+	snap, listed := r.get(s.store, id, now)
 	if !listed {
 		return nil, errUnknownTicker
 	}
@@ -540,7 +540,7 @@ func (s *Server) perPair(r *pairRoute, id []byte, now int64) (perPairSnapshot, *
 		return snap, nil
 	}
 	s.load(id, r.stream)
-	if snap, listed = r.get(s.store, id); !listed {
+	if snap, listed = r.get(s.store, id, now); !listed {
 		return nil, errUnknownTicker
 	}
 	if !snap.FreshAt(now, s.maxStale) {

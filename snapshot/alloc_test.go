@@ -11,22 +11,22 @@ func TestReadPathDoesNotAllocate(t *testing.T) {
 	// The server looks a pair up with the ticker_id bytes of the request and
 	// slices the snapshot; none of it may allocate per request.
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"))
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
 	s.PutBook(bookFor(t, "BTC_USDT"))
 	s.PutTrades(tradesFor(t, "BTC_USDT"))
 	id := []byte("BTC_USDT")
 	unknown := []byte("XRP_USDT")
 	var sink int
 	allocs := testing.AllocsPerRun(1000, func() {
-		if !ValidTickerID(id) || !s.Listed(id) || s.Listed(unknown) {
+		if !ValidTickerID(id) || !s.Listed(id, readAt.UnixNano()) || s.Listed(unknown, readAt.UnixNano()) {
 			t.Fatal("lookup failed")
 		}
-		b, _ := s.Book(id)
+		b, _ := s.Book(id, readAt.UnixNano())
 		head, middle, tail := b.Parts(2)
-		tr, _ := s.Trades(id)
+		tr, _ := s.Trades(id, readAt.UnixNano())
 		th, tt := tr.Parts(SideBuy, 1)
-		_, _ = s.Book(unknown)
-		_, _ = s.Trades(unknown)
+		_, _ = s.Book(unknown, readAt.UnixNano())
+		_, _ = s.Trades(unknown, readAt.UnixNano())
 		sink += len(head) + len(middle) + len(tail) + len(th) + len(tt) + len(s.Pairs().Body())
 	})
 	if allocs != 0 {
@@ -39,7 +39,7 @@ func TestReadPathDoesNotAllocate(t *testing.T) {
 
 func BenchmarkStoreBookParts(b *testing.B) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"))
+	s.PutPairs(pairsOf("BTC_USDT"), readAt)
 	bk, err := NewBook("BTC_USDT", bookTime, ladder(MaxDepth, true), ladder(MaxDepth, false), readAt)
 	if err != nil {
 		b.Fatal(err)
@@ -48,7 +48,7 @@ func BenchmarkStoreBookParts(b *testing.B) {
 	id := []byte("BTC_USDT")
 	b.ReportAllocs()
 	for b.Loop() {
-		book, _ := s.Book(id)
+		book, _ := s.Book(id, readAt.UnixNano())
 		book.Parts(20)
 	}
 }

@@ -74,14 +74,20 @@ type Pairs struct {
 	tag     []byte
 	readAt  int64
 	version uint64
-	cells   map[string]*cell // set once by Store.PutPairs, before publication
+	// cells are the pairs listed and those leaving (see Store.PutPairs);
+	// set once by Store.PutPairs, before publication.
+	cells map[string]*cell
 }
 
 // cell holds the current book and trades of one listed pair. It outlives a
-// Pairs value: a new pair list keeps the cells of the pairs it still lists.
+// Pairs value: a new pair list keeps the cells of the pairs it still lists,
+// and for a while of those it no longer does.
 type cell struct {
 	book   atomic.Pointer[Book]
 	trades atomic.Pointer[Trades]
+	// until is when a pair no longer listed stops being answered, Unix ns;
+	// 0 while it is listed.
+	until atomic.Int64
 }
 
 // NewPairs applies the publication rules to the venue's markets:

@@ -234,23 +234,23 @@ func TestPairsAnswerableFromStore(t *testing.T) {
 	// /trades right after the list is published.
 	p := NewPairs(catalog(), PairsConfig{Venue: "sim", Spot: []string{"BTC_USDT", "ETH_USDT", "PEPE_USDT"}}, readAt)
 	s := NewStore()
-	s.PutPairs(p)
+	s.PutPairs(p, readAt)
 	for _, it := range checkItems[pairJSON](t, p.Body(), pairKeys) {
 		id := []byte(it.TickerID)
 		if !ValidTickerID(it.TickerID) {
 			t.Errorf("%s does not fit the ticker_id form", it.TickerID)
 		}
-		if !s.Listed(id) {
+		if !s.Listed(id, readAt.UnixNano()) {
 			t.Errorf("%s is in /pairs but not listed in the store", it.TickerID)
 		}
-		if _, ok := s.Book(id); !ok {
+		if _, ok := s.Book(id, readAt.UnixNano()); !ok {
 			t.Errorf("%s: no book cell", it.TickerID)
 		}
-		if _, ok := s.Trades(id); !ok {
+		if _, ok := s.Trades(id, readAt.UnixNano()); !ok {
 			t.Errorf("%s: no trades cell", it.TickerID)
 		}
 	}
-	if s.Listed([]byte("PEPE_USDT")) {
+	if s.Listed([]byte("PEPE_USDT"), readAt.UnixNano()) {
 		t.Error("PEPE_USDT is listed in the store but not published")
 	}
 }

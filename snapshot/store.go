@@ -24,10 +24,18 @@ func (s *Store) Pairs() *Pairs { return s.pairs.Load() }
 // Tickers returns the current tickers, or nil before the first read.
 func (s *Store) Tickers() *Tickers { return s.tickers.Load() }
 
-// PutPairs publishes a new pair list. Pairs that stay listed keep their
-// current book and trades; pairs that are no longer listed lose them, so that
-// /orderbook and /trades answer exactly for the pairs /pairs lists.
-func (s *Store) PutPairs(p *Pairs) {
+// CacheMaxAge is how long a cache may keep a 2xx answer, the max-age of its
+// Cache-Control: a pair list a CDN serves may be this old.
+const CacheMaxAge = 5 * time.Second
+
+// PutPairs publishes a new pair list at now. Pairs that stay listed keep
+// their current book and trades. A pair the list no longer has leaves
+// /pairs at once and is answered from what it holds for CacheMaxAge more,
+// then not at all: a cache may serve a /pairs that old which still lists
+// it, and every ticker_id /pairs returned must be answerable. A pair listed
+// again within that time keeps its book and trades; the cells of pairs past
+// it go with the next list.
+func (s *Store) PutPairs(p *Pairs, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var old map[string]*cell
@@ -40,7 +48,23 @@ func (s *Store) PutPairs(p *Pairs) {
 		if c == nil {
 			c = new(cell)
 		}
+		c.until.Store(0)
 		cells[pair.TickerID] = c
+	}
+	leaves := now.Add(CacheMaxAge).UnixNano()
+	for id, c := range old {
+		if cells[id] != nil {
+			continue
+		}
+		// A pair unlisted by an earlier list keeps the end it was given.
+		until := c.until.Load()
+		if until == 0 {
+			until = leaves
+			c.until.Store(until)
+		}
+		if until > now.UnixNano() {
+			cells[id] = c
+		}
 	}
 	p.cells = cells
 	s.pairs.Store(p)
@@ -49,6 +73,8 @@ func (s *Store) PutPairs(p *Pairs) {
 // PutTickers publishes new tickers.
 func (s *Store) PutTickers(t *Tickers) { s.tickers.Store(t) }
 
+// cell returns the cell of a pair listed, or unlisted less than
+// CacheMaxAge ago (see PutPairs), for the poller's writes and questions.
 func (s *Store) cell(id []byte) *cell {
 	p := s.pairs.Load()
 	if p == nil {
@@ -57,22 +83,37 @@ func (s *Store) cell(id []byte) *cell {
 	return p.cells[string(id)] // the conversion in a map index does not allocate
 }
 
-// Listed reports whether ticker_id id is in the current pair list.
-func (s *Store) Listed(id []byte) bool { return s.cell(id) != nil }
-
-// Book returns the current book of a pair and whether the pair is listed. The
-// book is nil when the pair is listed but no read has succeeded yet.
-func (s *Store) Book(id []byte) (*Book, bool) {
+// answered returns the cell of a pair that is answered at now (Unix ns):
+// listed, or unlisted less than CacheMaxAge before.
+func (s *Store) answered(id []byte, now int64) *cell {
 	c := s.cell(id)
+	if c == nil {
+		return nil
+	}
+	if until := c.until.Load(); until != 0 && now >= until {
+		return nil
+	}
+	return c
+}
+
+// Listed reports whether ticker_id id is answered at now (Unix ns): in the
+// current pair list, or unlisted less than CacheMaxAge before.
+func (s *Store) Listed(id []byte, now int64) bool { return s.answered(id, now) != nil }
+
+// Book returns the current book of a pair and whether the pair is answered
+// at now (see Listed). The book is nil when no read has succeeded yet.
+func (s *Store) Book(id []byte, now int64) (*Book, bool) {
+	c := s.answered(id, now)
 	if c == nil {
 		return nil, false
 	}
 	return c.book.Load(), true
 }
 
-// Trades returns the current trades of a pair and whether the pair is listed.
-func (s *Store) Trades(id []byte) (*Trades, bool) {
-	c := s.cell(id)
+// Trades returns the current trades of a pair and whether the pair is
+// answered at now (see Listed).
+func (s *Store) Trades(id []byte, now int64) (*Trades, bool) {
+	c := s.answered(id, now)
 	if c == nil {
 		return nil, false
 	}
@@ -80,7 +121,8 @@ func (s *Store) Trades(id []byte) (*Trades, bool) {
 }
 
 // PutBook publishes a pair's book. It reports false, and publishes nothing,
-// when the pair is not listed (it left the catalog while being read).
+// when the pair is neither listed nor leaving (it left the catalog while
+// being read).
 func (s *Store) PutBook(b *Book) bool {
 	c := s.cell([]byte(b.tickerID))
 	if c == nil {

@@ -41,13 +41,13 @@ func TestStoreEmpty(t *testing.T) {
 		t.Error("a new store has pairs or tickers")
 	}
 	id := []byte("BTC_USDT")
-	if s.Listed(id) {
+	if s.Listed(id, readAt.UnixNano()) {
 		t.Error("a new store lists BTC_USDT")
 	}
-	if b, ok := s.Book(id); b != nil || ok {
+	if b, ok := s.Book(id, readAt.UnixNano()); b != nil || ok {
 		t.Errorf("Book = %v, %v before any pairs", b, ok)
 	}
-	if tr, ok := s.Trades(id); tr != nil || ok {
+	if tr, ok := s.Trades(id, readAt.UnixNano()); tr != nil || ok {
 		t.Errorf("Trades = %v, %v before any pairs", tr, ok)
 	}
 	if s.PutBook(bookFor(t, "BTC_USDT")) || s.PutTrades(tradesFor(t, "BTC_USDT")) {
@@ -58,62 +58,106 @@ func TestStoreEmpty(t *testing.T) {
 func TestStoreListedPairWithoutData(t *testing.T) {
 	// Listed but never read: the server must tell this apart from unknown.
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"))
-	if b, ok := s.Book([]byte("BTC_USDT")); b != nil || !ok {
+	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	if b, ok := s.Book([]byte("BTC_USDT"), readAt.UnixNano()); b != nil || !ok {
 		t.Errorf("Book = %v, %v; want nil, true", b, ok)
 	}
-	if tr, ok := s.Trades([]byte("BTC_USDT")); tr != nil || !ok {
+	if tr, ok := s.Trades([]byte("BTC_USDT"), readAt.UnixNano()); tr != nil || !ok {
 		t.Errorf("Trades = %v, %v; want nil, true", tr, ok)
 	}
 }
 
 func TestStorePutPairsKeepsStillListed(t *testing.T) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"))
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
 	btcBook, btcTrades, ethBook := bookFor(t, "BTC_USDT"), tradesFor(t, "BTC_USDT"), bookFor(t, "ETH_USDT")
 	if !s.PutBook(btcBook) || !s.PutTrades(btcTrades) || !s.PutBook(ethBook) {
 		t.Fatal("a put for a listed pair was refused")
 	}
 
 	next := pairsOf("BTC_USDT", "SOL_USDT")
-	s.PutPairs(next)
+	s.PutPairs(next, readAt)
 	if s.Pairs() != next {
 		t.Fatal("Pairs() is not the list just put")
 	}
-	if b, ok := s.Book([]byte("BTC_USDT")); b != btcBook || !ok {
+	if b, ok := s.Book([]byte("BTC_USDT"), readAt.UnixNano()); b != btcBook || !ok {
 		t.Errorf("BTC_USDT book after a new list = %v, %v; want the same book", b, ok)
 	}
-	if tr, ok := s.Trades([]byte("BTC_USDT")); tr != btcTrades || !ok {
+	if tr, ok := s.Trades([]byte("BTC_USDT"), readAt.UnixNano()); tr != btcTrades || !ok {
 		t.Errorf("BTC_USDT trades after a new list = %v, %v; want the same trades", tr, ok)
 	}
-	if b, ok := s.Book([]byte("ETH_USDT")); b != nil || ok || s.Listed([]byte("ETH_USDT")) {
-		t.Errorf("ETH_USDT left the list but Book = %v, %v", b, ok)
-	}
-	if b, ok := s.Book([]byte("SOL_USDT")); b != nil || !ok {
+	if b, ok := s.Book([]byte("SOL_USDT"), readAt.UnixNano()); b != nil || !ok {
 		t.Errorf("SOL_USDT joined the list: Book = %v, %v; want nil, true", b, ok)
 	}
+}
 
-	// A pair that comes back starts empty: its old book is stale and would
-	// be served as if it were current.
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"))
-	if b, ok := s.Book([]byte("ETH_USDT")); b != nil || !ok {
-		t.Errorf("ETH_USDT relisted: Book = %v, %v; want nil, true", b, ok)
+// A pair that leaves the list leaves /pairs at once and is answered from
+// what it holds for CacheMaxAge more, however many lists follow; then it is
+// not. Listed again within that time, it keeps its book; after it, it
+// starts empty.
+func TestStoreUnlistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
+	s := NewStore()
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
+	eth := []byte("ETH_USDT")
+	ethBook, ethTrades := bookFor(t, "ETH_USDT"), tradesFor(t, "ETH_USDT")
+	s.PutBook(ethBook)
+	s.PutTrades(ethTrades)
+	answered := func(at time.Time) bool {
+		t.Helper()
+		b, okB := s.Book(eth, at.UnixNano())
+		tr, okT := s.Trades(eth, at.UnixNano())
+		listed := s.Listed(eth, at.UnixNano())
+		if okB != listed || okT != listed || listed && (b != ethBook || tr != ethTrades) {
+			t.Fatalf("at %v: Book %v %v, Trades %v %v, Listed %v disagree", at.Sub(readAt), b, okB, tr, okT, listed)
+		}
+		return listed
+	}
+
+	unlisted := readAt.Add(time.Second)
+	s.PutPairs(pairsOf("BTC_USDT"), unlisted)
+	if _, ok := s.Pairs().Lookup("ETH_USDT"); ok {
+		t.Fatal("ETH_USDT is still in the pair list")
+	}
+	// A later list without it does not put its end off.
+	s.PutPairs(pairsOf("BTC_USDT"), unlisted.Add(2*time.Second))
+	for _, tc := range []struct {
+		at   time.Duration
+		want bool
+	}{{0, true}, {CacheMaxAge - 1, true}, {CacheMaxAge, false}, {time.Hour, false}} {
+		if got := answered(unlisted.Add(tc.at)); got != tc.want {
+			t.Errorf("%v after it left the list: answered %v, want %v", tc.at, got, tc.want)
+		}
+	}
+	if !s.PutBook(ethBook) {
+		t.Error("a book read while the pair was leaving was refused")
+	}
+
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), unlisted.Add(CacheMaxAge-1))
+	if !answered(unlisted.Add(time.Hour)) {
+		t.Fatal("a pair listed again is not answered")
+	}
+
+	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutPairs(pairsOf("BTC_USDT"), readAt.Add(CacheMaxAge))
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt.Add(CacheMaxAge))
+	if b, ok := s.Book(eth, readAt.Add(CacheMaxAge).UnixNano()); b != nil || !ok {
+		t.Errorf("listed again after it stopped being answered: Book = %v, %v; want nil, true", b, ok)
 	}
 }
 
 func TestStorePutUnlisted(t *testing.T) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"))
+	s.PutPairs(pairsOf("BTC_USDT"), readAt)
 	if s.PutBook(bookFor(t, "ETH_USDT")) {
 		t.Error("PutBook accepted an unlisted pair")
 	}
 	if s.PutTrades(tradesFor(t, "ETH_USDT")) {
 		t.Error("PutTrades accepted an unlisted pair")
 	}
-	if s.Listed([]byte("ETH_USDT")) {
+	if s.Listed([]byte("ETH_USDT"), readAt.UnixNano()) {
 		t.Error("a refused put listed the pair")
 	}
-	if b, ok := s.Book([]byte("BTC_USDT")); b != nil || !ok {
+	if b, ok := s.Book([]byte("BTC_USDT"), readAt.UnixNano()); b != nil || !ok {
 		t.Errorf("a put for another pair touched BTC_USDT: %v, %v", b, ok)
 	}
 }
@@ -132,7 +176,7 @@ func TestStoreConcurrent(t *testing.T) {
 	// keeps BTC_USDT, so readers must always find it listed and any book or
 	// trades they load must be whole values of that pair.
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"))
+	s.PutPairs(pairsOf("BTC_USDT"), readAt)
 	lists := [][]string{{"BTC_USDT", "ETH_USDT"}, {"BTC_USDT", "SOL_USDT"}, {"BTC_USDT"}}
 	books := []*Book{bookFor(t, "BTC_USDT"), bookFor(t, "BTC_USDT")}
 	trades := []*Trades{tradesFor(t, "BTC_USDT"), tradesFor(t, "BTC_USDT")}
@@ -144,7 +188,7 @@ func TestStoreConcurrent(t *testing.T) {
 	wg.Go(func() {
 		for i := range rounds {
 			// A fresh value each time, as the poller builds one per read.
-			s.PutPairs(pairsOf(lists[i%len(lists)]...))
+			s.PutPairs(pairsOf(lists[i%len(lists)]...), readAt)
 			s.PutTickers(tk)
 		}
 	})
@@ -158,10 +202,10 @@ func TestStoreConcurrent(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range rounds {
-				if !s.Listed(id) {
+				if !s.Listed(id, readAt.UnixNano()) {
 					errs <- "BTC_USDT not listed"
 				}
-				if b, ok := s.Book(id); !ok {
+				if b, ok := s.Book(id, readAt.UnixNano()); !ok {
 					errs <- "no BTC_USDT book cell"
 				} else if b != nil {
 					head, middle, tail := b.Parts(2)
@@ -169,7 +213,7 @@ func TestStoreConcurrent(t *testing.T) {
 						errs <- "torn book"
 					}
 				}
-				if tr, ok := s.Trades(id); ok && tr != nil {
+				if tr, ok := s.Trades(id, readAt.UnixNano()); ok && tr != nil {
 					if head, _ := tr.Parts(SideAll, 1); len(head) == 0 || head[0] != '[' {
 						errs <- "torn trades"
 					}
@@ -228,7 +272,7 @@ func TestConfirmedKeepsBytesAndTagWithALaterReadTime(t *testing.T) {
 func TestStoreReadAtAndFreshAtByStream(t *testing.T) {
 	const maxStale = 10 * time.Second
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"))
+	s.PutPairs(pairsOf("BTC_USDT"), readAt)
 	id, unlisted := []byte("BTC_USDT"), []byte("ETH_USDT")
 	put := [NumStreams]func(){
 		StreamBook:   func() { s.PutBook(bookFor(t, "BTC_USDT")) },

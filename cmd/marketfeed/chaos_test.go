@@ -235,11 +235,11 @@ func (tr *traffic) readAt(tg target) int64 {
 			return tk.ReadAt()
 		}
 	case "book":
-		if b, _ := tr.store.Book([]byte(tg.id)); b != nil {
+		if b, _ := tr.store.Book([]byte(tg.id), time.Now().UnixNano()); b != nil {
 			return b.ReadAt()
 		}
 	case "trades":
-		if t, _ := tr.store.Trades([]byte(tg.id)); t != nil {
+		if t, _ := tr.store.Trades([]byte(tg.id), time.Now().UnixNano()); t != nil {
 			return t.ReadAt()
 		}
 	}
@@ -579,7 +579,7 @@ func (c *chaos) delist(hold time.Duration, gone bool) {
 	c.venue.list("DOGEUSDT", false)
 	btc := c.bookTime("BTC_USDT")
 	time.Sleep(hold) // the market is away meanwhile, nothing to wait for
-	_, listed := c.app.store.Book([]byte("DOGE_USDT"))
+	_, listed := c.app.store.Pairs().Lookup("DOGE_USDT")
 	if c.bookTime("BTC_USDT") <= btc {
 		t.Errorf("%s: BTC_USDT's book did not move while DOGEUSDT was delisted", name)
 	}

@@ -323,7 +323,8 @@ type UpstreamUnavailable = Error
 // GetHistoricalTradesParams defines parameters for GetHistoricalTrades.
 type GetHistoricalTradesParams struct {
 	// TickerId A pair listed by /pairs, `BASE_TARGET`. Missing, empty, given twice or not of the
-	// form: 400. Of the form but not listed by /pairs: 404. The form is checked first.
+	// form: 400. Of the form but not listed by /pairs: 404, after 5 s (the max-age of /pairs)
+	// for a pair just delisted. The form is checked first.
 	TickerId TickerId `form:"ticker_id" json:"ticker_id"`
 
 	// Type Only trades whose aggressor was on this side. Absent: both sides. Anything else than exactly `buy` or `sell` is 400.
@@ -342,7 +343,8 @@ type GetHistoricalTradesParams struct {
 // GetOrderBookParams defines parameters for GetOrderBook.
 type GetOrderBookParams struct {
 	// TickerId A pair listed by /pairs, `BASE_TARGET`. Missing, empty, given twice or not of the
-	// form: 400. Of the form but not listed by /pairs: 404. The form is checked first.
+	// form: 400. Of the form but not listed by /pairs: 404, after 5 s (the max-age of /pairs)
+	// for a pair just delisted. The form is checked first.
 	TickerId TickerId `form:"ticker_id" json:"ticker_id"`
 
 	// Depth Levels per side. Absent or 0: all (100). A larger value is clamped to 100, however
@@ -370,7 +372,8 @@ type GetTickersParams struct {
 // GetTradesParams defines parameters for GetTrades.
 type GetTradesParams struct {
 	// TickerId A pair listed by /pairs, `BASE_TARGET`. Missing, empty, given twice or not of the
-	// form: 400. Of the form but not listed by /pairs: 404. The form is checked first.
+	// form: 400. Of the form but not listed by /pairs: 404, after 5 s (the max-age of /pairs)
+	// for a pair just delisted. The form is checked first.
 	TickerId TickerId `form:"ticker_id" json:"ticker_id"`
 
 	// Type Only trades whose aggressor was on this side. Absent: both sides. Anything else than exactly `buy` or `sell` is 400.

@@ -123,7 +123,7 @@ func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
 	})
 	pairs := snapshot.NewPairs([]venue.Market{{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
 		snapshot.PairsConfig{Venue: "sim"}, time.Now())
-	store.PutPairs(pairs)
+	store.PutPairs(pairs, time.Now())
 	s.SetPairs(pairs)
 	s.Live(snapshot.StreamBook, []string{testSymbol})
 	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 100, Last: 102, Prev: 99,
@@ -133,7 +133,7 @@ func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
 
 func (s *Source) servedBook(t *testing.T) *snapshot.Book {
 	t.Helper()
-	b, _ := s.cfg.Store.(*hookStore).Book([]byte(testID))
+	b, _ := s.cfg.Store.(*hookStore).Book([]byte(testID), time.Now().UnixNano())
 	if b == nil {
 		t.Fatal("no book published")
 	}
