@@ -10,9 +10,27 @@ import (
 // method that reads is one or two atomic loads and, for a pair, one map lookup
 // that does not allocate. Writers build a new value and swap it in.
 type Store struct {
-	pairs   atomic.Pointer[Pairs]
-	tickers atomic.Pointer[Tickers]
-	mu      sync.Mutex // serialises PutPairs, which carries cells over
+	pairs     atomic.Pointer[Pairs]
+	tickers   atomic.Pointer[Tickers]
+	mu        sync.Mutex // serialises PutPairs, which carries cells over
+	published func(Published)
+}
+
+// Published is a value a Store publishes: *Book, *Trades, *Pairs or
+// *Tickers, each with a wire form another process can serve it from.
+type Published interface {
+	AppendWire(dst []byte) []byte
+}
+
+// OnPublish has f receive every value the store publishes, after it is in
+// place: a replica's leader hands them on to the others. f runs on the
+// publisher's goroutine and must not block. Call it before the first Put.
+func (s *Store) OnPublish(f func(Published)) { s.published = f }
+
+func (s *Store) notify(v Published) {
+	if s.published != nil {
+		s.published(v)
+	}
 }
 
 // NewStore returns an empty store: no pairs, no tickers.
@@ -68,10 +86,14 @@ func (s *Store) PutPairs(p *Pairs, now time.Time) {
 	}
 	p.cells = cells
 	s.pairs.Store(p)
+	s.notify(p)
 }
 
 // PutTickers publishes new tickers.
-func (s *Store) PutTickers(t *Tickers) { s.tickers.Store(t) }
+func (s *Store) PutTickers(t *Tickers) {
+	s.tickers.Store(t)
+	s.notify(t)
+}
 
 // cell returns the cell of a pair listed, or unlisted less than
 // CacheMaxAge ago (see PutPairs), for the poller's writes and questions.
@@ -129,6 +151,7 @@ func (s *Store) PutBook(b *Book) bool {
 		return false
 	}
 	c.book.Store(b)
+	s.notify(b)
 	return true
 }
 
@@ -139,6 +162,7 @@ func (s *Store) PutTrades(t *Trades) bool {
 		return false
 	}
 	c.trades.Store(t)
+	s.notify(t)
 	return true
 }
 

@@ -1,0 +1,324 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The wire forms carry a value to another process that serves it exactly as
+// this one does: its bytes, its read time, and the offsets its responses are
+// cut at, so that the receiver neither parses JSON nor serializes anything,
+// and answers with the same bytes and the same tags. A decoder checks every
+// offset against the body it indexes and refuses a value that does not hold
+// together, so a damaged value is never served; what a sender vouched for
+// (decimals, order) is not checked again, as with NewCheckedBook.
+//
+// A form is a byte naming its kind, then varints and length-prefixed byte
+// strings, read in the order the Append methods write them; read times are
+// Unix ns.
+
+// The kinds of wire form, each form's first byte: a form of one kind is
+// never taken for another.
+const (
+	wireBook    = 'B'
+	wireTrades  = 'T'
+	wirePairs   = 'P'
+	wireTickers = 'K'
+)
+
+// ErrBadWire reports a wire form that cannot be decoded into a value.
+var ErrBadWire = errors.New("unusable wire form")
+
+// wireReader reads a wire form; the first error sticks and every later read
+// returns zero.
+type wireReader struct {
+	b   []byte
+	err error
+}
+
+func (r *wireReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrBadWire, fmt.Sprintf(format, args...))
+	}
+}
+
+// kind reads the form's first byte, which must be want.
+func (r *wireReader) kind(want byte) {
+	if len(r.b) == 0 || r.b[0] != want {
+		r.fail("not the form of a %s", map[byte]string{wireBook: "book", wireTrades: "trade list", wirePairs: "pair list", wireTickers: "ticker list"}[want])
+		return
+	}
+	r.b = r.b[1:]
+}
+
+func (r *wireReader) uint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("%s: not a varint", what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *wireReader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("%s: not a varint", what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// int reads a value that must fit an int32 offset or a count.
+func (r *wireReader) int(what string) int {
+	v := r.uint(what)
+	if v > 1<<31-1 {
+		r.fail("%s: %d is out of range", what, v)
+		return 0
+	}
+	return int(v)
+}
+
+func (r *wireReader) bytes(what string) []byte {
+	n := r.int(what)
+	if r.err != nil {
+		return nil
+	}
+	if n > len(r.b) {
+		r.fail("%s: %d bytes, %d left", what, n, len(r.b))
+		return nil
+	}
+	b := r.b[:n:n]
+	r.b = r.b[n:]
+	return b
+}
+
+// ends reads a count and that many offsets, at most limit, each greater
+// than the one before and than after, at most before, and each at a byte
+// last.
+func (r *wireReader) ends(what string, limit, after, before int, body []byte, last byte) []int32 {
+	n := r.int(what)
+	if n > limit {
+		r.fail("%s: %d, more than %d", what, n, limit)
+	}
+	if r.err != nil {
+		return nil
+	}
+	ends := make([]int32, n)
+	for i := range ends {
+		e := r.int(what)
+		if r.err != nil {
+			return nil
+		}
+		if e <= after || e > before || body[e-1] != last {
+			r.fail("%s: offset %d of %d is %d, not an item's end within %d..%d", what, i+1, n, e, after, before)
+			return nil
+		}
+		ends[i], after = int32(e), e
+	}
+	return ends
+}
+
+func (r *wireReader) finish() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d bytes after the value", len(r.b))
+	}
+	return r.err
+}
+
+func appendWireBytes(dst, b []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
+}
+
+func appendWireEnds(dst []byte, ends []int32) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ends)))
+	for _, e := range ends {
+		dst = binary.AppendUvarint(dst, uint64(e))
+	}
+	return dst
+}
+
+// AppendWire appends the wire form of b.
+func (b *Book) AppendWire(dst []byte) []byte {
+	dst = appendWireBytes(append(dst, wireBook), []byte(b.tickerID))
+	dst = binary.AppendVarint(dst, b.time)
+	dst = binary.AppendVarint(dst, b.readAt)
+	dst = appendWireBytes(dst, b.body)
+	for _, off := range []int32{b.bidsOpen, b.bidsClose, b.asksOpen, b.asksClose} {
+		dst = binary.AppendUvarint(dst, uint64(off))
+	}
+	dst = appendWireEnds(dst, b.bidEnds)
+	return appendWireEnds(dst, b.askEnds)
+}
+
+// DecodeBook returns the book whose wire form is data. The book keeps
+// none of data.
+func DecodeBook(data []byte) (*Book, error) {
+	r := wireReader{b: data}
+	r.kind(wireBook)
+	id := string(r.bytes("ticker_id"))
+	venueTime := r.varint("time")
+	readAt := r.varint("read time")
+	body := r.bytes("body")
+	bidsOpen, bidsClose := r.int("bids open"), r.int("bids close")
+	asksOpen, asksClose := r.int("asks open"), r.int("asks close")
+	if r.err == nil && !(bidsOpen > 0 && bidsOpen <= bidsClose && bidsClose < asksOpen &&
+		asksOpen <= asksClose && asksClose < len(body) && body[bidsOpen-1] == '[' &&
+		body[bidsClose] == ']' && body[asksOpen-1] == '[' && body[asksClose] == ']') {
+		r.fail("sides at %d..%d and %d..%d of %d bytes", bidsOpen, bidsClose, asksOpen, asksClose, len(body))
+	}
+	bidEnds := r.ends("bids", MaxDepth, bidsOpen, bidsClose, body, ']')
+	askEnds := r.ends("asks", MaxDepth, asksOpen, asksClose, body, ']')
+	if err := r.finish(); err != nil {
+		return nil, err
+	}
+	if !ValidTickerID([]byte(id)) || !strings.HasPrefix(string(body), `{"ticker_id":"`+id+`",`) {
+		return nil, fmt.Errorf("%w: book body is not %s's", ErrBadWire, id)
+	}
+	if len(bidEnds) > 0 && int(bidEnds[len(bidEnds)-1]) != bidsClose || len(askEnds) > 0 && int(askEnds[len(askEnds)-1]) != asksClose {
+		return nil, fmt.Errorf("%w: %s: a side's levels do not end where it closes", ErrBadWire, id)
+	}
+	return &Book{
+		tickerID: id, time: venueTime, readAt: readAt, version: nextVersion(),
+		body: slices.Clone(body), later: new(lazyForms), bidEnds: bidEnds, askEnds: askEnds,
+		bidsOpen: int32(bidsOpen), bidsClose: int32(bidsClose), asksOpen: int32(asksOpen), asksClose: int32(asksClose),
+	}, nil
+}
+
+// AppendWire appends the wire form of t: the view of both sides, and which
+// of its items are sells. A receiver builds a side's view from them when a
+// request first asks, as the sender does.
+func (t *Trades) AppendWire(dst []byte) []byte {
+	dst = appendWireBytes(append(dst, wireTrades), []byte(t.tickerID))
+	dst = binary.AppendVarint(dst, t.readAt)
+	dst = appendWireBytes(dst, t.all.body)
+	dst = appendWireEnds(dst, t.all.ends)
+	for _, w := range t.sells {
+		dst = binary.AppendUvarint(dst, w)
+	}
+	return dst
+}
+
+// DecodeTrades returns the trades whose wire form is data. The value keeps
+// none of data. It cannot be the previous value of a NewTrades call's
+// build: only the process that read the trades numbers them.
+func DecodeTrades(data []byte) (*Trades, error) {
+	r := wireReader{b: data}
+	r.kind(wireTrades)
+	id := string(r.bytes("ticker_id"))
+	readAt := r.varint("read time")
+	body := r.bytes("body")
+	if r.err == nil && (len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']') {
+		r.fail("trades body is not an array")
+	}
+	ends := r.ends("trades", MaxTrades, 1, len(body)-1, body, '}')
+	t := &Trades{tickerID: id, readAt: readAt, version: nextVersion(), later: new(laterForms)}
+	for i := range t.sells {
+		t.sells[i] = r.uint("sells")
+	}
+	if err := r.finish(); err != nil {
+		return nil, err
+	}
+	if !ValidTickerID([]byte(id)) {
+		return nil, fmt.Errorf("%w: trades of %q", ErrBadWire, id)
+	}
+	if n := len(ends); n > 0 && int(ends[n-1]) != len(body)-1 || n == 0 && len(body) != 2 {
+		return nil, fmt.Errorf("%w: %s: the trades do not end where the array closes", ErrBadWire, id)
+	}
+	for j := len(ends); j < MaxTrades; j++ {
+		if t.sells[j/64]&(1<<(j%64)) != 0 {
+			return nil, fmt.Errorf("%w: %s: trade %d of %d is marked a sell", ErrBadWire, id, j+1, len(ends))
+		}
+	}
+	t.all = tradeView{body: slices.Clone(body), ends: ends}
+	return t, nil
+}
+
+// AppendWire appends the wire form of p: its pairs and its body.
+func (p *Pairs) AppendWire(dst []byte) []byte {
+	dst = binary.AppendVarint(append(dst, wirePairs), p.readAt)
+	dst = binary.AppendUvarint(dst, uint64(len(p.list)))
+	for _, pair := range p.list {
+		for _, s := range []string{pair.TickerID, pair.Base, pair.Target, pair.Kind, pair.Symbol} {
+			dst = appendWireBytes(dst, []byte(s))
+		}
+	}
+	return appendWireBytes(dst, p.body)
+}
+
+// DecodePairs returns the pair list whose wire form is data, compressed as
+// NewPairs compresses it. The value keeps none of data.
+func DecodePairs(data []byte) (*Pairs, error) {
+	r := wireReader{b: data}
+	r.kind(wirePairs)
+	readAt := r.varint("read time")
+	n := r.int("pairs")
+	if n > len(data) {
+		r.fail("%d pairs in %d bytes", n, len(data))
+	}
+	var list []Pair
+	for i := 0; i < n && r.err == nil; i++ {
+		list = append(list, Pair{
+			TickerID: string(r.bytes("ticker_id")), Base: string(r.bytes("base")), Target: string(r.bytes("target")),
+			Kind: string(r.bytes("kind")), Symbol: string(r.bytes("symbol")),
+		})
+	}
+	body := r.bytes("body")
+	if err := r.finish(); err != nil {
+		return nil, err
+	}
+	for i, p := range list {
+		if !ValidTickerID([]byte(p.TickerID)) || p.TickerID != p.Base+"_"+p.Target || p.Kind != KindSpot && p.Kind != KindPerp {
+			return nil, fmt.Errorf("%w: pair %d is not a published pair: %+v", ErrBadWire, i+1, p)
+		}
+		if i > 0 && list[i-1].TickerID >= p.TickerID {
+			return nil, fmt.Errorf("%w: pair %s is out of order", ErrBadWire, p.TickerID)
+		}
+		if !strings.Contains(string(body), `{"ticker_id":"`+p.TickerID+`",`) {
+			return nil, fmt.Errorf("%w: the body does not list %s", ErrBadWire, p.TickerID)
+		}
+	}
+	if len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']' || strings.Count(string(body), `{"ticker_id":`) != len(list) {
+		return nil, fmt.Errorf("%w: the body is not an array of the %d pairs", ErrBadWire, len(list))
+	}
+	body = slices.Clone(body)
+	return &Pairs{list: list, body: body, gzipped: compress(body), tag: appendTag(nil, body),
+		readAt: readAt, version: nextVersion()}, nil
+}
+
+// AppendWire appends the wire form of t.
+func (t *Tickers) AppendWire(dst []byte) []byte {
+	dst = binary.AppendVarint(append(dst, wireTickers), t.readAt)
+	dst = binary.AppendUvarint(dst, uint64(t.count))
+	return appendWireBytes(dst, t.body)
+}
+
+// DecodeTickers returns the tickers whose wire form is data, compressed as
+// NewTickers compresses them. The value keeps none of data.
+func DecodeTickers(data []byte) (*Tickers, error) {
+	r := wireReader{b: data}
+	r.kind(wireTickers)
+	readAt := r.varint("read time")
+	count := r.int("count")
+	body := r.bytes("body")
+	if err := r.finish(); err != nil {
+		return nil, err
+	}
+	if len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']' || strings.Count(string(body), `{"ticker_id":`) != count {
+		return nil, fmt.Errorf("%w: the body is not an array of %d tickers", ErrBadWire, count)
+	}
+	body = slices.Clone(body)
+	return &Tickers{body: body, gzipped: compress(body), tag: appendTag(nil, body), count: count,
+		readAt: readAt, version: nextVersion()}, nil
+}
