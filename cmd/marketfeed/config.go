@@ -48,6 +48,16 @@ type Config struct {
 	// buffer, so the default 10000 can hold up to 160 MiB.
 	MaxConns int
 
+	// ClusterURLs is -cluster: the NATS servers of a cluster of replicas,
+	// comma separated nats:// or tls:// URLs; empty: one process alone.
+	ClusterURLs []string
+	// ClusterName is -cluster-name, the prefix of the cluster's buckets.
+	ClusterName string
+	// ClusterMember is -cluster-member, this member's name, unique in the
+	// cluster; default the host name and the -listen port.
+	ClusterMember string
+	clusterList   string
+
 	spot            []string       // -spot and -spot-file together
 	spotFlag        []string       // -spot alone, kept when the file is re-read
 	spotFile        string         // -spot-file, re-read on SIGHUP
@@ -154,6 +164,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	durationVar(fs, &c.coldTimeout, "cold-timeout", 2*time.Second, "how long a first request waits for its venue read, a `duration`")
 	int64Var(fs, &c.simSeed, "sim-seed", 1, "`seed` of the simulated venue")
 	intVar(fs, &c.simExtra, "sim-extra", 0, "`number` of extra synthetic markets on the simulated venue, for load tests")
+	fs.StringVar(&c.clusterList, "cluster", "", "NATS server `URLs` (nats:// or tls://, comma separated) of a cluster of replicas: one leader reads the venue, every member serves its snapshots; empty: this process alone")
+	fs.StringVar(&c.ClusterName, "cluster-name", "marketfeed", "`name` of the cluster: the prefix of its NATS buckets")
+	fs.StringVar(&c.ClusterMember, "cluster-member", "", "this member's `name`, unique in the cluster (default: the host name and the -listen port)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log `format`: text | json")
 	fs.StringVar(&c.logLevelName, "log-level", "info", "log `level`: debug | info | warn | error")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
@@ -264,6 +277,20 @@ func (c *Config) validate() error {
 	}
 	if c.simExtra < 0 {
 		return c.invalid("sim-extra", c.simExtra, "want 0 or more")
+	}
+	for _, u := range splitList(c.clusterList) {
+		if err := checkURL(u, "nats", "tls"); err != nil {
+			return c.invalid("cluster", nil, "%v", err)
+		}
+		c.ClusterURLs = append(c.ClusterURLs, u)
+	}
+	if !validBucketName(c.ClusterName) {
+		return c.invalid("cluster-name", c.ClusterName, "want letters, digits, - and _ only")
+	}
+	if c.ClusterMember == "" {
+		host, _ := os.Hostname()
+		_, port, _ := strings.Cut(c.listen, ":")
+		c.ClusterMember = host + ":" + port
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c.invalid("log-format", c.logFormat, "want text or json")
@@ -453,4 +480,18 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// validBucketName reports whether name can prefix a NATS key-value bucket's
+// name: letters, digits, dashes and underscores.
+func validBucketName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -56,6 +56,9 @@ var badConfigs = []struct {
 	{"cold timeout negative", []string{"-cold-timeout", "-1s"}, nil, []string{"-cold-timeout", "positive"}},
 	{"stream max age too short", []string{"-venue", "binance", "-venue-ws-max-age", "10ms"}, nil, []string{"-venue-ws-max-age", "at least 1s"}},
 	{"stream lines three", []string{"-venue", "binance", "-venue-ws-lines", "3"}, nil, []string{"-venue-ws-lines", "want 1 or 2"}},
+	{"cluster not nats", []string{"-cluster", "http://127.0.0.1:4222"}, nil, []string{"-cluster", "scheme nats or tls"}},
+	{"cluster without a host", []string{"-cluster", "nats://:4222"}, nil, []string{"-cluster", "no host"}},
+	{"cluster name with a dot", []string{"-cluster-name", "a.b"}, nil, []string{"-cluster-name", "letters, digits"}},
 	{"max conns zero", []string{"-max-conns", "0"}, nil, []string{"-max-conns", "at least 1"}},
 	{"max conns not a number", []string{"-max-conns", "1e4"}, nil, []string{"-max-conns", "whole number"}},
 	{"sim extra negative", []string{"-sim-extra", "-3"}, nil, []string{"-sim-extra"}},
@@ -101,6 +104,12 @@ func TestValidateAcceptsGoodConfigurations(t *testing.T) {
 			return c.venue == "sim" && c.VenueStreams && c.VenueWSURL == "" && c.MaxConns == server.DefaultMaxConns && c.VenueWSLines == 2
 		}},
 		{"one stream line", []string{"-venue-ws-lines", "1"}, nil, func(c *Config) bool { return c.VenueWSLines == 1 }},
+		{"cluster", []string{"-cluster", "nats://10.0.0.1:4222, tls://10.0.0.2:4222", "-listen", "0.0.0.0:8080"}, nil, func(c *Config) bool {
+			host, _ := os.Hostname()
+			return slices.Equal(c.ClusterURLs, []string{"nats://10.0.0.1:4222", "tls://10.0.0.2:4222"}) &&
+				c.ClusterName == "marketfeed" && c.ClusterMember == host+":8080"
+		}},
+		{"no cluster", nil, nil, func(c *Config) bool { return len(c.ClusterURLs) == 0 }},
 		{"streams off", []string{"-venue-streams", "off"}, nil, func(c *Config) bool { return !c.VenueStreams }},
 		{"streams off from env", nil, map[string]string{"MARKETFEED_VENUE_STREAMS": "off"}, func(c *Config) bool { return !c.VenueStreams }},
 		{"binance urls", []string{"-venue", "binance", "-venue-url", "http://127.0.0.1:8081/", "-venue-ws-url", "wss://fstream.example.com"},

@@ -30,11 +30,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/nats-io/nats.go"
 
+	"marketfeed/cluster"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
 	"marketfeed/poller/venue"
@@ -113,19 +116,95 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// app is the wired program: one store, one poller, the public server and the
-// operator endpoints.
+// app is the wired program: one store, the poller that reads the venue into
+// it, the public server and the operator endpoints; with -cluster, the
+// membership that decides whether this process runs the poller or applies
+// the leader's snapshots.
 type app struct {
 	cfg     *Config
 	log     *slog.Logger
 	store   *snapshot.Store
-	poller  *poller.Poller
+	venue   venue.Venue
+	ingest  atomic.Pointer[ingest] // nil while a cluster member follows
+	member  *cluster.Member        // nil without -cluster
+	nats    *nats.Conn             // nil without -cluster
 	srv     *server.Server
-	metrics *metrics.Set // the server's, the poller's and the program's own
+	metrics *metrics.Set // the server's, the cluster's and the program's own
 	spotOK  *metrics.Counter
 	spotBad *metrics.Counter
 	api     net.Listener
 	ops     net.Listener // nil when -ops-listen is empty
+
+	spotMu sync.Mutex
+	spot   []string // the spot list, for the poller running and the next
+}
+
+// ingest is a poller and the metrics it registers. A process alone has one
+// for its life; a cluster member starts a new one each time it is elected,
+// since a poller runs once and its metrics are its own.
+type ingest struct {
+	p   *poller.Poller
+	set *metrics.Set
+}
+
+// newIngest returns a poller reading the venue into the app's store.
+func (a *app) newIngest() *ingest {
+	set := metrics.NewSet()
+	a.spotMu.Lock()
+	spot := slices.Clone(a.spot)
+	a.spotMu.Unlock()
+	cfg := a.cfg
+	return &ingest{set: set, p: poller.New(poller.Config{
+		Venue:    a.venue,
+		Streams:  newStreams(cfg, a.venue, a.log, set),
+		Store:    a.store,
+		Logger:   a.log,
+		Metrics:  set,
+		Spot:     spot,
+		Quotes:   cfg.quotes,
+		Budget:   cfg.venueBudget,
+		MaxStale: cfg.maxStale,
+
+		RefreshShare: cfg.refreshShare,
+	})}
+}
+
+// poller returns the poller reading the venue; nil while a cluster member
+// follows.
+func (a *app) poller() *poller.Poller {
+	if in := a.ingest.Load(); in != nil {
+		return in.p
+	}
+	return nil
+}
+
+// errFollowing is a cold load's error on a member that does not lead: only
+// the leader reads the venue.
+var errFollowing = errors.New("a cluster member that follows does not read the venue")
+
+// appFeed is the server's feed: the poller running, if any.
+type appFeed struct{ a *app }
+
+func (f appFeed) Want(id []byte, s snapshot.Stream) {
+	if p := f.a.poller(); p != nil {
+		p.Want(id, s)
+	}
+}
+
+func (f appFeed) Load(ctx context.Context, id string, s snapshot.Stream) error {
+	if p := f.a.poller(); p != nil {
+		return p.Load(ctx, id, s)
+	}
+	return errFollowing
+}
+
+// lead runs a poller for as long as ctx lasts: a cluster member's term as
+// leader.
+func (a *app) lead(ctx context.Context) {
+	in := a.newIngest()
+	a.ingest.Store(in)
+	defer a.ingest.Store(nil)
+	_ = in.p.Run(ctx)
 }
 
 func newVenue(cfg *Config) (venue.Venue, error) {
@@ -175,22 +254,19 @@ func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 	// One set per app rather than the library's global registry: tests run
 	// several apps in one process, and each must scrape only its own.
 	set := metrics.NewSet()
-	p := poller.New(poller.Config{
-		Venue:    src,
-		Streams:  newStreams(cfg, src, log, set),
-		Store:    store,
-		Logger:   log,
-		Metrics:  set,
-		Spot:     spot,
-		Quotes:   cfg.quotes,
-		Budget:   cfg.venueBudget,
-		MaxStale: cfg.maxStale,
-
-		RefreshShare: cfg.refreshShare,
-	})
-	srv := server.New(server.Config{
+	a := &app{
+		cfg: cfg, log: log, store: store, venue: src, metrics: set, spot: slices.Clone(spot),
+		spotOK:  set.NewCounter(`marketfeed_spot_reloads_total{outcome="ok"}`),
+		spotBad: set.NewCounter(`marketfeed_spot_reloads_total{outcome="rejected"}`),
+	}
+	if len(cfg.ClusterURLs) == 0 {
+		a.ingest.Store(a.newIngest())
+	} else if err := a.joinCluster(); err != nil {
+		return nil, err
+	}
+	a.srv = server.New(server.Config{
 		Store:           store,
-		Feed:            p,
+		Feed:            appFeed{a},
 		Logger:          log,
 		Metrics:         set,
 		MaxStale:        cfg.maxStale,
@@ -205,11 +281,6 @@ func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 	// to any other metric and see which version produced it.
 	set.NewGauge(`marketfeed_build_info{version="`+labelValue(buildVersion())+`",goversion="`+labelValue(runtime.Version())+`"}`,
 		func() float64 { return 1 })
-	a := &app{
-		cfg: cfg, log: log, store: store, poller: p, srv: srv, metrics: set,
-		spotOK:  set.NewCounter(`marketfeed_spot_reloads_total{outcome="ok"}`),
-		spotBad: set.NewCounter(`marketfeed_spot_reloads_total{outcome="rejected"}`),
-	}
 	var err error
 	if a.api, err = net.Listen("tcp", cfg.listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.listen, err)
@@ -233,7 +304,16 @@ func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	defer stopPoll()
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.poller.Run(pollCtx) })
+	if a.member != nil {
+		wg.Go(func() {
+			if err := a.member.Run(pollCtx, a.lead); err != nil {
+				a.log.Error("cluster", logKeyErr, err)
+			}
+		})
+	} else {
+		p := a.poller()
+		wg.Go(func() { _ = p.Run(pollCtx) })
+	}
 
 	errc := make(chan error, 2)
 	wg.Go(func() {
@@ -277,6 +357,9 @@ loop:
 		_ = ops.Shutdown(shutCtx)
 	}
 	wg.Wait()
+	if a.nats != nil {
+		a.nats.Close()
+	}
 	a.log.Info("stopped")
 	return runErr
 }
@@ -302,7 +385,13 @@ func (a *app) reloadSpot() {
 		return
 	}
 	a.spotOK.Inc()
-	a.poller.SetSpot(append(slices.Clip(a.cfg.spotFlag), ids...))
+	spot := append(slices.Clip(a.cfg.spotFlag), ids...)
+	a.spotMu.Lock()
+	a.spot = spot
+	a.spotMu.Unlock()
+	if p := a.poller(); p != nil {
+		p.SetSpot(spot)
+	}
 	a.log.Info("spot list reloaded", logKeyFile, a.cfg.spotFile, logKeyPairs, len(ids))
 }
 
@@ -314,6 +403,9 @@ func (a *app) opsHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		a.metrics.WritePrometheus(w)
+		if in := a.ingest.Load(); in != nil {
+			in.set.WritePrometheus(w)
+		}
 		metrics.WriteProcessMetrics(w)
 	})
 	// Liveness says only that the process answers: restarting it would not
@@ -322,12 +414,12 @@ func (a *app) opsHandler() http.Handler {
 		writeJSON(w, http.StatusOK, liveness{Status: "ok", Reason: "the process is running", Version: buildVersion()})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		st := a.poller.Status()
+		ready := a.readiness()
 		status := http.StatusOK
-		if !st.Ready {
+		if !ready.Ready {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, readiness{Ready: st.Ready, Reason: st.Reason, Sources: st.Sources})
+		writeJSON(w, status, ready)
 	})
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -351,6 +443,75 @@ type readiness struct {
 	// Sources says where books, trades and tickers come from while the
 	// venue's market streams are read.
 	Sources *poller.Sources `json:"sources,omitempty"`
+	// Cluster says this member's part, with -cluster.
+	Cluster *clusterRole `json:"cluster,omitempty"`
+}
+
+// clusterRole is a cluster member's part in /readyz.
+type clusterRole struct {
+	Role   string `json:"role"`   // leader or follower
+	Term   uint64 `json:"term"`   // the term it leads in; 0 while it follows
+	Leader string `json:"leader"` // the lease's holder as last seen
+	Synced bool   `json:"synced"` // holds every value the leader had published when it joined
+}
+
+// readiness says whether the process should get traffic: the poller's
+// verdict where a poller runs; on a member that follows, whether it holds
+// the leader's pair list.
+func (a *app) readiness() readiness {
+	var r readiness
+	if p := a.poller(); p != nil {
+		st := p.Status()
+		r = readiness{Ready: st.Ready, Reason: st.Reason, Sources: st.Sources}
+	} else {
+		switch {
+		case !a.member.Synced():
+			r.Reason = "following: the leader's snapshots are still being read"
+		case a.store.Pairs() == nil:
+			r.Reason = "following: the leader has published no pair list"
+		default:
+			r.Ready, r.Reason = true, "ok"
+		}
+	}
+	if m := a.member; m != nil {
+		r.Cluster = &clusterRole{Role: "follower", Term: m.Term(), Leader: m.Leader(), Synced: m.Synced()}
+		if m.Leading() {
+			r.Cluster.Role = "leader"
+		}
+	}
+	return r
+}
+
+// joinTimeout bounds how long a member waits for NATS at start.
+const joinTimeout = 10 * time.Second
+
+// joinCluster connects to -cluster's NATS servers and joins the cluster.
+// The connection reconnects for ever: while it is away, the member serves
+// what it holds.
+func (a *app) joinCluster() error {
+	cfg := a.cfg
+	nc, err := nats.Connect(strings.Join(cfg.ClusterURLs, ","),
+		nats.Name("marketfeed "+cfg.ClusterMember),
+		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond),
+		// A dead TCP path is noticed in seconds, not the client's default
+		// of minutes.
+		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(3),
+		nats.Timeout(joinTimeout))
+	if err != nil {
+		return fmt.Errorf("cluster: connect %s: %w", strings.Join(cfg.ClusterURLs, ","), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	m, err := cluster.Join(ctx, cluster.Config{
+		Conn: nc, Name: cfg.ClusterName, Member: cfg.ClusterMember, Store: a.store,
+		Logger: a.log, Metrics: a.metrics,
+	})
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	a.nats, a.member = nc, m
+	return nil
 }
 
 // labelValue escapes a Prometheus label value: the version comes from the

@@ -78,11 +78,11 @@ func (c *truthChecker) check(id, symbol string) {
 func allStreamed(t *testing.T, a *app, limit time.Duration) time.Duration {
 	start := time.Now()
 	if !waitFor(limit, func() bool {
-		src := a.poller.Status().Sources
+		src := a.poller().Status().Sources
 		return src != nil && src.Books["syncing"] == 0 && src.Books["rest"] == 0 && src.Books["stream"] > 0 &&
 			src.Trades["syncing"] == 0 && src.Trades["rest"] == 0
 	}) {
-		t.Fatalf("pairs not all stream-fed after %s: %+v", limit, a.poller.Status().Sources)
+		t.Fatalf("pairs not all stream-fed after %s: %+v", limit, a.poller().Status().Sources)
 	}
 	return time.Since(start)
 }
@@ -175,8 +175,8 @@ func TestStreamFaults(t *testing.T) {
 	// resubscribed, then the pair is served by REST until it delivers.
 	c.traffic.setPhase("silent depth stream")
 	c.venue.control(http.MethodPost, "/_control/silence?stream=ethusdt@depth@100ms&for=20s")
-	if !waitFor(20*time.Second, func() bool { return a.poller.Status().Sources.Books["rest"] >= 1 }) {
-		t.Fatalf("a silent depth stream was never given up for REST: %+v", a.poller.Status().Sources)
+	if !waitFor(20*time.Second, func() bool { return a.poller().Status().Sources.Books["rest"] >= 1 }) {
+		t.Fatalf("a silent depth stream was never given up for REST: %+v", a.poller().Status().Sources)
 	}
 	c.figure("%-28s pair served by REST after the watchdog gave up on it", "silent depth stream")
 	back := allStreamed(t, a, 40*time.Second)

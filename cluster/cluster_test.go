@@ -1,0 +1,372 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"marketfeed/internal/natstest"
+	"marketfeed/snapshot"
+)
+
+func connect(t *testing.T, s *natsserver.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// testPairs are the pairs the fake venue lists.
+var testPairs = []string{"BTC_USDT", "ETH_USDT", "SOL_USDT"}
+
+// feeder is a leader's stand-in for the poller: it publishes the pair list,
+// the tickers and, every few milliseconds, a new book and trade list of
+// every pair into the store it is given, numbered so that every member's
+// copy can be compared.
+type feeder struct {
+	mu     sync.Mutex
+	round  int
+	paused bool
+}
+
+// pause stops every leader's feeding until resume, so that what members
+// serve can settle and be compared.
+func (f *feeder) pause()  { f.mu.Lock(); f.paused = true; f.mu.Unlock() }
+func (f *feeder) resume() { f.mu.Lock(); f.paused = false; f.mu.Unlock() }
+
+func (f *feeder) lead(store *snapshot.Store) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		var markets []snapshot.Market
+		for _, id := range testPairs {
+			base := id[:len(id)-5]
+			markets = append(markets, snapshot.Market{Symbol: base + "USDT", Base: base, Quote: "USDT", Perpetual: true, Trading: true})
+		}
+		now := time.Now()
+		pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{Venue: "sim", Spot: []string{"BTC_USDT"}}, now)
+		store.PutPairs(pairs, now)
+		tk, _ := snapshot.NewTickers(pairs, []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000", High: "51000", Low: "49000",
+			BaseVolume: "10", QuoteVolume: "500000"}}, []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "49999", Ask: "50001"}}, now)
+		store.PutTickers(tk)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			f.mu.Lock()
+			f.round++
+			r, paused := f.round, f.paused
+			f.mu.Unlock()
+			for i, id := range testPairs {
+				if paused {
+					break
+				}
+				price := strconv.Itoa(1000*(i+1)+r) + ".5"
+				b, err := snapshot.NewBook(id, now.UnixMilli()+int64(r), []snapshot.Level{{Price: price, Size: "1"}},
+					[]snapshot.Level{{Price: strconv.Itoa(1000*(i+1)+r+1) + ".5", Size: "2"}}, time.Now())
+				if err != nil {
+					panic(err)
+				}
+				store.PutBook(b)
+				tr, err := snapshot.NewTrades(id, []snapshot.Trade{{ID: int64(r), Time: now.UnixMilli() + int64(r), Price: price, Size: "3", Sell: r%2 == 0}}, time.Now())
+				if err != nil {
+					panic(err)
+				}
+				store.PutTrades(tr)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// node is one member under test: its store, its metrics, and how to stop it.
+type node struct {
+	m     *Member
+	store *snapshot.Store
+	set   *metrics.Set
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+func startMember(t *testing.T, s *natsserver.Server, name string, f *feeder) *node {
+	t.Helper()
+	n := &node{store: snapshot.NewStore(), set: metrics.NewSet(), done: make(chan struct{})}
+	m, err := Join(t.Context(), Config{Conn: connect(t, s), Member: name, Store: n.store, LeaseTTL: time.Second, Metrics: n.set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.m = m
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop = cancel
+	go func() {
+		defer close(n.done)
+		_ = m.Run(ctx, f.lead(n.store))
+	}()
+	t.Cleanup(func() { cancel(); <-n.done })
+	return n
+}
+
+// served is what a store answers for every route: the bytes and tags a
+// member serves.
+func served(s *snapshot.Store) string {
+	var b bytes.Buffer
+	now := time.Now().UnixNano()
+	if p := s.Pairs(); p != nil {
+		fmt.Fprintf(&b, "pairs %s %s\n", p.Tag(), p.Body())
+	}
+	if tk := s.Tickers(); tk != nil {
+		fmt.Fprintf(&b, "tickers %s %s\n", tk.Tag(), tk.Body())
+	}
+	for _, id := range testPairs {
+		if bk, _ := s.Book([]byte(id), now); bk != nil {
+			fmt.Fprintf(&b, "book %s %s\n", bk.Tag(), bk.Body())
+		}
+		if tr, _ := s.Trades([]byte(id), now); tr != nil {
+			fmt.Fprintf(&b, "trades %s %s\n", tr.Tag(), tr.Body(snapshot.SideAll))
+		}
+	}
+	return b.String()
+}
+
+// eventually polls cond until it holds, failing the test after limit.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func leaders(nodes []*node) []*node {
+	var out []*node
+	for _, n := range nodes {
+		if n.m.Leading() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// settle waits until the leader among nodes has published a book and
+// trades of every pair, then pauses the feeder and waits until every node
+// serves the same bytes and tags as the first; it returns what they serve.
+func settle(t *testing.T, f *feeder, nodes []*node) string {
+	t.Helper()
+	eventually(t, 5*time.Second, "the leader does not publish every pair", func() bool {
+		l := leaders(nodes)
+		return len(l) == 1 && l[0].m.metrics.puts.Get() >= uint64(2*len(testPairs)+2)
+	})
+	f.pause()
+	defer f.resume()
+	var want string
+	defer func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("%s (leading %v, synced %v, newest term %d) serves:\n%s", n.m.cfg.Member, n.m.Leading(), n.m.Synced(), n.m.newest.Load(), served(n.store))
+			}
+		}
+	}()
+	eventually(t, 5*time.Second, "members do not serve the same bytes", func() bool {
+		want = served(nodes[0].store)
+		if strings.Count(want, "\nbook ") < len(testPairs)-1 || strings.Count(want, "\ntrades ") < len(testPairs) {
+			return false
+		}
+		for _, n := range nodes[1:] {
+			if served(n.store) != want {
+				return false
+			}
+		}
+		return true
+	})
+	return want
+}
+
+// Three members elect one leader, and every member serves the leader's
+// bytes with the leader's tags, the leader included.
+func TestMembersServeTheLeadersBytes(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	nodes := []*node{startMember(t, s, "a", f), startMember(t, s, "b", f), startMember(t, s, "c", f)}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	leader := leaders(nodes)[0]
+	eventually(t, 5*time.Second, "a member does not know the leader", func() bool {
+		for _, n := range nodes {
+			if n.m.Leader() != leader.m.cfg.Member {
+				return false
+			}
+		}
+		return true
+	})
+	got := settle(t, f, nodes)
+	if !strings.Contains(got, "pairs ") || !strings.Contains(got, "tickers ") {
+		t.Fatalf("members serve no pair list or tickers:\n%s", got)
+	}
+	for _, n := range nodes {
+		if n != leader && n.m.metrics.applied.Get() == 0 {
+			t.Errorf("follower %s applied nothing", n.m.cfg.Member)
+		}
+	}
+	if leader.m.metrics.puts.Get() == 0 {
+		t.Error("the leader put nothing")
+	}
+	if len(leaders(nodes)) != 1 {
+		t.Fatalf("%d leaders", len(leaders(nodes)))
+	}
+}
+
+// Killed, a leader is replaced within the lease's TTL by a member of a
+// newer term, whose values every member serves.
+func TestLeaderKilledAnotherTakesOver(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	nodes := []*node{startMember(t, s, "a", f), startMember(t, s, "b", f), startMember(t, s, "c", f)}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	old := leaders(nodes)[0]
+	before := settle(t, f, nodes)
+	oldTerm := old.m.Term()
+	old.stop() // no step-down of its own: its lease is left to expire, as a SIGKILL leaves it
+	<-old.done
+	var rest []*node
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	killed := time.Now()
+	eventually(t, 3*time.Second, "no new leader", func() bool { return len(leaders(rest)) == 1 })
+	took := time.Since(killed)
+	leader := leaders(rest)[0]
+	if leader.m.Term() <= oldTerm {
+		t.Fatalf("new term %d, old %d", leader.m.Term(), oldTerm)
+	}
+	t.Logf("new leader %s in term %d after %s (lease TTL %s)", leader.m.cfg.Member, leader.m.Term(), took.Round(time.Millisecond), time.Second)
+	if took > time.Second+time.Second/5+500*time.Millisecond {
+		t.Errorf("a new leader took %s, want within the TTL and a renewal", took)
+	}
+	after := settle(t, f, rest)
+	if after == before {
+		t.Fatal("the members serve what the old leader published, not the new one's")
+	}
+}
+
+// A member that joins late gets every value the bucket holds, the pair
+// list first, so every pair's book and trades are served.
+func TestLateMemberCatchesUp(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	first := startMember(t, s, "a", f)
+	eventually(t, 5*time.Second, "no leader", first.m.Leading)
+	settle(t, f, []*node{first})
+	f.pause()
+	late := startMember(t, s, "late", f)
+	eventually(t, 5*time.Second, "the late member never synced", late.m.Synced)
+	if got, want := served(late.store), served(first.store); got != want {
+		t.Fatalf("the late member serves\n%s\nthe leader\n%s", got, want)
+	}
+}
+
+// A value of an older term, a damaged value, a value under a foreign key
+// and a book under another pair's key are dropped and counted, and what
+// the member serves stays as it was.
+func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
+	s := natstest.Start(t)
+	// A value of term 3 in the bucket before anyone leads: the first
+	// leader's term is above it, and a value can have an older one.
+	seed, err := Join(t.Context(), Config{Conn: connect(t, s), Member: "seed", Store: snapshot.NewStore(), LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := snapshot.NewTickers(snapshot.NewPairs(nil, snapshot.PairsConfig{}, time.Now()), nil, nil, time.Now())
+	if _, err := seed.snaps.Put(t.Context(), keyTickers, appendValue(nil, header{term: 3, publishedAt: 1}, tk.AppendWire(nil))); err != nil {
+		t.Fatal(err)
+	}
+	f := new(feeder)
+	nodes := []*node{startMember(t, s, "a", f), startMember(t, s, "b", f)}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	settle(t, f, nodes)
+	f.pause()
+	var follower *node
+	for _, n := range nodes {
+		if !n.m.Leading() {
+			follower = n
+		}
+	}
+	before := served(follower.store)
+	term := follower.m.newest.Load()
+	if term != 4 {
+		t.Fatalf("term %d, want 4: one above the newest in the bucket", term)
+	}
+	eth, err := snapshot.NewBook("ETH_USDT", 1, []snapshot.Level{{Price: "1", Size: "1"}}, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	btc, err := snapshot.NewBook("BTC_USDT", 1, []snapshot.Level{{Price: "1", Size: "1"}}, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := follower.m.snaps
+	for _, tc := range []struct {
+		key    string
+		value  []byte
+		reason dropReason
+	}{
+		{"book.BTC_USDT", appendValue(nil, header{term: term - 1, publishedAt: 1}, btc.AppendWire(nil)), dropStale},
+		{"book.BTC_USDT", []byte("not a value"), dropBad},
+		{"book.BTC_USDT", append(appendValue(nil, header{term: term, publishedAt: 1}, btc.AppendWire(nil)), 'x'), dropBad},
+		{"book.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, eth.AppendWire(nil)), dropForeign},
+		{"evil", appendValue(nil, header{term: term, publishedAt: 1}, btc.AppendWire(nil)), dropForeign},
+		{"book.DOGE_USDT", appendValue(nil, header{term: term, publishedAt: 1}, []byte("junk")), dropBad},
+	} {
+		dropped := follower.m.metrics.dropped[tc.reason].Get()
+		if _, err := js.Put(t.Context(), tc.key, tc.value); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "not dropped as "+dropNames[tc.reason], func() bool {
+			return follower.m.metrics.dropped[tc.reason].Get() == dropped+1
+		})
+		if got := served(follower.store); got != before {
+			t.Fatalf("after a %s value under %s the member serves\n%s\nnot\n%s", dropNames[tc.reason], tc.key, got, before)
+		}
+	}
+	if _, err := js.Put(t.Context(), "book.BTC_USDT", make([]byte, maxValue+1)); err == nil {
+		t.Error("the bucket took a value over the size limit")
+	}
+}
+
+// A lease value no member writes is counted and never taken for a leader;
+// once it expires, a member leads.
+func TestForeignLeaseIsCountedAndOutlived(t *testing.T) {
+	s := natstest.Start(t)
+	squat, err := Join(t.Context(), Config{Conn: connect(t, s), Member: "squat", Store: snapshot.NewStore(), LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := squat.lease.Create(t.Context(), leaseKey, []byte("no term here")); err != nil {
+		t.Fatal(err)
+	}
+	f := new(feeder)
+	n := startMember(t, s, "a", f)
+	eventually(t, 5*time.Second, "the foreign lease was not counted", func() bool {
+		return n.m.metrics.dropped[dropForeign].Get() > 0
+	})
+	if n.m.Leader() != "" {
+		t.Fatalf("the foreign lease's holder is taken for the leader %q", n.m.Leader())
+	}
+	eventually(t, 5*time.Second, "no member leads after the foreign lease expired", n.m.Leading)
+}

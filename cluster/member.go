@@ -1,0 +1,471 @@
+// Package cluster makes marketfeed processes replicas of one another on NATS
+// JetStream. The members elect one ingest leader through a lease, a key in
+// a key-value bucket created if absent and renewed by compare-and-set well
+// inside its TTL; the revision that created it is the leader's term. Only
+// the leader reads the venue: it puts the wire form of every snapshot its
+// store publishes into a second, in-memory bucket, one key per pair and
+// stream plus the pair list and the tickers. Every member applies a watch
+// of that bucket to its own store and serves from it, so every member
+// answers with the same bytes and the same tags; the leader serves what it
+// publishes as it publishes it. A value of a term older than the newest a
+// member has applied, a damaged value, a foreign key or an oversize value
+// is dropped and counted, never served.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"marketfeed/snapshot"
+)
+
+// Config is what a Member needs; zero values take the defaults.
+type Config struct {
+	// Conn is the member's connection to NATS, with JetStream enabled.
+	Conn *nats.Conn
+	// Name names the cluster: the prefix of its buckets. Default
+	// "marketfeed".
+	Name string
+	// Member names this member, unique among the members: it is the
+	// lease's value while this member leads.
+	Member string
+	// Store is the member's store: the leader's values are read from it
+	// as it publishes them, and every member's watch publishes into it.
+	Store *snapshot.Store
+	// LeaseTTL is how long a lease outlives its last renewal (default
+	// 5 s): a killed leader is replaced within it. It is renewed every
+	// fifth of it.
+	LeaseTTL time.Duration
+	Logger   *slog.Logger // nil: discard
+	// Metrics receives the member's metrics; nil: a private set.
+	Metrics *metrics.Set
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// Member is one member of a cluster.
+type Member struct {
+	cfg   Config
+	log   *slog.Logger
+	lease jetstream.KeyValue
+	snaps jetstream.KeyValue
+	js    jetstream.JetStream
+
+	// term is the term this member leads in; 0 while it follows. newest is
+	// the newest term whose value it has applied or published.
+	term   atomic.Uint64
+	newest atomic.Uint64
+	leader atomic.Pointer[string] // the lease's holder, as last seen
+	synced atomic.Bool            // the watch has delivered every value it held at the start
+
+	lastApplied atomic.Int64 // Unix ns
+
+	queue   publishQueue
+	metrics memberMetrics
+}
+
+// LastApplied is when the member last applied a value of another member's,
+// Unix ns; 0 before the first.
+func (m *Member) LastApplied() int64 { return m.lastApplied.Load() }
+
+// Join connects a member to its cluster's buckets, creating them if they
+// do not exist. Run makes it take part.
+func Join(ctx context.Context, cfg Config) (*Member, error) {
+	if cfg.Name == "" {
+		cfg.Name = "marketfeed"
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Member == "" {
+		return nil, errors.New("cluster: a member needs a name")
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: jetstream: %w", err)
+	}
+	lease, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: cfg.Name + "_lease", History: 1, TTL: cfg.LeaseTTL, Storage: jetstream.MemoryStorage,
+		Description: "the ingest leader's lease",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: lease bucket: %w", err)
+	}
+	snaps, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: cfg.Name + "_snapshots", History: 1, Storage: jetstream.MemoryStorage, MaxValueSize: maxValue,
+		Description: "the leader's snapshots, one key per pair and stream",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: snapshot bucket: %w", err)
+	}
+	m := &Member{
+		cfg: cfg, js: js, lease: lease, snaps: snaps,
+		log: cfg.Logger.With("component", "cluster", "member", cfg.Member),
+	}
+	m.queue.init()
+	m.metrics = newMemberMetrics(cfg.Metrics, m)
+	cfg.Store.OnPublish(m.published)
+	return m, nil
+}
+
+// Leading reports whether this member holds the lease.
+func (m *Member) Leading() bool { return m.term.Load() != 0 }
+
+// Term is the term this member leads in, 0 while it follows.
+func (m *Member) Term() uint64 { return m.term.Load() }
+
+// Leader is the name of the lease's holder as this member last saw it; ""
+// when none.
+func (m *Member) Leader() string {
+	if l := m.leader.Load(); l != nil {
+		return *l
+	}
+	return ""
+}
+
+// Synced reports whether the member's store holds every value the bucket
+// held when its watch started.
+func (m *Member) Synced() bool { return m.synced.Load() }
+
+// Run takes part in the cluster until ctx is done: it applies the snapshot
+// bucket's watch to the store, campaigns for the lease, and while it holds
+// it runs lead with a context that ends when the lease is lost, and puts
+// what the store publishes into the bucket. It returns when ctx is done and
+// lead has returned.
+func (m *Member) Run(ctx context.Context, lead func(ctx context.Context)) error {
+	w, err := m.snaps.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: watch: %w", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { m.watch(ctx, w) })
+	wg.Go(func() { m.publish(ctx) })
+	m.campaign(ctx, lead)
+	wg.Wait()
+	return nil
+}
+
+// campaign holds or seeks the lease every fifth of its TTL until ctx is
+// done, and runs lead while it holds it. It seeks the lease only once the
+// watch has applied what the bucket held, so that the term it takes is
+// newer than every value there.
+//
+// A term is one more than the newest this member has seen, in a value or
+// in the lease, which carries its holder's term: every member reads the
+// lease each period, so the next leader's term is above the last one's
+// even when the NATS server restarted and its buckets, held in memory,
+// began again with nothing in them.
+func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
+	var (
+		rev     uint64   // the lease's revision while this member holds it
+		lease   []byte   // its value
+		running *leading // lead's run while this member holds the lease
+	)
+	stepDown := func(why string) {
+		if running == nil {
+			return
+		}
+		m.log.Warn("lease lost: following", "term", m.term.Load(), "why", why)
+		m.term.Store(0)
+		running.stop()
+		running, rev = nil, 0
+		m.metrics.stepDowns.Inc()
+	}
+	defer func() { stepDown("shutting down") }()
+	t := time.NewTicker(m.cfg.LeaseTTL / 5)
+	defer t.Stop()
+	for {
+		switch {
+		case rev != 0:
+			next, err := m.lease.Update(ctx, leaseKey, lease, rev)
+			if err != nil {
+				stepDown(err.Error())
+			} else {
+				rev = next
+			}
+		case !m.synced.Load():
+		default:
+			term := m.newest.Load() + 1
+			lease = appendLease(nil, m.cfg.Member, term)
+			created, err := m.lease.Create(ctx, leaseKey, lease)
+			if err == nil {
+				rev = created
+				m.term.Store(term)
+				m.raise(term)
+				m.seeLeader(m.cfg.Member)
+				m.metrics.takeOvers.Inc()
+				m.log.Info("lease won: leading", "term", term)
+				running = startLeading(ctx, lead)
+				break
+			}
+			e, err := m.lease.Get(ctx, leaseKey)
+			switch {
+			case err == nil:
+				name, term, ok := parseLease(e.Value())
+				if !ok {
+					m.drop(dropForeign, leaseKey, fmt.Errorf("lease %q", e.Value()))
+					break
+				}
+				m.raise(term)
+				m.seeLeader(name)
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+				m.leader.Store(nil)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// leaseKey is the lease's key in its bucket.
+const leaseKey = "leader"
+
+// appendLease appends the lease's value: its holder's name and term.
+func appendLease(dst []byte, name string, term uint64) []byte {
+	return strconv.AppendUint(append(append(dst, name...), ' '), term, 10)
+}
+
+// parseLease splits a lease's value into its holder and term.
+func parseLease(v []byte) (name string, term uint64, ok bool) {
+	i := bytes.LastIndexByte(v, ' ')
+	if i <= 0 {
+		return "", 0, false
+	}
+	term, err := strconv.ParseUint(string(v[i+1:]), 10, 64)
+	if err != nil || term == 0 {
+		return "", 0, false
+	}
+	return string(v[:i]), term, true
+}
+
+func (m *Member) seeLeader(name string) { m.leader.Store(&name) }
+
+// leading is lead's run while the member holds the lease.
+type leading struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startLeading(ctx context.Context, lead func(ctx context.Context)) *leading {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &leading{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		lead(ctx)
+	}()
+	return l
+}
+
+// stop ends lead's run and waits for it.
+func (l *leading) stop() {
+	l.cancel()
+	<-l.done
+}
+
+// raise makes term the newest term seen, if it is newer.
+func (m *Member) raise(term uint64) {
+	for {
+		cur := m.newest.Load()
+		if term <= cur || m.newest.CompareAndSwap(cur, term) {
+			return
+		}
+	}
+}
+
+// watch applies the snapshot bucket's values to the store until ctx is
+// done. The values the bucket held when the watch started come first, and
+// are applied pair list first, so that every pair's book and trades find
+// it listed.
+func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
+	defer w.Stop()
+	var initial []jetstream.KeyValueEntry
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return
+		case e = <-w.Updates():
+		}
+		switch {
+		case e == nil: // every value held at the start has come
+			for _, first := range []bool{true, false} {
+				for _, e := range initial {
+					if (e.Key() == keyPairs) == first {
+						m.apply(e)
+					}
+				}
+			}
+			initial = nil
+			m.synced.Store(true)
+		case !m.synced.Load():
+			initial = append(initial, e)
+		default:
+			m.apply(e)
+		}
+	}
+}
+
+// apply publishes one entry of the snapshot bucket into the store, unless
+// it is this member's own, stale, or not a snapshot value.
+func (m *Member) apply(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return // a delete or purge: what the store holds stays until listed otherwise
+	}
+	h, wire, err := parseValue(e.Value())
+	if err != nil {
+		m.drop(dropBad, e.Key(), err)
+		return
+	}
+	if mine := m.term.Load(); mine != 0 && h.term == mine {
+		return // published by this member: its store has it already
+	}
+	if h.term < m.newest.Load() {
+		m.drop(dropStale, e.Key(), fmt.Errorf("term %d, newest %d", h.term, m.newest.Load()))
+		return
+	}
+	m.raise(h.term)
+	now := m.cfg.Now().UnixNano()
+	if err := applyWire(m.cfg.Store, e.Key(), wire, now); err != nil {
+		reason := dropBad
+		switch {
+		case errors.Is(err, errUnlisted):
+			reason = dropUnlisted
+		case errors.Is(err, errForeign):
+			reason = dropForeign
+		}
+		m.drop(reason, e.Key(), err)
+		return
+	}
+	m.metrics.applied.Inc()
+	m.lastApplied.Store(now)
+	m.metrics.lag.Observe(time.Duration(now - h.publishedAt))
+}
+
+func (m *Member) drop(reason dropReason, key string, err error) {
+	m.metrics.dropped[reason].Inc()
+	m.log.Debug("value dropped", "key", key, "reason", dropNames[reason], "err", err)
+}
+
+// published is the store's hook: while this member leads, every value its
+// store publishes is queued for the bucket. It never blocks the publisher.
+func (m *Member) published(v snapshot.Published) {
+	term := m.term.Load()
+	if term == 0 {
+		return
+	}
+	key, wire := keyOf(v, nil)
+	if key == "" {
+		return
+	}
+	h := header{term: term, publishedAt: m.cfg.Now().UnixNano()}
+	m.queue.put(key, appendValue(make([]byte, 0, len(wire)+24), h, wire))
+}
+
+// publish puts the queued values into the bucket until ctx is done: the
+// newest value of each key, as fast as NATS acknowledges them. A key
+// published again before its turn is put once, with its newest value.
+func (m *Member) publish(ctx context.Context) {
+	for {
+		batch := m.queue.take(ctx)
+		if batch == nil {
+			return
+		}
+		futures := make([]jetstream.PubAckFuture, 0, len(batch))
+		for _, kv := range batch {
+			f, err := m.js.PublishAsync("$KV."+m.cfg.Name+"_snapshots."+kv.key, kv.value)
+			if err != nil {
+				m.metrics.putErrors.Inc()
+				continue
+			}
+			futures = append(futures, f)
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+				m.metrics.puts.Inc()
+			case <-f.Err():
+				m.metrics.putErrors.Inc()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// publishQueue holds the newest value of each key not yet put, in the
+// order keys were first queued.
+type publishQueue struct {
+	mu    sync.Mutex
+	order []string
+	next  map[string][]byte
+	ready chan struct{}
+}
+
+type keyValue struct {
+	key   string
+	value []byte
+}
+
+func (q *publishQueue) init() {
+	q.next = make(map[string][]byte)
+	q.ready = make(chan struct{}, 1)
+}
+
+func (q *publishQueue) put(key string, value []byte) {
+	q.mu.Lock()
+	if _, queued := q.next[key]; !queued {
+		q.order = append(q.order, key)
+	}
+	q.next[key] = value
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take waits for queued values and returns them all; nil when ctx is done.
+func (q *publishQueue) take(ctx context.Context) []keyValue {
+	for {
+		q.mu.Lock()
+		if len(q.order) > 0 {
+			batch := make([]keyValue, len(q.order))
+			for i, k := range q.order {
+				batch[i] = keyValue{k, q.next[k]}
+				delete(q.next, k)
+			}
+			q.order = q.order[:0]
+			q.mu.Unlock()
+			return batch
+		}
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-q.ready:
+		}
+	}
+}

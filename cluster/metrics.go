@@ -1,0 +1,65 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"marketfeed/internal/promhist"
+)
+
+// dropReason says why a value of the snapshot bucket was not applied.
+type dropReason int
+
+const (
+	dropBad      dropReason = iota // not a snapshot value: damaged, oversize, undecodable
+	dropStale                      // a term older than the newest applied
+	dropForeign                    // a key that is not a snapshot's, or a value not its key's
+	dropUnlisted                   // a book or trades of a pair the pair list does not hold
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{"bad", "stale_term", "foreign", "unlisted"}
+
+type memberMetrics struct {
+	applied   *metrics.Counter
+	dropped   [numDropReasons]*metrics.Counter
+	puts      *metrics.Counter
+	putErrors *metrics.Counter
+	takeOvers *metrics.Counter
+	stepDowns *metrics.Counter
+	lag       *promhist.Histogram
+}
+
+// lagBounds are the replication lag's buckets, in seconds: a value is
+// applied within milliseconds on a healthy network.
+var lagBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+
+func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
+	mm := memberMetrics{
+		applied:   set.NewCounter(`marketfeed_cluster_values_applied_total`),
+		puts:      set.NewCounter(`marketfeed_cluster_values_put_total`),
+		putErrors: set.NewCounter(`marketfeed_cluster_put_errors_total`),
+		takeOvers: set.NewCounter(`marketfeed_cluster_lease_won_total`),
+		stepDowns: set.NewCounter(`marketfeed_cluster_lease_lost_total`),
+		lag:       promhist.New(set, "marketfeed_cluster_replication_lag_seconds", `cluster="`+m.cfg.Name+`"`, lagBounds),
+	}
+	for r := range numDropReasons {
+		mm.dropped[r] = set.NewCounter(`marketfeed_cluster_values_dropped_total{reason="` + dropNames[r] + `"}`)
+	}
+	set.NewGauge(`marketfeed_cluster_leader`, func() float64 { return bool01(m.Leading()) })
+	set.NewGauge(`marketfeed_cluster_term`, func() float64 { return float64(m.newest.Load()) })
+	set.NewGauge(`marketfeed_cluster_synced`, func() float64 { return bool01(m.Synced()) })
+	set.NewGauge(`marketfeed_cluster_last_applied_seconds`, func() float64 { return float64(m.LastApplied()) / 1e9 })
+	return mm
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// timeOf is a time.Time of Unix ns.
+func timeOf(ns int64) time.Time { return time.Unix(0, ns) }

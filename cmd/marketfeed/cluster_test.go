@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"marketfeed/internal/natstest"
+)
+
+// member is one replica under test.
+type member struct {
+	name     string
+	a        *app
+	api, ops string
+	stop     func() // ends the process as a kill would, leaving its lease to expire
+}
+
+// startMember runs the program as a member of the cluster on natsURL, on
+// the embedded simulated venue, with no rate limit (the test is one
+// client).
+func startMember(t *testing.T, natsURL, name string) *member {
+	t.Helper()
+	cfg, err := parseConfig([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-rate-limit", "0",
+		"-cluster", natsURL, "-cluster-member", name}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := newVenue(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, slog.New(slog.DiscardHandler), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.run(ctx, make(chan os.Signal)) }()
+	m := &member{name: name, a: a, api: "http://" + a.api.Addr().String(), ops: "http://" + a.ops.Addr().String()}
+	m.stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: run: %v", name, err)
+		}
+	})
+	t.Cleanup(m.stop)
+	return m
+}
+
+// role reads a member's part from its /readyz.
+func (m *member) role(t *testing.T) (ready bool, role clusterRole) {
+	t.Helper()
+	resp, body := get(t, m.ops+"/readyz")
+	var r readiness
+	if err := json.Unmarshal(body, &r); err != nil || r.Cluster == nil {
+		t.Fatalf("%s /readyz %d: %s", m.name, resp.StatusCode, body)
+	}
+	return r.Ready, *r.Cluster
+}
+
+// waitLeader polls the members' /readyz until every one is ready and one
+// leads, and returns the leader.
+func waitLeader(t *testing.T, members []*member, limit time.Duration) *member {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		var leader *member
+		all := true
+		for _, m := range members {
+			ready, role := m.role(t)
+			all = all && ready
+			if role.Role == "leader" {
+				leader = m
+			}
+		}
+		if all && leader != nil {
+			return leader
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready cluster with a leader within %s", limit)
+		}
+		time.Sleep(20 * time.Millisecond) // polling real processes, not synchronising test logic
+	}
+}
+
+// warm waits until every member answers every route 200: the leader has
+// read every book and trade list those ask for, and published them.
+func warm(t *testing.T, members []*member) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, m := range members {
+		for _, uri := range clusterURIs {
+			for ask(t, m.api, uri, "").status != 200 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s %s: not answered within 20s", m.name, uri)
+				}
+				time.Sleep(20 * time.Millisecond) // polling real processes, not synchronising test logic
+			}
+		}
+	}
+}
+
+// clusterURIs are a request of every route and variant.
+var clusterURIs = []string{
+	"/api/public/pairs", "/api/public/tickers",
+	"/api/public/orderbook?ticker_id=BTC_USDT", "/api/public/orderbook?ticker_id=ETH_USDT&depth=5",
+	"/api/public/trades?ticker_id=BTC_USDT", "/api/public/trades?ticker_id=SOL_USDT&type=sell&limit=10",
+	"/api/public/historical_trades?ticker_id=ETH_USDT&limit=3",
+}
+
+// answer is what one member answered.
+type answer struct {
+	status int
+	etag   string
+	body   string
+}
+
+func ask(t *testing.T, base, uri, ifNoneMatch string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+uri, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ifNoneMatch != "" {
+		req.Header.Set("If-None-Match", ifNoneMatch)
+	}
+	resp, body := do(t, req)
+	return answer{resp.StatusCode, resp.Header.Get("ETag"), string(body)}
+}
+
+// Three members on one NATS server: one leads, and every member answers
+// every route with the same bytes and the same ETag, so a tag from one is
+// a 304 on another. Books and trades change a few times a second, so each
+// route is asked of the three at once until one round catches them on the
+// same value.
+func TestClusterMembersAnswerAsOne(t *testing.T) {
+	s := natstest.Start(t)
+	members := []*member{startMember(t, s.ClientURL(), "a"), startMember(t, s.ClientURL(), "b"), startMember(t, s.ClientURL(), "c")}
+	waitLeader(t, members, 20*time.Second)
+	warm(t, members)
+	for _, uri := range clusterURIs {
+		same := false
+		for try := 0; try < 50 && !same; try++ {
+			first := ask(t, members[0].api, uri, "")
+			same = first.status == 200 && first.etag != ""
+			for _, m := range members[1:] {
+				if got := ask(t, m.api, uri, ""); got != first {
+					same = false
+				}
+			}
+			for _, m := range members {
+				if same && ask(t, m.api, uri, first.etag).status != http.StatusNotModified {
+					same = false
+				}
+			}
+		}
+		if !same {
+			t.Errorf("%s: the members never answered alike, with a 304 to one another's tag, in 50 rounds", uri)
+		}
+	}
+}
+
+// Killing the leader: another member leads within the lease's TTL and a
+// renewal, and a client asking the others every route meanwhile gets no
+// 5xx (a book older than -max-stale would be a 502).
+func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
+	s := natstest.Start(t)
+	members := []*member{startMember(t, s.ClientURL(), "a"), startMember(t, s.ClientURL(), "b"), startMember(t, s.ClientURL(), "c")}
+	leader := waitLeader(t, members, 20*time.Second)
+	var rest []*member
+	for _, m := range members {
+		if m != leader {
+			rest = append(rest, m)
+		}
+	}
+	warm(t, members)
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, m := range rest {
+				for _, uri := range clusterURIs {
+					a := ask(t, m.api, uri, "")
+					mu.Lock()
+					if a.status != 200 && statuses[a.status] == 0 {
+						t.Logf("first %d from %s %s: %s", a.status, m.name, uri, a.body)
+					}
+					statuses[a.status]++
+					mu.Unlock()
+				}
+			}
+		}
+	})
+	killed := time.Now()
+	leader.stop()
+	next := waitLeader(t, rest, 10*time.Second)
+	took := time.Since(killed)
+	time.Sleep(2 * time.Second) // keep asking across the new leader's first seconds
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("leader %s killed; %s leads after %s; answers across the takeover: %v", leader.name, next.name, took.Round(time.Millisecond), statuses)
+	if took > 5*time.Second+time.Second+500*time.Millisecond {
+		t.Errorf("a new leader took %s, want within the 5s lease and a renewal", took)
+	}
+	for status, n := range statuses {
+		if status != 200 {
+			t.Errorf("%d answers with status %d across the takeover", n, status)
+		}
+	}
+}
