@@ -100,7 +100,17 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Member == "" {
 		return nil, errors.New("cluster: a member needs a name")
 	}
-	js, err := jetstream.New(cfg.Conn)
+	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member)}
+	m.queue.init()
+	m.metrics = newMemberMetrics(cfg.Metrics, m)
+	// Puts are asynchronous: the publisher does not wait for one put's
+	// acknowledgement before the next, which would add a round trip to
+	// the lag of every value queued behind it; the handlers count them.
+	js, err := jetstream.New(cfg.Conn,
+		jetstream.WithPublishAsyncMaxPending(maxPendingPuts),
+		jetstream.WithPublishAsyncTimeout(cfg.LeaseTTL),
+		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) { m.metrics.puts.Inc() }),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { m.metrics.putErrors.Inc() }))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: jetstream: %w", err)
 	}
@@ -118,12 +128,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot bucket: %w", err)
 	}
-	m := &Member{
-		cfg: cfg, js: js, lease: lease, snaps: snaps,
-		log: cfg.Logger.With("component", "cluster", "member", cfg.Member),
-	}
-	m.queue.init()
-	m.metrics = newMemberMetrics(cfg.Metrics, m)
+	m.js, m.lease, m.snaps = js, lease, snaps
 	cfg.Store.OnPublish(m.published)
 	return m, nil
 }
@@ -384,32 +389,24 @@ func (m *Member) published(v snapshot.Published) {
 	m.queue.put(key, appendValue(make([]byte, 0, len(wire)+24), h, wire))
 }
 
+// maxPendingPuts bounds the puts awaiting their acknowledgement: two full
+// rounds of every pair's book and trades at 846 pairs. Past it, a put waits
+// briefly and then fails and is counted; the key's next value follows.
+const maxPendingPuts = 4096
+
 // publish puts the queued values into the bucket until ctx is done: the
-// newest value of each key, as fast as NATS acknowledges them. A key
-// published again before its turn is put once, with its newest value.
+// newest value of each key, in the order keys were queued, without waiting
+// for acknowledgements. A key published again before its turn is put once,
+// with its newest value.
 func (m *Member) publish(ctx context.Context) {
 	for {
 		batch := m.queue.take(ctx)
 		if batch == nil {
 			return
 		}
-		futures := make([]jetstream.PubAckFuture, 0, len(batch))
 		for _, kv := range batch {
-			f, err := m.js.PublishAsync("$KV."+m.cfg.Name+"_snapshots."+kv.key, kv.value)
-			if err != nil {
+			if _, err := m.js.PublishAsync("$KV."+m.cfg.Name+"_snapshots."+kv.key, kv.value); err != nil {
 				m.metrics.putErrors.Inc()
-				continue
-			}
-			futures = append(futures, f)
-		}
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-				m.metrics.puts.Inc()
-			case <-f.Err():
-				m.metrics.putErrors.Inc()
-			case <-ctx.Done():
-				return
 			}
 		}
 	}
