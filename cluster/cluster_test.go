@@ -370,3 +370,26 @@ func TestForeignLeaseIsCountedAndOutlived(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "no member leads after the foreign lease expired", n.m.Leading)
 }
+
+// A NATS server restarted with nothing in it: the members join again
+// without a restart of their own, elect a leader of a newer term, and every
+// member serves what it publishes.
+func TestMembersRejoinARestartedEngine(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	nodes := []*node{startMember(t, s, "a", f), startMember(t, s, "b", f)}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	before := settle(t, f, nodes)
+	term := nodes[0].m.newest.Load()
+	natstest.Restart(t, s)
+	eventually(t, 20*time.Second, "no member joined again", func() bool {
+		return nodes[0].m.metrics.rejoins.Get() > 0 && nodes[1].m.metrics.rejoins.Get() > 0
+	})
+	eventually(t, 10*time.Second, "no leader after the restart", func() bool {
+		l := leaders(nodes)
+		return len(l) == 1 && l[0].m.Term() > term
+	})
+	if after := settle(t, f, nodes); after == before {
+		t.Fatal("the members serve what was published before the restart")
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"marketfeed/internal/logthrottle"
 	"marketfeed/snapshot"
 )
 
@@ -70,6 +71,7 @@ type Member struct {
 	synced atomic.Bool            // the watch has delivered every value it held at the start
 
 	lastApplied atomic.Int64 // Unix ns
+	logs        *logthrottle.Throttle
 
 	queue   publishQueue
 	metrics memberMetrics
@@ -100,7 +102,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Member == "" {
 		return nil, errors.New("cluster: a member needs a name")
 	}
-	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member)}
+	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member), logs: logthrottle.New(time.Minute)}
 	m.queue.init()
 	m.metrics = newMemberMetrics(cfg.Metrics, m)
 	// Puts are asynchronous: the publisher does not wait for one put's
@@ -114,23 +116,34 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: jetstream: %w", err)
 	}
-	lease, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: cfg.Name + "_lease", History: 1, TTL: cfg.LeaseTTL, Storage: jetstream.MemoryStorage,
+	m.js = js
+	if err := m.open(ctx); err != nil {
+		return nil, err
+	}
+	cfg.Store.OnPublish(m.published)
+	return m, nil
+}
+
+// open creates the cluster's buckets if they do not exist, and binds the
+// member to them: at Join, and again after the NATS server lost them (it
+// holds them in memory, so a restart begins with none).
+func (m *Member) open(ctx context.Context) error {
+	lease, err := m.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: m.cfg.Name + "_lease", History: 1, TTL: m.cfg.LeaseTTL, Storage: jetstream.MemoryStorage,
 		Description: "the ingest leader's lease",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cluster: lease bucket: %w", err)
+		return fmt.Errorf("cluster: lease bucket: %w", err)
 	}
-	snaps, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: cfg.Name + "_snapshots", History: 1, Storage: jetstream.MemoryStorage, MaxValueSize: maxValue,
+	snaps, err := m.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: m.cfg.Name + "_snapshots", History: 1, Storage: jetstream.MemoryStorage, MaxValueSize: maxValue,
 		Description: "the leader's snapshots, one key per pair and stream",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cluster: snapshot bucket: %w", err)
+		return fmt.Errorf("cluster: snapshot bucket: %w", err)
 	}
-	m.js, m.lease, m.snaps = js, lease, snaps
-	cfg.Store.OnPublish(m.published)
-	return m, nil
+	m.lease, m.snaps = lease, snaps
+	return nil
 }
 
 // Leading reports whether this member holds the lease.
@@ -155,19 +168,53 @@ func (m *Member) Synced() bool { return m.synced.Load() }
 // Run takes part in the cluster until ctx is done: it applies the snapshot
 // bucket's watch to the store, campaigns for the lease, and while it holds
 // it runs lead with a context that ends when the lease is lost, and puts
-// what the store publishes into the bucket. It returns when ctx is done and
-// lead has returned.
+// what the store publishes into the bucket. When NATS stops answering for
+// longer than the lease's TTL, or its buckets are gone, the member steps
+// down and joins again as soon as it can, without a restart; meanwhile it
+// serves what it holds. Run returns when ctx is done and lead has returned.
 func (m *Member) Run(ctx context.Context, lead func(ctx context.Context)) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { m.publish(ctx) })
+	defer wg.Wait()
+	for {
+		m.session(ctx, lead)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(m.cfg.LeaseTTL / periodsPerTTL):
+			}
+			if err := m.open(ctx); err == nil {
+				break
+			} else {
+				m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster unreachable: serving what this member holds", "err", err)
+			}
+		}
+		m.logs.Forget("cluster")
+		m.metrics.rejoins.Inc()
+		m.log.Info("cluster joined again")
+	}
+}
+
+// session is one stretch of membership: a watch of the snapshot bucket and
+// the campaign, until ctx is done or the engine is lost.
+func (m *Member) session(ctx context.Context, lead func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	w, err := m.snaps.WatchAll(ctx)
 	if err != nil {
-		return fmt.Errorf("cluster: watch: %w", err)
+		m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster watch failed", "err", err)
+		return
 	}
+	m.synced.Store(false)
 	var wg sync.WaitGroup
-	wg.Go(func() { m.watch(ctx, w) })
-	wg.Go(func() { m.publish(ctx) })
+	wg.Go(func() {
+		defer cancel() // a watch that ends ends the session
+		m.watch(ctx, w)
+	})
 	m.campaign(ctx, lead)
+	cancel()
 	wg.Wait()
-	return nil
 }
 
 // campaign holds or seeks the lease every fifth of its TTL until ctx is
@@ -197,12 +244,26 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		m.metrics.stepDowns.Inc()
 	}
 	defer func() { stepDown("shutting down") }()
-	t := time.NewTicker(m.cfg.LeaseTTL / 5)
+	t := time.NewTicker(m.cfg.LeaseTTL / periodsPerTTL)
 	defer t.Stop()
-	for {
+	// failing counts the periods in a row in which NATS did not answer the
+	// lease's renewal or creation as a working engine does (done, or the
+	// key exists); past the lease's TTL the engine is lost, and the session
+	// ends for the member to join again. A read is no witness: a bucket
+	// that is gone reads as a key not found.
+	failing := 0
+	engine := func(err error) {
+		if err == nil || errors.Is(err, jetstream.ErrKeyExists) {
+			failing = 0
+			return
+		}
+		failing++
+	}
+	for failing <= periodsPerTTL {
 		switch {
 		case rev != 0:
 			next, err := m.lease.Update(ctx, leaseKey, lease, rev)
+			engine(err)
 			if err != nil {
 				stepDown(err.Error())
 			} else {
@@ -213,6 +274,7 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 			term := m.newest.Load() + 1
 			lease = appendLease(nil, m.cfg.Member, term)
 			created, err := m.lease.Create(ctx, leaseKey, lease)
+			engine(err)
 			if err == nil {
 				rev = created
 				m.term.Store(term)
@@ -244,6 +306,9 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		}
 	}
 }
+
+// periodsPerTTL is how many renewal periods a lease's TTL holds.
+const periodsPerTTL = 5
 
 // leaseKey is the lease's key in its bucket.
 const leaseKey = "leader"
@@ -312,7 +377,11 @@ func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
 		select {
 		case <-ctx.Done():
 			return
-		case e = <-w.Updates():
+		case u, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			e = u
 		}
 		switch {
 		case e == nil: // every value held at the start has come

@@ -28,6 +28,7 @@ type memberMetrics struct {
 	putErrors *metrics.Counter
 	takeOvers *metrics.Counter
 	stepDowns *metrics.Counter
+	rejoins   *metrics.Counter
 	lag       *promhist.Histogram
 }
 
@@ -42,6 +43,7 @@ func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
 		putErrors: set.NewCounter(`marketfeed_cluster_put_errors_total`),
 		takeOvers: set.NewCounter(`marketfeed_cluster_lease_won_total`),
 		stepDowns: set.NewCounter(`marketfeed_cluster_lease_lost_total`),
+		rejoins:   set.NewCounter(`marketfeed_cluster_rejoins_total`),
 		lag:       promhist.New(set, "marketfeed_cluster_replication_lag_seconds", `cluster="`+m.cfg.Name+`"`, lagBounds),
 	}
 	for r := range numDropReasons {

@@ -457,19 +457,19 @@ type clusterRole struct {
 
 // readiness says whether the process should get traffic: the poller's
 // verdict where a poller runs; on a member that follows, whether it holds
-// the leader's pair list.
+// a pair list of the leader's.
 func (a *app) readiness() readiness {
 	var r readiness
 	if p := a.poller(); p != nil {
 		st := p.Status()
 		r = readiness{Ready: st.Ready, Reason: st.Reason, Sources: st.Sources}
 	} else {
-		switch {
-		case !a.member.Synced():
-			r.Reason = "following: the leader's snapshots are still being read"
-		case a.store.Pairs() == nil:
-			r.Reason = "following: the leader has published no pair list"
-		default:
+		// Ready once it holds a pair list, and still while NATS is away:
+		// it serves what it holds, as a process alone does while the
+		// venue fails.
+		if a.store.Pairs() == nil {
+			r.Reason = "following: no pair list from the leader yet"
+		} else {
 			r.Ready, r.Reason = true, "ok"
 		}
 	}

@@ -4,6 +4,7 @@
 package natstest
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -12,10 +13,22 @@ import (
 
 // Start runs a NATS server with JetStream on a loopback port of its own,
 // storing in a directory of the test's, until the test ends.
-func Start(t testing.TB) *server.Server {
+func Start(t testing.TB) *server.Server { return start(t, -1) }
+
+// Restart shuts s down and starts a new server on its port, with nothing
+// in it: what a restart of a server holding its streams in memory leaves.
+func Restart(t testing.TB, s *server.Server) *server.Server {
+	t.Helper()
+	port := s.Addr().(*net.TCPAddr).Port
+	s.Shutdown()
+	s.WaitForShutdown()
+	return start(t, port)
+}
+
+func start(t testing.TB, port int) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 	})
 	if err != nil {
 		t.Fatal(err)
