@@ -22,7 +22,7 @@ OPENAPI_TS         := $(OPENAPI_TS_DIR)/node_modules/.bin/openapi-typescript
 TSC                := $(OPENAPI_TS_DIR)/node_modules/.bin/tsc
 TS_CLIENT          := docs/clients/ts
 
-.PHONY: sweep recovery run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts tidy-check check clean
+.PHONY: sweep recovery cluster run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts tidy-check check clean
 
 # need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
 # in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
@@ -37,6 +37,12 @@ endef
 ## run: serve the API on the embedded simulated venue (http://127.0.0.1:8080/api/public/pairs)
 run:
 	$(GO) run ./cmd/marketfeed $(ARGS)
+
+## cluster: a NATS server (JetStream in memory), venuesim, three marketfeed members and nginx as a
+## round-robin balancer in front, all on loopback; prints where to look (installs nginx when missing)
+cluster:
+	$(GO) build -o $(BIN)/ ./cmd/marketfeed ./cmd/venuesim github.com/nats-io/nats-server/v2
+	BIN=$(BIN) scripts/cluster.sh
 
 ## venuesim: serve the simulated venue over a Binance-compatible REST API on 127.0.0.1:8500
 venuesim:

@@ -44,6 +44,9 @@ type Config struct {
 	// Store is the member's store: the leader's values are read from it
 	// as it publishes them, and every member's watch publishes into it.
 	Store *snapshot.Store
+	// Replicas is how many NATS servers hold each bucket (default 1): 3
+	// on a cluster of three servers, so that losing one loses nothing.
+	Replicas int
 	// LeaseTTL is how long a lease outlives its last renewal (default
 	// 5 s): a killed leader is replaced within it. It is renewed every
 	// fifth of it.
@@ -129,14 +132,14 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 // holds them in memory, so a restart begins with none).
 func (m *Member) open(ctx context.Context) error {
 	lease, err := m.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: m.cfg.Name + "_lease", History: 1, TTL: m.cfg.LeaseTTL, Storage: jetstream.MemoryStorage,
+		Bucket: m.cfg.Name + "_lease", History: 1, TTL: m.cfg.LeaseTTL, Storage: jetstream.MemoryStorage, Replicas: m.cfg.Replicas,
 		Description: "the ingest leader's lease",
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: lease bucket: %w", err)
 	}
 	snaps, err := m.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: m.cfg.Name + "_snapshots", History: 1, Storage: jetstream.MemoryStorage, MaxValueSize: maxValue,
+		Bucket: m.cfg.Name + "_snapshots", History: 1, Storage: jetstream.MemoryStorage, MaxValueSize: maxValue, Replicas: m.cfg.Replicas,
 		Description: "the leader's snapshots, one key per pair and stream",
 	})
 	if err != nil {

@@ -56,7 +56,10 @@ type Config struct {
 	// ClusterMember is -cluster-member, this member's name, unique in the
 	// cluster; default the host name and the -listen port.
 	ClusterMember string
-	clusterList   string
+	// ClusterReplicas is -cluster-replicas: how many NATS servers hold
+	// each of the cluster's buckets.
+	ClusterReplicas int
+	clusterList     string
 
 	spot            []string       // -spot and -spot-file together
 	spotFlag        []string       // -spot alone, kept when the file is re-read
@@ -166,6 +169,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	intVar(fs, &c.simExtra, "sim-extra", 0, "`number` of extra synthetic markets on the simulated venue, for load tests")
 	fs.StringVar(&c.clusterList, "cluster", "", "NATS server `URLs` (nats:// or tls://, comma separated) of a cluster of replicas: one leader reads the venue, every member serves its snapshots; empty: this process alone")
 	fs.StringVar(&c.ClusterName, "cluster-name", "marketfeed", "`name` of the cluster: the prefix of its NATS buckets")
+	intVar(fs, &c.ClusterReplicas, "cluster-replicas", 1, "how many NATS `servers` hold each of the cluster's buckets: 3 on a cluster of three")
 	fs.StringVar(&c.ClusterMember, "cluster-member", "", "this member's `name`, unique in the cluster (default: the host name and the -listen port)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log `format`: text | json")
 	fs.StringVar(&c.logLevelName, "log-level", "info", "log `level`: debug | info | warn | error")
@@ -283,6 +287,9 @@ func (c *Config) validate() error {
 			return c.invalid("cluster", nil, "%v", err)
 		}
 		c.ClusterURLs = append(c.ClusterURLs, u)
+	}
+	if c.ClusterReplicas < 1 || c.ClusterReplicas > 5 {
+		return c.invalid("cluster-replicas", c.ClusterReplicas, "want 1 to 5, as NATS allows")
 	}
 	if !validBucketName(c.ClusterName) {
 		return c.invalid("cluster-name", c.ClusterName, "want letters, digits, - and _ only")

@@ -58,6 +58,7 @@ var badConfigs = []struct {
 	{"stream lines three", []string{"-venue", "binance", "-venue-ws-lines", "3"}, nil, []string{"-venue-ws-lines", "want 1 or 2"}},
 	{"cluster not nats", []string{"-cluster", "http://127.0.0.1:4222"}, nil, []string{"-cluster", "scheme nats or tls"}},
 	{"cluster without a host", []string{"-cluster", "nats://:4222"}, nil, []string{"-cluster", "no host"}},
+	{"cluster replicas zero", []string{"-cluster-replicas", "0"}, nil, []string{"-cluster-replicas", "1 to 5"}},
 	{"cluster name with a dot", []string{"-cluster-name", "a.b"}, nil, []string{"-cluster-name", "letters, digits"}},
 	{"max conns zero", []string{"-max-conns", "0"}, nil, []string{"-max-conns", "at least 1"}},
 	{"max conns not a number", []string{"-max-conns", "1e4"}, nil, []string{"-max-conns", "whole number"}},

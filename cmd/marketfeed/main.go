@@ -503,7 +503,7 @@ func (a *app) joinCluster() error {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
 	m, err := cluster.Join(ctx, cluster.Config{
-		Conn: nc, Name: cfg.ClusterName, Member: cfg.ClusterMember, Store: a.store,
+		Conn: nc, Name: cfg.ClusterName, Member: cfg.ClusterMember, Replicas: cfg.ClusterReplicas, Store: a.store,
 		Logger: a.log, Metrics: a.metrics,
 	})
 	if err != nil {
