@@ -389,6 +389,13 @@ func TestMembersRejoinARestartedEngine(t *testing.T) {
 		l := leaders(nodes)
 		return len(l) == 1 && l[0].m.Term() > term
 	})
+	// Values in flight when the server went away are lost: wait for the
+	// new leader to put a round of every pair since.
+	leader := leaders(nodes)[0]
+	puts := leader.m.metrics.puts.Get()
+	eventually(t, 10*time.Second, "the new leader puts nothing", func() bool {
+		return leader.m.metrics.puts.Get() >= puts+uint64(2*len(testPairs)+2)
+	})
 	if after := settle(t, f, nodes); after == before {
 		t.Fatal("the members serve what was published before the restart")
 	}
