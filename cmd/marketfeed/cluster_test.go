@@ -17,6 +17,7 @@ import (
 // member is one replica under test.
 type member struct {
 	name     string
+	venue    *countingVenue // the member's own venue: only a leader reads it
 	a        *app
 	api, ops string
 	stop     func() // ends the process as a kill would, leaving its lease to expire
@@ -32,10 +33,11 @@ func startMember(t *testing.T, natsURL, name string) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := newVenue(cfg)
+	v, err := newVenue(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	src := &countingVenue{Venue: v}
 	a, err := newApp(cfg, slog.New(slog.DiscardHandler), src)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +45,7 @@ func startMember(t *testing.T, natsURL, name string) *member {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.run(ctx, make(chan os.Signal)) }()
-	m := &member{name: name, a: a, api: "http://" + a.api.Addr().String(), ops: "http://" + a.ops.Addr().String()}
+	m := &member{name: name, venue: src, a: a, api: "http://" + a.api.Addr().String(), ops: "http://" + a.ops.Addr().String()}
 	m.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -135,16 +137,25 @@ func ask(t *testing.T, base, uri, ifNoneMatch string) answer {
 	return answer{resp.StatusCode, resp.Header.Get("ETag"), string(body)}
 }
 
-// Three members on one NATS server: one leads, and every member answers
-// every route with the same bytes and the same ETag, so a tag from one is
-// a 304 on another. Books and trades change a few times a second, so each
-// route is asked of the three at once until one round catches them on the
-// same value.
+// Three members on one NATS server: one leads and alone reads the venue,
+// and every member answers every route with the same bytes and the same
+// ETag, so a tag from one is a 304 on another. Books and trades change a
+// few times a second, so each route is asked of the three at once until
+// one round catches them on the same value.
 func TestClusterMembersAnswerAsOne(t *testing.T) {
 	s := natstest.Start(t)
 	members := []*member{startMember(t, s.ClientURL(), "a"), startMember(t, s.ClientURL(), "b"), startMember(t, s.ClientURL(), "c")}
-	waitLeader(t, members, 20*time.Second)
+	leader := waitLeader(t, members, 20*time.Second)
 	warm(t, members)
+	for _, m := range members {
+		catalogs, perPair := m.venue.catalogs.Load(), m.venue.perPair()
+		if m == leader && catalogs == 0 {
+			t.Errorf("the leader %s never read the catalog", m.name)
+		}
+		if m != leader && catalogs+perPair != 0 {
+			t.Errorf("follower %s read the venue: %d catalogs, %d per-pair reads", m.name, catalogs, perPair)
+		}
+	}
 	for _, uri := range clusterURIs {
 		same := false
 		for try := 0; try < 50 && !same; try++ {

@@ -21,10 +21,26 @@ import (
 	"marketfeed/poller/venue"
 )
 
-// countingVenue counts the per-pair reads that reach the venue.
+// countingVenue counts the catalog reads and the per-pair reads that reach
+// the venue.
 type countingVenue struct {
 	venue.Venue
+	catalogs      atomic.Int64
 	books, trades sync.Map // symbol → *atomic.Int64
+}
+
+func (c *countingVenue) Catalog(ctx context.Context) (venue.Catalog, error) {
+	c.catalogs.Add(1)
+	return c.Venue.Catalog(ctx)
+}
+
+// perPair returns how many per-pair reads reached the venue.
+func (c *countingVenue) perPair() int64 {
+	var n int64
+	for _, m := range []*sync.Map{&c.books, &c.trades} {
+		m.Range(func(_, v any) bool { n += v.(*atomic.Int64).Load(); return true })
+	}
+	return n
 }
 
 func (c *countingVenue) counter(m *sync.Map, symbol string) *atomic.Int64 {
