@@ -187,11 +187,11 @@ func (m *Member) Run(ctx context.Context, lead func(ctx context.Context)) error 
 				return nil
 			case <-time.After(m.cfg.LeaseTTL / periodsPerTTL):
 			}
-			if err := m.open(ctx); err == nil {
+			err := m.open(ctx)
+			if err == nil {
 				break
-			} else {
-				m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster unreachable: serving what this member holds", "err", err)
 			}
+			m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster unreachable: serving what this member holds", "err", err)
 		}
 		m.logs.Forget("cluster")
 		m.metrics.rejoins.Inc()
