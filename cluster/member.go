@@ -187,7 +187,9 @@ func (m *Member) Run(ctx context.Context, lead func(ctx context.Context)) error 
 				return nil
 			case <-time.After(m.cfg.LeaseTTL / periodsPerTTL):
 			}
-			err := m.open(ctx)
+			octx, cancel := context.WithTimeout(ctx, m.cfg.LeaseTTL)
+			err := m.open(octx)
+			cancel()
 			if err == nil {
 				break
 			}
@@ -265,7 +267,9 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 	for failing <= periodsPerTTL {
 		switch {
 		case rev != 0:
-			next, err := m.lease.Update(ctx, leaseKey, lease, rev)
+			next, err := m.leaseCall(ctx, func(ctx context.Context) (uint64, error) {
+				return m.lease.Update(ctx, leaseKey, lease, rev)
+			})
 			engine(err)
 			if err != nil {
 				stepDown(err.Error())
@@ -276,7 +280,9 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		default:
 			term := m.newest.Load() + 1
 			lease = appendLease(nil, m.cfg.Member, term)
-			created, err := m.lease.Create(ctx, leaseKey, lease)
+			created, err := m.leaseCall(ctx, func(ctx context.Context) (uint64, error) {
+				return m.lease.Create(ctx, leaseKey, lease)
+			})
 			engine(err)
 			if err == nil {
 				rev = created
@@ -288,7 +294,9 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 				running = startLeading(ctx, lead)
 				break
 			}
-			e, err := m.lease.Get(ctx, leaseKey)
+			gctx, cancel := context.WithTimeout(ctx, m.cfg.LeaseTTL/periodsPerTTL)
+			e, err := m.lease.Get(gctx, leaseKey)
+			cancel()
 			switch {
 			case err == nil:
 				name, term, ok := parseLease(e.Value())
@@ -308,6 +316,16 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		case <-t.C:
 		}
 	}
+}
+
+// leaseCall runs one call on the lease within a renewal period: a call
+// that NATS does not answer in time fails, rather than waiting out the
+// client's default timeout, so that a lost engine is noticed within the
+// lease's TTL.
+func (m *Member) leaseCall(ctx context.Context, call func(ctx context.Context) (uint64, error)) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.LeaseTTL/periodsPerTTL)
+	defer cancel()
+	return call(ctx)
 }
 
 // periodsPerTTL is how many renewal periods a lease's TTL holds.
