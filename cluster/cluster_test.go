@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"marketfeed/internal/natstest"
 	"marketfeed/snapshot"
@@ -293,7 +295,7 @@ func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk, _ := snapshot.NewTickers(snapshot.NewPairs(nil, snapshot.PairsConfig{}, time.Now()), nil, nil, time.Now())
-	if _, err := seed.snaps.Put(t.Context(), keyTickers, appendValue(nil, header{term: 3, publishedAt: 1}, tk.AppendWire(nil))); err != nil {
+	if _, err := seed.snaps.Put(t.Context(), keyTickers, appendValue(nil, header{term: 3, publishedAt: 1}, tk)); err != nil {
 		t.Fatal(err)
 	}
 	f := new(feeder)
@@ -326,12 +328,12 @@ func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
 		value  []byte
 		reason dropReason
 	}{
-		{"book.BTC_USDT", appendValue(nil, header{term: term - 1, publishedAt: 1}, btc.AppendWire(nil)), dropStale},
+		{"book.BTC_USDT", appendValue(nil, header{term: term - 1, publishedAt: 1}, btc), dropStale},
 		{"book.BTC_USDT", []byte("not a value"), dropBad},
-		{"book.BTC_USDT", append(appendValue(nil, header{term: term, publishedAt: 1}, btc.AppendWire(nil)), 'x'), dropBad},
-		{"book.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, eth.AppendWire(nil)), dropForeign},
-		{"evil", appendValue(nil, header{term: term, publishedAt: 1}, btc.AppendWire(nil)), dropForeign},
-		{"book.DOGE_USDT", appendValue(nil, header{term: term, publishedAt: 1}, []byte("junk")), dropBad},
+		{"book.BTC_USDT", append(appendValue(nil, header{term: term, publishedAt: 1}, btc), 'x'), dropBad},
+		{"book.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, eth), dropForeign},
+		{"evil", appendValue(nil, header{term: term, publishedAt: 1}, btc), dropForeign},
+		{"book.DOGE_USDT", appendValue(nil, header{term: term, publishedAt: 1}, rawWire("junk")), dropBad},
 	} {
 		dropped := follower.m.metrics.dropped[tc.reason].Get()
 		if _, err := js.Put(t.Context(), tc.key, tc.value); err != nil {
@@ -398,5 +400,68 @@ func TestMembersRejoinARestartedEngine(t *testing.T) {
 	})
 	if after := settle(t, f, nodes); after == before {
 		t.Fatal("the members serve what was published before the restart")
+	}
+}
+
+// rawWire is a wire form of any bytes, for values no leader writes.
+type rawWire []byte
+
+func (w rawWire) AppendWire(dst []byte) []byte { return append(dst, w...) }
+
+// flakyLease fails the lease's renewals while told to.
+type flakyLease struct {
+	jetstream.KeyValue
+	fail   atomic.Int32 // renewals still to fail; -1: every one
+	failed atomic.Int32
+}
+
+func (l *flakyLease) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if n := l.fail.Load(); n != 0 {
+		if n > 0 {
+			l.fail.Add(-1)
+		}
+		l.failed.Add(1)
+		return 0, context.DeadlineExceeded
+	}
+	return l.KeyValue.Update(ctx, key, value, rev)
+}
+
+// One renewal that fails does not end a term: the lease is still held. A
+// leader whose renewals keep failing steps down before its lease can
+// expire, so that no other member leads beside it.
+func TestLeaderKeepsItsTermThroughAFailedRenewal(t *testing.T) {
+	s := natstest.Start(t)
+	store := snapshot.NewStore()
+	m, err := Join(t.Context(), Config{Conn: connect(t, s), Member: "a", Store: store, LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := &flakyLease{KeyValue: m.lease}
+	m.lease = lease
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx, func(ctx context.Context) { <-ctx.Done() }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, 5*time.Second, "no leader", m.Leading)
+	term := m.Term()
+	lease.fail.Store(1)
+	eventually(t, 5*time.Second, "the renewal never failed", func() bool { return lease.failed.Load() == 1 })
+	revision := func() uint64 {
+		e, err := lease.KeyValue.Get(t.Context(), leaseKey)
+		if err != nil {
+			return 0
+		}
+		return e.Revision()
+	}
+	failedAt := revision()
+	eventually(t, 5*time.Second, "no renewal after the failed one", func() bool { return revision() > failedAt })
+	if !m.Leading() || m.Term() != term || m.metrics.stepDowns.Get() != 0 {
+		t.Fatalf("after one failed renewal: leading %v, term %d (was %d), step-downs %d", m.Leading(), m.Term(), term, m.metrics.stepDowns.Get())
+	}
+	lease.fail.Store(-1)
+	failing := time.Now()
+	eventually(t, 5*time.Second, "a leader whose renewals fail never stepped down", func() bool { return !m.Leading() })
+	if took := time.Since(failing); took >= time.Second {
+		t.Fatalf("stepped down %s after its renewals began to fail, want before the 1s lease expires", took)
 	}
 }

@@ -1,7 +1,7 @@
 // Package cluster makes marketfeed processes replicas of one another on NATS
 // JetStream. The members elect one ingest leader through a lease, a key in
 // a key-value bucket created if absent and renewed by compare-and-set well
-// inside its TTL; the revision that created it is the leader's term. Only
+// inside its TTL; its value names the leader and its term (see campaign). Only
 // the leader reads the venue: it puts the wire form of every snapshot its
 // store publishes into a second, in-memory bucket, one key per pair and
 // stream plus the pair list and the tickers. Every member applies a watch
@@ -67,7 +67,8 @@ type Member struct {
 	js    jetstream.JetStream
 
 	// term is the term this member leads in; 0 while it follows. newest is
-	// the newest term whose value it has applied or published.
+	// the newest term it has seen: in a value applied, in the lease, or its
+	// own.
 	term   atomic.Uint64
 	newest atomic.Uint64
 	leader atomic.Pointer[string] // the lease's holder, as last seen
@@ -187,9 +188,9 @@ func (m *Member) Run(ctx context.Context, lead func(ctx context.Context)) error 
 				return nil
 			case <-time.After(m.cfg.LeaseTTL / periodsPerTTL):
 			}
-			octx, cancel := context.WithTimeout(ctx, m.cfg.LeaseTTL)
-			err := m.open(octx)
-			cancel()
+			_, err := within(ctx, m.cfg.LeaseTTL, func(ctx context.Context) (struct{}, error) {
+				return struct{}{}, m.open(ctx)
+			})
 			if err == nil {
 				break
 			}
@@ -236,8 +237,10 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 	var (
 		rev     uint64   // the lease's revision while this member holds it
 		lease   []byte   // its value
+		renewed int64    // when it was last renewed, Unix ns
 		running *leading // lead's run while this member holds the lease
 	)
+	period := m.cfg.LeaseTTL / periodsPerTTL
 	stepDown := func(why string) {
 		if running == nil {
 			return
@@ -249,7 +252,7 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		m.metrics.stepDowns.Inc()
 	}
 	defer func() { stepDown("shutting down") }()
-	t := time.NewTicker(m.cfg.LeaseTTL / periodsPerTTL)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	// failing counts the periods in a row in which NATS did not answer the
 	// lease's renewal or creation as a working engine does (done, or the
@@ -258,7 +261,7 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 	// that is gone reads as a key not found.
 	failing := 0
 	engine := func(err error) {
-		if err == nil || errors.Is(err, jetstream.ErrKeyExists) {
+		if err == nil || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			failing = 0
 			return
 		}
@@ -267,25 +270,41 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 	for failing <= periodsPerTTL {
 		switch {
 		case rev != 0:
-			next, err := m.leaseCall(ctx, func(ctx context.Context) (uint64, error) {
+			next, err := within(ctx, period, func(ctx context.Context) (uint64, error) {
 				return m.lease.Update(ctx, leaseKey, lease, rev)
 			})
 			engine(err)
-			if err != nil {
+			now := m.cfg.Now().UnixNano()
+			switch {
+			case err == nil:
+				rev, renewed = next, now
+			case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+				// A renewal that timed out may have landed after all: the
+				// lease is still this member's if it holds its value.
+				e, gerr := within(ctx, period, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+					return m.lease.Get(ctx, leaseKey)
+				})
+				if gerr != nil || !bytes.Equal(e.Value(), lease) {
+					stepDown("another member holds the lease")
+				} else {
+					rev, renewed = e.Revision(), now
+				}
+			case time.Duration(now-renewed) >= m.cfg.LeaseTTL-2*period:
+				// One renewal failing is not a lost lease; one that may
+				// expire before the next try is: step down before another
+				// member can lead.
 				stepDown(err.Error())
-			} else {
-				rev = next
 			}
 		case !m.synced.Load():
 		default:
 			term := m.newest.Load() + 1
 			lease = appendLease(nil, m.cfg.Member, term)
-			created, err := m.leaseCall(ctx, func(ctx context.Context) (uint64, error) {
+			created, err := within(ctx, period, func(ctx context.Context) (uint64, error) {
 				return m.lease.Create(ctx, leaseKey, lease)
 			})
 			engine(err)
 			if err == nil {
-				rev = created
+				rev, renewed = created, m.cfg.Now().UnixNano()
 				m.term.Store(term)
 				m.raise(term)
 				m.seeLeader(m.cfg.Member)
@@ -294,9 +313,9 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 				running = startLeading(ctx, lead)
 				break
 			}
-			gctx, cancel := context.WithTimeout(ctx, m.cfg.LeaseTTL/periodsPerTTL)
-			e, err := m.lease.Get(gctx, leaseKey)
-			cancel()
+			e, err := within(ctx, period, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+				return m.lease.Get(ctx, leaseKey)
+			})
 			switch {
 			case err == nil:
 				name, term, ok := parseLease(e.Value())
@@ -318,12 +337,11 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 	}
 }
 
-// leaseCall runs one call on the lease within a renewal period: a call
-// that NATS does not answer in time fails, rather than waiting out the
-// client's default timeout, so that a lost engine is noticed within the
-// lease's TTL.
-func (m *Member) leaseCall(ctx context.Context, call func(ctx context.Context) (uint64, error)) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.LeaseTTL/periodsPerTTL)
+// within runs one call to NATS with d to answer: a call it does not
+// answer in time fails, rather than waiting out the client's default
+// timeout, so that a lost engine is noticed within the lease's TTL.
+func within[T any](ctx context.Context, d time.Duration, call func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return call(ctx)
 }
@@ -471,12 +489,11 @@ func (m *Member) published(v snapshot.Published) {
 	if term == 0 {
 		return
 	}
-	key, wire := keyOf(v, nil)
+	key := keyOf(v)
 	if key == "" {
 		return
 	}
-	h := header{term: term, publishedAt: m.cfg.Now().UnixNano()}
-	m.queue.put(key, appendValue(make([]byte, 0, len(wire)+24), h, wire))
+	m.queue.put(key, appendValue(nil, header{term: term, publishedAt: m.cfg.Now().UnixNano()}, v))
 }
 
 // maxPendingPuts bounds the puts awaiting their acknowledgement: two full

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"time"
-
 	"github.com/VictoriaMetrics/metrics"
 
 	"marketfeed/internal/promhist"
@@ -62,6 +60,3 @@ func bool01(b bool) float64 {
 	}
 	return 0
 }
-
-// timeOf is a time.Time of Unix ns.
-func timeOf(ns int64) time.Time { return time.Unix(0, ns) }

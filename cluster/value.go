@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strings"
+	"time"
 
 	"marketfeed/snapshot"
 )
@@ -40,13 +41,16 @@ type header struct {
 	publishedAt int64 // Unix ns, the leader's clock
 }
 
-// appendValue appends the value of wire published under h.
-func appendValue(dst []byte, h header, wire []byte) []byte {
+// appendValue appends the value of v published under h, writing v's wire
+// form in place after the header, whose checksum is filled in last.
+func appendValue(dst []byte, h header, v snapshot.Published) []byte {
 	dst = append(dst, valueMagic)
 	dst = binary.AppendUvarint(dst, h.term)
 	dst = binary.AppendVarint(dst, h.publishedAt)
-	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(wire, castagnoli))
-	return append(dst, wire...)
+	sum := len(dst)
+	dst = v.AppendWire(append(dst, 0, 0, 0, 0))
+	binary.LittleEndian.PutUint32(dst[sum:], crc32.Checksum(dst[sum+4:], castagnoli))
+	return dst
 }
 
 // parseValue splits a value into its header and its snapshot's wire form.
@@ -89,19 +93,19 @@ const (
 	keyTradePrefix = "trades."
 )
 
-// keyOf returns the key a published snapshot goes under, and its wire form.
-func keyOf(v snapshot.Published, dst []byte) (key string, wire []byte) {
+// keyOf returns the key a published snapshot goes under.
+func keyOf(v snapshot.Published) string {
 	switch v := v.(type) {
 	case *snapshot.Book:
-		return keyBookPrefix + v.TickerID(), v.AppendWire(dst)
+		return keyBookPrefix + v.TickerID()
 	case *snapshot.Trades:
-		return keyTradePrefix + v.TickerID(), v.AppendWire(dst)
+		return keyTradePrefix + v.TickerID()
 	case *snapshot.Pairs:
-		return keyPairs, v.AppendWire(dst)
+		return keyPairs
 	case *snapshot.Tickers:
-		return keyTickers, v.AppendWire(dst)
+		return keyTickers
 	}
-	return "", nil
+	return ""
 }
 
 // applyWire decodes wire as the snapshot key names and publishes it into
@@ -113,7 +117,7 @@ func applyWire(store *snapshot.Store, key string, wire []byte, now int64) error 
 		if err != nil {
 			return err
 		}
-		store.PutPairs(p, timeOf(now))
+		store.PutPairs(p, time.Unix(0, now))
 		return nil
 	case key == keyTickers:
 		t, err := snapshot.DecodeTickers(wire)
@@ -123,31 +127,27 @@ func applyWire(store *snapshot.Store, key string, wire []byte, now int64) error 
 		store.PutTickers(t)
 		return nil
 	case strings.HasPrefix(key, keyBookPrefix):
-		b, err := snapshot.DecodeBook(wire)
-		if err != nil {
-			return err
-		}
-		if b.TickerID() != key[len(keyBookPrefix):] {
-			return fmt.Errorf("%w: %s under %s", errForeign, b, key)
-		}
-		if !store.PutBook(b) {
-			return errUnlisted
-		}
-		return nil
+		return applyPair(store.PutBook, snapshot.DecodeBook, key[len(keyBookPrefix):], wire)
 	case strings.HasPrefix(key, keyTradePrefix):
-		t, err := snapshot.DecodeTrades(wire)
-		if err != nil {
-			return err
-		}
-		if t.TickerID() != key[len(keyTradePrefix):] {
-			return fmt.Errorf("%w: trades of %s under %s", errForeign, t.TickerID(), key)
-		}
-		if !store.PutTrades(t) {
-			return errUnlisted
-		}
-		return nil
+		return applyPair(store.PutTrades, snapshot.DecodeTrades, key[len(keyTradePrefix):], wire)
 	}
 	return fmt.Errorf("%w: key %q", errForeign, key)
+}
+
+// applyPair decodes one pair's snapshot and publishes it with put, if it
+// is the pair id its key names and the pair is listed.
+func applyPair[V interface{ TickerID() string }](put func(V) bool, decode func([]byte) (V, error), id string, wire []byte) error {
+	v, err := decode(wire)
+	if err != nil {
+		return err
+	}
+	if v.TickerID() != id {
+		return fmt.Errorf("%w: a value of %s under %s's key", errForeign, v.TickerID(), id)
+	}
+	if !put(v) {
+		return errUnlisted
+	}
+	return nil
 }
 
 var (
