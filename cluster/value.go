@@ -23,7 +23,12 @@ import (
 // a CRC, not a cryptographic hash, because nothing it guards against is an
 // adversary that could not write a valid value anyway, and the processor's
 // CRC32-C instruction costs nothing next to the put (20 GB/s).
-const valueMagic = 0xb1
+//
+// The magic byte names the header's and the wire forms' version too: a
+// member of another version drops a value it would misread, and counts it,
+// rather than serving it (0xb2: books carry their update id, trade lists
+// their venue ids).
+const valueMagic = 0xb2
 
 // maxValue is the largest value a member accepts: a full book or trade list
 // is under 20 KB, and NATS refuses messages above its max_payload (1 MB by

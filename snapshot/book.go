@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,10 @@ type Book struct {
 	time     int64 // the venue's clock for this book, ms
 	readAt   int64 // the service's clock when it was read, Unix ns
 	version  uint64
+	// seq is the venue's update id the levels are current at (Binance u),
+	// 0 when unknown: where another process's local book may start from
+	// this one and the diff stream's events after it.
+	seq int64
 
 	body      []byte
 	later     *lazyForms // body's gzip form and tag, once asked for; shared with confirmed copies
@@ -46,7 +51,7 @@ func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.T
 	if err := checkSide(asks, -1); err != nil {
 		return nil, fmt.Errorf("%w: %s asks: %w", ErrBadBook, tickerID, err)
 	}
-	return NewCheckedBook(tickerID, venueTime, bids, asks, readAt), nil
+	return NewCheckedBook(tickerID, venueTime, 0, bids, asks, readAt), nil
 }
 
 // NewCheckedBook serializes a book whose levels the caller vouches for: every
@@ -54,13 +59,15 @@ func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.T
 // best first, at most MaxDepth levels. A local order book's top is such a
 // book: the venue adapter checked each decimal as it arrived and the book
 // keeps its sides ordered, so checking them again here would parse every
-// price a third time on the way from a stream frame to a snapshot.
-func NewCheckedBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.Time) *Book {
+// price a third time on the way from a stream frame to a snapshot. seq is
+// the venue's update id the levels are current at, 0 when unknown (see Seq).
+func NewCheckedBook(tickerID string, venueTime, seq int64, bids, asks []Level, readAt time.Time) *Book {
 	bids = bids[:min(len(bids), MaxDepth)]
 	asks = asks[:min(len(asks), MaxDepth)]
 	b := &Book{
 		tickerID: tickerID,
 		time:     venueTime,
+		seq:      seq,
 		readAt:   readAt.UnixNano(),
 		version:  nextVersion(),
 		later:    new(lazyForms),
@@ -142,6 +149,36 @@ func (b *Book) Version() uint64 { return b.version }
 
 // Levels returns how many bid and ask levels the book holds.
 func (b *Book) Levels() (bids, asks int) { return len(b.bidEnds), len(b.askEnds) }
+
+// Seq is the venue's update id the book's levels are current at (Binance's
+// u of the last diff event applied), 0 when unknown. It is not published;
+// it travels in the wire form, so that a process holding this book and the
+// venue's diff stream can keep a local book from it without a REST read.
+func (b *Book) Seq() int64 { return b.seq }
+
+// Sides returns the book's levels, best first, read back from its body:
+// for a process that starts a local book from it, never for a request.
+// The strings share one allocation.
+func (b *Book) Sides() (bids, asks []Level) {
+	text := string(b.body)
+	side := func(open int32, ends []int32) []Level {
+		levels := make([]Level, len(ends))
+		start := int(open)
+		for i, end := range ends {
+			// A level is ["price","size"], plain decimals with nothing
+			// escaped (see appendLevels), after a comma but for the first.
+			item := text[start:end]
+			if i > 0 {
+				item = item[1:]
+			}
+			price, size, _ := strings.Cut(item[2:len(item)-2], `","`)
+			levels[i] = Level{Price: price, Size: size}
+			start = int(end)
+		}
+		return levels
+	}
+	return side(b.bidsOpen, b.bidEnds), side(b.asksOpen, b.askEnds)
+}
 
 // Body is the response at full depth.
 func (b *Book) Body() []byte { return b.body }

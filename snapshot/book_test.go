@@ -219,7 +219,7 @@ func TestBookAccessors(t *testing.T) {
 func TestCheckedBookIsTheSameBook(t *testing.T) {
 	bids, asks := ladder(250, true), ladder(101, false)
 	want := mustBook(t, bids, asks)
-	got := NewCheckedBook("BTC_USDT", bookTime, bids, asks, readAt)
+	got := NewCheckedBook("BTC_USDT", bookTime, 0, bids, asks, readAt)
 	if !bytes.Equal(got.Body(), want.Body()) {
 		t.Fatalf("body\n%s\nwant\n%s", got.Body(), want.Body())
 	}
@@ -245,7 +245,7 @@ func BenchmarkBook(b *testing.B) {
 	b.Run("vouched", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = NewCheckedBook("BTC_USDT", bookTime, bids, asks, readAt)
+			_ = NewCheckedBook("BTC_USDT", bookTime, 0, bids, asks, readAt)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -155,7 +156,8 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	k := 0 // idOf.byVenue holds the trades with a venue id in the read's order
 	for i, tr := range trades {
 		if tr.ID != 0 {
-			idOf.byVenue[k].item = all.item(len(trades) - 1 - i) // the view is newest first
+			at := len(trades) - 1 - i // the view is newest first
+			idOf.byVenue[k].item, idOf.byVenue[k].at = all.item(at), int32(at)
 			k++
 		}
 	}
@@ -346,6 +348,7 @@ type numberedID struct {
 	n       int
 	id      string
 	item    []byte
+	at      int32 // the index of item in the value's view of both sides
 }
 
 func byVenueID(a, b numberedID) int { return cmp.Compare(a.venueID, b.venueID) }
@@ -461,4 +464,61 @@ func (t *Trades) Confirmed(at time.Time) *Trades {
 	c := *t
 	c.readAt = at.UnixNano()
 	return &c
+}
+
+// VenueTrades returns the trades that carry a venue id, oldest first, read
+// back from the value's items: what a process that takes over reading the
+// venue starts the pair's trade window from. Their target volumes come
+// back as QuoteQty, so that serializing them again writes the same items.
+// It is not for requests: it parses every item.
+func (t *Trades) VenueTrades() ([]Trade, error) {
+	out := make([]Trade, 0, len(t.ids.byVenue))
+	for _, k := range t.ids.byVenue {
+		tr, err := parseItem(string(k.item))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: trade %d: %w", ErrBadTrades, t.tickerID, k.at+1, err)
+		}
+		tr.ID = k.venueID
+		tr.Sell = t.sells[k.at/64]&(1<<(k.at%64)) != 0
+		out = append(out, tr)
+	}
+	return out, nil
+}
+
+// parseItem reads the fields of one item appendTrade wrote.
+func parseItem(item string) (Trade, error) {
+	var tr Trade
+	field := func(key string, quoted bool) (string, error) {
+		_, rest, ok := strings.Cut(item, `"`+key+`":`)
+		if !ok {
+			return "", fmt.Errorf("no %s", key)
+		}
+		if quoted {
+			v, _, ok := strings.Cut(strings.TrimPrefix(rest, `"`), `"`)
+			if !ok || !strings.HasPrefix(rest, `"`) {
+				return "", fmt.Errorf("%s is not a string", key)
+			}
+			return v, nil
+		}
+		end := strings.IndexAny(rest, ",}")
+		if end < 0 {
+			return "", fmt.Errorf("%s does not end", key)
+		}
+		return rest[:end], nil
+	}
+	var err error
+	var at string
+	for _, f := range []struct {
+		key    string
+		quoted bool
+		to     *string
+	}{{"price", true, &tr.Price}, {"base_volume", true, &tr.Size}, {"target_volume", true, &tr.QuoteQty}, {"trade_timestamp", false, &at}} {
+		if *f.to, err = field(f.key, f.quoted); err != nil {
+			return tr, err
+		}
+	}
+	if tr.Time, err = strconv.ParseInt(at, 10, 64); err != nil {
+		return tr, fmt.Errorf("trade_timestamp: %w", err)
+	}
+	return tr, nil
 }

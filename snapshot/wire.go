@@ -153,6 +153,7 @@ func appendWireEnds(dst []byte, ends []int32) []byte {
 func (b *Book) AppendWire(dst []byte) []byte {
 	dst = appendWireBytes(append(dst, wireBook), []byte(b.tickerID))
 	dst = binary.AppendVarint(dst, b.time)
+	dst = binary.AppendVarint(dst, b.seq)
 	dst = binary.AppendVarint(dst, b.readAt)
 	dst = appendWireBytes(dst, b.body)
 	for _, off := range []int32{b.bidsOpen, b.bidsClose, b.asksOpen, b.asksClose} {
@@ -169,6 +170,7 @@ func DecodeBook(data []byte) (*Book, error) {
 	r.kind(wireBook)
 	id := string(r.bytes("ticker_id"))
 	venueTime := r.varint("time")
+	seq := r.varint("update id")
 	readAt := r.varint("read time")
 	body := r.bytes("body")
 	bidsOpen, bidsClose := r.int("bids open"), r.int("bids close")
@@ -190,7 +192,7 @@ func DecodeBook(data []byte) (*Book, error) {
 		return nil, fmt.Errorf("%w: %s: a side's levels do not end where it closes", ErrBadWire, id)
 	}
 	return &Book{
-		tickerID: id, time: venueTime, readAt: readAt, version: nextVersion(),
+		tickerID: id, time: venueTime, seq: seq, readAt: readAt, version: nextVersion(),
 		body: slices.Clone(body), later: new(lazyForms), bidEnds: bidEnds, askEnds: askEnds,
 		bidsOpen: int32(bidsOpen), bidsClose: int32(bidsClose), asksOpen: int32(asksOpen), asksClose: int32(asksClose),
 	}, nil
@@ -207,12 +209,22 @@ func (t *Trades) AppendWire(dst []byte) []byte {
 	for _, w := range t.sells {
 		dst = binary.AppendUvarint(dst, w)
 	}
+	// The venue ids, with the repeat numbers the published ids were hashed
+	// with: a receiver that goes on to read the venue numbers the trades it
+	// shares with this value as this value does (see NewTradesAfter).
+	dst = binary.AppendUvarint(dst, uint64(len(t.ids.byVenue)))
+	for _, k := range t.ids.byVenue {
+		dst = binary.AppendVarint(dst, k.venueID)
+		dst = binary.AppendUvarint(dst, uint64(k.n))
+		dst = binary.AppendUvarint(dst, uint64(k.at))
+	}
 	return dst
 }
 
 // DecodeTrades returns the trades whose wire form is data. The value keeps
-// none of data. It cannot be the previous value of a NewTrades call's
-// build: only the process that read the trades numbers them.
+// none of data. It numbers the trades it shares with a later read of the
+// venue as the sender would (see NewTradesAfter), and gives its trades back
+// (VenueTrades).
 func DecodeTrades(data []byte) (*Trades, error) {
 	r := wireReader{b: data}
 	r.kind(wireTrades)
@@ -226,6 +238,10 @@ func DecodeTrades(data []byte) (*Trades, error) {
 	t := &Trades{tickerID: id, readAt: readAt, version: nextVersion(), later: new(laterForms)}
 	for i := range t.sells {
 		t.sells[i] = r.uint("sells")
+	}
+	known := make([]numberedID, min(r.int("venue ids"), len(ends)))
+	for i := range known {
+		known[i] = numberedID{venueID: r.varint("venue id"), n: r.int("repeat"), at: int32(r.int("item"))}
 	}
 	if err := r.finish(); err != nil {
 		return nil, err
@@ -242,6 +258,22 @@ func DecodeTrades(data []byte) (*Trades, error) {
 		}
 	}
 	t.all = tradeView{body: slices.Clone(body), ends: ends}
+	for i := range known {
+		k := &known[i]
+		if k.venueID <= 0 || i > 0 && k.venueID <= known[i-1].venueID || int(k.at) >= len(ends) {
+			return nil, fmt.Errorf("%w: %s: venue id %d of %d is not one of its trades", ErrBadWire, id, i+1, len(known))
+		}
+		k.item = t.all.item(int(k.at))
+		tid, opened := strings.CutPrefix(string(k.item), `{"trade_id":"`)
+		tid, _, closed := strings.Cut(tid, `"`)
+		if !opened || !closed {
+			return nil, fmt.Errorf("%w: %s: trade %d has no id", ErrBadWire, id, k.at+1)
+		}
+		k.id = tid
+	}
+	if len(known) > 0 {
+		t.ids.byVenue = known
+	}
 	return t, nil
 }
 

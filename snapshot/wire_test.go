@@ -4,14 +4,102 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"testing"
 )
+
+// lookalikeTape is n trades with venue ids from first on, every third one a
+// lookalike of the one before (same time, side, price and size), as a
+// venue's aggregate trades can be.
+func lookalikeTape(n int, first int64) []Trade {
+	out := tradeTape(n)
+	for i := range out {
+		out[i].ID = first + int64(i)
+		if i%3 == 1 {
+			out[i].Time, out[i].Price, out[i].Size, out[i].Sell, out[i].QuoteQty =
+				out[i-1].Time, out[i-1].Price, out[i-1].Size, out[i-1].Sell, out[i-1].QuoteQty
+		}
+	}
+	return out
+}
+
+// A book's wire form carries the update id its levels are current at, and
+// the levels read back are the ones it was built from: what a local book
+// in another process starts from.
+func TestDecodedBookGivesBackItsLevelsAndUpdateID(t *testing.T) {
+	for _, n := range [][2]int{{100, 100}, {3, 0}, {0, 4}, {0, 0}} {
+		bids, asks := ladder(n[0], true), ladder(n[1], false)
+		b := NewCheckedBook("BTC_USDT", bookTime, 123456789, bids, asks, readAt)
+		got, err := DecodeBook(b.AppendWire(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Seq() != 123456789 {
+			t.Errorf("%v levels: update id %d, want 123456789", n, got.Seq())
+		}
+		gotBids, gotAsks := got.Sides()
+		if !slices.Equal(gotBids, bids) || !slices.Equal(gotAsks, asks) {
+			t.Errorf("%v levels: sides read back as %v / %v, want %v / %v", n, gotBids, gotAsks, bids, asks)
+		}
+	}
+}
+
+// Trades decoded from their wire form give back the venue's trades, and a
+// later read of the venue built on them gets the ids, lookalikes included,
+// and the bytes the sender's own next value gets: a process that takes over
+// reading the venue goes on numbering the trades as the one before it.
+func TestDecodedTradesNumberALaterReadAsTheSender(t *testing.T) {
+	tape := lookalikeTape(130, 5000)
+	first, err := NewTrades("BTC_USDT", tape[:100], readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := DecodeTrades(first.AppendWire(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := decoded.VenueTrades()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(tape[:100])
+	for i := range want {
+		if want[i].QuoteQty == "" {
+			want[i].QuoteQty, _ = Product(want[i].Price, want[i].Size)
+		}
+	}
+	if !slices.Equal(back, want) {
+		t.Fatalf("trades read back:\n%+v\nwant\n%+v", back[:3], want[:3])
+	}
+	next := tape[19:119] // trade 19 is a lookalike of 18, which leaves the window
+	a, err := NewTradesAfter(first, "BTC_USDT", next, readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewTradesAfter(decoded, "BTC_USDT", next, readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.all.body, b.all.body) {
+		t.Fatalf("the read after the decoded value:\n%s\nafter the sender's:\n%s", b.all.body, a.all.body)
+	}
+	// Without the decoded value the lookalikes that left the window
+	// would number their repeats again: the bytes differ.
+	c, err := NewTradesAfter(nil, "BTC_USDT", next, readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a.all.body, c.all.body) {
+		t.Fatal("the tape has no lookalike whose number depends on the value before: the test proves nothing")
+	}
+}
 
 // The responses a receiver must serve as the sender does: every body and
 // part a request can ask of a value, its tag, and its wire form again.
 
 func bookResponses(b *Book) [][]byte {
-	out := [][]byte{b.Body(), b.Tag(), []byte(b.String()), b.AppendWire(nil)}
+	out := [][]byte{b.Body(), b.Tag(), []byte(b.String()), b.AppendWire(nil), []byte(strconv.FormatInt(b.Seq(), 10))}
 	for depth := range MaxDepth + 2 {
 		head, middle, tail := b.Parts(depth)
 		out = append(out, head, middle, tail)
@@ -70,14 +158,11 @@ var (
 func wireCases(t testing.TB) []wireCase {
 	var cases []wireCase
 	for _, n := range [][2]int{{120, 120}, {3, 0}, {0, 4}, {0, 0}} {
-		b, err := NewBook("BTC_USDT", bookTime, ladder(n[0], true), ladder(n[1], false), readAt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := NewCheckedBook("BTC_USDT", bookTime, int64(n[0])<<40+7, ladder(min(n[0], MaxDepth), true), ladder(min(n[1], MaxDepth), false), readAt)
 		cases = append(cases, wireCase{"book", b.AppendWire(nil), bookResponses(b), decodeBook})
 	}
-	for _, n := range []int{100, 3, 0} {
-		tr, err := NewTrades("BTC_USDT", tradeTape(n), readAt)
+	for _, tape := range [][]Trade{tradeTape(100), tradeTape(3), tradeTape(0), lookalikeTape(100, 1000), lookalikeTape(7, 5)} {
+		tr, err := NewTrades("BTC_USDT", tape, readAt)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,13 +59,13 @@ func (s *Source) putTrades(t *snapshot.Trades) { s.cfg.Store.PutTrades(t) }
 // its publication, to run once lp.mu is released. Called with lp.mu held.
 func (s *Source) takeBook(lp *pair, now time.Time) (build func()) {
 	bids, asks := lp.book.Top(snapshot.MaxDepth)
-	venueTime := lp.book.Time()
+	venueTime, updateID := lp.book.Time(), lp.book.LastUpdateID()
 	lp.book.ResetChanged()
 	seq := lp.books.take()
 	return func() {
 		// The levels were checked as they arrived and the book keeps its
 		// sides in order: they are not checked again.
-		b := snapshot.NewCheckedBook(lp.tickerID, venueTime, bids, asks, now)
+		b := snapshot.NewCheckedBook(lp.tickerID, venueTime, updateID, bids, asks, now)
 		lp.mu.Lock()
 		defer lp.mu.Unlock()
 		if lp.books.finish(seq, b, s.putBook) {
