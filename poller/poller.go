@@ -77,6 +77,11 @@ type Config struct {
 	// side came close to its edge (default 1000): the deepest snapshot is
 	// the cheapest in the long run, since it is needed least often.
 	RefreshDepth int
+	// Seed, when set with Streams, returns what a stream-fed pair new to
+	// the poller starts from instead of its REST reads (see live.Seed): a
+	// cluster member that takes over the ingest starts from the values
+	// the leader before it published.
+	Seed func(tickerID string) live.Seed
 	// RefreshShare is the share of the venue's weight limit refreshes may
 	// spend in a minute (default 0.04, at most half of Budget). A market
 	// whose price travels faster than that buys serves fewer than the
@@ -233,6 +238,7 @@ func New(cfg Config) *Poller {
 			RefreshDepth: cfg.RefreshDepth,
 			BookEvery:    cfg.BookEvery,
 			TradesEvery:  cfg.TradesEvery,
+			Seed:         cfg.Seed,
 		})
 	}
 	p.metrics = newPollerMetrics(set, p)

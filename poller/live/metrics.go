@@ -21,6 +21,8 @@ type sourceMetrics struct {
 	// stream was lost; gapReads the reads of the missing ids; gapsCut the
 	// gaps given up because the venue had no such ids.
 	tradeGaps, gapReads, gapsCut *metrics.Counter
+	// seeded counts the books and trade windows started from a seed.
+	seeded [snapshot.NumStreams]*metrics.Counter
 }
 
 // A stream-fed book is published on the 350 ms schedule after the event
@@ -38,6 +40,9 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
 	}
 	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
+	for k, row := range kinds {
+		m.seeded[k] = set.NewCounter(`marketfeed_seeded_total{part="` + row.part + `"}`)
+	}
 	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")
 	m.gapReads = set.NewCounter("marketfeed_trade_window_gap_reads_total")
 	m.gapsCut = set.NewCounter("marketfeed_trade_window_gaps_cut_total")

@@ -75,8 +75,10 @@ var (
 				// A refresh: the book is served meanwhile, so it waits
 				// behind every book that is not, and the book nearest
 				// to running short goes first.
+				// A depleted book, and a seeded one (see pair.seeded),
+				// is refreshed from the book share.
 				vouched := lp.book.Vouched()
-				if vouched == 0 {
+				if vouched == 0 || lp.seeded {
 					return lp.book.Recording(), tierDepleted, vouched
 				}
 				return lp.book.Recording(), tierRefresh, vouched
@@ -130,7 +132,9 @@ var (
 // levels there. Its last publication goes on being served (aging towards
 // max-stale) instead, and its refresh no longer waits its turn in the
 // refresh share: it is read from the book share, next after the books to
-// sync. Only this case bypasses the share: a book that still serves some
+// sync. Only this case, and a book started from a seed, whose few levels
+// every book of a member taking over needs deepened at once, bypass the
+// share: a book that still serves some
 // levels waits, so the share bounds what refreshes cost however fast
 // prices travel, short of running books dry.
 const (
@@ -331,7 +335,10 @@ func (s *Source) run(ctx context.Context, r restRead, lp *pair, tier int) {
 // fetchSnapshot reads one snapshot, which syncs the pair's book or is laid
 // under a book in sequence that asked for a deeper view.
 func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(time.Time) func(), error) {
-	if tier == tierDepleted {
+	lp.mu.Lock()
+	seeded := lp.seeded
+	lp.mu.Unlock()
+	if tier == tierDepleted && !seeded {
 		s.metrics.resyncs[causeDepleted].Inc()
 	}
 	depth := s.snapshotDepth(tier)
@@ -350,6 +357,7 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 			s.resynced(lp, cause, err)
 			return nil
 		}
+		lp.seeded = false
 		if !lp.bookCurrent() {
 			return nil
 		}

@@ -109,6 +109,9 @@ type Config struct {
 	// BookEvery and TradesEvery are how often changed books and trade
 	// windows are published (and confirmed when unchanged).
 	BookEvery, TradesEvery time.Duration
+	// Seed, when set, returns what a pair new to the source starts from
+	// (see Seed). nil: every pair starts from REST reads.
+	Seed func(tickerID string) Seed
 }
 
 // Source is the stream-fed source of every listed pair.
@@ -192,6 +195,7 @@ func (s *Source) SetPairs(pairs *snapshot.Pairs) {
 		lp := old[p.Symbol]
 		if lp == nil || lp.tickerID != p.TickerID {
 			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, book: orderbook.New()}
+			s.seed(lp)
 		}
 		lp.spot.Store(p.Kind == snapshot.KindSpot)
 		if _, dup := bySymbol[p.Symbol]; dup {

@@ -110,6 +110,17 @@ func (h *hookStore) PutBook(b *snapshot.Book) bool {
 // live, with one event buffered: its book waits for a snapshot.
 func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
 	t.Helper()
+	s, rest, store := newListedSource(t, nil)
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 100, Last: 102, Prev: 99,
+		Bids: []venue.Level{{Price: "99", Size: "3"}}})
+	return s, rest, store
+}
+
+// newListedSource is a source following one listed pair, started from seed
+// (nil: none), whose streams have said nothing yet.
+func newListedSource(t *testing.T, seed func(string) Seed) (*Source, *fakeREST, *hookStore) {
+	t.Helper()
 	rest := &fakeREST{book: venue.Book{
 		LastUpdateID: 101,
 		Bids:         []venue.Level{{Price: "99", Size: "1"}, {Price: "98", Size: "1"}},
@@ -120,14 +131,12 @@ func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
 		Streams: quietStreams{}, REST: rest, Store: store, Demand: noDemand{},
 		Log:      func(slog.Level, string, string, ...any) {},
 		MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
+		Seed: seed,
 	})
 	pairs := snapshot.NewPairs([]venue.Market{{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
 		snapshot.PairsConfig{Venue: "sim"}, time.Now())
 	store.PutPairs(pairs, time.Now())
 	s.SetPairs(pairs)
-	s.Live(snapshot.StreamBook, []string{testSymbol})
-	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 100, Last: 102, Prev: 99,
-		Bids: []venue.Level{{Price: "99", Size: "3"}}})
 	return s, rest, store
 }
 

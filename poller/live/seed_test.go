@@ -1,0 +1,155 @@
+package live
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"marketfeed/poller/budget"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// seedOf is a seed as another process published it: a book current at
+// update id 200 with n levels a side, and trades with venue ids 51..60.
+func seedOf(t *testing.T, n int) Seed {
+	t.Helper()
+	bids, asks := make([]venue.Level, n), make([]venue.Level, n)
+	for i := range n {
+		bids[i] = venue.Level{Price: fmt.Sprint(99 - i), Size: "1"}
+		asks[i] = venue.Level{Price: fmt.Sprint(101 + i), Size: "1"}
+	}
+	trades := make([]venue.Trade, 10)
+	for i := range trades {
+		trades[i] = venue.Trade{ID: int64(51 + i), Time: int64(1000 + i), Price: "100", Size: "0.5", Sell: i%2 == 0}
+	}
+	tr, err := snapshot.NewTrades(testID, trades, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through the wire, as a member holds what the leader put.
+	book, err := snapshot.DecodeBook(snapshot.NewCheckedBook(testID, 1234, 200, bids, asks, time.Now()).AppendWire(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, err = snapshot.DecodeTrades(tr.AppendWire(nil)); err != nil {
+		t.Fatal(err)
+	}
+	return Seed{Book: book, Trades: tr}
+}
+
+func seeded(seed Seed) func(string) Seed {
+	return func(id string) Seed {
+		if id != testID {
+			return Seed{}
+		}
+		return seed
+	}
+}
+
+// A book started from a seed is served as soon as its own diff stream's
+// first event continues the seed's update id, with no snapshot read: what
+// a member taking over the ingest saves on every book. Its first read is
+// the refresh that deepens it, from the book share.
+func TestSeededBookGoesOnWithoutASnapshot(t *testing.T) {
+	s, rest, store := newListedSource(t, seeded(seedOf(t, 3)))
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	if s.Current(testID, snapshot.StreamBook) {
+		t.Fatal("the seeded book is current before its stream said it goes on")
+	}
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 195, Last: 199, Prev: 190}) // already in the seed
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 201, Last: 204, Prev: 200, Time: 1300,
+		Bids: []venue.Level{{Price: "99", Size: "7"}}})
+	if !s.Current(testID, snapshot.StreamBook) {
+		t.Fatal("the seeded book is not current after an event that continues it")
+	}
+	rest.withBudget(0)
+	s.PublishBooks()
+	b, _ := store.Book([]byte(testID), time.Now().UnixNano())
+	if b == nil {
+		t.Fatal("no book published")
+	}
+	const want = `{"ticker_id":"BTC_USDT","timestamp":1300,"bids":[["99","7"],["98","1"],["97","1"]],"asks":[["101","1"],["102","1"],["103","1"]]}`
+	if string(b.Body()) != want || b.Seq() != 204 {
+		t.Fatalf("published %s at update id %d, want %s at 204", b.Body(), b.Seq(), want)
+	}
+	s.Sync()
+	rest.wait()
+	if got := rest.refused; !slices.Equal(got, []budget.Purpose{budget.PurposeDepleted}) {
+		t.Fatalf("reads asked: %v, want only the refresh, from the book share", got)
+	}
+}
+
+// A seed the stream does not continue (updates were missed between the
+// seed and the first event) is never served: the book syncs from REST.
+func TestSeedTheStreamDoesNotContinueIsSyncedFromREST(t *testing.T) {
+	s, rest, store := newListedSource(t, seeded(seedOf(t, 3)))
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 211, Last: 214, Prev: 210})
+	s.PublishBooks()
+	if b, _ := store.Book([]byte(testID), time.Now().UnixNano()); b != nil {
+		t.Fatalf("published %s from a seed its stream did not continue", b.Body())
+	}
+	rest.book = venue.Book{LastUpdateID: 212, Bids: []venue.Level{{Price: "90", Size: "1"}}, Asks: []venue.Level{{Price: "110", Size: "1"}}}
+	rest.withBudget(1)
+	s.Sync()
+	rest.wait()
+	if got := rest.purposesStarted(); !slices.Equal(got, []budget.Purpose{budget.PurposeSnapshot}) {
+		t.Fatalf("reads started: %v, want the snapshot that syncs the book", got)
+	}
+	if b := s.servedBook(t); !strings.Contains(string(b.Body()), `"bids":[["90","1"]]`) {
+		t.Fatalf("served %s, want the snapshot's levels", b.Body())
+	}
+}
+
+// A book seed without an update id, or with a side empty, is not used.
+func TestUnusableBookSeedIsIgnored(t *testing.T) {
+	seed := seedOf(t, 3)
+	for name, b := range map[string]*snapshot.Book{
+		"no update id": snapshot.NewCheckedBook(testID, 1, 0, []venue.Level{{Price: "1", Size: "1"}}, []venue.Level{{Price: "2", Size: "1"}}, time.Now()),
+		"no asks":      snapshot.NewCheckedBook(testID, 1, 200, []venue.Level{{Price: "1", Size: "1"}}, nil, time.Now()),
+	} {
+		seed.Book = b
+		s, _, _ := newListedSource(t, seeded(seed))
+		if lp := s.byID(testID); lp.book.LastUpdateID() != 0 || lp.seeded {
+			t.Errorf("%s: the book started from the seed", name)
+		}
+	}
+}
+
+// A trade window started from a seed answers once its stream's first trade
+// says nothing was missed, and numbers the trades it shares with the seed
+// as the seed did; a first trade further on opens a hole, read by id.
+func TestSeededTradesGoOnFromTheSeed(t *testing.T) {
+	seed := seedOf(t, 3)
+	s, rest, store := newListedSource(t, seeded(seed))
+	s.Live(snapshot.StreamTrades, []string{testSymbol})
+	if s.Current(testID, snapshot.StreamTrades) {
+		t.Fatal("the seeded window answers before its stream said it missed nothing")
+	}
+	s.Trade(testSymbol, venue.Trade{ID: 61, Time: 2000, Price: "100.5", Size: "1"})
+	if !s.Current(testID, snapshot.StreamTrades) {
+		t.Fatal("the seeded window does not answer after the trade right after its newest")
+	}
+	s.PublishTrades()
+	got, _ := store.Trades([]byte(testID), time.Now().UnixNano())
+	if got == nil {
+		t.Fatal("no trades published")
+	}
+	body, seedBody := string(got.Body(snapshot.SideAll)), string(seed.Trades.Body(snapshot.SideAll))
+	if !strings.HasSuffix(body, seedBody[1:]) || strings.Count(body, `"trade_id"`) != 11 {
+		t.Fatalf("published %s; want the new trade before the seed's items as they were: %s", body, seedBody)
+	}
+	if rest.started != 0 {
+		t.Fatalf("%d reads for a window its seed and stream kept", rest.started)
+	}
+
+	s2, _, _ := newListedSource(t, seeded(seed))
+	s2.Live(snapshot.StreamTrades, []string{testSymbol})
+	s2.Trade(testSymbol, venue.Trade{ID: 65, Time: 2000, Price: "100.5", Size: "1"})
+	if h := s2.byID(testID).window.hole; h != (idRange{61, 65}) {
+		t.Fatalf("hole %+v after a first trade 65 on a seed ending at 60, want 61..65", h)
+	}
+}
