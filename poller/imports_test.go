@@ -20,6 +20,7 @@ var allowedImports = map[string][]string{
 	"marketfeed/poller/sim":       {"marketfeed/poller/venue", "marketfeed/snapshot"},
 	"marketfeed/poller/orderbook": {"marketfeed/poller/venue", "marketfeed/snapshot"},
 	"marketfeed/poller/budget":    {"marketfeed/poller/venue"},
+	"marketfeed/poller/standby":   {"marketfeed/poller/venue", "marketfeed/snapshot"},
 	"marketfeed/poller/live": {"marketfeed/poller/venue", "marketfeed/poller/orderbook",
 		"marketfeed/poller/budget", "marketfeed/snapshot"},
 	"marketfeed/poller": {"marketfeed/poller/venue", "marketfeed/poller/orderbook",

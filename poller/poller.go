@@ -93,6 +93,9 @@ type Config struct {
 	RefreshShare float64
 }
 
+// DefaultSyncDepth is Config.SyncDepth's default.
+const DefaultSyncDepth = 500
+
 func (c *Config) setDefaults() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -113,7 +116,7 @@ func (c *Config) setDefaults() {
 		c.Parallel = 8
 	}
 	if c.SyncDepth <= 0 {
-		c.SyncDepth = 500
+		c.SyncDepth = DefaultSyncDepth
 	}
 	if c.RefreshDepth <= 0 {
 		c.RefreshDepth = 1000

@@ -466,6 +466,15 @@ func (t *Trades) Confirmed(at time.Time) *Trades {
 	return &c
 }
 
+// NewestVenueID is the venue id of the newest trade that carries one, 0 for
+// none.
+func (t *Trades) NewestVenueID() int64 {
+	if n := len(t.ids.byVenue); n > 0 {
+		return t.ids.byVenue[n-1].venueID
+	}
+	return 0
+}
+
 // VenueTrades returns the trades that carry a venue id, oldest first, read
 // back from the value's items: what a process that takes over reading the
 // venue starts the pair's trade window from. Their target volumes come

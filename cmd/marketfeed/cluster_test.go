@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"marketfeed/internal/natstest"
+	"marketfeed/internal/promtext"
+	"marketfeed/poller"
+	"marketfeed/poller/sim"
 )
 
 // member is one replica under test.
@@ -38,7 +42,7 @@ func startMember(t *testing.T, natsURL, name string) *member {
 		t.Fatal(err)
 	}
 	src := &countingVenue{Venue: v}
-	a, err := newApp(cfg, slog.New(slog.DiscardHandler), src)
+	a, err := newApp(cfg, slog.New(slog.DiscardHandler), streamingVenue{src, v.(*sim.Venue)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +58,49 @@ func startMember(t *testing.T, natsURL, name string) *member {
 	})
 	t.Cleanup(m.stop)
 	return m
+}
+
+// streamingVenue is a counted simulator that passes the simulator's
+// market streams on: the members keep their books from the streams, as
+// they do in production.
+type streamingVenue struct {
+	*countingVenue
+	sim *sim.Venue
+}
+
+func (v streamingVenue) Streams() *sim.Streams { return v.sim.Streams() }
+
+// scrapeMetrics reads a member's /metrics.
+func scrapeMetrics(t *testing.T, m *member) map[string]float64 {
+	t.Helper()
+	_, body := get(t, m.ops+"/metrics")
+	out, err := promtext.Parse(string(body))
+	if err != nil {
+		t.Fatalf("%s /metrics: %v", m.name, err)
+	}
+	return out
+}
+
+// waitMetrics polls a member's /metrics until every series has its value.
+func waitMetrics(t *testing.T, m *member, limit time.Duration, want map[string]float64) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		got := scrapeMetrics(t, m)
+		missing := ""
+		for series, v := range want {
+			if got[series] != v {
+				missing = fmt.Sprintf("%s is %v, want %v", series, got[series], v)
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after %s: %s", m.name, limit, missing)
+		}
+		time.Sleep(50 * time.Millisecond) // polling real processes, not synchronising test logic
+	}
 }
 
 // role reads a member's part from its /readyz.
@@ -192,6 +239,17 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 		}
 	}
 	warm(t, members)
+	// Every book and trade list published, and every member following the
+	// streams of every pair: the state a takeover meets in production.
+	listed := float64(len(leader.a.store.Pairs().List()))
+	waitMetrics(t, leader, 30*time.Second, map[string]float64{
+		`marketfeed_pairs{part="books",source="stream"}`: listed, `marketfeed_pairs{part="trades",source="stream"}`: listed,
+	})
+	for _, m := range rest {
+		waitMetrics(t, m, 30*time.Second, map[string]float64{
+			`marketfeed_standby_streams_live{stream="depth"}`: listed, `marketfeed_standby_streams_live{stream="trades"}`: listed,
+		})
+	}
 	stop := make(chan struct{})
 	var mu sync.Mutex
 	statuses := map[int]int{}
@@ -225,7 +283,26 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("leader %s killed; %s leads after %s; answers across the takeover: %v", leader.name, next.name, took.Round(time.Millisecond), statuses)
+	books, trades := next.venue.reads()
+	syncs := next.venue.bookReads(poller.DefaultSyncDepth)
+	got := scrapeMetrics(t, next)
+	t.Logf("leader %s killed; %s leads after %s; answers across the takeover: %v; the new leader started %v books and %v trade lists of %v from the last leader's, and read %d books (%d to sync one, the rest to deepen) and %d trade lists",
+		leader.name, next.name, took.Round(time.Millisecond), statuses,
+		got[`marketfeed_seeded_total{part="books"}`], got[`marketfeed_seeded_total{part="trades"}`], listed, books, syncs, trades)
+	// A warm takeover: the new leader goes on from the last leader's books
+	// and its own streams, with no snapshot to sync them.
+	// (A trade list is a seed once it holds a trade: a market that has not
+	// traded since it was listed has none, hence the margin.)
+	if got[`marketfeed_seeded_total{part="books"}`] != listed || got[`marketfeed_seeded_total{part="trades"}`] < listed*9/10 {
+		t.Errorf("the new leader started %v books and %v trade lists of %v from the last leader's values",
+			got[`marketfeed_seeded_total{part="books"}`], got[`marketfeed_seeded_total{part="trades"}`], listed)
+	}
+	if resynced := got[`marketfeed_book_resyncs_total{cause="lost"}`] + got[`marketfeed_book_resyncs_total{cause="gap"}`]; resynced != 0 {
+		t.Errorf("%v seeded books did not go on from their seed", resynced)
+	}
+	if syncs != 0 {
+		t.Errorf("the new leader read %d snapshots to sync books of %v: a cold start, not a warm one", syncs, listed)
+	}
 	if took > 5*time.Second+time.Second+500*time.Millisecond {
 		t.Errorf("a new leader took %s, want within the 5s lease and a renewal", took)
 	}

@@ -39,7 +39,9 @@ import (
 
 	"marketfeed/cluster"
 	"marketfeed/poller"
+	"marketfeed/poller/live"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/standby"
 	"marketfeed/poller/venue"
 	"marketfeed/server"
 	"marketfeed/snapshot"
@@ -121,13 +123,17 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 // membership that decides whether this process runs the poller or applies
 // the leader's snapshots.
 type app struct {
-	cfg     *Config
-	log     *slog.Logger
-	store   *snapshot.Store
-	venue   venue.Venue
-	ingest  atomic.Pointer[ingest] // nil while a cluster member follows
-	member  *cluster.Member        // nil without -cluster
-	nats    *nats.Conn             // nil without -cluster
+	cfg    *Config
+	log    *slog.Logger
+	store  *snapshot.Store
+	venue  venue.Venue
+	ingest atomic.Pointer[ingest] // nil while a cluster member follows
+	member *cluster.Member        // nil without -cluster
+	// relay runs a member's market streams for its whole life and lends
+	// them to its poller while it leads, so that a takeover continues
+	// them; nil without -cluster or without streams.
+	relay   *standby.Relay
+	nats    *nats.Conn // nil without -cluster
 	srv     *server.Server
 	metrics *metrics.Set // the server's, the cluster's and the program's own
 	spotOK  *metrics.Counter
@@ -154,9 +160,8 @@ func (a *app) newIngest() *ingest {
 	spot := slices.Clone(a.spot)
 	a.spotMu.Unlock()
 	cfg := a.cfg
-	return &ingest{set: set, p: poller.New(poller.Config{
+	pc := poller.Config{
 		Venue:    a.venue,
-		Streams:  newStreams(cfg, a.venue, a.log, set),
 		Store:    a.store,
 		Logger:   a.log,
 		Metrics:  set,
@@ -166,7 +171,65 @@ func (a *app) newIngest() *ingest {
 		MaxStale: cfg.maxStale,
 
 		RefreshShare: cfg.refreshShare,
-	})}
+	}
+	if a.relay != nil {
+		// A member elected: it goes on from the leader's last values and
+		// the streams it kept while following.
+		pc.Streams, pc.Seed = a.relay.Streams(), a.seed
+	} else {
+		pc.Streams = newStreams(cfg, a.venue, a.log, set)
+	}
+	return &ingest{set: set, p: poller.New(pc)}
+}
+
+// seed returns what the store holds of a pair that may still be served:
+// on a member that has just been elected, the last leader's values.
+func (a *app) seed(id string) live.Seed {
+	now := time.Now().UnixNano()
+	var seed live.Seed
+	if a.store.FreshAt(snapshot.StreamBook, []byte(id), now, a.cfg.maxStale) {
+		seed.Book, _ = a.store.Book([]byte(id), now)
+	}
+	if a.store.FreshAt(snapshot.StreamTrades, []byte(id), now, a.cfg.maxStale) {
+		seed.Trades, _ = a.store.Trades([]byte(id), now)
+	}
+	return seed
+}
+
+// held is what the store's values of a pair cover of its streams (see
+// standby.Held).
+func (a *app) held(k snapshot.Stream, id string) int64 {
+	now := time.Now().UnixNano()
+	switch k {
+	case snapshot.StreamBook:
+		if b, _ := a.store.Book([]byte(id), now); b != nil {
+			return b.Seq()
+		}
+	case snapshot.StreamTrades:
+		if t, _ := a.store.Trades([]byte(id), now); t != nil {
+			return t.NewestVenueID()
+		}
+	}
+	return 0
+}
+
+// follow keeps the relay's subscriptions on the pairs the store lists
+// while the member follows, until ctx is done.
+func (a *app) follow(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last *snapshot.Pairs
+	for {
+		if p := a.store.Pairs(); p != nil && p != last {
+			a.relay.Follow(p)
+			last = p
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // poller returns the poller reading the venue; nil while a cluster member
@@ -310,6 +373,14 @@ func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
 				a.log.Error("cluster", logKeyErr, err)
 			}
 		})
+		if a.relay != nil {
+			wg.Go(func() {
+				if err := a.relay.Run(pollCtx); err != nil && pollCtx.Err() == nil {
+					a.log.Error("market streams stopped", logKeyErr, err)
+				}
+			})
+			wg.Go(func() { a.follow(pollCtx) })
+		}
 	} else {
 		p := a.poller()
 		wg.Go(func() { _ = p.Run(pollCtx) })
@@ -511,6 +582,9 @@ func (a *app) joinCluster() error {
 		return err
 	}
 	a.nats, a.member = nc, m
+	if streams := newStreams(cfg, a.venue, a.log, a.metrics); streams != nil {
+		a.relay = standby.New(streams, a.held, a.metrics)
+	}
 	return nil
 }
 

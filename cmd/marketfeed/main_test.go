@@ -27,6 +27,17 @@ type countingVenue struct {
 	venue.Venue
 	catalogs      atomic.Int64
 	books, trades sync.Map // symbol → *atomic.Int64
+	// bookDepths counts the book reads by depth: a sync reads the poller's
+	// sync depth, a refresh under a book in sequence its refresh depth.
+	bookDepths sync.Map // depth → *atomic.Int64
+}
+
+// bookReads returns how many book reads of depth reached the venue.
+func (c *countingVenue) bookReads(depth int) int64 {
+	if v, ok := c.bookDepths.Load(depth); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 func (c *countingVenue) Catalog(ctx context.Context) (venue.Catalog, error) {
@@ -43,6 +54,15 @@ func (c *countingVenue) perPair() int64 {
 	return n
 }
 
+// reads returns how many book and trades reads reached the venue.
+func (c *countingVenue) reads() (books, trades int64) {
+	sum := func(m *sync.Map) (n int64) {
+		m.Range(func(_, v any) bool { n += v.(*atomic.Int64).Load(); return true })
+		return n
+	}
+	return sum(&c.books), sum(&c.trades)
+}
+
 func (c *countingVenue) counter(m *sync.Map, symbol string) *atomic.Int64 {
 	v, _ := m.LoadOrStore(symbol, new(atomic.Int64))
 	return v.(*atomic.Int64)
@@ -50,6 +70,8 @@ func (c *countingVenue) counter(m *sync.Map, symbol string) *atomic.Int64 {
 
 func (c *countingVenue) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
 	c.counter(&c.books, symbol).Add(1)
+	v, _ := c.bookDepths.LoadOrStore(depth, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
 	return c.Venue.Book(ctx, symbol, depth)
 }
 

@@ -28,7 +28,8 @@ func venueKinds() []venueKind {
 		name: simVenue,
 		open: func(cfg *Config) venue.Venue { return sim.New(sim.Config{Seed: cfg.simSeed, Extra: cfg.simExtra}) },
 		streams: func(_ *Config, v venue.Venue, _ *slog.Logger, _ *metrics.Set) venue.Streams {
-			if s, ok := v.(*sim.Venue); ok {
+			// The simulator, or a wrapper of it that passes its streams on.
+			if s, ok := v.(interface{ Streams() *sim.Streams }); ok {
 				return s.Streams()
 			}
 			return nil

@@ -30,8 +30,10 @@ type pair struct {
 	// book is the local order book the depth stream keeps.
 	book *orderbook.Book
 	// seeded is set while the book holds only the levels of a seed (see
-	// Seed): its refresh is read from the book share, not the refresh
-	// share, since every book of a member taking over needs one at once.
+	// Seed), at most the published depth: once it serves fewer, its
+	// refresh is read from the book share, not the refresh share, which
+	// is sized for one book running short now and then, not for every
+	// book of a member that has just taken over.
 	seeded bool
 	// lastQuote is the best bid and ask of the book last published, and
 	// lastQuoteAt when it was last known current: the tickers' mid while

@@ -75,10 +75,11 @@ var (
 				// A refresh: the book is served meanwhile, so it waits
 				// behind every book that is not, and the book nearest
 				// to running short goes first.
-				// A depleted book, and a seeded one (see pair.seeded),
-				// is refreshed from the book share.
+				// A depleted book is refreshed from the book share, and
+				// so is a seeded one (see pair.seeded) as soon as it
+				// serves fewer than the published levels.
 				vouched := lp.book.Vouched()
-				if vouched == 0 || lp.seeded {
+				if vouched == 0 || lp.seeded && vouched < snapshot.MaxDepth {
 					return lp.book.Recording(), tierDepleted, vouched
 				}
 				return lp.book.Recording(), tierRefresh, vouched
@@ -132,9 +133,9 @@ var (
 // levels there. Its last publication goes on being served (aging towards
 // max-stale) instead, and its refresh no longer waits its turn in the
 // refresh share: it is read from the book share, next after the books to
-// sync. Only this case, and a book started from a seed, whose few levels
-// every book of a member taking over needs deepened at once, bypass the
-// share: a book that still serves some
+// sync. Only this case, and a book started from a seed that serves fewer
+// than the published levels (every book of a member taking over may need
+// deepening at once), bypass the share: a book that still serves some
 // levels waits, so the share bounds what refreshes cost however fast
 // prices travel, short of running books dry.
 const (

@@ -80,6 +80,19 @@ func TestSeededBookGoesOnWithoutASnapshot(t *testing.T) {
 	if got := rest.refused; !slices.Equal(got, []budget.Purpose{budget.PurposeDepleted}) {
 		t.Fatalf("reads asked: %v, want only the refresh, from the book share", got)
 	}
+
+	// A seed of the published depth is deepened within the refresh share
+	// until it serves fewer levels.
+	s, rest, _ = newListedSource(t, seeded(seedOf(t, snapshot.MaxDepth)))
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 201, Last: 204, Prev: 200})
+	rest.withBudget(0)
+	s.PublishBooks()
+	s.Sync()
+	rest.wait()
+	if got := rest.refused; !slices.Equal(got, []budget.Purpose{budget.PurposeRefresh}) {
+		t.Fatalf("reads asked of a seed of %d levels: %v, want its refresh from the refresh share", snapshot.MaxDepth, got)
+	}
 }
 
 // A seed the stream does not continue (updates were missed between the

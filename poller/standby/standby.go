@@ -1,0 +1,315 @@
+// Package standby keeps a cluster member's market streams flowing for the
+// member's whole life, and lends them to the poller of each term it leads.
+//
+// A member that follows holds the leader's last values of every pair, and
+// its own subscriptions to the venue's diff depth and trade streams. What
+// it holds of those streams is only what came after the values it holds
+// (the events whose update ids, and the trades whose ids, are past them),
+// so memory stays a few events a pair while the leader publishes. When the
+// member is elected, its poller starts each pair from the values it holds
+// (see live.Seed) and the Relay hands it, pair by pair as the poller lists
+// them, the events held since, then the live ones: the chain from the
+// leader's last book goes on with no snapshot read and no new connection,
+// which is what makes a takeover warm. A member that opened its streams
+// only when elected would have missed the events between the old leader's
+// last publication and its first frame, and would need a REST snapshot of
+// every book and a backfill of every window.
+//
+// The venue's stream limits are per connection and per address: each
+// member holds one set of connections, as one process does.
+package standby
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// maxHeld bounds what is held of one pair's stream while no poller takes
+// it: a takeover comes within the lease's TTL of the last leader's last
+// publication, some 5 s, which is 50 events of a depth stream at its
+// fastest (100 ms); the rest is margin. Past it, the oldest go, and the
+// seeded book syncs from REST instead.
+const maxHeld = 200
+
+// Held returns the id the member's values of a pair already cover: for
+// snapshot.StreamBook, the update id of its book; for snapshot.StreamTrades,
+// the venue id of its newest trade; 0 for none. What the streams deliver
+// up to it is not held.
+type Held func(kind snapshot.Stream, tickerID string) int64
+
+// Relay is a venue's market streams run for a member's life: the events of
+// the followed pairs past what the member holds, held while the member
+// follows, and lent to its poller while it leads (Streams).
+type Relay struct {
+	streams venue.Streams
+	held    Held
+
+	mu    sync.Mutex
+	ids   map[string]string // ticker id by symbol, of the pairs followed
+	pairs map[string]*pair  // by symbol
+	sink  venue.Sink        // the leading poller's source; nil while following
+	// given are the symbols the sink has been handed: their events go to
+	// it as they come. The others' are held until it lists them.
+	given map[string]bool
+	// watched is the sink's last list: what it is handed once it runs.
+	watched []string
+}
+
+// pair is what the relay holds of one symbol's streams.
+type pair struct {
+	live   [snapshot.NumStreams]bool // acknowledged and not lost since
+	depth  []venue.DepthUpdate       // clones, oldest first
+	trades []venue.Trade
+}
+
+var _ venue.Sink = (*Relay)(nil)
+
+// New returns a relay of streams; held says what the member's values cover.
+// Its gauges go to set (nil: none): the followed pairs whose streams are
+// live, and the events held for a takeover.
+func New(streams venue.Streams, held Held, set *metrics.Set) *Relay {
+	r := &Relay{streams: streams, held: held, ids: map[string]string{}, pairs: map[string]*pair{}, given: map[string]bool{}}
+	if set != nil {
+		for k, name := range map[snapshot.Stream]string{snapshot.StreamBook: "depth", snapshot.StreamTrades: "trades"} {
+			set.NewGauge(`marketfeed_standby_streams_live{stream="`+name+`"}`, func() float64 { return float64(r.count(k).live) })
+			set.NewGauge(`marketfeed_standby_events_held{stream="`+name+`"}`, func() float64 { return float64(r.count(k).held) })
+		}
+	}
+	return r
+}
+
+// count counts the followed pairs whose stream of kind is live, and the
+// events held of them.
+func (r *Relay) count(kind snapshot.Stream) (n struct{ live, held int }) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pairs {
+		if p.live[kind] {
+			n.live++
+		}
+		switch kind {
+		case snapshot.StreamBook:
+			n.held += len(p.depth)
+		case snapshot.StreamTrades:
+			n.held += len(p.trades)
+		}
+	}
+	return n
+}
+
+// Run runs the streams until ctx is done.
+func (r *Relay) Run(ctx context.Context) error { return r.streams.Run(ctx, r) }
+
+// Follow subscribes the streams of a pair list the leader published, while
+// no poller of the member's own lists them.
+func (r *Relay) Follow(pairs *snapshot.Pairs) {
+	ids := make(map[string]string, len(pairs.List()))
+	symbols := make([]string, 0, len(pairs.List()))
+	for _, p := range pairs.List() {
+		if _, dup := ids[p.Symbol]; !dup {
+			ids[p.Symbol] = p.TickerID
+			symbols = append(symbols, p.Symbol)
+		}
+	}
+	slices.Sort(symbols)
+	r.mu.Lock()
+	r.ids = ids
+	leading := r.sink != nil
+	for sym := range r.pairs {
+		if _, ok := ids[sym]; !ok {
+			delete(r.pairs, sym)
+		}
+	}
+	r.mu.Unlock()
+	if !leading {
+		r.streams.Watch(symbols)
+	}
+}
+
+// Streams returns the streams as a poller of the member's runs them: Run
+// hands its sink what is held and what comes, until its ctx ends; Watch
+// subscribes its list.
+func (r *Relay) Streams() venue.Streams { return lent{r} }
+
+// lent is the relay as the leading poller's streams.
+type lent struct{ r *Relay }
+
+func (l lent) Run(ctx context.Context, sink venue.Sink) error {
+	r := l.r
+	r.mu.Lock()
+	r.sink = sink
+	clear(r.given)
+	r.hand(r.watched)
+	r.mu.Unlock()
+	<-ctx.Done()
+	r.mu.Lock()
+	if r.sink == sink {
+		r.sink = nil
+		clear(r.given)
+	}
+	r.mu.Unlock()
+	return ctx.Err()
+}
+
+func (l lent) Watch(symbols []string) {
+	r := l.r
+	r.mu.Lock()
+	r.watched = slices.Clone(symbols)
+	if r.sink != nil {
+		r.hand(symbols)
+	}
+	r.mu.Unlock()
+	r.streams.Watch(symbols)
+}
+
+func (l lent) Resubscribe(kind snapshot.Stream, symbol string) { l.r.streams.Resubscribe(kind, symbol) }
+
+// hand gives the sink, for each symbol it has not had yet, what is held:
+// the acknowledgement of a live stream, then its events in order. From then
+// on the symbol's events go to the sink as they come. Called with r.mu
+// held, so that no event overtakes what is handed before it.
+func (r *Relay) hand(symbols []string) {
+	for _, sym := range symbols {
+		if r.given[sym] {
+			continue
+		}
+		r.given[sym] = true
+		p := r.pairs[sym]
+		if p == nil {
+			continue
+		}
+		one := []string{sym}
+		if p.live[snapshot.StreamBook] {
+			r.sink.Live(snapshot.StreamBook, one)
+			for _, u := range p.depth {
+				r.sink.Depth(u)
+			}
+		}
+		if p.live[snapshot.StreamTrades] {
+			r.sink.Live(snapshot.StreamTrades, one)
+			for _, tr := range p.trades {
+				r.sink.Trade(sym, tr)
+			}
+		}
+		p.depth, p.trades = nil, nil
+	}
+}
+
+// pair returns what is held of a followed symbol, nil for one the member
+// does not follow. Called with r.mu held.
+func (r *Relay) pair(sym string) *pair {
+	p := r.pairs[sym]
+	if p == nil {
+		if _, ok := r.ids[sym]; !ok {
+			return nil
+		}
+		p = &pair{}
+		r.pairs[sym] = p
+	}
+	return p
+}
+
+// Depth passes a diff event on, or holds a clone of it if it is past the
+// member's book of the pair.
+func (r *Relay) Depth(u venue.DepthUpdate) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sink != nil && r.given[u.Symbol] {
+		r.sink.Depth(u)
+		return
+	}
+	p := r.pair(u.Symbol)
+	if p == nil || !p.live[snapshot.StreamBook] {
+		return
+	}
+	covered := r.held(snapshot.StreamBook, r.ids[u.Symbol])
+	p.depth = slices.DeleteFunc(p.depth, func(e venue.DepthUpdate) bool { return e.Last <= covered })
+	if u.Last > covered {
+		p.depth = appendBounded(p.depth, u.Clone())
+	}
+}
+
+// Trade passes a trade on, or holds it if it is past the member's trades
+// of the pair.
+func (r *Relay) Trade(symbol string, tr venue.Trade) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sink != nil && r.given[symbol] {
+		r.sink.Trade(symbol, tr)
+		return
+	}
+	p := r.pair(symbol)
+	if p == nil || !p.live[snapshot.StreamTrades] {
+		return
+	}
+	covered := r.held(snapshot.StreamTrades, r.ids[symbol])
+	p.trades = slices.DeleteFunc(p.trades, func(t venue.Trade) bool { return t.ID <= covered })
+	if tr.ID > covered {
+		p.trades = appendBounded(p.trades, tr)
+	}
+}
+
+func appendBounded[T any](held []T, v T) []T {
+	if len(held) == maxHeld {
+		held = append(held[:0], held[1:]...)
+	}
+	return append(held, v)
+}
+
+// Tickers passes the all-market ticker stream on while a poller runs; a
+// follower has no use for it (the leader's tickers are replicated).
+func (r *Relay) Tickers(rows []venue.Stat) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sink != nil {
+		r.sink.Tickers(rows)
+	}
+}
+
+// Live marks streams acknowledged, and passes it on for the symbols the
+// sink has.
+func (r *Relay) Live(kind snapshot.Stream, symbols []string) { r.mark(kind, symbols, true) }
+
+// Lost marks streams lost: what was held of them no longer continues into
+// what comes next, so it is dropped; the sink is told for the symbols it
+// has.
+func (r *Relay) Lost(kind snapshot.Stream, symbols []string) { r.mark(kind, symbols, false) }
+
+func (r *Relay) mark(kind snapshot.Stream, symbols []string, live bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pass []string
+	for _, sym := range symbols {
+		if r.sink != nil && r.given[sym] {
+			pass = append(pass, sym)
+		}
+		// What a stream's state is outlives the sink: a member that
+		// steps down holds the events of the streams still live.
+		p := r.pair(sym)
+		if p == nil {
+			continue
+		}
+		p.live[kind] = live
+		if !live {
+			switch kind {
+			case snapshot.StreamBook:
+				p.depth = nil
+			case snapshot.StreamTrades:
+				p.trades = nil
+			}
+		}
+	}
+	switch {
+	case len(pass) == 0:
+	case live:
+		r.sink.Live(kind, pass)
+	default:
+		r.sink.Lost(kind, pass)
+	}
+}

@@ -1,0 +1,200 @@
+package standby
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// recorder is a venue.Sink that writes down what it gets, in order, and a
+// venue.Streams that writes down its watch lists.
+type recorder struct {
+	mu      sync.Mutex
+	got     []string
+	watches [][]string
+}
+
+func (c *recorder) add(format string, args ...any) {
+	c.mu.Lock()
+	c.got = append(c.got, fmt.Sprintf(format, args...))
+	c.mu.Unlock()
+}
+
+func (c *recorder) Depth(u venue.DepthUpdate)       { c.add("depth %s %d", u.Symbol, u.Last) }
+func (c *recorder) Trade(sym string, t venue.Trade) { c.add("trade %s %d", sym, t.ID) }
+func (c *recorder) Tickers(rows []venue.Stat)       { c.add("tickers %d", len(rows)) }
+func (c *recorder) Live(k snapshot.Stream, syms []string) {
+	c.add("live %s %v", k, syms)
+}
+func (c *recorder) Lost(k snapshot.Stream, syms []string) { c.add("lost %s %v", k, syms) }
+
+func (c *recorder) Run(ctx context.Context, _ venue.Sink) error { <-ctx.Done(); return ctx.Err() }
+func (c *recorder) Watch(symbols []string) {
+	c.mu.Lock()
+	c.watches = append(c.watches, slices.Clone(symbols))
+	c.mu.Unlock()
+}
+func (c *recorder) Resubscribe(snapshot.Stream, string) {}
+
+func (c *recorder) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.got
+	c.got = nil
+	return out
+}
+
+// covered is a Held whose ids a test sets.
+type covered struct {
+	mu  sync.Mutex
+	ids map[snapshot.Stream]int64
+}
+
+func (c *covered) held(k snapshot.Stream, id string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id != "BTC_USDT" {
+		return 0
+	}
+	return c.ids[k]
+}
+
+func (c *covered) set(k snapshot.Stream, v int64) {
+	c.mu.Lock()
+	c.ids[k] = v
+	c.mu.Unlock()
+}
+
+func testPairs() *snapshot.Pairs {
+	return snapshot.NewPairs([]venue.Market{
+		{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true},
+		{Symbol: "ETHUSDT", Base: "ETH", Quote: "USDT", Perpetual: true, Trading: true},
+	}, snapshot.PairsConfig{Venue: "sim"}, time.Now())
+}
+
+func newTestRelay(t *testing.T) (*Relay, *recorder, *covered) {
+	t.Helper()
+	streams := &recorder{}
+	cov := &covered{ids: map[snapshot.Stream]int64{}}
+	r := New(streams, cov.held, nil)
+	r.Follow(testPairs())
+	return r, streams, cov
+}
+
+// lend runs the relay's streams as a leading poller does, with sink, until
+// the returned stop; it returns once Run has attached the sink. It runs in
+// a synctest bubble, where Wait is that moment.
+func lend(r *Relay, sink venue.Sink) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = r.Streams().Run(ctx, sink) }()
+	synctest.Wait()
+	return func() { cancel(); synctest.Wait() }
+}
+
+// While the member follows, what is held of a pair's streams is only what
+// is past the values it holds; a poller that lists the pair gets it, in
+// order after the acknowledgement, then the live events.
+func TestHeldEventsAreWhatIsPastTheMembersValues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, streams, cov := newTestRelay(t)
+		if len(streams.watches) != 1 || !slices.Equal(streams.watches[0], []string{"BTCUSDT", "ETHUSDT"}) {
+			t.Fatalf("a follower subscribes %v, want the leader's pairs", streams.watches)
+		}
+		r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
+		r.Live(snapshot.StreamTrades, []string{"BTCUSDT"})
+		cov.set(snapshot.StreamBook, 15)
+		cov.set(snapshot.StreamTrades, 3)
+		for _, last := range []int64{10, 20, 30} {
+			r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: last})
+		}
+		for id := range int64(6) {
+			r.Trade("BTCUSDT", venue.Trade{ID: id})
+		}
+		cov.set(snapshot.StreamBook, 25) // the leader's next book
+		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: 40})
+		r.Tickers(make([]venue.Stat, 3))                       // nobody to pass them to
+		r.Depth(venue.DepthUpdate{Symbol: "ETHUSDT", Last: 5}) // not acknowledged: not held
+
+		sink := &recorder{}
+		stop := lend(r, sink)
+		defer stop()
+		if got := sink.take(); len(got) != 0 {
+			t.Fatalf("handed %v before the poller listed a pair", got)
+		}
+		r.Streams().Watch([]string{"BTCUSDT", "ETHUSDT"})
+		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: 50})
+		r.Tickers(make([]venue.Stat, 2))
+		want := []string{
+			"live book [BTCUSDT]", "depth BTCUSDT 30", "depth BTCUSDT 40",
+			"live trades [BTCUSDT]", "trade BTCUSDT 4", "trade BTCUSDT 5",
+			"depth BTCUSDT 50", "tickers 2",
+		}
+		if got := sink.take(); !slices.Equal(got, want) {
+			t.Fatalf("the poller got\n%q\nwant\n%q", got, want)
+		}
+		if n := len(streams.watches); n != 2 || !slices.Equal(streams.watches[1], []string{"BTCUSDT", "ETHUSDT"}) {
+			t.Fatalf("watch lists %v: the poller's list goes to the streams", streams.watches)
+		}
+		r.Follow(testPairs())
+		if n := len(streams.watches); n != 2 {
+			t.Fatalf("a leader's replicated list was subscribed again (%d watches): the poller's own list rules", n)
+		}
+	})
+}
+
+// A lost stream drops what was held of it: it no longer continues into
+// what comes after; the poller hears of the loss only for its pairs.
+func TestLostStreamDropsWhatWasHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, _ := newTestRelay(t)
+		r.Live(snapshot.StreamBook, []string{"BTCUSDT", "ETHUSDT"})
+		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: 10})
+		r.Lost(snapshot.StreamBook, []string{"BTCUSDT"})
+		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: 11}) // on a stream not acknowledged again
+		r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
+		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: 20})
+		sink := &recorder{}
+		stop := lend(r, sink)
+		defer stop()
+		r.Streams().Watch([]string{"BTCUSDT"})
+		r.Lost(snapshot.StreamBook, []string{"BTCUSDT", "ETHUSDT"})
+		want := []string{"live book [BTCUSDT]", "depth BTCUSDT 20", "lost book [BTCUSDT]"}
+		if got := sink.take(); !slices.Equal(got, want) {
+			t.Fatalf("the poller got %q, want %q", got, want)
+		}
+	})
+}
+
+// Once the poller's term ends, the events are held again, from the values
+// the member holds; a pair no longer listed holds nothing; and what is held
+// of one pair is bounded.
+func TestHeldAgainAfterTheTermAndBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, _ := newTestRelay(t)
+		r.Live(snapshot.StreamTrades, []string{"BTCUSDT", "ETHUSDT"})
+		stop := lend(r, &recorder{})
+		r.Streams().Watch([]string{"BTCUSDT"})
+		stop()
+		for id := range int64(maxHeld + 10) {
+			r.Trade("BTCUSDT", venue.Trade{ID: id + 1})
+		}
+		r.Trade("ETHUSDT", venue.Trade{ID: 1})
+		r.Follow(snapshot.NewPairs([]venue.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
+			snapshot.PairsConfig{Venue: "sim"}, time.Now()))
+		r.Trade("ETHUSDT", venue.Trade{ID: 2})
+		sink := &recorder{}
+		defer lend(r, sink)()
+		r.Streams().Watch([]string{"BTCUSDT", "ETHUSDT"})
+		got := sink.take()
+		if len(got) != maxHeld+1 || got[0] != "live trades [BTCUSDT]" || got[1] != "trade BTCUSDT 11" || got[maxHeld] != fmt.Sprintf("trade BTCUSDT %d", maxHeld+10) {
+			t.Fatalf("handed %d items, %q ... %q; want the acknowledgement and the newest %d trades", len(got), got[:2], got[len(got)-1], maxHeld)
+		}
+	})
+}
