@@ -96,6 +96,7 @@ func (f *feeder) lead(store *snapshot.Store) func(ctx context.Context) {
 
 // node is one member under test: its store, its metrics, and how to stop it.
 type node struct {
+	share atomic.Pointer[float64] // the share of the budget lead last ran with
 	m     *Member
 	store *snapshot.Store
 	set   *metrics.Set
@@ -115,7 +116,10 @@ func startMember(t *testing.T, s *natsserver.Server, name string, f *feeder) *no
 	n.stop = cancel
 	go func() {
 		defer close(n.done)
-		_ = m.Run(ctx, f.lead(n.store))
+		_ = m.Run(ctx, func(ctx context.Context, share float64) {
+			n.share.Store(&share)
+			f.lead(n.store)(ctx)
+		})
 	}()
 	t.Cleanup(func() { cancel(); <-n.done })
 	return n
@@ -322,6 +326,12 @@ func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Read an hour ago: older than the book the member holds, as the
+	// bucket's values are to a member that read the venue alone.
+	old, err := snapshot.NewBook("BTC_USDT", 1, []snapshot.Level{{Price: "1", Size: "1"}}, nil, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
 	js := follower.m.snaps
 	for _, tc := range []struct {
 		key    string
@@ -334,6 +344,7 @@ func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
 		{"book.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, eth), dropForeign},
 		{"evil", appendValue(nil, header{term: term, publishedAt: 1}, btc), dropForeign},
 		{"book.DOGE_USDT", appendValue(nil, header{term: term, publishedAt: 1}, rawWire("junk")), dropBad},
+		{"book.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, old), dropOlder},
 	} {
 		dropped := follower.m.metrics.dropped[tc.reason].Get()
 		if _, err := js.Put(t.Context(), tc.key, tc.value); err != nil {
@@ -440,7 +451,7 @@ func TestLeaderKeepsItsTermThroughAFailedRenewal(t *testing.T) {
 	m.lease = lease
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = m.Run(ctx, func(ctx context.Context) { <-ctx.Done() }) }()
+	go func() { defer close(done); _ = m.Run(ctx, func(ctx context.Context, _ float64) { <-ctx.Done() }) }()
 	t.Cleanup(func() { cancel(); <-done })
 	eventually(t, 5*time.Second, "no leader", m.Leading)
 	term := m.Term()
@@ -464,4 +475,82 @@ func TestLeaderKeepsItsTermThroughAFailedRenewal(t *testing.T) {
 	if took := time.Since(failing); took >= time.Second {
 		t.Fatalf("stepped down %s after its renewals began to fail, want before the 1s lease expires", took)
 	}
+}
+
+// Every member sees every other in the member bucket, and a member gone
+// for the lease's TTL is no longer counted.
+func TestMembersCountEachOther(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	nodes := []*node{startMember(t, s, "a", f), startMember(t, s, "b", f), startMember(t, s, "host-3:8080", f)}
+	for _, n := range nodes {
+		eventually(t, 5*time.Second, n.m.cfg.Member+" does not count three members", func() bool { return n.m.Members() == 3 })
+	}
+	nodes[2].stop()
+	<-nodes[2].done
+	eventually(t, 5*time.Second, "a member gone is still counted", func() bool { return nodes[0].m.Members() == 2 })
+}
+
+// A lease renewed by something that is not a member (no key in the member
+// bucket) is counted, never followed, and removed for a member to take:
+// otherwise it would hold the cluster without a leader for as long as it
+// renews.
+func TestLeaseOfANonMemberIsRemoved(t *testing.T) {
+	s := natstest.Start(t)
+	squat, err := Join(t.Context(), Config{Conn: connect(t, s), Member: "squat", Store: snapshot.NewStore(), LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := squat.lease.Create(t.Context(), leaseKey, appendLease(nil, "intruder", 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		for {
+			time.Sleep(100 * time.Millisecond) // the intruder's own renewal period
+			if rev, err = squat.lease.Update(context.Background(), leaseKey, appendLease(nil, "intruder", 7), rev); err != nil {
+				return // removed
+			}
+		}
+	}()
+	n := startMember(t, s, "a", new(feeder))
+	eventually(t, 10*time.Second, "no member leads while a non-member renews the lease", n.m.Leading)
+	<-renewing
+	if n.m.metrics.dropped[dropForeign].Get() == 0 {
+		t.Fatal("the non-member's lease was not counted")
+	}
+	if n.m.Term() <= 7 {
+		t.Fatalf("term %d: not above the non-member's 7", n.m.Term())
+	}
+}
+
+// While NATS is away, every member reads the venue itself with its share of
+// the budget (the members it last saw sharing it), rather than serving what
+// it holds until that is too old; when NATS is back they stop, join again,
+// and one leads with the whole budget.
+func TestMembersReadTheVenueAloneWhileNATSIsAway(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	nodes := []*node{startMember(t, s, "a", f), startMember(t, s, "b", f)}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	for _, n := range nodes {
+		eventually(t, 5*time.Second, "the members do not count each other", func() bool { return n.m.Members() == 2 })
+	}
+	restart := natstest.Stop(t, s)
+	for _, n := range nodes {
+		eventually(t, 10*time.Second, n.m.cfg.Member+" does not read the venue alone", func() bool {
+			share := n.share.Load()
+			return n.m.Alone() && !n.m.Leading() && share != nil && *share == 0.5
+		})
+	}
+	restart()
+	eventually(t, 20*time.Second, "the members never joined again", func() bool {
+		return !nodes[0].m.Alone() && !nodes[1].m.Alone()
+	})
+	eventually(t, 10*time.Second, "no leader after NATS came back", func() bool {
+		l := leaders(nodes)
+		return len(l) == 1 && *l[0].share.Load() == 1
+	})
 }

@@ -15,6 +15,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,11 +61,12 @@ type Config struct {
 
 // Member is one member of a cluster.
 type Member struct {
-	cfg   Config
-	log   *slog.Logger
-	lease jetstream.KeyValue
-	snaps jetstream.KeyValue
-	js    jetstream.JetStream
+	cfg     Config
+	log     *slog.Logger
+	lease   jetstream.KeyValue
+	snaps   jetstream.KeyValue
+	members jetstream.KeyValue
+	js      jetstream.JetStream
 
 	// term is the term this member leads in; 0 while it follows. newest is
 	// the newest term it has seen: in a value applied, in the lease, or its
@@ -76,6 +78,17 @@ type Member struct {
 
 	lastApplied atomic.Int64 // Unix ns
 	logs        *logthrottle.Throttle
+
+	// seen is when each member was last seen in the member bucket (Unix
+	// ns), by name; watching is when this member's watch of it began, 0
+	// while it does not run.
+	seenMu   sync.Mutex
+	seen     map[string]int64
+	heard    int64 // when the member bucket last said anything, Unix ns
+	watching atomic.Int64
+	// alone is set while NATS is away and this member reads the venue
+	// itself (see Run).
+	alone atomic.Bool
 
 	queue   publishQueue
 	metrics memberMetrics
@@ -106,7 +119,8 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Member == "" {
 		return nil, errors.New("cluster: a member needs a name")
 	}
-	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member), logs: logthrottle.New(time.Minute)}
+	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member), logs: logthrottle.New(time.Minute),
+		seen: map[string]int64{}}
 	m.queue.init()
 	m.metrics = newMemberMetrics(cfg.Metrics, m)
 	// Puts are asynchronous: the publisher does not wait for one put's
@@ -146,9 +160,88 @@ func (m *Member) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: snapshot bucket: %w", err)
 	}
-	m.lease, m.snaps = lease, snaps
+	members, err := m.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: m.cfg.Name + "_members", History: 1, TTL: m.cfg.LeaseTTL, Storage: jetstream.MemoryStorage, Replicas: m.cfg.Replicas,
+		Description: "the members, each put every renewal period",
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: member bucket: %w", err)
+	}
+	m.lease, m.snaps, m.members = lease, snaps, members
 	return nil
 }
+
+// memberKey is a member's key in the member bucket: its name in base64url,
+// since a name (host:port by default) may hold what a key may not.
+func memberKey(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
+
+// Members counts the members seen in the member bucket within the lease's
+// TTL of the last time it said anything, this one included: while NATS is
+// away, the members as they were when it went.
+func (m *Member) Members() int {
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	n := 1 // this one
+	for name, at := range m.seen {
+		if name != m.cfg.Member && time.Duration(m.heard-at) < m.cfg.LeaseTTL {
+			n++
+		}
+	}
+	return n
+}
+
+// member reports whether name was seen in the member bucket within the
+// lease's TTL; known is false until the watch has run for that long, so
+// that a member just joined judges nobody.
+func (m *Member) member(name string) (seen, known bool) {
+	now := m.cfg.Now().UnixNano()
+	if at := m.watching.Load(); at <= 0 || time.Duration(now-at) < m.cfg.LeaseTTL {
+		return false, false
+	}
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	at, ok := m.seen[name]
+	return ok && time.Duration(now-at) < m.cfg.LeaseTTL, true
+}
+
+// watchMembers records when each member was last seen until ctx is done.
+func (m *Member) watchMembers(ctx context.Context, w jetstream.KeyWatcher) {
+	// Stopping asks NATS to drop the watch's consumer, which waits out a
+	// request's timeout while NATS is away: it does not hold the session's
+	// end, and with it the member's going alone.
+	defer func() { go func() { _ = w.Stop() }() }()
+	m.watching.Store(m.cfg.Now().UnixNano())
+	defer m.watching.Store(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			name := string(e.Value())
+			if memberKey(name) != e.Key() {
+				m.drop(dropForeign, e.Key(), fmt.Errorf("member %q under another key", name))
+				continue
+			}
+			m.seenMu.Lock()
+			m.heard = m.cfg.Now().UnixNano()
+			m.seen[name] = m.heard
+			m.seenMu.Unlock()
+		}
+	}
+}
+
+// Alone reports whether NATS is away and this member reads the venue
+// itself.
+func (m *Member) Alone() bool { return m.alone.Load() }
+
+// errDisconnected is a call not made: the connection to NATS is down.
+var errDisconnected = errors.New("disconnected from NATS")
 
 // Leading reports whether this member holds the lease.
 func (m *Member) Leading() bool { return m.term.Load() != 0 }
@@ -171,31 +264,62 @@ func (m *Member) Synced() bool { return m.synced.Load() }
 
 // Run takes part in the cluster until ctx is done: it applies the snapshot
 // bucket's watch to the store, campaigns for the lease, and while it holds
-// it runs lead with a context that ends when the lease is lost, and puts
-// what the store publishes into the bucket. When NATS stops answering for
-// longer than the lease's TTL, or its buckets are gone, the member steps
-// down and joins again as soon as it can, without a restart; meanwhile it
-// serves what it holds. Run returns when ctx is done and lead has returned.
-func (m *Member) Run(ctx context.Context, lead func(ctx context.Context)) error {
+// it runs lead with a context that ends when the lease is lost, and share
+// 1, and puts what the store publishes into the bucket.
+//
+// When NATS stops answering for longer than the lease's TTL, or its
+// buckets are gone, the member steps down and joins again as soon as it
+// can, without a restart. If NATS does not answer the first try, the
+// member runs lead on its own until it does, with share the inverse of the
+// members it last saw: every member that lost NATS reads the venue itself
+// with its part of one budget, rather than serving what it holds until
+// that is too old to serve. Run returns when ctx is done and lead has
+// returned.
+func (m *Member) Run(ctx context.Context, lead func(ctx context.Context, share float64)) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.publish(ctx) })
 	defer wg.Wait()
 	for {
-		m.session(ctx, lead)
-		for {
+		m.session(ctx, func(ctx context.Context) { lead(ctx, 1) })
+		var alone *leading
+		stopAlone := func() {
+			if alone != nil {
+				alone.stop()
+				m.alone.Store(false)
+			}
+		}
+		for first := true; ; first = false {
+			// The first try is at once: a session that ended because the
+			// connection is down goes alone without waiting a period.
+			wait := m.cfg.LeaseTTL / periodsPerTTL
+			if first {
+				wait = 0
+			}
 			select {
 			case <-ctx.Done():
+				stopAlone()
 				return nil
-			case <-time.After(m.cfg.LeaseTTL / periodsPerTTL):
+			case <-time.After(wait):
 			}
-			_, err := within(ctx, m.cfg.LeaseTTL, func(ctx context.Context) (struct{}, error) {
-				return struct{}{}, m.open(ctx)
-			})
+			err := errDisconnected
+			if m.cfg.Conn.IsConnected() {
+				_, err = within(ctx, m.cfg.LeaseTTL, func(ctx context.Context) (struct{}, error) {
+					return struct{}{}, m.open(ctx)
+				})
+			}
 			if err == nil {
 				break
 			}
-			m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster unreachable: serving what this member holds", "err", err)
+			m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster unreachable: reading the venue alone", "err", err)
+			if alone == nil {
+				share := 1 / float64(m.Members())
+				m.log.Warn("cluster unreachable: reading the venue alone", "share", share)
+				m.alone.Store(true)
+				m.metrics.alone.Inc()
+				alone = startLeading(ctx, func(ctx context.Context) { lead(ctx, share) })
+			}
 		}
+		stopAlone()
 		m.logs.Forget("cluster")
 		m.metrics.rejoins.Inc()
 		m.log.Info("cluster joined again")
@@ -212,12 +336,18 @@ func (m *Member) session(ctx context.Context, lead func(ctx context.Context)) {
 		m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster watch failed", "err", err)
 		return
 	}
+	mw, err := m.members.WatchAll(ctx)
+	if err != nil {
+		m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster watch failed", "err", err)
+		return
+	}
 	m.synced.Store(false)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer cancel() // a watch that ends ends the session
 		m.watch(ctx, w)
 	})
+	wg.Go(func() { m.watchMembers(ctx, mw) })
 	m.campaign(ctx, lead)
 	cancel()
 	wg.Wait()
@@ -267,7 +397,44 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		}
 		failing++
 	}
+	self := []byte(m.cfg.Member)
+	foreign := 0     // periods in a row the lease's holder was not a member
+	var cutOff int64 // when the connection was last seen down, Unix ns; 0 while it is up
 	for failing <= periodsPerTTL {
+		if !m.cfg.Conn.IsConnected() {
+			// No call can be answered: the period is not spent waiting
+			// out each call's timeout. Cut off for as long as a leader
+			// may go without renewing, every member ends its session,
+			// the leader stepping down, so that each reads the venue
+			// alone while its values are still fresh (see Run).
+			now := m.cfg.Now().UnixNano()
+			if cutOff == 0 {
+				cutOff = now
+			}
+			// A follower waits a period longer than the leader, whose
+			// reading is then surely over.
+			limit := m.cfg.LeaseTTL - period
+			if rev != 0 {
+				limit -= period
+			}
+			if time.Duration(now-cutOff) >= limit {
+				stepDown("disconnected from NATS")
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		cutOff = 0
+		// Say this member is here, before seeking the lease: a holder
+		// the others have not seen is not a member (see below).
+		_, err := within(ctx, period, func(ctx context.Context) (uint64, error) {
+			return m.members.Put(ctx, memberKey(m.cfg.Member), self)
+		})
+		engine(err)
 		switch {
 		case rev != 0:
 			next, err := within(ctx, period, func(ctx context.Context) (uint64, error) {
@@ -319,8 +486,19 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 			switch {
 			case err == nil:
 				name, term, ok := parseLease(e.Value())
-				if !ok {
+				if seen, known := m.member(name); ok && known && !seen {
+					foreign++
+				} else {
+					foreign = 0
+				}
+				if !ok || foreign > 1 {
+					// Not a lease a member holds: counted, never
+					// followed, and removed (if it is still the same
+					// value) for a member to take.
 					m.drop(dropForeign, leaseKey, fmt.Errorf("lease %q", e.Value()))
+					m.leader.Store(nil)
+					_ = m.lease.Delete(ctx, leaseKey, jetstream.LastRevision(e.Revision()))
+					foreign = 0
 					break
 				}
 				m.raise(term)
@@ -409,7 +587,10 @@ func (m *Member) raise(term uint64) {
 // are applied pair list first, so that every pair's book and trades find
 // it listed.
 func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
-	defer w.Stop()
+	// Stopping asks NATS to drop the watch's consumer, which waits out a
+	// request's timeout while NATS is away: it does not hold the session's
+	// end, and with it the member's going alone.
+	defer func() { go func() { _ = w.Stop() }() }()
 	var initial []jetstream.KeyValueEntry
 	for {
 		var e jetstream.KeyValueEntry
@@ -468,6 +649,8 @@ func (m *Member) apply(e jetstream.KeyValueEntry) {
 			reason = dropUnlisted
 		case errors.Is(err, errForeign):
 			reason = dropForeign
+		case errors.Is(err, errOlder):
+			reason = dropOlder
 		}
 		m.drop(reason, e.Key(), err)
 		return

@@ -14,10 +14,11 @@ const (
 	dropStale                      // a term older than the newest applied
 	dropForeign                    // a key that is not a snapshot's, or a value not its key's
 	dropUnlisted                   // a book or trades of a pair the pair list does not hold
+	dropOlder                      // a book or trades read before the one the store holds
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"bad", "stale_term", "foreign", "unlisted"}
+var dropNames = [numDropReasons]string{"bad", "stale_term", "foreign", "unlisted", "older"}
 
 type memberMetrics struct {
 	applied   *metrics.Counter
@@ -27,7 +28,11 @@ type memberMetrics struct {
 	takeOvers *metrics.Counter
 	stepDowns *metrics.Counter
 	rejoins   *metrics.Counter
+	alone     *metrics.Counter
 	lag       *promhist.Histogram
+	// The rate counts exchanged: client keys sent and charged, messages
+	// refused.
+	ratesSent, ratesCharged, ratesBad *metrics.Counter
 }
 
 // lagBounds are the replication lag's buckets, in seconds: a value is
@@ -42,7 +47,12 @@ func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
 		takeOvers: set.NewCounter(`marketfeed_cluster_lease_won_total`),
 		stepDowns: set.NewCounter(`marketfeed_cluster_lease_lost_total`),
 		rejoins:   set.NewCounter(`marketfeed_cluster_rejoins_total`),
-		lag:       promhist.New(set, "marketfeed_cluster_replication_lag_seconds", `cluster="`+m.cfg.Name+`"`, lagBounds),
+		alone:     set.NewCounter(`marketfeed_cluster_alone_total`),
+
+		ratesSent:    set.NewCounter(`marketfeed_cluster_rate_counts_total{direction="sent"}`),
+		ratesCharged: set.NewCounter(`marketfeed_cluster_rate_counts_total{direction="charged"}`),
+		ratesBad:     set.NewCounter(`marketfeed_cluster_rate_messages_bad_total`),
+		lag:          promhist.New(set, "marketfeed_cluster_replication_lag_seconds", `cluster="`+m.cfg.Name+`"`, lagBounds),
 	}
 	for r := range numDropReasons {
 		mm.dropped[r] = set.NewCounter(`marketfeed_cluster_values_dropped_total{reason="` + dropNames[r] + `"}`)
@@ -50,6 +60,8 @@ func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
 	set.NewGauge(`marketfeed_cluster_leader`, func() float64 { return bool01(m.Leading()) })
 	set.NewGauge(`marketfeed_cluster_term`, func() float64 { return float64(m.newest.Load()) })
 	set.NewGauge(`marketfeed_cluster_synced`, func() float64 { return bool01(m.Synced()) })
+	set.NewGauge(`marketfeed_cluster_alone`, func() float64 { return bool01(m.Alone()) })
+	set.NewGauge(`marketfeed_cluster_members`, func() float64 { return float64(m.Members()) })
 	set.NewGauge(`marketfeed_cluster_last_applied_seconds`, func() float64 { return float64(m.LastApplied()) / 1e9 })
 	return mm
 }

@@ -132,22 +132,30 @@ func applyWire(store *snapshot.Store, key string, wire []byte, now int64) error 
 		store.PutTickers(t)
 		return nil
 	case strings.HasPrefix(key, keyBookPrefix):
-		return applyPair(store.PutBook, snapshot.DecodeBook, key[len(keyBookPrefix):], wire)
+		return applyPair(store, snapshot.StreamBook, store.PutBook, snapshot.DecodeBook, key[len(keyBookPrefix):], wire)
 	case strings.HasPrefix(key, keyTradePrefix):
-		return applyPair(store.PutTrades, snapshot.DecodeTrades, key[len(keyTradePrefix):], wire)
+		return applyPair(store, snapshot.StreamTrades, store.PutTrades, snapshot.DecodeTrades, key[len(keyTradePrefix):], wire)
 	}
 	return fmt.Errorf("%w: key %q", errForeign, key)
 }
 
-// applyPair decodes one pair's snapshot and publishes it with put, if it
-// is the pair id its key names and the pair is listed.
-func applyPair[V interface{ TickerID() string }](put func(V) bool, decode func([]byte) (V, error), id string, wire []byte) error {
+// applyPair decodes one pair's snapshot of st and publishes it with put,
+// if it is the pair id its key names, the pair is listed, and it was read
+// no earlier than what the store holds: a member that read the venue alone
+// while NATS was away holds newer values than the bucket it finds again.
+func applyPair[V interface {
+	TickerID() string
+	ReadAt() int64
+}](store *snapshot.Store, st snapshot.Stream, put func(V) bool, decode func([]byte) (V, error), id string, wire []byte) error {
 	v, err := decode(wire)
 	if err != nil {
 		return err
 	}
 	if v.TickerID() != id {
 		return fmt.Errorf("%w: a value of %s under %s's key", errForeign, v.TickerID(), id)
+	}
+	if held, _ := store.ReadAt(st, []byte(id)); v.ReadAt() < held {
+		return fmt.Errorf("%w: %s read at %d, the store's at %d", errOlder, id, v.ReadAt(), held)
 	}
 	if !put(v) {
 		return errUnlisted
@@ -158,4 +166,5 @@ func applyPair[V interface{ TickerID() string }](put func(V) bool, decode func([
 var (
 	errForeign  = errors.New("foreign key or value")
 	errUnlisted = errors.New("pair not listed")
+	errOlder    = errors.New("older than the value held")
 )

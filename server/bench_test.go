@@ -126,14 +126,29 @@ func BenchmarkHandlerParallel(b *testing.B) {
 	})
 }
 
+// BenchmarkLimiter is one request's check, alone and counting for the
+// other replicas of a cluster (drained every 1024 requests, as often as a
+// busy replica's 250 ms period would hold that many keys).
 func BenchmarkLimiter(b *testing.B) {
-	l := newLimiter(1<<30, DefaultRateLimitKeys)
-	now := t0.UnixNano()
-	b.ReportAllocs()
-	var k uint64
-	for b.Loop() {
-		k++
-		l.allow(k&1023, now)
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "alone", true: "shared"}[shared], func(b *testing.B) {
+			l := newLimiter(1<<30, DefaultRateLimitKeys)
+			if shared {
+				l.count()
+			}
+			now := t0.UnixNano()
+			b.ReportAllocs()
+			var k uint64
+			for b.Loop() {
+				k++
+				l.allow(k&1023, now)
+				if shared && k&1023 == 0 {
+					b.StopTimer()
+					l.drain(func(uint64, uint32) {})
+					b.StartTimer()
+				}
+			}
+		})
 	}
 }
 

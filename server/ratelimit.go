@@ -51,9 +51,14 @@ type limiter struct {
 type shard struct {
 	mu        sync.Mutex
 	tat       map[uint64]int64
-	nextSweep int64    // Unix ns
-	lastForce int64    // Unix ns of the last sweep forced by a full shard
-	_         [32]byte // 64 bytes a shard: neighbouring locks do not share a cache line
+	nextSweep int64 // Unix ns
+	lastForce int64 // Unix ns of the last sweep forced by a full shard
+	// counts are the requests allowed per key since the last Drain, for
+	// the other replicas to charge (see Drain); nil unless counting. The
+	// map is cleared, not replaced, so that it keeps its room and a
+	// request allocates nothing once a key was seen.
+	counts map[uint64]uint32
+	_      [24]byte // 64 bytes a shard: neighbouring locks do not share a cache line
 }
 
 // newLimiter returns a limiter allowing perMinute requests a minute per key,
@@ -106,8 +111,54 @@ func (l *limiter) allow(k uint64, now int64) (ok bool, wait int64) {
 		sh.makeRoom(now, l.perShard)
 	}
 	sh.tat[k] = next
+	if sh.counts != nil {
+		sh.counts[k]++
+	}
 	sh.mu.Unlock()
 	return true, 0
+}
+
+// count makes the limiter keep, per key, the requests it allows until the
+// next Drain.
+func (l *limiter) count() {
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		if sh.counts == nil {
+			sh.counts = make(map[uint64]uint32)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// drain hands f every key's requests allowed since the last drain, and
+// forgets them. f runs with the key's shard locked: it must not call back.
+func (l *limiter) drain(f func(key uint64, n uint32)) {
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for k, n := range sh.counts {
+			f(k, n)
+		}
+		clear(sh.counts)
+		sh.mu.Unlock()
+	}
+}
+
+// charge records n requests of key k made at another replica, as if this
+// one had allowed them at now: a GCRA state is a time, so they push the
+// key's TAT on by n intervals, up to a full window ahead (a client cannot
+// owe more than a minute).
+func (l *limiter) charge(k uint64, n uint32, now int64) {
+	sh := l.shardOf(k)
+	sh.mu.Lock()
+	tat, seen := sh.tat[k]
+	tat = min(max(tat, now)+int64(n)*l.interval, now+l.window)
+	if !seen && len(sh.tat) >= l.perShard {
+		sh.makeRoom(now, l.perShard)
+	}
+	sh.tat[k] = tat
+	sh.mu.Unlock()
 }
 
 // sweep deletes every idle key.

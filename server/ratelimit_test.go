@@ -380,3 +380,47 @@ func TestLimiterHardCapBoundsKeys(t *testing.T) {
 		t.Fatalf("%d keys, want at most the cap %d and most of it used", n, maxKeys)
 	}
 }
+
+// Replicas behind a round-robin balancer share one limit: what one allowed
+// a client, drained and charged at another, counts there as if it had
+// allowed it, so the client gets 600 a minute from them together.
+func TestSharedRateLimitCountsAnotherReplicasRequests(t *testing.T) {
+	a := newFixture(t, limited(nil))
+	b := newFixture(t, limited(func(c *Config) { c.Now = a.clock.Now }))
+	for _, f := range []*fixture{a, b} {
+		if !f.srv.ShareRateLimit() {
+			t.Fatal("a rate-limited server does not share its limit")
+		}
+	}
+	for range 400 {
+		wantStatus(t, a.get(t, "/api/public/pairs"), 200)
+	}
+	drained := map[uint64]uint32{}
+	a.srv.DrainRateCounts(func(k uint64, n uint32) { drained[k] += n })
+	if len(drained) != 1 {
+		t.Fatalf("drained %v, want one client", drained)
+	}
+	for k, n := range drained {
+		if n != 400 {
+			t.Fatalf("drained %d requests, want 400", n)
+		}
+		b.srv.ChargeRate(k, n)
+	}
+	a.srv.DrainRateCounts(func(k uint64, n uint32) { t.Fatalf("a second drain handed %d requests again", n) })
+	for i := range 200 {
+		if resp := b.get(t, "/api/public/pairs"); resp.StatusCode() != 200 {
+			t.Fatalf("request %d at the other replica: %d, want 200 (200 left of 600)", i+1, resp.StatusCode())
+		}
+	}
+	wantStatus(t, b.get(t, "/api/public/pairs"), 429)
+
+	// Charges never put a client more than a minute in debt: a minute
+	// later it has its whole allowance.
+	b.srv.ChargeRate(0xffffffff_7f000001, 1<<20)
+	a.clock.Advance(time.Minute)
+	for i := range 600 {
+		if resp := b.get(t, "/api/public/pairs"); resp.StatusCode() != 200 {
+			t.Fatalf("request %d a minute after a huge charge: %d", i+1, resp.StatusCode())
+		}
+	}
+}

@@ -152,6 +152,42 @@ type Server struct {
 	caps   []*capListener // one per Serve; Shutdown waits for their refusals
 }
 
+// ShareRateLimit makes the rate limiter count, per client, the requests it
+// allows, for DrainRateCounts: replicas behind a round-robin balancer each
+// see a part of a client's requests, and charge one another's (see
+// ChargeRate) to limit the client as one. It reports false, and does
+// nothing, without a rate limit. Call it before Serve.
+func (s *Server) ShareRateLimit() bool {
+	if s.limit == nil {
+		return false
+	}
+	s.limit.count()
+	return true
+}
+
+// DrainRateCounts hands f every client key with the requests this server
+// allowed it since the last drain, and forgets them. f must not call the
+// server.
+func (s *Server) DrainRateCounts(f func(key uint64, n uint32)) {
+	if s.limit != nil {
+		s.limit.drain(f)
+	}
+}
+
+// ChargeRate records n requests of the client key made at another replica
+// (a key DrainRateCounts handed it there), as if this server had allowed
+// them now.
+func (s *Server) ChargeRate(key uint64, n uint32) {
+	if s.limit == nil {
+		return
+	}
+	now := time.Now()
+	if s.now != nil {
+		now = s.now()
+	}
+	s.limit.charge(key, n, now.UnixNano())
+}
+
 // New returns a Server for cfg. It panics if cfg.Store is nil.
 func New(cfg Config) *Server {
 	if cfg.Store == nil {

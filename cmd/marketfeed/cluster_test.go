@@ -30,10 +30,11 @@ type member struct {
 // startMember runs the program as a member of the cluster on natsURL, on
 // the embedded simulated venue, with no rate limit (the test is one
 // client).
-func startMember(t *testing.T, natsURL, name string) *member {
+func startMember(t *testing.T, natsURL, name string, args ...string) *member {
 	t.Helper()
-	cfg, err := parseConfig([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-rate-limit", "0",
-		"-cluster", natsURL, "-cluster-member", name}, func(string) string { return "" }, io.Discard)
+	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-rate-limit", "0",
+		"-cluster", natsURL, "-cluster-member", name}, args...)
+	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,59 +231,18 @@ func TestClusterMembersAnswerAsOne(t *testing.T) {
 // 5xx (a book older than -max-stale would be a 502).
 func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	s := natstest.Start(t)
-	members := []*member{startMember(t, s.ClientURL(), "a"), startMember(t, s.ClientURL(), "b"), startMember(t, s.ClientURL(), "c")}
-	leader := waitLeader(t, members, 20*time.Second)
-	var rest []*member
-	for _, m := range members {
-		if m != leader {
-			rest = append(rest, m)
-		}
-	}
-	warm(t, members)
-	// Every book and trade list published, and every member following the
-	// streams of every pair: the state a takeover meets in production.
+	members := warmCluster(t, s.ClientURL())
+	leader, rest := members[0], members[1:]
 	listed := float64(len(leader.a.store.Pairs().List()))
-	waitMetrics(t, leader, 30*time.Second, map[string]float64{
-		`marketfeed_pairs{part="books",source="stream"}`: listed, `marketfeed_pairs{part="trades",source="stream"}`: listed,
-	})
-	for _, m := range rest {
-		waitMetrics(t, m, 30*time.Second, map[string]float64{
-			`marketfeed_standby_streams_live{stream="depth"}`: listed, `marketfeed_standby_streams_live{stream="trades"}`: listed,
-		})
-	}
 	stop := make(chan struct{})
-	var mu sync.Mutex
-	statuses := map[int]int{}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for _, m := range rest {
-				for _, uri := range clusterURIs {
-					a := ask(t, m.api, uri, "")
-					mu.Lock()
-					if a.status != 200 && statuses[a.status] == 0 {
-						t.Logf("first %d from %s %s: %s", a.status, m.name, uri, a.body)
-					}
-					statuses[a.status]++
-					mu.Unlock()
-				}
-			}
-		}
-	})
+	answers := askAll(t, rest, stop)
 	killed := time.Now()
 	leader.stop()
 	next := waitLeader(t, rest, 10*time.Second)
 	took := time.Since(killed)
 	time.Sleep(2 * time.Second) // keep asking across the new leader's first seconds
 	close(stop)
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
+	statuses := answers()
 	books, trades := next.venue.reads()
 	syncs := next.venue.bookReads(poller.DefaultSyncDepth)
 	got := scrapeMetrics(t, next)
@@ -310,5 +270,138 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 		if status != 200 {
 			t.Errorf("%d answers with status %d across the takeover", n, status)
 		}
+	}
+}
+
+// warmCluster starts three members, waits for a leader whose books and
+// trades are all stream-fed and for followers whose streams are all live,
+// and returns the members, the leader first.
+func warmCluster(t *testing.T, natsURL string, args ...string) []*member {
+	t.Helper()
+	members := []*member{startMember(t, natsURL, "a", args...), startMember(t, natsURL, "b", args...), startMember(t, natsURL, "c", args...)}
+	leader := waitLeader(t, members, 20*time.Second)
+	listed := float64(len(leader.a.store.Pairs().List()))
+	waitMetrics(t, leader, 30*time.Second, map[string]float64{
+		`marketfeed_pairs{part="books",source="stream"}`: listed, `marketfeed_pairs{part="trades",source="stream"}`: listed,
+	})
+	out := []*member{leader}
+	for _, m := range members {
+		if m != leader {
+			waitMetrics(t, m, 30*time.Second, map[string]float64{
+				`marketfeed_standby_streams_live{stream="depth"}`: listed, `marketfeed_standby_streams_live{stream="trades"}`: listed,
+			})
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// askAll asks every member every route until stop is closed, and returns
+// the answers by status.
+func askAll(t *testing.T, members []*member, stop <-chan struct{}) (statuses func() map[int]int) {
+	var mu sync.Mutex
+	counts := map[int]int{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, m := range members {
+				for _, uri := range clusterURIs {
+					a := ask(t, m.api, uri, "")
+					mu.Lock()
+					if a.status != 200 && counts[a.status] == 0 {
+						t.Logf("first %d from %s %s: %s", a.status, m.name, uri, a.body)
+					}
+					counts[a.status]++
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	return func() map[int]int {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return counts
+	}
+}
+
+// NATS stopped: every member goes on serving, then reads the venue alone
+// with its third of the budget, so that nothing it serves grows older than
+// -max-stale; NATS started again: they stop, join again, and one leads.
+func TestClusterServesThroughANATSOutage(t *testing.T) {
+	s := natstest.Start(t)
+	members := warmCluster(t, s.ClientURL())
+	stop := make(chan struct{})
+	statuses := askAll(t, members, stop)
+	restart := natstest.Stop(t, s)
+	for _, m := range members {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			_, role := m.role(t)
+			if role.Role == "alone" {
+				if role.Members != 3 {
+					t.Errorf("%s reads alone counting %d members, want 3", m.name, role.Members)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is %q 15s after NATS stopped, not alone", m.name, role.Role)
+			}
+			time.Sleep(50 * time.Millisecond) // polling real processes, not synchronising test logic
+		}
+	}
+	time.Sleep(12 * time.Second) // past -max-stale (10s) of what the members held when NATS went
+	restart()
+	leader := waitLeader(t, members, 30*time.Second)
+	close(stop)
+	got := statuses()
+	t.Logf("answers across the outage: %v; %s leads again", got, leader.name)
+	for status, n := range got {
+		if status != 200 {
+			t.Errorf("%d answers with status %d across the outage", n, status)
+		}
+	}
+	for _, m := range members {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, role := m.role(t); role.Role != "alone" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still reads alone 10s after its cluster has a leader again", m.name)
+			}
+			time.Sleep(50 * time.Millisecond) // polling real processes, not synchronising test logic
+		}
+	}
+}
+
+// Behind a round-robin balancer, a client is limited by the members
+// together: at 60 a minute each, a client asking them in turn ten times a
+// second for 12 s gets about what one process would give it (71: 66 while
+// the minute's burst lasts, then one a second), give or take what it sends
+// in an exchange period at each member, not 120.
+func TestClusterMembersShareOneRateLimit(t *testing.T) {
+	s := natstest.Start(t)
+	members := []*member{startMember(t, s.ClientURL(), "a", "-rate-limit", "60"), startMember(t, s.ClientURL(), "b", "-rate-limit", "60"),
+		startMember(t, s.ClientURL(), "c", "-rate-limit", "60")}
+	waitLeader(t, members, 20*time.Second)
+	allowed := 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for i := range 120 {
+		<-tick.C
+		if ask(t, members[i%3].api, "/api/public/pairs", "").status == 200 {
+			allowed++
+		}
+	}
+	t.Logf("%d of 120 requests allowed", allowed)
+	if allowed > 71+10 || allowed < 66 {
+		t.Fatalf("%d of 120 requests allowed by three members at 60 a minute, want about 71", allowed)
 	}
 }

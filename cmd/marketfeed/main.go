@@ -132,14 +132,16 @@ type app struct {
 	// relay runs a member's market streams for its whole life and lends
 	// them to its poller while it leads, so that a takeover continues
 	// them; nil without -cluster or without streams.
-	relay   *standby.Relay
-	nats    *nats.Conn // nil without -cluster
-	srv     *server.Server
-	metrics *metrics.Set // the server's, the cluster's and the program's own
-	spotOK  *metrics.Counter
-	spotBad *metrics.Counter
-	api     net.Listener
-	ops     net.Listener // nil when -ops-listen is empty
+	relay *standby.Relay
+	// shareRates is set when the members share one rate limit.
+	shareRates bool
+	nats       *nats.Conn // nil without -cluster
+	srv        *server.Server
+	metrics    *metrics.Set // the server's, the cluster's and the program's own
+	spotOK     *metrics.Counter
+	spotBad    *metrics.Counter
+	api        net.Listener
+	ops        net.Listener // nil when -ops-listen is empty
 
 	spotMu sync.Mutex
 	spot   []string // the spot list, for the poller running and the next
@@ -153,8 +155,10 @@ type ingest struct {
 	set *metrics.Set
 }
 
-// newIngest returns a poller reading the venue into the app's store.
-func (a *app) newIngest() *ingest {
+// newIngest returns a poller reading the venue into the app's store, with
+// share of the weight budget -venue-budget gives: 1 but for a cluster
+// member that reads the venue alone while NATS is away.
+func (a *app) newIngest(share float64) *ingest {
 	set := metrics.NewSet()
 	a.spotMu.Lock()
 	spot := slices.Clone(a.spot)
@@ -167,7 +171,7 @@ func (a *app) newIngest() *ingest {
 		Metrics:  set,
 		Spot:     spot,
 		Quotes:   cfg.quotes,
-		Budget:   cfg.venueBudget,
+		Budget:   cfg.venueBudget * share,
 		MaxStale: cfg.maxStale,
 
 		RefreshShare: cfg.refreshShare,
@@ -261,10 +265,10 @@ func (f appFeed) Load(ctx context.Context, id string, s snapshot.Stream) error {
 	return errFollowing
 }
 
-// lead runs a poller for as long as ctx lasts: a cluster member's term as
-// leader.
-func (a *app) lead(ctx context.Context) {
-	in := a.newIngest()
+// lead runs a poller for as long as ctx lasts, with share of the budget: a
+// cluster member's term as leader, or its time alone while NATS is away.
+func (a *app) lead(ctx context.Context, share float64) {
+	in := a.newIngest(share)
 	a.ingest.Store(in)
 	defer a.ingest.Store(nil)
 	_ = in.p.Run(ctx)
@@ -323,7 +327,7 @@ func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 		spotBad: set.NewCounter(`marketfeed_spot_reloads_total{outcome="rejected"}`),
 	}
 	if len(cfg.ClusterURLs) == 0 {
-		a.ingest.Store(a.newIngest())
+		a.ingest.Store(a.newIngest(1))
 	} else if err := a.joinCluster(); err != nil {
 		return nil, err
 	}
@@ -340,6 +344,11 @@ func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 		ClientIPHeader:  cfg.clientIPHeader,
 		MaxConns:        cfg.MaxConns,
 	})
+	if a.member != nil {
+		// One rate limit for the cluster: each member charges the others'
+		// clients' requests (see cluster.Member.ShareRateLimit).
+		a.shareRates = a.srv.ShareRateLimit()
+	}
 	// The build as a series of constant 1, so that a dashboard can join it
 	// to any other metric and see which version produced it.
 	set.NewGauge(`marketfeed_build_info{version="`+labelValue(buildVersion())+`",goversion="`+labelValue(runtime.Version())+`"}`,
@@ -373,6 +382,13 @@ func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
 				a.log.Error("cluster", logKeyErr, err)
 			}
 		})
+		if a.shareRates {
+			wg.Go(func() {
+				if err := a.member.ShareRateLimit(pollCtx, a.srv); err != nil {
+					a.log.Error("cluster rate limit", logKeyErr, err)
+				}
+			})
+		}
 		if a.relay != nil {
 			wg.Go(func() {
 				if err := a.relay.Run(pollCtx); err != nil && pollCtx.Err() == nil {
@@ -520,10 +536,11 @@ type readiness struct {
 
 // clusterRole is a cluster member's part in /readyz.
 type clusterRole struct {
-	Role   string `json:"role"`   // leader or follower
-	Term   uint64 `json:"term"`   // the term it leads in; 0 while it follows
-	Leader string `json:"leader"` // the lease's holder as last seen
-	Synced bool   `json:"synced"` // holds every value the leader had published when it joined
+	Role    string `json:"role"`    // leader, follower, or alone while NATS is away
+	Term    uint64 `json:"term"`    // the term it leads in; 0 unless it leads
+	Leader  string `json:"leader"`  // the lease's holder as last seen
+	Synced  bool   `json:"synced"`  // holds every value the leader had published when it joined
+	Members int    `json:"members"` // members seen within the lease's TTL, this one included
 }
 
 // readiness says whether the process should get traffic: the poller's
@@ -545,9 +562,12 @@ func (a *app) readiness() readiness {
 		}
 	}
 	if m := a.member; m != nil {
-		r.Cluster = &clusterRole{Role: "follower", Term: m.Term(), Leader: m.Leader(), Synced: m.Synced()}
-		if m.Leading() {
+		r.Cluster = &clusterRole{Role: "follower", Term: m.Term(), Leader: m.Leader(), Synced: m.Synced(), Members: m.Members()}
+		switch {
+		case m.Leading():
 			r.Cluster.Role = "leader"
+		case m.Alone():
+			r.Cluster.Role = "alone"
 		}
 	}
 	return r

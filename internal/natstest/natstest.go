@@ -19,10 +19,20 @@ func Start(t testing.TB) *server.Server { return start(t, -1) }
 // in it: what a restart of a server holding its streams in memory leaves.
 func Restart(t testing.TB, s *server.Server) *server.Server {
 	t.Helper()
+	return Stop(t, s)()
+}
+
+// Stop shuts s down and returns what starts a new server on its port, with
+// nothing in it: NATS away for as long as the caller waits.
+func Stop(t testing.TB, s *server.Server) (restart func() *server.Server) {
+	t.Helper()
 	port := s.Addr().(*net.TCPAddr).Port
 	s.Shutdown()
 	s.WaitForShutdown()
-	return start(t, port)
+	return func() *server.Server {
+		t.Helper()
+		return start(t, port)
+	}
 }
 
 func start(t testing.TB, port int) *server.Server {

@@ -15,6 +15,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ClusterRoleRole.
+const (
+	RoleAlone    ClusterRoleRole = "alone"
+	RoleFollower ClusterRoleRole = "follower"
+	RoleLeader   ClusterRoleRole = "leader"
+)
+
+// Valid indicates whether the value is a known member of the ClusterRoleRole enum.
+func (e ClusterRoleRole) Valid() bool {
+	switch e {
+	case RoleAlone:
+		return true
+	case RoleFollower:
+		return true
+	case RoleLeader:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SourcesTickers.
 const (
 	TickersFromREST   SourcesTickers = "rest"
@@ -45,6 +66,27 @@ type BookSync struct {
 	Waiting int `json:"waiting"`
 }
 
+// ClusterRole This member's part in its cluster; present with `-cluster`.
+type ClusterRole struct {
+	// Leader The lease's holder as last seen; empty when none.
+	Leader string `json:"leader"`
+
+	// Members Members seen within the lease's TTL, this one included; while NATS is away, as last seen.
+	Members int `json:"members"`
+
+	// Role `leader` while it holds the lease and reads the venue; `follower` while it applies the leader's values; `alone` while NATS is away and it reads the venue itself with its share of the budget.
+	Role ClusterRoleRole `json:"role"`
+
+	// Synced Whether it holds every value the bucket held when its watch began.
+	Synced bool `json:"synced"`
+
+	// Term The term it leads in; 0 unless it leads.
+	Term int `json:"term"`
+}
+
+// ClusterRoleRole `leader` while it holds the lease and reads the venue; `follower` while it applies the leader's values; `alone` while NATS is away and it reads the venue itself with its share of the budget.
+type ClusterRoleRole string
+
 // Liveness defines model for Liveness.
 type Liveness struct {
 	// Reason Why, for a person to read.
@@ -65,6 +107,9 @@ type Liveness struct {
 
 // Readiness defines model for Readiness.
 type Readiness struct {
+	// Cluster This member's part in its cluster; present with `-cluster`.
+	Cluster *ClusterRole `json:"cluster,omitempty"`
+
 	// Ready Whether the process serves the API.
 	Ready bool `json:"ready"`
 

@@ -121,11 +121,7 @@ func (r *Relay) Follow(pairs *snapshot.Pairs) {
 	r.mu.Lock()
 	r.ids = ids
 	leading := r.sink != nil
-	for sym := range r.pairs {
-		if _, ok := ids[sym]; !ok {
-			delete(r.pairs, sym)
-		}
-	}
+	r.forget()
 	r.mu.Unlock()
 	if !leading {
 		r.streams.Watch(symbols)
@@ -161,11 +157,26 @@ func (l lent) Watch(symbols []string) {
 	r := l.r
 	r.mu.Lock()
 	r.watched = slices.Clone(symbols)
+	r.forget()
 	if r.sink != nil {
 		r.hand(symbols)
 	}
 	r.mu.Unlock()
 	r.streams.Watch(symbols)
+}
+
+// forget drops what is held of the symbols neither followed nor watched
+// by a poller. Called with r.mu held.
+func (r *Relay) forget() {
+	watched := make(map[string]bool, len(r.watched))
+	for _, sym := range r.watched {
+		watched[sym] = true
+	}
+	for sym := range r.pairs {
+		if _, ok := r.ids[sym]; !ok && !watched[sym] {
+			delete(r.pairs, sym)
+		}
+	}
 }
 
 func (l lent) Resubscribe(kind snapshot.Stream, symbol string) { l.r.streams.Resubscribe(kind, symbol) }
@@ -201,14 +212,12 @@ func (r *Relay) hand(symbols []string) {
 	}
 }
 
-// pair returns what is held of a followed symbol, nil for one the member
-// does not follow. Called with r.mu held.
+// pair returns what is held of a symbol. The streams deliver only the
+// symbols subscribed, which the member follows or its poller watches;
+// forget drops the others. Called with r.mu held.
 func (r *Relay) pair(sym string) *pair {
 	p := r.pairs[sym]
 	if p == nil {
-		if _, ok := r.ids[sym]; !ok {
-			return nil
-		}
 		p = &pair{}
 		r.pairs[sym] = p
 	}
@@ -225,7 +234,7 @@ func (r *Relay) Depth(u venue.DepthUpdate) {
 		return
 	}
 	p := r.pair(u.Symbol)
-	if p == nil || !p.live[snapshot.StreamBook] {
+	if !p.live[snapshot.StreamBook] {
 		return
 	}
 	covered := r.held(snapshot.StreamBook, r.ids[u.Symbol])
@@ -245,7 +254,7 @@ func (r *Relay) Trade(symbol string, tr venue.Trade) {
 		return
 	}
 	p := r.pair(symbol)
-	if p == nil || !p.live[snapshot.StreamTrades] {
+	if !p.live[snapshot.StreamTrades] {
 		return
 	}
 	covered := r.held(snapshot.StreamTrades, r.ids[symbol])
@@ -292,9 +301,6 @@ func (r *Relay) mark(kind snapshot.Stream, symbols []string, live bool) {
 		// What a stream's state is outlives the sink: a member that
 		// steps down holds the events of the streams still live.
 		p := r.pair(sym)
-		if p == nil {
-			continue
-		}
 		p.live[kind] = live
 		if !live {
 			switch kind {

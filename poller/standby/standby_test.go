@@ -198,3 +198,23 @@ func TestHeldAgainAfterTheTermAndBounded(t *testing.T) {
 		}
 	})
 }
+
+// A poller may list its pairs before its streams run, and the venue may
+// acknowledge them in between, for pairs no leader has published yet (a
+// member's first term, a new listing): the poller still gets the
+// acknowledgement and what came after, once it runs.
+func TestPollerThatListsBeforeItRunsGetsWhatCameMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := New(&recorder{}, func(snapshot.Stream, string) int64 { return 0 }, nil)
+		r.Streams().Watch([]string{"NEWUSDT"})
+		r.Live(snapshot.StreamBook, []string{"NEWUSDT"})
+		r.Depth(venue.DepthUpdate{Symbol: "NEWUSDT", Last: 3})
+		r.Follow(testPairs()) // the pair list the leader published before: without the new pair
+		sink := &recorder{}
+		defer lend(r, sink)()
+		want := []string{"live book [NEWUSDT]", "depth NEWUSDT 3"}
+		if got := sink.take(); !slices.Equal(got, want) {
+			t.Fatalf("the poller got %q, want %q", got, want)
+		}
+	})
+}
