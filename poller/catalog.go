@@ -56,8 +56,81 @@ func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time
 	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{
 		Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes,
 	}, readAt)
-	p.store.PutPairs(pairs, time.Now())
+	now := time.Now()
+	p.store.PutPairs(pairs.Holding(p.incoming(pairs, now)), now)
 	p.src.SetPairs(pairs)
+}
+
+// maxIncoming is how long a pair new to the catalog may wait for its book
+// and trades before /pairs lists it anyway: a market that does not trade
+// has no trades to wait for.
+const maxIncoming = 30 * time.Second
+
+// incoming returns the pairs of a new list to hold back from /pairs (see
+// snapshot.Pairs.Holding): those the list last published did not show,
+// while they do not hold both a book and trades, for at most maxIncoming.
+// A new listing then appears in /pairs only once it can be answered, on
+// this process and, the values going out in the order they were
+// published, on every replica that follows it. Only with market streams,
+// which keep every listed pair current whether asked for or not; and not
+// for the first list, which a process cannot serve anything before.
+func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool {
+	p.arrivalsMu.Lock()
+	defer p.arrivalsMu.Unlock()
+	prev := p.store.Pairs()
+	if prev == nil || p.cfg.Streams == nil {
+		return nil
+	}
+	arrivals := make(map[string]time.Time)
+	held := make(map[string]bool)
+	for _, pair := range pairs.List() {
+		if _, listed := prev.Lookup(pair.TickerID); listed {
+			continue
+		}
+		since, seen := p.arrivals[pair.TickerID]
+		if !seen {
+			since = now
+		}
+		if now.Sub(since) >= maxIncoming || p.answerable(pair.TickerID, now) {
+			continue
+		}
+		arrivals[pair.TickerID] = since
+		held[pair.TickerID] = true
+	}
+	p.arrivals = arrivals
+	return held
+}
+
+// answerable reports whether the store holds both a book and trades of id.
+func (p *Poller) answerable(id string, now time.Time) bool {
+	b, _ := p.store.Book([]byte(id), now.UnixNano())
+	t, _ := p.store.Trades([]byte(id), now.UnixNano())
+	return b != nil && t != nil
+}
+
+// ListIncoming publishes the pair list again once a pair held back from it
+// holds a book and trades, or has waited maxIncoming.
+func (p *Poller) ListIncoming() {
+	cur := p.store.Pairs()
+	if cur == nil || len(cur.Incoming()) == 0 {
+		return
+	}
+	now := time.Now()
+	p.arrivalsMu.Lock()
+	due := false
+	for _, pair := range cur.Incoming() {
+		if since, ok := p.arrivals[pair.TickerID]; !ok || now.Sub(since) >= maxIncoming || p.answerable(pair.TickerID, now) {
+			due = true
+		}
+	}
+	p.arrivalsMu.Unlock()
+	if !due {
+		return
+	}
+	p.catalogMu.Lock()
+	markets, spot := p.markets, p.spot
+	p.catalogMu.Unlock()
+	p.publishPairs(markets, spot, time.Unix(0, cur.ReadAt()))
 }
 
 // SetSpot replaces the platform's spot list and republishes the pairs from

@@ -869,3 +869,73 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		}
 	})
 }
+
+// A pair new to the catalog is answered at once but listed in /pairs only
+// once it holds a book and trades: /pairs never shows a ticker_id that is
+// not answerable (every replica takes the values before the list that
+// shows it, in the order they were published).
+func TestNewListingIsListedOnceAnswerable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 2, Config{})
+		defer w.stop()
+		w.goLive(2400, 10)
+		for range 5 {
+			w.tick()
+		}
+		const id, sym = "P003_USDT", "P003USDT"
+		model := newDepthModel(sym)
+		w.v.mu.Lock()
+		w.v.markets = append(w.v.markets, venue.Market{Symbol: sym, Base: "P003", Quote: "USDT", Perpetual: true, Trading: true})
+		w.v.depth[sym] = model
+		w.v.mu.Unlock()
+		w.models, w.symbols = append(w.models, model), append(w.symbols, sym)
+		if err := w.p.RefreshCatalog(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, listed := w.store.Pairs().Lookup(id); listed {
+			t.Fatal("a new pair is listed before it holds a book and trades")
+		}
+		if !w.store.Listed([]byte(id), time.Now().UnixNano()) {
+			t.Fatal("a new pair is not answered while incoming")
+		}
+		if !slices.Contains(w.fs.watched, sym) {
+			t.Fatalf("the new pair's streams are not watched: %v", w.fs.watched)
+		}
+		w.src.Live(snapshot.StreamBook, []string{sym})
+		w.src.Live(snapshot.StreamTrades, []string{sym})
+		w.src.Trade(sym, venue.Trade{ID: 1, Time: 1, Price: "1000", Size: "1"})
+		for step := 0; ; step++ {
+			w.tick()
+			_, listed := w.store.Pairs().Lookup(id)
+			b, _ := w.store.Book([]byte(id), time.Now().UnixNano())
+			tr, _ := w.store.Trades([]byte(id), time.Now().UnixNano())
+			if listed && (b == nil || tr == nil) {
+				t.Fatalf("listed with a book %v and trades %v", b != nil, tr != nil)
+			}
+			if listed {
+				break
+			}
+			if step == 50 {
+				t.Fatalf("a new pair holding a book (%v) and trades (%v) is not listed 5s on", b != nil, tr != nil)
+			}
+		}
+
+		// One that never trades is listed after maxIncoming all the same.
+		w.v.mu.Lock()
+		w.v.markets = append(w.v.markets, venue.Market{Symbol: "P004USDT", Base: "P004", Quote: "USDT", Perpetual: true, Trading: true})
+		w.v.mu.Unlock()
+		if err := w.p.RefreshCatalog(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(maxIncoming - time.Second)
+		synctest.Wait()
+		if _, listed := w.store.Pairs().Lookup("P004_USDT"); listed {
+			t.Fatal("a pair without data was listed before maxIncoming")
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if _, listed := w.store.Pairs().Lookup("P004_USDT"); !listed {
+			t.Fatal("a pair without data is not listed after maxIncoming")
+		}
+	})
+}

@@ -163,8 +163,12 @@ type Poller struct {
 	catalogMu sync.Mutex
 	spot      []string
 	markets   []venue.Market
-	planned   bulkPlan
-	tk        tickerReads
+	// arrivals are when the pairs held back from /pairs first appeared in
+	// the catalog (see incoming).
+	arrivalsMu sync.Mutex
+	arrivals   map[string]time.Time
+	planned    bulkPlan
+	tk         tickerReads
 
 	stretched  atomic.Int64 // reads a round could not afford
 	omitted    atomic.Int64 // spot tickers left out of the last build
@@ -279,6 +283,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		c.Schedule(Every(d), chain.Then(cron.FuncJob(func() { f(ctx) })))
 	}
 	every(p.cfg.CatalogEvery, single, func(ctx context.Context) { _ = p.RefreshCatalog(ctx) })
+	every(time.Second, single, func(context.Context) { p.ListIncoming() })
 	// A source that keeps the tickers from a stream has them rebuilt as
 	// often as books are published, so that a spot pair's book back in
 	// sequence shows in /tickers at once; the bulk calls keep their own,

@@ -68,13 +68,20 @@ type PairsConfig struct {
 // /pairs gate of the other routes. It is never mutated after Store publishes
 // it; the cells its index points to hold the pair's current book and trades.
 type Pairs struct {
-	list    []Pair
-	body    []byte
-	gzipped []byte
-	tag     []byte
-	readAt  int64
-	version uint64
-	// cells are the pairs listed and those leaving (see Store.PutPairs);
+	list []Pair
+	// incoming are pairs new to the catalog that are not listed yet: the
+	// store answers their book and trades (and a replica takes them) but
+	// /pairs does not show them until they hold both (see Holding), so
+	// that no ticker_id /pairs returns, from any replica or any cache of
+	// it, answers 404 or 502 for want of data.
+	incoming []Pair
+	body     []byte
+	gzipped  []byte
+	tag      []byte
+	readAt   int64
+	version  uint64
+	source   string // the price_source of every pair
+	// cells are the pairs listed, those incoming and those leaving (see Store.PutPairs);
 	// set once by Store.PutPairs, before publication.
 	cells map[string]*cell
 }
@@ -132,8 +139,11 @@ func NewPairs(markets []Market, cfg PairsConfig, readAt time.Time) *Pairs {
 		list = append(list, p)
 	}
 	slices.SortFunc(list, func(a, b Pair) int { return strings.Compare(a.TickerID, b.TickerID) })
+	return newPairs(list, nil, cfg.Venue+"-perp", readAt.UnixNano())
+}
 
-	source := cfg.Venue + "-perp"
+// newPairs serializes list as the /pairs body.
+func newPairs(list, incoming []Pair, source string, readAt int64) *Pairs {
 	body := make([]byte, 0, 128*len(list)+2)
 	body = append(body, '[')
 	for i, p := range list {
@@ -149,9 +159,31 @@ func NewPairs(markets []Market, cfg PairsConfig, readAt time.Time) *Pairs {
 		body = append(body, '}')
 	}
 	body = append(body, ']')
-	version := nextVersion()
-	return &Pairs{list: list, body: body, gzipped: compress(body), tag: appendTag(nil, body), readAt: readAt.UnixNano(), version: version}
+	return &Pairs{list: list, incoming: incoming, source: source, body: body, gzipped: compress(body), tag: appendTag(nil, body),
+		readAt: readAt, version: nextVersion()}
 }
+
+// Holding returns p with the pairs of ids moved from the list to the
+// incoming pairs: followed and answered, not listed yet. ids not listed
+// are ignored; with none to hold, p itself.
+func (p *Pairs) Holding(ids map[string]bool) *Pairs {
+	var list, incoming []Pair
+	for _, pair := range p.list {
+		if ids[pair.TickerID] {
+			incoming = append(incoming, pair)
+		} else {
+			list = append(list, pair)
+		}
+	}
+	if len(incoming) == 0 {
+		return p
+	}
+	return newPairs(list, incoming, p.source, p.readAt)
+}
+
+// Incoming returns the pairs followed and answered but not listed yet (see
+// Holding), sorted by ticker_id. Callers must not modify it.
+func (p *Pairs) Incoming() []Pair { return p.incoming }
 
 // Body is the /pairs response.
 func (p *Pairs) Body() []byte { return p.body }

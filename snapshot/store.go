@@ -46,8 +46,9 @@ func (s *Store) Tickers() *Tickers { return s.tickers.Load() }
 // Cache-Control: a pair list a CDN serves may be this old.
 const CacheMaxAge = 5 * time.Second
 
-// PutPairs publishes a new pair list at now. Pairs that stay listed keep
-// their current book and trades. A pair the list no longer has leaves
+// PutPairs publishes a new pair list at now. Pairs that stay listed, or
+// incoming (see Pairs.Holding), keep their current book and trades; an
+// incoming pair is answered as a listed one, /pairs aside. A pair the list no longer has leaves
 // /pairs at once and is answered from what it holds for CacheMaxAge more,
 // then not at all: a cache may serve a /pairs that old which still lists
 // it, and every ticker_id /pairs returned must be answerable. A pair listed
@@ -60,14 +61,18 @@ func (s *Store) PutPairs(p *Pairs, now time.Time) {
 	if prev := s.pairs.Load(); prev != nil {
 		old = prev.cells
 	}
-	cells := make(map[string]*cell, len(p.list))
-	for _, pair := range p.list {
-		c := old[pair.TickerID]
-		if c == nil {
-			c = new(cell)
+	cells := make(map[string]*cell, len(p.list)+len(p.incoming))
+	for _, list := range [][]Pair{p.list, p.incoming} {
+		for _, pair := range list {
+			c := old[pair.TickerID]
+			if until := c.untilOrZero(); c == nil || until != 0 && until <= now.UnixNano() {
+				// New, or back after it stopped being answered: what
+				// it held then is not what the venue has now.
+				c = new(cell)
+			}
+			c.until.Store(0)
+			cells[pair.TickerID] = c
 		}
-		c.until.Store(0)
-		cells[pair.TickerID] = c
 	}
 	leaves := now.Add(CacheMaxAge).UnixNano()
 	for id, c := range old {
@@ -87,6 +92,14 @@ func (s *Store) PutPairs(p *Pairs, now time.Time) {
 	p.cells = cells
 	s.pairs.Store(p)
 	s.notify(p)
+}
+
+// untilOrZero is c.until, 0 for no cell.
+func (c *cell) untilOrZero() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.until.Load()
 }
 
 // PutTickers publishes new tickers.

@@ -143,6 +143,18 @@ func TestStoreUnlistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
 	if b, ok := s.Book(eth, readAt.Add(CacheMaxAge).UnixNano()); b != nil || !ok {
 		t.Errorf("listed again after it stopped being answered: Book = %v, %v; want nil, true", b, ok)
 	}
+
+	// The same with no list between: the cell past its end is still in
+	// the map, and must not bring its old book back.
+	s = NewStore()
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
+	s.PutBook(ethBook)
+	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	back := readAt.Add(CacheMaxAge + time.Second)
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), back)
+	if b, ok := s.Book(eth, back.UnixNano()); b != nil || !ok {
+		t.Errorf("listed again right after it stopped being answered: Book = %v, %v; want nil, true", b, ok)
+	}
 }
 
 func TestStorePutUnlisted(t *testing.T) {
@@ -303,5 +315,42 @@ func TestStoreReadAtAndFreshAtByStream(t *testing.T) {
 	}
 	if at, _ := s.ReadAt(StreamBook, id); at == 0 {
 		t.Error("the trades' read hid the book's")
+	}
+}
+
+// A pair held back from /pairs while it is incoming is answered as a listed
+// one: its book and trades are taken and served, its ticker_id is not in
+// the body; listed by the next list, it keeps them.
+func TestIncomingPairIsAnsweredButNotListed(t *testing.T) {
+	s := NewStore()
+	now := time.Now()
+	all := pairsOf("BTC_USDT", "ETH_USDT")
+	held := all.Holding(map[string]bool{"ETH_USDT": true})
+	s.PutPairs(held, now)
+	if strings.Contains(string(s.Pairs().Body()), "ETH_USDT") {
+		t.Fatalf("/pairs lists the incoming pair: %s", s.Pairs().Body())
+	}
+	if got := held.Incoming(); len(got) != 1 || got[0].TickerID != "ETH_USDT" {
+		t.Fatalf("incoming %v, want ETH_USDT", got)
+	}
+	if _, ok := s.Pairs().Lookup("ETH_USDT"); ok {
+		t.Fatal("the incoming pair is looked up as listed")
+	}
+	b, err := NewBook("ETH_USDT", 1, []Level{{Price: "1", Size: "1"}}, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.PutBook(b) {
+		t.Fatal("the incoming pair's book was refused")
+	}
+	if got, _ := s.Book([]byte("ETH_USDT"), now.UnixNano()); got != b {
+		t.Fatal("the incoming pair's book is not answered")
+	}
+	if all.Holding(nil) != all || all.Holding(map[string]bool{"DOGE_USDT": true}) != all {
+		t.Fatal("holding nothing listed made a new list")
+	}
+	s.PutPairs(all, now.Add(time.Minute))
+	if got, _ := s.Book([]byte("ETH_USDT"), now.Add(time.Minute).UnixNano()); got != b {
+		t.Fatal("listed, the pair lost the book it held while incoming")
 	}
 }

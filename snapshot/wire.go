@@ -280,24 +280,26 @@ func DecodeTrades(data []byte) (*Trades, error) {
 // AppendWire appends the wire form of p: its pairs and its body.
 func (p *Pairs) AppendWire(dst []byte) []byte {
 	dst = binary.AppendVarint(append(dst, wirePairs), p.readAt)
-	dst = binary.AppendUvarint(dst, uint64(len(p.list)))
-	for _, pair := range p.list {
+	dst = appendWirePairs(dst, p.list)
+	dst = appendWireBytes(dst, p.body)
+	return appendWirePairs(dst, p.incoming)
+}
+
+func appendWirePairs(dst []byte, list []Pair) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(list)))
+	for _, pair := range list {
 		for _, s := range []string{pair.TickerID, pair.Base, pair.Target, pair.Kind, pair.Symbol} {
 			dst = appendWireBytes(dst, []byte(s))
 		}
 	}
-	return appendWireBytes(dst, p.body)
+	return dst
 }
 
-// DecodePairs returns the pair list whose wire form is data, compressed as
-// NewPairs compresses it. The value keeps none of data.
-func DecodePairs(data []byte) (*Pairs, error) {
-	r := wireReader{b: data}
-	r.kind(wirePairs)
-	readAt := r.varint("read time")
-	n := r.int("pairs")
-	if n > len(data) {
-		r.fail("%d pairs in %d bytes", n, len(data))
+// pairs reads what appendWirePairs wrote.
+func (r *wireReader) pairs(what string) []Pair {
+	n := r.int(what)
+	if n > len(r.b) {
+		r.fail("%d %s in %d bytes", n, what, len(r.b))
 	}
 	var list []Pair
 	for i := 0; i < n && r.err == nil; i++ {
@@ -306,26 +308,46 @@ func DecodePairs(data []byte) (*Pairs, error) {
 			Kind: string(r.bytes("kind")), Symbol: string(r.bytes("symbol")),
 		})
 	}
+	return list
+}
+
+// DecodePairs returns the pair list whose wire form is data, compressed as
+// NewPairs compresses it. The value keeps none of data.
+func DecodePairs(data []byte) (*Pairs, error) {
+	r := wireReader{b: data}
+	r.kind(wirePairs)
+	readAt := r.varint("read time")
+	list := r.pairs("pairs")
 	body := r.bytes("body")
+	incoming := r.pairs("incoming pairs")
 	if err := r.finish(); err != nil {
 		return nil, err
 	}
-	for i, p := range list {
-		if !ValidTickerID([]byte(p.TickerID)) || p.TickerID != p.Base+"_"+p.Target || p.Kind != KindSpot && p.Kind != KindPerp {
-			return nil, fmt.Errorf("%w: pair %d is not a published pair: %+v", ErrBadWire, i+1, p)
+	for _, l := range [][]Pair{list, incoming} {
+		for i, p := range l {
+			if !ValidTickerID([]byte(p.TickerID)) || p.TickerID != p.Base+"_"+p.Target || p.Kind != KindSpot && p.Kind != KindPerp {
+				return nil, fmt.Errorf("%w: pair %d is not a published pair: %+v", ErrBadWire, i+1, p)
+			}
+			if i > 0 && l[i-1].TickerID >= p.TickerID {
+				return nil, fmt.Errorf("%w: pair %s is out of order", ErrBadWire, p.TickerID)
+			}
 		}
-		if i > 0 && list[i-1].TickerID >= p.TickerID {
-			return nil, fmt.Errorf("%w: pair %s is out of order", ErrBadWire, p.TickerID)
-		}
+	}
+	for _, p := range list {
 		if !strings.Contains(string(body), `{"ticker_id":"`+p.TickerID+`",`) {
 			return nil, fmt.Errorf("%w: the body does not list %s", ErrBadWire, p.TickerID)
+		}
+	}
+	for _, p := range incoming {
+		if _, listed := slices.BinarySearchFunc(list, p.TickerID, func(q Pair, id string) int { return strings.Compare(q.TickerID, id) }); listed {
+			return nil, fmt.Errorf("%w: %s is both listed and incoming", ErrBadWire, p.TickerID)
 		}
 	}
 	if len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']' || strings.Count(string(body), `{"ticker_id":`) != len(list) {
 		return nil, fmt.Errorf("%w: the body is not an array of the %d pairs", ErrBadWire, len(list))
 	}
 	body = slices.Clone(body)
-	return &Pairs{list: list, body: body, gzipped: compress(body), tag: appendTag(nil, body),
+	return &Pairs{list: list, incoming: incoming, body: body, gzipped: compress(body), tag: appendTag(nil, body),
 		readAt: readAt, version: nextVersion()}, nil
 }
 

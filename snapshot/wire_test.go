@@ -123,6 +123,9 @@ func pairsResponses(p *Pairs) [][]byte {
 	for _, pair := range p.List() {
 		out = append(out, []byte(pair.TickerID+" "+pair.Base+" "+pair.Target+" "+pair.Kind+" "+pair.Symbol))
 	}
+	for _, pair := range p.Incoming() {
+		out = append(out, []byte("incoming "+pair.TickerID+" "+pair.Base+" "+pair.Target+" "+pair.Kind+" "+pair.Symbol))
+	}
 	return out
 }
 
@@ -168,7 +171,8 @@ func wireCases(t testing.TB) []wireCase {
 		}
 		cases = append(cases, wireCase{"trades", tr.AppendWire(nil), tradesResponses(tr), decodeTrades})
 	}
-	for _, p := range []*Pairs{pairsOf("BTC_USDT", "ETH_USDT", "SOL_USDT"), pairsOf(), tickerPairs()} {
+	incoming := pairsOf("BTC_USDT", "ETH_USDT", "SOL_USDT").Holding(map[string]bool{"ETH_USDT": true, "SOL_USDT": true})
+	for _, p := range []*Pairs{pairsOf("BTC_USDT", "ETH_USDT", "SOL_USDT"), pairsOf(), tickerPairs(), incoming} {
 		cases = append(cases, wireCase{"pairs", p.AppendWire(nil), pairsResponses(p), decodePairs})
 	}
 	tk, _ := NewTickers(tickerPairs(), tickerStats(), tickerQuotes(), readAt)

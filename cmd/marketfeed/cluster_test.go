@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -403,5 +404,74 @@ func TestClusterMembersShareOneRateLimit(t *testing.T) {
 	t.Logf("%d of 120 requests allowed", allowed)
 	if allowed > 71+10 || allowed < 66 {
 		t.Fatalf("%d of 120 requests allowed by three members at 60 a minute, want about 71", allowed)
+	}
+}
+
+// A delisting and a listing seen through three members: the delisted pair
+// leaves /pairs on every member and is answered for the caches' 5 s on each,
+// then 404; the listed pair is answered on every member before any lists it
+// (make before break), so no ticker_id a member's /pairs returns answers
+// 404 or 502 anywhere.
+func TestClusterListingsMakeBeforeBreak(t *testing.T) {
+	s := natstest.Start(t)
+	members := warmCluster(t, s.ClientURL())
+	leader := members[0]
+	const id, sym = "DOGE_USDT", "DOGEUSDT"
+	book, trades := "/api/public/orderbook?ticker_id="+id, "/api/public/trades?ticker_id="+id
+	lists := func(m *member) bool { return strings.Contains(ask(t, m.api, "/api/public/pairs", "").body, `"`+id+`"`) }
+
+	leader.venue.hidden.Store(sym, struct{}{})
+	delisted := time.Now() // each member drops it from /pairs after this
+	if err := leader.a.poller().RefreshCatalog(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for time.Since(delisted) < 4*time.Second {
+		for _, m := range members {
+			for _, uri := range []string{book, trades} {
+				if a := ask(t, m.api, uri, ""); a.status != 200 {
+					t.Fatalf("%s answered %s %d %s after the delisting, within the caches' 5s: %s", m.name, uri, a.status, time.Since(delisted), a.body)
+				}
+			}
+		}
+	}
+	for _, m := range members {
+		if lists(m) {
+			t.Errorf("%s still lists %s 4s after the delisting", m.name, id)
+		}
+	}
+	time.Sleep(time.Until(delisted.Add(7 * time.Second))) // past the 5 s on every member
+	for _, m := range members {
+		if st := ask(t, m.api, book, "").status; st != 404 {
+			t.Errorf("%s answered %s %d 7s after the delisting, want 404", m.name, book, st)
+		}
+	}
+
+	leader.venue.hidden.Delete(sym)
+	if err := leader.a.poller().RefreshCatalog(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The followers first: a cold load on the leader would wait for the
+	// pair's book, and the followers would have it by the time they were
+	// asked.
+	order := []*member{members[1], members[2], leader}
+	deadline := time.Now().Add(15 * time.Second)
+	for listed := 0; listed < len(members); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s listed on %d members of 3, 15s after the listing", id, listed)
+		}
+		listed = 0
+		for _, m := range order {
+			if !lists(m) {
+				continue
+			}
+			listed++
+			for _, other := range order {
+				for _, uri := range []string{book, trades} {
+					if a := ask(t, other.api, uri, ""); a.status != 200 {
+						t.Fatalf("%s lists %s, and %s answers %s %d: %s", m.name, id, other.name, uri, a.status, a.body)
+					}
+				}
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ type countingVenue struct {
 	venue.Venue
 	catalogs      atomic.Int64
 	books, trades sync.Map // symbol → *atomic.Int64
+	hidden        sync.Map // symbol → struct{}: left out of the catalog, as a delisting does
 	// bookDepths counts the book reads by depth: a sync reads the poller's
 	// sync depth, a refresh under a book in sequence its refresh depth.
 	bookDepths sync.Map // depth → *atomic.Int64
@@ -42,7 +44,12 @@ func (c *countingVenue) bookReads(depth int) int64 {
 
 func (c *countingVenue) Catalog(ctx context.Context) (venue.Catalog, error) {
 	c.catalogs.Add(1)
-	return c.Venue.Catalog(ctx)
+	cat, err := c.Venue.Catalog(ctx)
+	cat.Markets = slices.DeleteFunc(slices.Clone(cat.Markets), func(m venue.Market) bool {
+		_, hidden := c.hidden.Load(m.Symbol)
+		return hidden
+	})
+	return cat, err
 }
 
 // perPair returns how many per-pair reads reached the venue.

@@ -324,7 +324,8 @@ type UpstreamUnavailable = Error
 type GetHistoricalTradesParams struct {
 	// TickerId A pair listed by /pairs, `BASE_TARGET`. Missing, empty, given twice or not of the
 	// form: 400. Of the form but not listed by /pairs: 404, after 5 s (the max-age of /pairs)
-	// for a pair just delisted. The form is checked first.
+	// for a pair just delisted, and not for a new pair about to be listed. The form is checked
+	// first.
 	TickerId TickerId `form:"ticker_id" json:"ticker_id"`
 
 	// Type Only trades whose aggressor was on this side. Absent: both sides. Anything else than exactly `buy` or `sell` is 400.
@@ -344,7 +345,8 @@ type GetHistoricalTradesParams struct {
 type GetOrderBookParams struct {
 	// TickerId A pair listed by /pairs, `BASE_TARGET`. Missing, empty, given twice or not of the
 	// form: 400. Of the form but not listed by /pairs: 404, after 5 s (the max-age of /pairs)
-	// for a pair just delisted. The form is checked first.
+	// for a pair just delisted, and not for a new pair about to be listed. The form is checked
+	// first.
 	TickerId TickerId `form:"ticker_id" json:"ticker_id"`
 
 	// Depth Levels per side. Absent or 0: all (100). A larger value is clamped to 100, however
@@ -373,7 +375,8 @@ type GetTickersParams struct {
 type GetTradesParams struct {
 	// TickerId A pair listed by /pairs, `BASE_TARGET`. Missing, empty, given twice or not of the
 	// form: 400. Of the form but not listed by /pairs: 404, after 5 s (the max-age of /pairs)
-	// for a pair just delisted. The form is checked first.
+	// for a pair just delisted, and not for a new pair about to be listed. The form is checked
+	// first.
 	TickerId TickerId `form:"ticker_id" json:"ticker_id"`
 
 	// Type Only trades whose aggressor was on this side. Absent: both sides. Anything else than exactly `buy` or `sell` is 400.
@@ -483,7 +486,9 @@ type ClientInterface interface {
 	// GetPairs Every published pair
 	//
 	// Every pair the feed serves, `spot` or `perp`, sorted by `ticker_id`. A pair listed
-	// here is answerable by /orderbook and /trades at once.
+	// here is answerable by /orderbook and /trades at once: a pair new to the venue is listed
+	// only once it holds a book and trades (or 30 s after it appeared), and is answered by
+	// those routes meanwhile.
 	//
 	// Corresponds with GET /api/public/pairs (the `GetPairs` operationId).
 	GetPairs(ctx context.Context, params *GetPairsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -547,7 +552,9 @@ func (c *Client) GetOrderBook(ctx context.Context, params *GetOrderBookParams, r
 // GetPairs Every published pair
 //
 // Every pair the feed serves, `spot` or `perp`, sorted by `ticker_id`. A pair listed
-// here is answerable by /orderbook and /trades at once.
+// here is answerable by /orderbook and /trades at once: a pair new to the venue is listed
+// only once it holds a book and trades (or 30 s after it appeared), and is answered by
+// those routes meanwhile.
 //
 // Corresponds with GET /api/public/pairs (the `GetPairs` operationId).
 func (c *Client) GetPairs(ctx context.Context, params *GetPairsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1007,7 +1014,9 @@ type ClientWithResponsesInterface interface {
 	// GetPairsWithResponse Every published pair
 	//
 	// Every pair the feed serves, `spot` or `perp`, sorted by `ticker_id`. A pair listed
-	// here is answerable by /orderbook and /trades at once.
+	// here is answerable by /orderbook and /trades at once: a pair new to the venue is listed
+	// only once it holds a book and trades (or 30 s after it appeared), and is answered by
+	// those routes meanwhile.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1858,7 +1867,9 @@ func (c *ClientWithResponses) GetOrderBookWithResponse(ctx context.Context, para
 // GetPairsWithResponse Every published pair
 //
 // Every pair the feed serves, `spot` or `perp`, sorted by `ticker_id`. A pair listed
-// here is answerable by /orderbook and /trades at once.
+// here is answerable by /orderbook and /trades at once: a pair new to the venue is listed
+// only once it holds a book and trades (or 30 s after it appeared), and is answered by
+// those routes meanwhile.
 //
 // Returns a wrapper object for the known response body format(s).
 //

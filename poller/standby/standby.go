@@ -106,15 +106,17 @@ func (r *Relay) count(kind snapshot.Stream) (n struct{ live, held int }) {
 // Run runs the streams until ctx is done.
 func (r *Relay) Run(ctx context.Context) error { return r.streams.Run(ctx, r) }
 
-// Follow subscribes the streams of a pair list the leader published, while
-// no poller of the member's own lists them.
+// Follow subscribes the streams of a pair list the leader published, its
+// incoming pairs included, while no poller of the member's own lists them.
 func (r *Relay) Follow(pairs *snapshot.Pairs) {
-	ids := make(map[string]string, len(pairs.List()))
-	symbols := make([]string, 0, len(pairs.List()))
-	for _, p := range pairs.List() {
-		if _, dup := ids[p.Symbol]; !dup {
-			ids[p.Symbol] = p.TickerID
-			symbols = append(symbols, p.Symbol)
+	ids := make(map[string]string, len(pairs.List())+len(pairs.Incoming()))
+	symbols := make([]string, 0, len(ids))
+	for _, list := range [][]snapshot.Pair{pairs.List(), pairs.Incoming()} {
+		for _, p := range list {
+			if _, dup := ids[p.Symbol]; !dup {
+				ids[p.Symbol] = p.TickerID
+				symbols = append(symbols, p.Symbol)
+			}
 		}
 	}
 	slices.Sort(symbols)
@@ -146,7 +148,9 @@ func (l lent) Run(ctx context.Context, sink venue.Sink) error {
 	<-ctx.Done()
 	r.mu.Lock()
 	if r.sink == sink {
-		r.sink = nil
+		// The next poller starts with no pair: what it is handed waits
+		// for its own list, which it may send before or after its Run.
+		r.sink, r.watched = nil, nil
 		clear(r.given)
 	}
 	r.mu.Unlock()
@@ -198,14 +202,20 @@ func (r *Relay) hand(symbols []string) {
 		one := []string{sym}
 		if p.live[snapshot.StreamBook] {
 			r.sink.Live(snapshot.StreamBook, one)
+			covered := r.held(snapshot.StreamBook, r.ids[sym])
 			for _, u := range p.depth {
-				r.sink.Depth(u)
+				if u.Last > covered {
+					r.sink.Depth(u)
+				}
 			}
 		}
 		if p.live[snapshot.StreamTrades] {
 			r.sink.Live(snapshot.StreamTrades, one)
+			covered := r.held(snapshot.StreamTrades, r.ids[sym])
 			for _, tr := range p.trades {
-				r.sink.Trade(sym, tr)
+				if tr.ID > covered {
+					r.sink.Trade(sym, tr)
+				}
 			}
 		}
 		p.depth, p.trades = nil, nil
@@ -224,15 +234,17 @@ func (r *Relay) pair(sym string) *pair {
 	return p
 }
 
-// Depth passes a diff event on, or holds a clone of it if it is past the
-// member's book of the pair.
+// Depth passes a diff event on to the poller that has the pair, and holds
+// a clone of it if it is past the member's book of the pair.
 func (r *Relay) Depth(u venue.DepthUpdate) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sink != nil && r.given[u.Symbol] {
 		r.sink.Depth(u)
-		return
 	}
+	// Held even while a poller takes it: the events past the member's
+	// last value are what the next poller (this one's term may end at
+	// any moment) needs, and this one cannot give them back.
 	p := r.pair(u.Symbol)
 	if !p.live[snapshot.StreamBook] {
 		return
@@ -244,14 +256,13 @@ func (r *Relay) Depth(u venue.DepthUpdate) {
 	}
 }
 
-// Trade passes a trade on, or holds it if it is past the member's trades
-// of the pair.
+// Trade passes a trade on to the poller that has the pair, and holds it if
+// it is past the member's trades of the pair.
 func (r *Relay) Trade(symbol string, tr venue.Trade) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sink != nil && r.given[symbol] {
-		r.sink.Trade(symbol, tr)
-		return
+		r.sink.Trade(symbol, tr) // and held, as a depth event is
 	}
 	p := r.pair(symbol)
 	if !p.live[snapshot.StreamTrades] {

@@ -218,3 +218,35 @@ func TestPollerThatListsBeforeItRunsGetsWhatCameMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// A poller's term may end at any moment: the events it was handed past the
+// member's last value are held all the same, and the next poller gets them
+// (what a leader that steps down, or a member that read alone, leaves to
+// the one that comes after it).
+func TestNextPollerGetsWhatThePreviousWasHandedPastTheValues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, cov := newTestRelay(t)
+		r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
+		cov.set(snapshot.StreamBook, 15)
+		first := &recorder{}
+		stop := lend(r, first)
+		r.Streams().Watch([]string{"BTCUSDT"})
+		for _, last := range []int64{10, 20, 30} {
+			r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: last})
+		}
+		if got := first.take(); !slices.Equal(got, []string{"live book [BTCUSDT]", "depth BTCUSDT 10", "depth BTCUSDT 20", "depth BTCUSDT 30"}) {
+			t.Fatalf("the first poller got %q", got)
+		}
+		stop()
+		cov.set(snapshot.StreamBook, 20) // its last publication
+		next := &recorder{}
+		defer lend(r, next)()
+		if got := next.take(); len(got) != 0 {
+			t.Fatalf("the next poller was handed %q before it listed a pair: it would drop them", got)
+		}
+		r.Streams().Watch([]string{"BTCUSDT"})
+		if got := next.take(); !slices.Equal(got, []string{"live book [BTCUSDT]", "depth BTCUSDT 30"}) {
+			t.Fatalf("the next poller got %q, want the acknowledgement and the event past the last value", got)
+		}
+	})
+}
