@@ -147,13 +147,16 @@ func (l *limiter) drain(f func(key uint64, n uint32)) {
 
 // charge records n requests of key k made at another replica, as if this
 // one had allowed them at now: a GCRA state is a time, so they push the
-// key's TAT on by n intervals, up to a full window ahead (a client cannot
-// owe more than a minute).
+// key's TAT on by n intervals. Replicas learn of one another's requests a
+// moment late, so together they may allow a few more than the limit; the
+// TAT may then run past the window, and the client is refused until its
+// requests are back within the limit. It never runs more than two windows
+// ahead: a client owes at most a minute beyond its burst.
 func (l *limiter) charge(k uint64, n uint32, now int64) {
 	sh := l.shardOf(k)
 	sh.mu.Lock()
 	tat, seen := sh.tat[k]
-	tat = min(max(tat, now)+int64(n)*l.interval, now+l.window)
+	tat = min(max(tat, now)+int64(n)*l.interval, now+2*l.window)
 	if !seen && len(sh.tat) >= l.perShard {
 		sh.makeRoom(now, l.perShard)
 	}
