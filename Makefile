@@ -22,7 +22,7 @@ OPENAPI_TS         := $(OPENAPI_TS_DIR)/node_modules/.bin/openapi-typescript
 TSC                := $(OPENAPI_TS_DIR)/node_modules/.bin/tsc
 TS_CLIENT          := docs/clients/ts
 
-.PHONY: sweep recovery cluster run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts tidy-check check clean
+.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts tidy-check check clean
 
 # need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
 # in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
@@ -43,6 +43,15 @@ run:
 cluster:
 	$(GO) build -o $(BIN)/ ./cmd/marketfeed ./cmd/venuesim github.com/nats-io/nats-server/v2
 	BIN=$(BIN) scripts/cluster.sh
+
+## cluster-bench: three members behind nginx round robin on one NATS server, against venuesim with
+## Binance's weights and 446 pairs: an aggregator every 10 s and a hot client through a steady
+## minute, a leader killed, NATS killed for 40 s, and a client at twice the rate limit; prints
+## answers, book age, replication lag, venue weight, rate-limit overshoot, CPU and RSS per member
+## (about 20 minutes; EXTRA=20 for a short run)
+cluster-bench:
+	$(GO) build -o $(BIN)/ ./cmd/marketfeed ./cmd/venuesim ./cmd/clusterbench github.com/nats-io/nats-server/v2
+	BIN=$(BIN) EXTRA=$(or $(EXTRA),400) scripts/clusterbench.sh
 
 ## venuesim: serve the simulated venue over a Binance-compatible REST API on 127.0.0.1:8500
 venuesim:

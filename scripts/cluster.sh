@@ -3,21 +3,9 @@
 # Binance's weights, three marketfeed members and nginx as a round-robin balancer in front of
 # them, all on loopback. Prints where to look; Ctrl-C stops everything.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 BIN=${BIN:-bin}
-RUN=$(mktemp -d)
-pids=()
-stop() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$RUN"
-}
-trap stop EXIT INT TERM
-
-if ! command -v nginx >/dev/null; then
-	echo "nginx is missing: installing it (apt-get)"
-	(apt-get update -qq && apt-get install -y -qq nginx) >/dev/null ||
-		{ echo "could not install nginx; install it and run make cluster again" >&2; exit 1; }
-fi
+need_nginx cluster
 
 "$BIN"/nats-server -js -a 127.0.0.1 -p 4222 -sd "$RUN/nats" >"$RUN/nats.log" 2>&1 & pids+=($!)
 "$BIN"/venuesim -listen 127.0.0.1:8500 >"$RUN/venuesim.log" 2>&1 & pids+=($!)
@@ -30,36 +18,7 @@ for i in 1 2 3; do
 done
 
 mkdir -p "$RUN/nginx"
-cat >"$RUN/nginx/nginx.conf" <<CONF
-worker_processes 1;
-pid $RUN/nginx/nginx.pid;
-error_log $RUN/nginx/error.log;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path $RUN/nginx/body;
-	proxy_temp_path $RUN/nginx/proxy;
-	fastcgi_temp_path $RUN/nginx/fastcgi;
-	uwsgi_temp_path $RUN/nginx/uwsgi;
-	scgi_temp_path $RUN/nginx/scgi;
-	upstream marketfeed {
-		server 127.0.0.1:8081;
-		server 127.0.0.1:8082;
-		server 127.0.0.1:8083;
-		keepalive 32;
-	}
-	server {
-		listen 127.0.0.1:8080;
-		location / {
-			proxy_pass http://marketfeed;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
-			proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-			proxy_next_upstream error timeout http_502;
-		}
-	}
-}
-CONF
+nginx_rr_conf "$RUN/nginx" 127.0.0.1:8080 "proxy_next_upstream error timeout http_502;" >"$RUN/nginx/nginx.conf"
 nginx -c "$RUN/nginx/nginx.conf" -g 'daemon off;' & pids+=($!)
 
 for _ in $(seq 1 100); do

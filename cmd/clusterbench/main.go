@@ -1,0 +1,245 @@
+// Command clusterbench is the client side of make cluster-bench: an
+// aggregator that reads every pair's book and trades from members or a
+// balancer every round, and a client that sends a steady rate of requests
+// to see what a shared rate limit lets through. scripts/clusterbench.sh
+// runs the cluster, the faults and these clients, and prints the figures.
+//
+//	clusterbench sweep -targets URL[,URL...] -rounds N -every 10s -xff ADDR
+//	clusterbench rate -targets URL[,URL...] -per-minute 1200 -for 4m -xff ADDR
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/goccy/go-json"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "clusterbench:", err)
+		os.Exit(2)
+	}
+}
+
+func run(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("want a command: sweep or rate")
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	targets := fs.String("targets", "", "comma-separated base URLs, asked in turn")
+	xff := fs.String("xff", "", "X-Forwarded-For to send: the client address a balancer passes on")
+	rounds := fs.Int("rounds", 6, "sweep: rounds")
+	every := fs.Duration("every", 10*time.Second, "sweep: a round every")
+	perMinute := fs.Int("per-minute", 1200, "rate: requests a minute")
+	span := fs.Duration("for", 4*time.Minute, "rate: how long")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	bases := strings.Split(*targets, ",")
+	if *targets == "" {
+		return errors.New("-targets is empty")
+	}
+	c := client{http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}, xff: *xff}
+	ctx := context.Background()
+	switch args[0] {
+	case "sweep":
+		return sweep(ctx, c, bases, *rounds, *every, out)
+	case "rate":
+		return rate(ctx, c, bases, *perMinute, *span, out)
+	}
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+type client struct {
+	http *http.Client
+	xff  string
+}
+
+// get returns the status and body of a GET, status 0 when it failed.
+func (c client) get(ctx context.Context, u string) (int, []byte) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil
+	}
+	if c.xff != "" {
+		req.Header.Set("X-Forwarded-For", c.xff)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+// round is what one round of the sweep saw at one target.
+type round struct {
+	statuses map[int]int
+	ages     []time.Duration // of the books answered 200: now minus their timestamp
+}
+
+// sweep reads every pair's book and trades at each target every round,
+// eight requests at a time, and prints each round and the whole.
+func sweep(ctx context.Context, c client, bases []string, rounds int, every time.Duration, out io.Writer) error {
+	status, body := c.get(ctx, bases[0]+"/api/public/pairs")
+	var pairs []struct {
+		TickerID string `json:"ticker_id"`
+	}
+	if status != 200 || json.Unmarshal(body, &pairs) != nil || len(pairs) == 0 {
+		return fmt.Errorf("no pair list from %s (%d)", bases[0], status)
+	}
+	start := time.Now()
+	all := round{statuses: map[int]int{}}
+	for r := range rounds {
+		begin := time.Now()
+		for _, base := range bases {
+			got := sweepOnce(ctx, c, base, pairs2ids(pairs))
+			fmt.Fprintf(out, "t+%4.0fs %s %s\n", time.Since(start).Seconds(), base, got)
+			for s, n := range got.statuses {
+				all.statuses[s] += n
+			}
+			all.ages = append(all.ages, got.ages...)
+		}
+		if r < rounds-1 {
+			time.Sleep(every - time.Since(begin))
+		}
+	}
+	fmt.Fprintf(out, "all %s; 200 share %.2f %%\n", all, share200(all.statuses))
+	return nil
+}
+
+func pairs2ids(pairs []struct {
+	TickerID string `json:"ticker_id"`
+}) []string {
+	ids := make([]string, len(pairs))
+	for i, p := range pairs {
+		ids[i] = p.TickerID
+	}
+	return ids
+}
+
+func sweepOnce(ctx context.Context, c client, base string, ids []string) round {
+	var mu sync.Mutex
+	got := round{statuses: map[int]int{}}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for u := range work {
+				status, body := c.get(ctx, u)
+				at := time.Now()
+				mu.Lock()
+				got.statuses[status]++
+				if status == 200 && strings.Contains(u, "/orderbook") {
+					var b struct {
+						Timestamp int64 `json:"timestamp"`
+					}
+					if json.Unmarshal(body, &b) == nil {
+						got.ages = append(got.ages, at.Sub(time.UnixMilli(b.Timestamp)))
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, id := range ids {
+		work <- base + "/api/public/orderbook?ticker_id=" + id
+		work <- base + "/api/public/trades?ticker_id=" + id
+	}
+	close(work)
+	wg.Wait()
+	return got
+}
+
+func (r round) String() string {
+	keys := make([]int, 0, len(r.statuses))
+	for s := range r.statuses {
+		keys = append(keys, s)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, s := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%d", s, r.statuses[s])
+	}
+	p50, p99, most := quantiles(r.ages)
+	fmt.Fprintf(&b, " book age p50 %.2fs p99 %.2fs max %.2fs", p50.Seconds(), p99.Seconds(), most.Seconds())
+	return b.String()
+}
+
+// quantiles returns the median, the 99th percentile and the largest of ds
+// (nearest rank); zeros for none.
+func quantiles(ds []time.Duration) (p50, p99, most time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return at(0.5), at(0.99), s[len(s)-1]
+}
+
+func share200(statuses map[int]int) float64 {
+	total := 0
+	for _, n := range statuses {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	return 100 * float64(statuses[200]) / float64(total)
+}
+
+// rate sends perMinute requests a minute to the targets in turn, as a
+// round-robin balancer would, for span, and prints the 200s of every
+// sliding minute, 10 s apart.
+func rate(ctx context.Context, c client, bases []string, perMinute int, span time.Duration, out io.Writer) error {
+	tick := time.NewTicker(time.Minute / time.Duration(perMinute))
+	defer tick.Stop()
+	start := time.Now()
+	var oks []time.Duration
+	sent := 0
+	for time.Since(start) < span {
+		<-tick.C
+		if status, _ := c.get(ctx, bases[sent%len(bases)]+"/api/public/pairs"); status == 200 {
+			oks = append(oks, time.Since(start))
+		}
+		sent++
+	}
+	fmt.Fprintf(out, "%d requests, %d answered 200\n", sent, len(oks))
+	minutes := slidingMinutes(oks, span, 10*time.Second)
+	for i, n := range minutes {
+		fmt.Fprintf(out, "minute from %3ds: %d 200s\n", i*10, n)
+	}
+	fmt.Fprintf(out, "most 200s in a minute after the first: %d\n", slices.Max(append([]int{0}, minutes[min(len(minutes), 6):]...)))
+	return nil
+}
+
+// slidingMinutes counts the times in each minute from 0, step, 2 step, ...
+// that fits in span.
+func slidingMinutes(times []time.Duration, span, step time.Duration) []int {
+	var out []int
+	for from := time.Duration(0); from+time.Minute <= span; from += step {
+		n := 0
+		for _, t := range times {
+			if t >= from && t < from+time.Minute {
+				n++
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# make cluster-bench: three marketfeed members behind nginx round robin, on one NATS server,
+# against venuesim with Binance's weights and EXTRA more markets (446 pairs by default), all on
+# loopback. An aggregator reads every pair's book and trades through nginx every 10 s, beside a hot
+# client; the script waits for a warm cluster, then measures the steady state, a leader killed
+# with SIGKILL, the NATS server killed for 40 s, and a client sending 1,200 requests a minute
+# through the balancer. It prints every figure: answers and book age per phase, replication lag,
+# the venue's weight, rate-limit overshoot, CPU and RSS per member. About 20 minutes.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+BIN=${BIN:-bin}
+EXTRA=${EXTRA:-400}
+need_nginx cluster-bench
+
+NATS=127.0.0.1:4333 VENUE=127.0.0.1:8511 LB=127.0.0.1:8090
+AGG=10.9.9.9 CLIENT=10.1.1.1 # the addresses the clients say nginx got them from
+start_nats() { "$BIN"/nats-server -js -a 127.0.0.1 -p 4333 -sd "$RUN/nats" >>"$RUN/nats.log" 2>&1 & nats_pid=$!; pids+=($nats_pid); }
+start_nats
+"$BIN"/venuesim -listen $VENUE -extra "$EXTRA" >"$RUN/venuesim.log" 2>&1 & pids+=($!)
+sleep 1
+declare -A member_pid
+for i in 1 2 3; do
+	"$BIN"/marketfeed -venue binance -venue-url http://$VENUE -listen 127.0.0.1:808$i -ops-listen 127.0.0.1:909$i \
+		-cluster nats://$NATS -cluster-member "member-$i" -trusted-proxies 127.0.0.1/32 -ratelimit-exempt $AGG/32 \
+		>"$RUN/member-$i.log" 2>&1 & member_pid[$i]=$!; pids+=($!)
+done
+mkdir -p "$RUN/nginx"
+nginx_rr_conf "$RUN/nginx" $LB >"$RUN/nginx/nginx.conf"
+nginx -c "$RUN/nginx/nginx.conf" -g 'daemon off;' & pids+=($!)
+
+metric() { curl -s "127.0.0.1:909$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+leader() { for i in 1 2 3; do if curl -s "127.0.0.1:909$i/readyz" 2>/dev/null | grep -q '"role":"leader"'; then echo $i; fi; done | head -1; }
+weight() { curl -s "$VENUE/_control/stats" | grep -o '"used_weight":[0-9]*' | cut -d: -f2 || true; }
+roles() { for i in 1 2 3; do curl -s "127.0.0.1:909$i/readyz" | grep -o '"role":"[a-z]*"' || echo -n "member-$i down "; done | tr '\n' ' '; }
+usage() { # CPU seconds and RSS (MB) of each member
+	for i in 1 2 3; do
+		pid=${member_pid[$i]}
+		[ -d /proc/$pid ] || { echo -n "member-$i gone; "; continue; }
+		read -r -a st </proc/$pid/stat
+		echo -n "member-$i cpu $(( (st[13] + st[14]) / $(getconf CLK_TCK) ))s rss $(( $(awk '/VmRSS/ {print $2}' /proc/$pid/status) / 1024 ))MB; "
+	done
+	echo
+}
+phase() { echo; echo "== $*"; }
+sweep() { "$BIN"/clusterbench sweep -targets http://$LB -xff $AGG "$@"; }
+
+phase "warming up: every book and trade list stream-fed on the leader, every follower's streams live"
+began=$(date +%s)
+while :; do
+	l=$(leader)
+	if [ -n "$l" ]; then
+		n=$(curl -s "127.0.0.1:909$l/readyz" | grep -o '"books":{[^}]*}' || true)
+		listed=$(metric "$l" 'marketfeed_pairs{part="books",source="stream"}')
+		live=$(for i in 1 2 3; do [ "$i" = "$l" ] || metric $i 'marketfeed_standby_streams_live{stream="depth"}'; done | tr '\n' ' ')
+		echo "t+$(( $(date +%s) - began ))s leader member-$l $n followers' live depth streams: $live"
+		[ "${listed:-0}" -ge $((EXTRA + 40)) ] && [ "$live" = "$listed $listed " ] && break
+	fi
+	sleep 10
+done
+
+phase "steady state: aggregator every 10 s through nginx for 60 s, a hot client on BTC_USDT"
+(while :; do curl -s -o /dev/null -H "X-Forwarded-For: $AGG" "http://$LB/api/public/orderbook?ticker_id=BTC_USDT"; sleep 0.1; done) & hot=$!; pids+=($hot)
+usage >"$RUN/usage0"; w0=$(weight)
+sweep -rounds 6
+echo "CPU and RSS at the start: $(cat "$RUN/usage0")"; echo "CPU and RSS after 60 s:   $(usage)"
+echo "venue weight used this minute, all members together: $(weight) (before: $w0; Binance's limit 2400)"
+for i in 1 2 3; do
+	echo "member-$i replication lag buckets (s): $(curl -s 127.0.0.1:909$i/metrics | grep 'marketfeed_cluster_replication_lag_seconds_bucket' | sed 's/.*le="\([^"]*\)"} \(.*\)/\1:\2/' | tr '\n' ' ' || true)"
+done
+
+phase "the leader killed with SIGKILL; the aggregator goes on for 90 s"
+l=$(leader); kill -9 "${member_pid[$l]}"; killed=$(date +%s.%N); echo "killed member-$l"
+sweep -rounds 9 & agg=$!
+for _ in $(seq 1 300); do [ -n "$(leader)" ] && break; sleep 0.1; done
+echo "member-$(leader) leads $(awk -v a="$(date +%s.%N)" -v b="$killed" 'BEGIN { printf "%.1f", a - b }') s after the kill"
+wait $agg
+echo "venue weight used this minute: $(weight)"
+
+phase "the NATS server killed for 40 s, then started again; the aggregator goes on for 100 s"
+sweep -rounds 10 & agg=$!
+sleep 5; kill -9 "$nats_pid"; echo "NATS killed"
+sleep 15; echo "roles 15 s later: $(roles)"
+sleep 25; start_nats; echo "NATS started again"
+wait $agg
+echo "roles: $(roles)"
+
+phase "one client sends 1,200 requests a minute through nginx for 4 minutes (the limit is 600 a minute)"
+kill "$hot" 2>/dev/null || true
+"$BIN"/clusterbench rate -targets http://$LB -xff $CLIENT -per-minute 1200 -for 4m
+echo; echo "CPU and RSS at the end: $(usage)"
