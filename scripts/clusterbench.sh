@@ -64,9 +64,7 @@ usage >"$RUN/usage0"; w0=$(weight)
 sweep -rounds 6
 echo "CPU and RSS at the start: $(cat "$RUN/usage0")"; echo "CPU and RSS after 60 s:   $(usage)"
 echo "venue weight used this minute, all members together: $(weight) (before: $w0; Binance's limit 2400)"
-for i in 1 2 3; do
-	echo "member-$i replication lag buckets (s): $(curl -s 127.0.0.1:909$i/metrics | grep 'marketfeed_cluster_replication_lag_seconds_bucket' | sed 's/.*le="\([^"]*\)"} \(.*\)/\1:\2/' | tr '\n' ' ' || true)"
-done
+"$BIN"/clusterbench lag -targets http://127.0.0.1:9091,http://127.0.0.1:9092,http://127.0.0.1:9093
 
 phase "the leader killed with SIGKILL; the aggregator goes on for 90 s"
 l=$(leader); kill -9 "${member_pid[$l]}"; killed=$(date +%s.%N); echo "killed member-$l"

@@ -6,22 +6,28 @@
 //
 //	clusterbench sweep -targets URL[,URL...] -rounds N -every 10s -xff ADDR
 //	clusterbench rate -targets URL[,URL...] -per-minute 1200 -for 4m -xff ADDR
+//	clusterbench lag -targets OPS-URL[,OPS-URL...]
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/goccy/go-json"
+
+	"marketfeed/internal/promtext"
 )
 
 func main() {
@@ -33,7 +39,7 @@ func main() {
 
 func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("want a command: sweep or rate")
+		return errors.New("want a command: sweep, rate or lag")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	targets := fs.String("targets", "", "comma-separated base URLs, asked in turn")
@@ -56,6 +62,8 @@ func run(args []string, out io.Writer) error {
 		return sweep(ctx, c, bases, *rounds, *every, out)
 	case "rate":
 		return rate(ctx, c, bases, *perMinute, *span, out)
+	case "lag":
+		return lag(ctx, c, bases, out)
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
@@ -242,4 +250,78 @@ func slidingMinutes(times []time.Duration, span, step time.Duration) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// lagTarget is the replication lag the 99th percentile should stay within.
+const lagTarget = 50 * time.Millisecond
+
+// lag reads each member's replication-lag histogram from its operator
+// endpoint and prints its median and 99th percentile (the upper bound of
+// the bucket each falls in) against the target.
+func lag(ctx context.Context, c client, bases []string, out io.Writer) error {
+	const name = "marketfeed_cluster_replication_lag_seconds_bucket"
+	for _, base := range bases {
+		status, body := c.get(ctx, base+"/metrics")
+		if status != 200 {
+			return fmt.Errorf("%s/metrics: %d", base, status)
+		}
+		series, err := promtext.Parse(string(body))
+		if err != nil {
+			return fmt.Errorf("%s/metrics: %w", base, err)
+		}
+		var buckets []bucket
+		for k, v := range series {
+			if !strings.HasPrefix(k, name+"{") {
+				continue
+			}
+			_, le, ok := strings.Cut(k, `le="`)
+			if !ok {
+				continue
+			}
+			le, _, _ = strings.Cut(le, `"`)
+			bound := math.Inf(1)
+			if le != "+Inf" {
+				if bound, err = strconv.ParseFloat(le, 64); err != nil {
+					return fmt.Errorf("%s: bucket %q: %w", base, le, err)
+				}
+			}
+			buckets = append(buckets, bucket{bound, v})
+		}
+		p50, p99, n := bucketQuantiles(buckets)
+		if n == 0 {
+			fmt.Fprintf(out, "%s: no value applied (the leader, or no follower yet)\n", base)
+			continue
+		}
+		verdict := "met"
+		if p99 > lagTarget.Seconds() {
+			verdict = "missed"
+		}
+		fmt.Fprintf(out, "%s: %.0f values, lag p50 <= %gs, p99 <= %gs (target p99 <= %v: %s)\n", base, n, p50, p99, lagTarget, verdict)
+	}
+	return nil
+}
+
+// bucket is one cumulative histogram bucket: the count of values at most le.
+type bucket struct {
+	le    float64
+	count float64
+}
+
+// bucketQuantiles returns the upper bounds of the buckets the median and
+// the 99th percentile fall in, and the count of values.
+func bucketQuantiles(buckets []bucket) (p50, p99, n float64) {
+	slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	if len(buckets) == 0 {
+		return 0, 0, 0
+	}
+	n = buckets[len(buckets)-1].count
+	at := func(q float64) float64 {
+		for _, b := range buckets {
+			if b.count >= q*n {
+				return b.le
+			}
+		}
+		return math.Inf(1)
+	}
+	return at(0.5), at(0.99), n
 }
