@@ -554,3 +554,29 @@ func TestMembersReadTheVenueAloneWhileNATSIsAway(t *testing.T) {
 		return len(l) == 1 && *l[0].share.Load() == 1
 	})
 }
+
+// Values are put in the order of publication: every pair list, and of a
+// pair's book or trades queued again before the next list only the newest,
+// in the first one's place. A list that holds a new pair back and the list
+// that shows it are both put, around the pair's book and trades, though
+// both were queued before the first was put: otherwise a member would get
+// the showing list first (a listed pair it cannot answer), or the book and
+// trades before any list with the pair (dropped as unlisted).
+func TestPublishQueueKeepsTheOrderOfPublication(t *testing.T) {
+	var q publishQueue
+	q.init()
+	q.put("pairs", []byte("holding DOGE"))
+	q.put("book.DOGE_USDT", []byte("book"))
+	q.put("trades.DOGE_USDT", []byte("trades"))
+	q.put("book.DOGE_USDT", []byte("newer book"))
+	q.put("pairs", []byte("listing DOGE"))
+	q.put("book.DOGE_USDT", []byte("newest book"))
+	var got []string
+	for _, kv := range q.take(t.Context()) {
+		got = append(got, kv.key+"="+string(kv.value))
+	}
+	want := []string{"pairs=holding DOGE", "book.DOGE_USDT=newer book", "trades.DOGE_USDT=trades", "pairs=listing DOGE", "book.DOGE_USDT=newest book"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("put %q, want %q", got, want)
+	}
+}

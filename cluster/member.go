@@ -702,13 +702,18 @@ func (m *Member) publish(ctx context.Context) {
 	}
 }
 
-// publishQueue holds the newest value of each key not yet put, in the
-// order keys were first queued.
+// publishQueue holds the values not yet put, in the order of publication,
+// but for a pair's book or trades queued again before the next pair list:
+// that one replaces the value queued before, in its place. A value never
+// moves across a pair list, and every pair list is put, so that a list
+// holding a new pair back gives each member the pair's cell before its
+// book and trades come, and the list showing the pair comes after them.
+// The queue holds at most one value of each key per pair list queued.
 type publishQueue struct {
-	mu    sync.Mutex
-	order []string
-	next  map[string][]byte
-	ready chan struct{}
+	mu      sync.Mutex
+	entries []keyValue
+	since   map[string]int // by key, its entry since the last pair list queued
+	ready   chan struct{}
 }
 
 type keyValue struct {
@@ -717,16 +722,22 @@ type keyValue struct {
 }
 
 func (q *publishQueue) init() {
-	q.next = make(map[string][]byte)
+	q.since = make(map[string]int)
 	q.ready = make(chan struct{}, 1)
 }
 
 func (q *publishQueue) put(key string, value []byte) {
 	q.mu.Lock()
-	if _, queued := q.next[key]; !queued {
-		q.order = append(q.order, key)
+	switch i, ok := q.since[key]; {
+	case key == keyPairs:
+		q.entries = append(q.entries, keyValue{key, value})
+		clear(q.since)
+	case ok:
+		q.entries[i].value = value
+	default:
+		q.since[key] = len(q.entries)
+		q.entries = append(q.entries, keyValue{key, value})
 	}
-	q.next[key] = value
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:
@@ -738,13 +749,10 @@ func (q *publishQueue) put(key string, value []byte) {
 func (q *publishQueue) take(ctx context.Context) []keyValue {
 	for {
 		q.mu.Lock()
-		if len(q.order) > 0 {
-			batch := make([]keyValue, len(q.order))
-			for i, k := range q.order {
-				batch[i] = keyValue{k, q.next[k]}
-				delete(q.next, k)
-			}
-			q.order = q.order[:0]
+		if len(q.entries) > 0 {
+			batch := q.entries
+			q.entries = make([]keyValue, 0, len(batch))
+			clear(q.since)
 			q.mu.Unlock()
 			return batch
 		}
