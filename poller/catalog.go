@@ -53,11 +53,15 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 // publishPairs publishes the pair list and, with streams, has the streams
 // follow it.
 func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time.Time) {
-	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{
-		Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes,
-	}, readAt)
+	cfg := snapshot.PairsConfig{Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes}
+	pairs := snapshot.NewPairs(markets, cfg, readAt)
 	now := time.Now()
-	p.store.PutPairs(pairs.Holding(p.incoming(pairs, now)), now)
+	published := pairs
+	if cfg.Incoming = p.incoming(pairs, now); len(cfg.Incoming) > 0 {
+		// The source follows every pair; the store lists the rest.
+		published = snapshot.NewPairs(markets, cfg, readAt)
+	}
+	p.store.PutPairs(published, now)
 	p.src.SetPairs(pairs)
 }
 
@@ -67,7 +71,7 @@ func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time
 const maxIncoming = 30 * time.Second
 
 // incoming returns the pairs of a new list to hold back from /pairs (see
-// snapshot.Pairs.Holding): those the list last published did not show,
+// snapshot.PairsConfig.Incoming): those the list last published did not show,
 // while they do not hold both a book and trades, for at most maxIncoming.
 // A new listing then appears in /pairs only once it can be answered, on
 // this process and, the values going out in the order they were

@@ -62,6 +62,10 @@ type PairsConfig struct {
 	// Quotes, when not empty, is the allow-list of quote assets for perp
 	// items. Spot items are configured one by one and are not filtered.
 	Quotes []string
+	// Incoming holds ticker ids the rules publish that are not listed yet:
+	// they are followed and answered, but left out of /pairs (see
+	// Pairs.Incoming).
+	Incoming map[string]bool
 }
 
 // Pairs is the published pair list: the /pairs body and the index behind the
@@ -71,18 +75,17 @@ type Pairs struct {
 	list []Pair
 	// incoming are pairs new to the catalog that are not listed yet: the
 	// store answers their book and trades (and a replica takes them) but
-	// /pairs does not show them until they hold both (see Holding), so
-	// that no ticker_id /pairs returns, from any replica or any cache of
-	// it, answers 404 or 502 for want of data.
+	// /pairs does not show them until they hold both (see
+	// PairsConfig.Incoming), so that no ticker_id /pairs returns, from any
+	// replica or any cache of it, answers 404 or 502 for want of data.
 	incoming []Pair
 	body     []byte
 	gzipped  []byte
 	tag      []byte
 	readAt   int64
 	version  uint64
-	source   string // the price_source of every pair
-	// cells are the pairs listed, those incoming and those leaving (see Store.PutPairs);
-	// set once by Store.PutPairs, before publication.
+	// cells are the pairs listed, those incoming and those leaving (see
+	// Store.PutPairs); set once by Store.PutPairs, before publication.
 	cells map[string]*cell
 }
 
@@ -139,11 +142,20 @@ func NewPairs(markets []Market, cfg PairsConfig, readAt time.Time) *Pairs {
 		list = append(list, p)
 	}
 	slices.SortFunc(list, func(a, b Pair) int { return strings.Compare(a.TickerID, b.TickerID) })
-	return newPairs(list, nil, cfg.Venue+"-perp", readAt.UnixNano())
-}
+	var incoming []Pair
+	if len(cfg.Incoming) > 0 {
+		listed := list[:0:0]
+		for _, p := range list {
+			if cfg.Incoming[p.TickerID] {
+				incoming = append(incoming, p)
+			} else {
+				listed = append(listed, p)
+			}
+		}
+		list = listed
+	}
 
-// newPairs serializes list as the /pairs body.
-func newPairs(list, incoming []Pair, source string, readAt int64) *Pairs {
+	source := cfg.Venue + "-perp"
 	body := make([]byte, 0, 128*len(list)+2)
 	body = append(body, '[')
 	for i, p := range list {
@@ -159,30 +171,12 @@ func newPairs(list, incoming []Pair, source string, readAt int64) *Pairs {
 		body = append(body, '}')
 	}
 	body = append(body, ']')
-	return &Pairs{list: list, incoming: incoming, source: source, body: body, gzipped: compress(body), tag: appendTag(nil, body),
-		readAt: readAt, version: nextVersion()}
-}
-
-// Holding returns p with the pairs of ids moved from the list to the
-// incoming pairs: followed and answered, not listed yet. ids not listed
-// are ignored; with none to hold, p itself.
-func (p *Pairs) Holding(ids map[string]bool) *Pairs {
-	var list, incoming []Pair
-	for _, pair := range p.list {
-		if ids[pair.TickerID] {
-			incoming = append(incoming, pair)
-		} else {
-			list = append(list, pair)
-		}
-	}
-	if len(incoming) == 0 {
-		return p
-	}
-	return newPairs(list, incoming, p.source, p.readAt)
+	return &Pairs{list: list, incoming: incoming, body: body, gzipped: compress(body), tag: appendTag(nil, body),
+		readAt: readAt.UnixNano(), version: nextVersion()}
 }
 
 // Incoming returns the pairs followed and answered but not listed yet (see
-// Holding), sorted by ticker_id. Callers must not modify it.
+// PairsConfig.Incoming), sorted by ticker_id. Callers must not modify it.
 func (p *Pairs) Incoming() []Pair { return p.incoming }
 
 // Body is the /pairs response.

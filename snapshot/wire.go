@@ -54,24 +54,16 @@ func (r *wireReader) kind(want byte) {
 	r.b = r.b[1:]
 }
 
-func (r *wireReader) uint(what string) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("%s: not a varint", what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *wireReader) uint(what string) uint64 { return readVarint(r, what, binary.Uvarint) }
 
-func (r *wireReader) varint(what string) int64 {
+func (r *wireReader) varint(what string) int64 { return readVarint(r, what, binary.Varint) }
+
+// readVarint reads one varint with decode (binary.Uvarint or Varint).
+func readVarint[T int64 | uint64](r *wireReader, what string, decode func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.fail("%s: not a varint", what)
 		return 0

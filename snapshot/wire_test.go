@@ -171,7 +171,7 @@ func wireCases(t testing.TB) []wireCase {
 		}
 		cases = append(cases, wireCase{"trades", tr.AppendWire(nil), tradesResponses(tr), decodeTrades})
 	}
-	incoming := pairsOf("BTC_USDT", "ETH_USDT", "SOL_USDT").Holding(map[string]bool{"ETH_USDT": true, "SOL_USDT": true})
+	incoming := pairsHolding(map[string]bool{"ETH_USDT": true, "SOL_USDT": true}, "BTC_USDT", "ETH_USDT", "SOL_USDT")
 	for _, p := range []*Pairs{pairsOf("BTC_USDT", "ETH_USDT", "SOL_USDT"), pairsOf(), tickerPairs(), incoming} {
 		cases = append(cases, wireCase{"pairs", p.AppendWire(nil), pairsResponses(p), decodePairs})
 	}

@@ -107,12 +107,16 @@ func sweep(ctx context.Context, c client, bases []string, rounds int, every time
 	if status != 200 || json.Unmarshal(body, &pairs) != nil || len(pairs) == 0 {
 		return fmt.Errorf("no pair list from %s (%d)", bases[0], status)
 	}
+	ids := make([]string, len(pairs))
+	for i, p := range pairs {
+		ids[i] = p.TickerID
+	}
 	start := time.Now()
 	all := round{statuses: map[int]int{}}
 	for r := range rounds {
 		begin := time.Now()
 		for _, base := range bases {
-			got := sweepOnce(ctx, c, base, pairs2ids(pairs))
+			got := sweepOnce(ctx, c, base, ids)
 			fmt.Fprintf(out, "t+%4.0fs %s %s\n", time.Since(start).Seconds(), base, got)
 			for s, n := range got.statuses {
 				all.statuses[s] += n
@@ -125,16 +129,6 @@ func sweep(ctx context.Context, c client, bases []string, rounds int, every time
 	}
 	fmt.Fprintf(out, "all %s; 200 share %.2f %%\n", all, share200(all.statuses))
 	return nil
-}
-
-func pairs2ids(pairs []struct {
-	TickerID string `json:"ticker_id"`
-}) []string {
-	ids := make([]string, len(pairs))
-	for i, p := range pairs {
-		ids[i] = p.TickerID
-	}
-	return ids
 }
 
 func sweepOnce(ctx context.Context, c client, base string, ids []string) round {
