@@ -235,6 +235,13 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	members := warmCluster(t, s.ClientURL())
 	leader, rest := members[0], members[1:]
 	listed := float64(len(leader.a.store.Pairs().List()))
+	// A trade list is a seed once it holds a trade, and a market that has
+	// not traded since it was listed has none: what each follower holds
+	// now is what it must seed at least, as a list never empties.
+	held := map[*member]float64{}
+	for _, m := range rest {
+		held[m] = tradeListsHeld(m)
+	}
 	stop := make(chan struct{})
 	answers := askAll(t, rest, stop)
 	killed := time.Now()
@@ -247,16 +254,17 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	books, trades := next.venue.reads()
 	syncs := next.venue.bookReads(poller.DefaultSyncDepth)
 	got := scrapeMetrics(t, next)
-	t.Logf("leader %s killed; %s leads after %s; answers across the takeover: %v; the new leader started %v books and %v trade lists of %v from the last leader's, and read %d books (%d to sync one, the rest to deepen) and %d trade lists",
+	t.Logf("leader %s killed; %s leads after %s; answers across the takeover: %v; the new leader started %v books and %v trade lists of %v from the last leader's (it held %v with a trade), and read %d books (%d to sync one, the rest to deepen) and %d trade lists",
 		leader.name, next.name, took.Round(time.Millisecond), statuses,
-		got[`marketfeed_seeded_total{part="books"}`], got[`marketfeed_seeded_total{part="trades"}`], listed, books, syncs, trades)
+		got[`marketfeed_seeded_total{part="books"}`], got[`marketfeed_seeded_total{part="trades"}`], listed, held[next], books, syncs, trades)
 	// A warm takeover: the new leader goes on from the last leader's books
 	// and its own streams, with no snapshot to sync them.
-	// (A trade list is a seed once it holds a trade: a market that has not
-	// traded since it was listed has none, hence the margin.)
-	if got[`marketfeed_seeded_total{part="books"}`] != listed || got[`marketfeed_seeded_total{part="trades"}`] < listed*9/10 {
-		t.Errorf("the new leader started %v books and %v trade lists of %v from the last leader's values",
-			got[`marketfeed_seeded_total{part="books"}`], got[`marketfeed_seeded_total{part="trades"}`], listed)
+	if got[`marketfeed_seeded_total{part="books"}`] != listed || got[`marketfeed_seeded_total{part="trades"}`] < held[next] {
+		t.Errorf("the new leader started %v books and %v trade lists of %v from the last leader's values; it held %v lists with a trade before the kill",
+			got[`marketfeed_seeded_total{part="books"}`], got[`marketfeed_seeded_total{part="trades"}`], listed, held[next])
+	}
+	if held[next] == 0 {
+		t.Errorf("the new leader held no trade list with a trade before the kill")
 	}
 	if resynced := got[`marketfeed_book_resyncs_total{cause="lost"}`] + got[`marketfeed_book_resyncs_total{cause="gap"}`]; resynced != 0 {
 		t.Errorf("%v seeded books did not go on from their seed", resynced)
@@ -295,6 +303,18 @@ func warmCluster(t *testing.T, natsURL string, args ...string) []*member {
 		}
 	}
 	return out
+}
+
+// tradeListsHeld counts the pairs whose trade list m's store holds with at
+// least one trade.
+func tradeListsHeld(m *member) float64 {
+	n, now := 0.0, time.Now().UnixNano()
+	for _, p := range m.a.store.Pairs().List() {
+		if tr, _ := m.a.store.Trades([]byte(p.TickerID), now); tr != nil && tr.NewestVenueID() > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // askAll asks every member every route until stop is closed, and returns
