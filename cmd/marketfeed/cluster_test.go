@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"marketfeed/internal/natstest"
 	"marketfeed/internal/promtext"
 	"marketfeed/poller"
@@ -242,6 +245,13 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	for _, m := range rest {
 		held[m] = tradeListsHeld(m)
 	}
+	// What the leader last put of BTC_USDT's book, to put again once
+	// another leads: what a paused ex-leader that wakes would send.
+	bucket := snapshotBucket(t, s.ClientURL())
+	stale, err := bucket.Get(t.Context(), "book.BTC_USDT")
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop := make(chan struct{})
 	answers := askAll(t, rest, stop)
 	killed := time.Now()
@@ -280,6 +290,55 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 			t.Errorf("%d answers with status %d across the takeover", n, status)
 		}
 	}
+
+	// The killed leader's value, put again under the new term: every
+	// member drops it as stale, and no book goes back.
+	const staleDrops = `marketfeed_cluster_values_dropped_total{reason="stale_term"}`
+	seqs := map[*member]int64{}
+	for _, m := range rest {
+		seqs[m] = bookSeq(t, m, "BTC_USDT")
+		if n := scrapeMetrics(t, m)[staleDrops]; n != 0 {
+			t.Fatalf("%s dropped %v stale values before one was put", m.name, n)
+		}
+	}
+	if _, err := bucket.Put(t.Context(), "book.BTC_USDT", stale.Value()); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range rest {
+		waitMetrics(t, m, 10*time.Second, map[string]float64{staleDrops: 1})
+		if now := bookSeq(t, m, "BTC_USDT"); now < seqs[m] {
+			t.Errorf("%s serves BTC_USDT's book at update id %d after the stale value, %d before it", m.name, now, seqs[m])
+		}
+	}
+}
+
+// snapshotBucket opens the cluster's snapshot bucket as a client of its own.
+func snapshotBucket(t *testing.T, natsURL string) jetstream.KeyValue {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), "marketfeed_snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// bookSeq is the venue update id of the book m's store holds for id.
+func bookSeq(t *testing.T, m *member, id string) int64 {
+	t.Helper()
+	b, _ := m.a.store.Book([]byte(id), time.Now().UnixNano())
+	if b == nil {
+		t.Fatalf("%s holds no book of %s", m.name, id)
+	}
+	return b.Seq()
 }
 
 // warmCluster starts three members, waits for a leader whose books and
