@@ -17,6 +17,10 @@ import (
 type pair struct {
 	symbol   string
 	tickerID string
+	// slot says at which step of the publication periods the pair is
+	// published (see publishStep): pairs take the next number as they
+	// are listed, so that every slot holds about as many.
+	slot uint32
 	// spot is set while the pair is one of the platform's spot pairs; the
 	// spot list can change while the pair's state stays.
 	spot atomic.Bool

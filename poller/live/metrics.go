@@ -25,8 +25,8 @@ type sourceMetrics struct {
 	seeded [snapshot.NumStreams]*metrics.Counter
 }
 
-// A stream-fed book is published on the 350 ms schedule after the event
-// that changed it, plus the venue's own delay (seconds).
+// A stream-fed book is published at its slot of the 350 ms schedule after
+// the event that changed it, plus the venue's own delay (seconds).
 var lagBounds = []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 2, 5}
 
 func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {

@@ -124,6 +124,9 @@ type Source struct {
 	setMu sync.Mutex
 	pairs atomic.Pointer[map[string]*pair] // by venue symbol
 	ids   atomic.Pointer[map[string]*pair] // by ticker id
+	// nextSlot is the slot of the next new pair (see pair.slot), under
+	// setMu.
+	nextSlot uint32
 
 	tickersMu sync.Mutex
 	tickers   map[string]venue.Stat // newest row per catalog symbol
@@ -167,8 +170,8 @@ func (s *Source) Schedule(sch Scheduler) {
 				slog.String(logKeyErr, err.Error()))
 		}
 	})
-	sch.Every(s.cfg.BookEvery, func(context.Context) { s.PublishBooks(); s.Sync() })
-	sch.Every(s.cfg.TradesEvery, func(context.Context) { s.PublishTrades() })
+	s.publishEachStep(sch)
+	sch.Every(s.cfg.BookEvery, func(context.Context) { s.askRefreshes(); s.Sync() })
 	sch.Every(time.Second, func(context.Context) { s.Watch() })
 	sch.Go(func(ctx context.Context) {
 		for {
@@ -194,7 +197,8 @@ func (s *Source) SetPairs(pairs *snapshot.Pairs) {
 	for _, p := range pairs.List() {
 		lp := old[p.Symbol]
 		if lp == nil || lp.tickerID != p.TickerID {
-			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, book: orderbook.New()}
+			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, book: orderbook.New(), slot: s.nextSlot}
+			s.nextSlot++
 			s.seed(lp)
 		}
 		lp.spot.Store(p.Kind == snapshot.KindSpot)

@@ -1,0 +1,106 @@
+package live
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// jobs is a Scheduler that runs nothing by itself: the test runs the jobs.
+type jobs struct {
+	every map[time.Duration][]func(context.Context)
+}
+
+func (j *jobs) Every(d time.Duration, f func(context.Context)) {
+	j.every[d] = append(j.every[d], f)
+}
+func (j *jobs) Go(func(context.Context)) {}
+
+// The schedule spreads a period's publications over its steps: each step
+// publishes the books of about a seventh of the pairs, and one period's
+// steps publish every pair's book once.
+func TestBooksArePublishedSpreadOverThePeriod(t *testing.T) {
+	const n = 15
+	store := &hookStore{Store: snapshot.NewStore()}
+	s := New(Config{
+		Streams: quietStreams{}, REST: &fakeREST{book: venue.Book{
+			LastUpdateID: 101,
+			Bids:         []venue.Level{{Price: "99", Size: "1"}},
+			Asks:         []venue.Level{{Price: "101", Size: "1"}},
+		}}, Store: store, Demand: noDemand{},
+		Log:      func(slog.Level, string, string, ...any) {},
+		MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
+		BookEvery: 350 * time.Millisecond, TradesEvery: time.Second,
+	})
+	var markets []venue.Market
+	var symbols []string
+	for i := range n {
+		base := "P" + string(rune('A'+i))
+		markets = append(markets, venue.Market{Symbol: base + "USDT", Base: base, Quote: "USDT", Perpetual: true, Trading: true})
+		symbols = append(symbols, base+"USDT")
+	}
+	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{Venue: "sim"}, time.Now())
+	store.PutPairs(pairs, time.Now())
+	s.SetPairs(pairs)
+	s.Live(snapshot.StreamBook, symbols)
+	rest := s.cfg.REST.(*fakeREST)
+	for _, sym := range symbols {
+		s.Depth(venue.DepthUpdate{Symbol: sym, First: 100, Last: 102, Prev: 99, Bids: []venue.Level{{Price: "99", Size: "3"}}})
+	}
+	s.Sync()
+	rest.wait()
+
+	sch := &jobs{every: map[time.Duration][]func(context.Context){}}
+	s.Schedule(sch)
+	steps := sch.every[publishStep]
+	if len(steps) != 1 {
+		t.Fatalf("%d jobs every %v, want the one publication step; jobs: %v", len(steps), publishStep, sch.every)
+	}
+	published := map[string]int{}
+	store.onPutBook = func(b *snapshot.Book) { published[b.TickerID()]++ }
+	for period := range 2 {
+		// Every book changes, then a period's seven steps run.
+		for _, sym := range symbols {
+			s.Depth(venue.DepthUpdate{Symbol: sym, First: int64(103 + period), Last: int64(103 + period), Prev: int64(102 + period),
+				Bids: []venue.Level{{Price: "98", Size: "1"}}})
+		}
+		clear(published)
+		for step := range 7 {
+			before := len(published)
+			steps[0](t.Context())
+			if got := len(published) - before; got > (n+6)/7 {
+				t.Errorf("period %d, step %d published %d books, want at most %d of %d", period, step, got, (n+6)/7, n)
+			}
+		}
+		if len(published) != n {
+			t.Errorf("period %d published %d books of %d", period, len(published), n)
+		}
+		for id, times := range published {
+			if times != 1 {
+				t.Errorf("period %d published %s %d times, want once", period, id, times)
+			}
+		}
+	}
+}
+
+func TestSlots(t *testing.T) {
+	for _, tc := range []struct {
+		every, step time.Duration
+		want        uint32
+	}{
+		{350 * time.Millisecond, 50 * time.Millisecond, 7},
+		{time.Second, 50 * time.Millisecond, 20},
+		{330 * time.Millisecond, 50 * time.Millisecond, 6},
+		{50 * time.Millisecond, 50 * time.Millisecond, 1},
+		{10 * time.Millisecond, 50 * time.Millisecond, 1},
+		{0, 0, 1},
+	} {
+		if got := slots(tc.every, tc.step); got != tc.want {
+			t.Errorf("slots(%v, %v) = %d, want %d", tc.every, tc.step, got, tc.want)
+		}
+	}
+}
