@@ -106,8 +106,14 @@ type node struct {
 
 func startMember(t *testing.T, s *natsserver.Server, name string, f *feeder) *node {
 	t.Helper()
+	return startMemberTTL(t, s, name, f, time.Second)
+}
+
+// startMemberTTL is startMember with a lease of ttl.
+func startMemberTTL(t *testing.T, s *natsserver.Server, name string, f *feeder, ttl time.Duration) *node {
+	t.Helper()
 	n := &node{store: snapshot.NewStore(), set: metrics.NewSet(), done: make(chan struct{})}
-	m, err := Join(t.Context(), Config{Conn: connect(t, s), Member: name, Store: n.store, LeaseTTL: time.Second, Metrics: n.set})
+	m, err := Join(t.Context(), Config{Conn: connect(t, s), Member: name, Store: n.store, LeaseTTL: ttl, Metrics: n.set})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +274,52 @@ func TestLeaderKilledAnotherTakesOver(t *testing.T) {
 	after := settle(t, f, rest)
 	if after == before {
 		t.Fatal("the members serve what the old leader published, not the new one's")
+	}
+}
+
+// A leader whose connection is gone (a SIGKILL, a lost host) is replaced
+// well before its lease runs out: the followers find no one answering its
+// term, remove its lease and campaign. A live leader, pinged all along, is
+// never unseated.
+func TestGoneLeaderIsReplacedBeforeItsLeaseRunsOut(t *testing.T) {
+	const ttl = 5 * time.Second
+	s := natstest.Start(t)
+	f := new(feeder)
+	nodes := []*node{startMemberTTL(t, s, "a", f, ttl), startMemberTTL(t, s, "b", f, ttl), startMemberTTL(t, s, "c", f, ttl)}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	old := leaders(nodes)[0]
+	var rest []*node
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	for _, n := range rest {
+		eventually(t, 5*time.Second, n.m.cfg.Member+" never had its pings answered", func() bool {
+			return n.m.metrics.pings[pingAnswered].Get() >= 2*pingMisses
+		})
+	}
+	for _, n := range nodes {
+		if won, vacated := n.m.metrics.takeOvers.Get(), n.m.metrics.vacated.Get(); n != old && won != 0 || vacated != 0 {
+			t.Fatalf("%s won the lease %d times and removed %d while a live leader answered", n.m.cfg.Member, won, vacated)
+		}
+	}
+	oldTerm := old.m.Term()
+	old.m.cfg.Conn.Close() // NATS drops what the process held, as when it is killed
+	killed := time.Now()
+	eventually(t, ttl, "no new leader", func() bool { return len(leaders(rest)) == 1 })
+	took := time.Since(killed)
+	leader := leaders(rest)[0]
+	vacated := rest[0].m.metrics.vacated.Get() + rest[1].m.metrics.vacated.Get()
+	t.Logf("new leader %s in term %d after %s (lease TTL %s); leases removed: %d", leader.m.cfg.Member, leader.m.Term(), took.Round(time.Millisecond), ttl, vacated)
+	if leader.m.Term() <= oldTerm {
+		t.Errorf("new term %d, old %d", leader.m.Term(), oldTerm)
+	}
+	if vacated == 0 {
+		t.Errorf("no follower removed the gone leader's lease")
+	}
+	if took > ttl/2 {
+		t.Errorf("a new leader took %s, want well within the lease's %s", took, ttl)
 	}
 }
 
@@ -499,6 +551,11 @@ func TestLeaseOfANonMemberIsRemoved(t *testing.T) {
 	s := natstest.Start(t)
 	squat, err := Join(t.Context(), Config{Conn: connect(t, s), Member: "squat", Store: snapshot.NewStore(), LeaseTTL: time.Second})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The intruder answers its term's pings, as a live leader does: only
+	// its not being a member can unseat it.
+	if _, err := squat.answerPings(7); err != nil {
 		t.Fatal(err)
 	}
 	rev, err := squat.lease.Create(t.Context(), leaseKey, appendLease(nil, "intruder", 7))

@@ -1,7 +1,9 @@
 // Package cluster makes marketfeed processes replicas of one another on NATS
 // JetStream. The members elect one ingest leader through a lease, a key in
 // a key-value bucket created if absent and renewed by compare-and-set well
-// inside its TTL; its value names the leader and its term (see campaign). Only
+// inside its TTL; its value names the leader and its term (see campaign). A
+// leader whose connection is gone is replaced before its lease runs out
+// (see presence.go). Only
 // the leader reads the venue: it puts the wire form of every snapshot its
 // store publishes into a second, in-memory bucket, one key per pair and
 // stream plus the pair list and the tickers. Every member applies a watch
@@ -356,7 +358,9 @@ func (m *Member) session(ctx context.Context, lead func(ctx context.Context)) {
 // campaign holds or seeks the lease every fifth of its TTL until ctx is
 // done, and runs lead while it holds it. It seeks the lease only once the
 // watch has applied what the bucket held, so that the term it takes is
-// newer than every value there.
+// newer than every value there. Between periods, a follower pings the
+// lease's holder, and seeks the lease at once when it is gone (see
+// presence.go).
 //
 // A term is one more than the newest this member has seen, in a value or
 // in the lease, which carries its holder's term: every member reads the
@@ -371,6 +375,10 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		running *leading // lead's run while this member holds the lease
 	)
 	period := m.cfg.LeaseTTL / periodsPerTTL
+	var (
+		answering *nats.Subscription // the pings of this member's term, while it leads
+		other     holder             // the lease's holder, while another leads
+	)
 	stepDown := func(why string) {
 		if running == nil {
 			return
@@ -378,12 +386,15 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		m.log.Warn("lease lost: following", "term", m.term.Load(), "why", why)
 		m.term.Store(0)
 		running.stop()
-		running, rev = nil, 0
+		_ = answering.Unsubscribe()
+		running, rev, answering = nil, 0, nil
 		m.metrics.stepDowns.Inc()
 	}
 	defer func() { stepDown("shutting down") }()
 	t := time.NewTicker(period)
 	defer t.Stop()
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
 	// failing counts the periods in a row in which NATS did not answer the
 	// lease's renewal or creation as a working engine does (done, or the
 	// key exists); past the lease's TTL the engine is lost, and the session
@@ -466,11 +477,19 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		default:
 			term := m.newest.Load() + 1
 			lease = appendLease(nil, m.cfg.Member, term)
+			// Answering before the lease names the term: a follower that
+			// reads it finds its holder there (see presence.go).
+			sub, err := m.answerPings(term)
+			if err != nil {
+				engine(err)
+				break
+			}
 			created, err := within(ctx, period, func(ctx context.Context) (uint64, error) {
 				return m.lease.Create(ctx, leaseKey, lease)
 			})
 			engine(err)
 			if err == nil {
+				answering, other = sub, holder{}
 				rev, renewed = created, m.cfg.Now().UnixNano()
 				m.term.Store(term)
 				m.raise(term)
@@ -480,6 +499,7 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 				running = startLeading(ctx, lead)
 				break
 			}
+			_ = sub.Unsubscribe()
 			e, err := within(ctx, period, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 				return m.lease.Get(ctx, leaseKey)
 			})
@@ -503,14 +523,14 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 				}
 				m.raise(term)
 				m.seeLeader(name)
+				other.see(term)
 			case errors.Is(err, jetstream.ErrKeyNotFound):
 				m.leader.Store(nil)
+				other.see(0)
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !m.await(ctx, t.C, ping.C, &other, rev == 0) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -30,6 +30,10 @@ type memberMetrics struct {
 	rejoins   *metrics.Counter
 	alone     *metrics.Counter
 	lag       *promhist.Histogram
+	// pings counts the pings of the lease's holder by answer; vacated the
+	// leases removed because their holder was gone.
+	pings   [numPingAnswers]*metrics.Counter
+	vacated *metrics.Counter
 	// The rate counts exchanged: client keys sent and charged, messages
 	// refused.
 	ratesSent, ratesCharged, ratesBad *metrics.Counter
@@ -48,11 +52,15 @@ func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
 		stepDowns: set.NewCounter(`marketfeed_cluster_lease_lost_total`),
 		rejoins:   set.NewCounter(`marketfeed_cluster_rejoins_total`),
 		alone:     set.NewCounter(`marketfeed_cluster_alone_total`),
+		vacated:   set.NewCounter(`marketfeed_cluster_leases_vacated_total`),
 
 		ratesSent:    set.NewCounter(`marketfeed_cluster_rate_counts_total{direction="sent"}`),
 		ratesCharged: set.NewCounter(`marketfeed_cluster_rate_counts_total{direction="charged"}`),
 		ratesBad:     set.NewCounter(`marketfeed_cluster_rate_messages_bad_total`),
 		lag:          promhist.New(set, "marketfeed_cluster_replication_lag_seconds", `cluster="`+m.cfg.Name+`"`, lagBounds),
+	}
+	for a := range numPingAnswers {
+		mm.pings[a] = set.NewCounter(`marketfeed_cluster_leader_pings_total{answer="` + pingAnswerNames[a] + `"}`)
 	}
 	for r := range numDropReasons {
 		mm.dropped[r] = set.NewCounter(`marketfeed_cluster_values_dropped_total{reason="` + dropNames[r] + `"}`)
