@@ -637,3 +637,63 @@ func TestPublishQueueKeepsTheOrderOfPublication(t *testing.T) {
 		t.Fatalf("put %q, want %q", got, want)
 	}
 }
+
+// The leader calls a pair replicated, and so listable, only once every
+// member seen within the lease's TTL says it applied the pair's first book
+// and trades: a member that lags holds the listing back until it catches
+// up or stops being seen.
+func TestPairIsReplicatedOnceEveryMemberAppliedIt(t *testing.T) {
+	s := natstest.Start(t)
+	n := startMember(t, s, "a", new(feeder))
+	eventually(t, 5*time.Second, "no leader", n.m.Leading)
+	eventually(t, 5*time.Second, "BTC_USDT not replicated on a cluster of one", func() bool { return n.m.Replicated("BTC_USDT") })
+	if n.m.Replicated("XRP_USDT") {
+		t.Fatal("a pair never published is replicated")
+	}
+	// Another member that says it has applied nothing yet.
+	other, err := Join(t.Context(), Config{Conn: connect(t, s), Member: "slow", Store: snapshot.NewStore(), LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	say := func(applied uint64) {
+		t.Helper()
+		if _, err := other.members.Put(t.Context(), memberKey("slow"), appendMember(nil, "slow", applied)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	say(0)
+	eventually(t, 5*time.Second, "BTC_USDT replicated while a member has applied nothing", func() bool { return !n.m.Replicated("BTC_USDT") })
+	// It catches up.
+	say(n.m.appliedRev.Load() + 1_000_000)
+	eventually(t, 5*time.Second, "BTC_USDT not replicated once every member applied it", func() bool { return n.m.Replicated("BTC_USDT") })
+	// It falls behind again, then stops saying it is there: after the
+	// lease's TTL it no longer holds the listing back.
+	say(0)
+	eventually(t, 5*time.Second, "a lagging member did not hold BTC_USDT back", func() bool { return !n.m.Replicated("BTC_USDT") })
+	eventually(t, 5*time.Second, "a member gone for the lease's TTL still holds BTC_USDT back", func() bool { return n.m.Replicated("BTC_USDT") })
+}
+
+func TestMemberValues(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		name    string
+		applied uint64
+	}{
+		{"a 12", "a", 12},
+		{"host:8080 0", "host:8080", 0},
+		{"two words 7", "two words", 7},
+		{"plain", "plain", 0}, // a member of an earlier version
+		{"a b", "a b", 0},     // no revision
+		{" 5", " 5", 0},       // no name
+		{"a -1", "a -1", 0},   // not a revision
+		{"a 18446744073709551616", "a 18446744073709551616", 0},
+	} {
+		name, applied := parseMember([]byte(tc.value))
+		if name != tc.name || applied != tc.applied {
+			t.Errorf("parseMember(%q) = %q, %d; want %q, %d", tc.value, name, applied, tc.name, tc.applied)
+		}
+	}
+	if name, applied := parseMember(appendMember(nil, "x y", 99)); name != "x y" || applied != 99 {
+		t.Errorf("appendMember round trip: %q, %d", name, applied)
+	}
+}

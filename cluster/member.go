@@ -86,11 +86,19 @@ type Member struct {
 	// while it does not run.
 	seenMu   sync.Mutex
 	seen     map[string]int64
-	heard    int64 // when the member bucket last said anything, Unix ns
+	applied  map[string]uint64 // by name, the snapshot revision each member said it applied
+	heard    int64             // when the member bucket last said anything, Unix ns
 	watching atomic.Int64
 	// alone is set while NATS is away and this member reads the venue
 	// itself (see Run).
 	alone atomic.Bool
+
+	// appliedRev is the snapshot bucket's revision this member's watch
+	// has applied; firstPut, while it leads, the revision of each key's
+	// first put in its term (see replicated.go).
+	appliedRev atomic.Uint64
+	putsMu     sync.Mutex
+	firstPut   map[string]uint64
 
 	queue   publishQueue
 	metrics memberMetrics
@@ -122,7 +130,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, errors.New("cluster: a member needs a name")
 	}
 	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member), logs: logthrottle.New(time.Minute),
-		seen: map[string]int64{}}
+		seen: map[string]int64{}, applied: map[string]uint64{}, firstPut: map[string]uint64{}}
 	m.queue.init()
 	m.metrics = newMemberMetrics(cfg.Metrics, m)
 	// Puts are asynchronous: the publisher does not wait for one put's
@@ -131,7 +139,10 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	js, err := jetstream.New(cfg.Conn,
 		jetstream.WithPublishAsyncMaxPending(maxPendingPuts),
 		jetstream.WithPublishAsyncTimeout(cfg.LeaseTTL),
-		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) { m.metrics.puts.Inc() }),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, msg *nats.Msg, ack *jetstream.PubAck) {
+			m.metrics.puts.Inc()
+			m.putAcked(msg.Subject, ack.Sequence)
+		}),
 		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { m.metrics.putErrors.Inc() }))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: jetstream: %w", err)
@@ -225,7 +236,7 @@ func (m *Member) watchMembers(ctx context.Context, w jetstream.KeyWatcher) {
 			if e == nil || e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			name := string(e.Value())
+			name, applied := parseMember(e.Value())
 			if memberKey(name) != e.Key() {
 				m.drop(dropForeign, e.Key(), fmt.Errorf("member %q under another key", name))
 				continue
@@ -233,6 +244,7 @@ func (m *Member) watchMembers(ctx context.Context, w jetstream.KeyWatcher) {
 			m.seenMu.Lock()
 			m.heard = m.cfg.Now().UnixNano()
 			m.seen[name] = m.heard
+			m.applied[name] = applied
 			m.seenMu.Unlock()
 		}
 	}
@@ -344,6 +356,9 @@ func (m *Member) session(ctx context.Context, lead func(ctx context.Context)) {
 		return
 	}
 	m.synced.Store(false)
+	// Revisions begin again on a NATS server that lost the bucket: this
+	// member has applied none of the new ones.
+	m.appliedRev.Store(0)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer cancel() // a watch that ends ends the session
@@ -408,7 +423,6 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		}
 		failing++
 	}
-	self := []byte(m.cfg.Member)
 	foreign := 0     // periods in a row the lease's holder was not a member
 	var cutOff int64 // when the connection was last seen down, Unix ns; 0 while it is up
 	for failing <= periodsPerTTL {
@@ -443,7 +457,7 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 		// Say this member is here, before seeking the lease: a holder
 		// the others have not seen is not a member (see below).
 		_, err := within(ctx, period, func(ctx context.Context) (uint64, error) {
-			return m.members.Put(ctx, memberKey(m.cfg.Member), self)
+			return m.members.Put(ctx, memberKey(m.cfg.Member), appendMember(nil, m.cfg.Member, m.appliedRev.Load()))
 		})
 		engine(err)
 		switch {
@@ -490,6 +504,7 @@ func (m *Member) campaign(ctx context.Context, lead func(ctx context.Context)) {
 			engine(err)
 			if err == nil {
 				answering, other = sub, holder{}
+				m.forgetPuts(nil)
 				rev, renewed = created, m.cfg.Now().UnixNano()
 				m.term.Store(term)
 				m.raise(term)
@@ -625,19 +640,23 @@ func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
 		}
 		switch {
 		case e == nil: // every value held at the start has come
+			var newest uint64
 			for _, first := range []bool{true, false} {
 				for _, e := range initial {
 					if (e.Key() == keyPairs) == first {
 						m.apply(e)
+						newest = max(newest, e.Revision())
 					}
 				}
 			}
 			initial = nil
+			m.appliedRev.Store(newest)
 			m.synced.Store(true)
 		case !m.synced.Load():
 			initial = append(initial, e)
 		default:
 			m.apply(e)
+			m.appliedRev.Store(e.Revision())
 		}
 	}
 }
@@ -696,6 +715,9 @@ func (m *Member) published(v snapshot.Published) {
 	if key == "" {
 		return
 	}
+	if list, ok := v.(*snapshot.Pairs); ok {
+		m.forgetPuts(list)
+	}
 	m.queue.put(key, appendValue(nil, header{term: term, publishedAt: m.cfg.Now().UnixNano()}, v))
 }
 
@@ -715,7 +737,7 @@ func (m *Member) publish(ctx context.Context) {
 			return
 		}
 		for _, kv := range batch {
-			if _, err := m.js.PublishAsync("$KV."+m.cfg.Name+"_snapshots."+kv.key, kv.value); err != nil {
+			if _, err := m.js.PublishAsync(m.putSubject(kv.key), kv.value); err != nil {
 				m.metrics.putErrors.Inc()
 			}
 		}

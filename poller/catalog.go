@@ -105,11 +105,12 @@ func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool 
 	return held
 }
 
-// answerable reports whether the store holds both a book and trades of id.
+// answerable reports whether the store holds both a book and trades of id,
+// and so does every replica (see Config.Replicated).
 func (p *Poller) answerable(id string, now time.Time) bool {
 	b, _ := p.store.Book([]byte(id), now.UnixNano())
 	t, _ := p.store.Trades([]byte(id), now.UnixNano())
-	return b != nil && t != nil
+	return b != nil && t != nil && (p.cfg.Replicated == nil || p.cfg.Replicated(id))
 }
 
 // ListIncoming publishes the pair list again once a pair held back from it

@@ -82,6 +82,11 @@ type Config struct {
 	// cluster member that takes over the ingest starts from the values
 	// the leader before it published.
 	Seed func(tickerID string) live.Seed
+	// Replicated, when set, reports whether every replica holds the
+	// book and trades this poller published of a pair: a pair new to the
+	// catalog is listed only once it does (or has waited its longest), so
+	// that no replica lists a pair another cannot answer yet.
+	Replicated func(tickerID string) bool
 	// RefreshShare is the share of the venue's weight limit refreshes may
 	// spend in a minute (default 0.04, at most half of Budget). A market
 	// whose price travels faster than that buys serves fewer than the

@@ -176,6 +176,11 @@ func (a *app) newIngest(share float64) *ingest {
 
 		RefreshShare: cfg.refreshShare,
 	}
+	if a.member != nil && a.member.Leading() {
+		// A leader lists a new pair once every member holds it; a member
+		// reading alone while NATS is away has no others to wait for.
+		pc.Replicated = a.member.Replicated
+	}
 	if a.relay != nil {
 		// A member elected: it goes on from the leader's last values and
 		// the streams it kept while following.
