@@ -46,6 +46,7 @@ const (
 	PurposeTickers                   // bulk statistics and quotes
 	PurposeSnapshot                  // order book snapshots that sync local books
 	PurposeDepleted                  // the refresh of a book with a side run dry: from the book share
+	PurposeDeepen                    // the refresh of a book started from a seed's few levels: from the book share, leaving deepenReserve
 	PurposeRefresh                   // deeper snapshots laid under local books in sequence
 	PurposeBackfill                  // trade reads that fill a stream-fed window
 	PurposePollBook                  // book reads of pairs served by REST
@@ -62,6 +63,7 @@ var purposes = [NumPurposes]struct {
 	PurposeTickers:    {"tickers", ClassBulk},
 	PurposeSnapshot:   {"snapshot", ClassBook},
 	PurposeDepleted:   {"refresh", ClassBook},
+	PurposeDeepen:     {"refresh", ClassBook},
 	PurposeRefresh:    {"refresh", ClassRefresh},
 	PurposeBackfill:   {"backfill", ClassTrades},
 	PurposePollBook:   {"poll", ClassBook},
@@ -175,6 +177,9 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	if purpose == PurposeBackfill && prio != Waiting && b.total+weight > b.limit-headroom(caps) {
 		return false
 	}
+	if purpose == PurposeDeepen && prio != Waiting && b.byClass[class]+weight > caps.Of(class, false)-deepenReserve(caps) {
+		return false
+	}
 	switch own, all := b.byClass[class]+weight, caps.Of(class, true); {
 	case own <= caps.Of(class, prio == Waiting):
 	case prio == Sync && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all).Sub(now) <= SyncRelease:
@@ -198,6 +203,19 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 func headroom(caps Caps) int {
 	if v := caps[ClassRefresh]; v != math.MaxInt {
 		return v
+	}
+	return 0
+}
+
+// deepenReserve is the part of the book class's cap that deepening leaves
+// unspent: a quarter. A member that takes over a cluster's ingest starts
+// every book from the last leader's 100 levels and deepens them all at
+// once, which would spend the whole book share of the minute in its first
+// seconds; a book whose side then ran dry, or one out of sequence, found
+// nothing left and was served as it was for up to 9 s, near -max-stale.
+func deepenReserve(caps Caps) int {
+	if v := caps[ClassBook]; v != math.MaxInt {
+		return v / 4
 	}
 	return 0
 }

@@ -172,3 +172,34 @@ func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 	}
 	t.Logf("%d backfills of 20 before the headroom", backfills)
 }
+
+// Deepening the books a member started from a seed leaves a quarter of the
+// book class's cap unspent: a book whose side ran dry, or one out of
+// sequence, finds weight within the minute however many books are still
+// to deepen.
+func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
+	b := NewLedger()
+	b.SetLimit(2400)
+	now := time.Unix(1_000_000, 0)
+	caps := CapsOf(Plan{Limit: 1200, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+		Share: [NumClasses]int{ClassRefresh: 96}})
+	deepened := 0
+	for b.Take(now, 20, PurposeDeepen, caps, Background) {
+		deepened++
+	}
+	background, reserve := caps.Of(ClassBook, false), caps[ClassBook]/4
+	if spent := deepened * 20; spent > background-reserve || spent < background-reserve-20 {
+		t.Fatalf("deepening spent %d of the book class's %d for background reads, want all but its reserve of %d", spent, background, reserve)
+	}
+	dry := 0
+	for b.Take(now, 20, PurposeDepleted, caps, Background) {
+		dry++
+	}
+	if dry < reserve/20 {
+		t.Fatalf("%d refreshes of dry books fit after the deepening, want the reserve's %d", dry, reserve/20)
+	}
+	if !b.Take(now, 20, PurposeSnapshot, caps, Waiting) {
+		t.Fatal("a sync a request waits for found no room after the deepening and the dry books")
+	}
+	t.Logf("%d deepened, then %d dry books refreshed, of a book class of %d", deepened, dry, caps[ClassBook])
+}

@@ -64,9 +64,10 @@ type restRead struct {
 
 var (
 	snapshotRead = restRead{
-		stream:  snapshot.StreamBook,
-		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted, tierRefresh: budget.PurposeRefresh},
-		weight:  func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
+		stream: snapshot.StreamBook,
+		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted,
+			tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
+		weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 		due: func(_ *Source, lp *pair, _ time.Time) (bool, int, int) {
 			if !lp.books.live {
 				return false, 0, 0
@@ -77,12 +78,16 @@ var (
 				// to running short goes first.
 				// A depleted book is refreshed from the book share, and
 				// so is a seeded one (see pair.seeded) as soon as it
-				// serves fewer than the published levels.
-				vouched := lp.book.Vouched()
-				if vouched == 0 || lp.seeded && vouched < snapshot.MaxDepth {
+				// serves fewer than the published levels, after every
+				// depleted one and leaving them room (see
+				// budget.PurposeDeepen).
+				switch vouched := lp.book.Vouched(); {
+				case vouched == 0:
 					return lp.book.Recording(), tierDepleted, vouched
+				case lp.seeded && vouched < snapshot.MaxDepth:
+					return lp.book.Recording(), tierDeepen, vouched
 				}
-				return lp.book.Recording(), tierRefresh, vouched
+				return lp.book.Recording(), tierRefresh, lp.book.Vouched()
 			}
 			return lp.book.Buffered() > 0, tierSync, 0
 		},
@@ -90,7 +95,7 @@ var (
 	}
 	backfillRead = restRead{
 		stream:  snapshot.StreamTrades,
-		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
+		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
 		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
 		// A window answers before its backfill (see pair.tradesCurrent),
 		// which fills it toward MaxTrades in the background: the pairs
@@ -135,14 +140,16 @@ var (
 // refresh share: it is read from the book share, next after the books to
 // sync. Only this case, and a book started from a seed that serves fewer
 // than the published levels (every book of a member taking over may need
-// deepening at once), bypass the share: a book that still serves some
-// levels waits, so the share bounds what refreshes cost however fast
-// prices travel, short of running books dry.
+// deepening at once: tierDeepen, after the depleted ones, which leaves
+// them part of the book share), bypass the share: a book that still
+// serves some levels waits, so the share bounds what refreshes cost
+// however fast prices travel, short of running books dry.
 const (
 	tierSync     = 0
 	tierDepleted = 1
-	tierRefresh  = 2
-	numTiers     = 3
+	tierDeepen   = 2
+	tierRefresh  = 3
+	numTiers     = 4
 )
 
 // snapshotDepth is the depth of a snapshot read of a tier.

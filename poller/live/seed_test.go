@@ -77,7 +77,7 @@ func TestSeededBookGoesOnWithoutASnapshot(t *testing.T) {
 	}
 	s.Sync()
 	rest.wait()
-	if got := rest.refused; !slices.Equal(got, []budget.Purpose{budget.PurposeDepleted}) {
+	if got := rest.refused; !slices.Equal(got, []budget.Purpose{budget.PurposeDeepen}) {
 		t.Fatalf("reads asked: %v, want only the refresh, from the book share", got)
 	}
 
