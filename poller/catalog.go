@@ -31,6 +31,7 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 	}
 	if limit != p.ledger.Limit() {
 		p.ledger.SetLimit(limit)
+		p.ledger.SetOthers(int(float64(limit) * (1/p.cfg.Share - 1)))
 		p.plan(limit)
 		p.reconcile(time.Now()) // the count that came with the catalog, now that there is a limit
 		p.log.Info("venue weight budget", "limit_per_minute", cat.WeightLimit, "budget_per_minute", limit)

@@ -51,6 +51,12 @@ type Config struct {
 	// Budget is the fraction of the venue's weight limit the poller may spend
 	// (default 0.5), leaving the rest to anything else on the same address.
 	Budget float64
+	// Share, in (0, 1], is the part of one budget that Budget is, when
+	// several processes on the same address share it (cluster members
+	// reading the venue alone); default 1. The venue counts the address's
+	// weight: what the others spend, up to their parts, is not taken as
+	// this poller's, or each would be held to its part less the others'.
+	Share float64
 
 	BookEvery    time.Duration // per hot pair; default 350 ms
 	TradesEvery  time.Duration // per hot pair; default 1 s
@@ -116,6 +122,9 @@ func (c *Config) setDefaults() {
 	def(&c.CallTimeout, 10*time.Second)
 	if c.Budget <= 0 || c.Budget > 1 {
 		c.Budget = 0.5
+	}
+	if c.Share <= 0 || c.Share > 1 {
+		c.Share = 1
 	}
 	if c.Parallel <= 0 {
 		c.Parallel = 8

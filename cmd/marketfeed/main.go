@@ -172,6 +172,7 @@ func (a *app) newIngest(share float64) *ingest {
 		Spot:     spot,
 		Quotes:   cfg.quotes,
 		Budget:   cfg.venueBudget * share,
+		Share:    share,
 		MaxStale: cfg.maxStale,
 
 		RefreshShare: cfg.refreshShare,

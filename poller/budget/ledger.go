@@ -82,8 +82,12 @@ func (p Purpose) Class() Class { return purposes[p].class }
 // minute of refill through in one minute, twice the limit, while the venue
 // counts per minute.
 type Ledger struct {
-	mu      sync.Mutex
-	limit   int // weight allowed per window; 0: unlimited
+	mu    sync.Mutex
+	limit int // weight allowed per window; 0: unlimited
+	// others is the weight per window that other processes on the same
+	// address may spend without it counting against this ledger (see
+	// SetOthers).
+	others  int
 	window  time.Duration
 	total   int
 	byClass [NumClasses]int
@@ -103,6 +107,17 @@ func NewLedger() *Ledger { return &Ledger{window: time.Minute} }
 func (b *Ledger) SetLimit(limit int) {
 	b.mu.Lock()
 	b.limit = max(limit, 0)
+	b.mu.Unlock()
+}
+
+// SetOthers sets the weight per window the venue may count for other
+// processes on the same address without it counting here: their parts of
+// one budget shared by several processes (cluster members reading the
+// venue alone, each with its share). Beyond it, their weight counts here
+// too (see Observe). 0: whatever else the venue counts is spent here.
+func (b *Ledger) SetOthers(weight int) {
+	b.mu.Lock()
+	b.others = max(weight, 0)
 	b.mu.Unlock()
 }
 
@@ -279,8 +294,9 @@ func (b *Ledger) Spent(now time.Time) int {
 
 // Observe reconciles the ledger with the weight the venue says this client
 // has used in its current minute. Weight the venue counted that the ledger
-// did not (another process on the same address, calls cut off mid-flight) is
-// recorded as spent now, so the poller slows down instead of overrunning.
+// did not (another process on the same address, calls cut off mid-flight),
+// past the others' parts (SetOthers), is recorded as spent now, so the
+// poller slows down instead of overrunning.
 func (b *Ledger) Observe(now time.Time, used int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -288,7 +304,7 @@ func (b *Ledger) Observe(now time.Time, used int) {
 		return
 	}
 	b.expire(now)
-	if extra := used - b.total; extra > 0 {
+	if extra := used - b.total - b.others; extra > 0 {
 		b.add(now, extra, ClassBulk)
 	}
 }

@@ -203,3 +203,50 @@ func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
 	}
 	t.Logf("%d deepened, then %d dry books refreshed, of a book class of %d", deepened, dry, caps[ClassBook])
 }
+
+// What the venue counts for the address beyond this ledger's own spend is
+// taken as spent here, but for the others' parts of a budget several
+// processes share: three cluster members reading alone with a third each
+// must not each be held to their third less what the other two spent.
+func TestObservedWeightCountsPastTheOthersParts(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	caps := CapsOf(Plan{Limit: 400, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true}})
+	spendable := func(b *Ledger) int {
+		n := 0
+		for b.Take(now, 10, PurposeSnapshot, caps, Waiting) {
+			n += 10
+		}
+		return n
+	}
+
+	alone := NewLedger()
+	alone.SetLimit(400)
+	if got := spendable(alone); got != 400 {
+		t.Fatalf("a fresh ledger of 400 spent %d", got)
+	}
+	// A process alone on its address: whatever else the venue counts was
+	// spent here.
+	single := NewLedger()
+	single.SetLimit(400)
+	single.Observe(now, 300)
+	if got := spendable(single); got != 100 {
+		t.Fatalf("after the venue counted 300 more, a ledger of 400 spent %d, want 100", got)
+	}
+	// One of three members with a third each (400 of 1,200): the others
+	// spent 700 of their 800, which is theirs; then 900, 100 past their
+	// parts, which counts here.
+	member := NewLedger()
+	member.SetLimit(400)
+	member.SetOthers(800)
+	member.Observe(now, 700)
+	if got := spendable(member); got != 400 {
+		t.Fatalf("with the others within their parts, a member's ledger of 400 spent %d", got)
+	}
+	member = NewLedger()
+	member.SetLimit(400)
+	member.SetOthers(800)
+	member.Observe(now, 900)
+	if got := spendable(member); got != 300 {
+		t.Fatalf("with the others 100 past their parts, a member's ledger of 400 spent %d, want 300", got)
+	}
+}
