@@ -81,13 +81,12 @@ type Member struct {
 	lastApplied atomic.Int64 // Unix ns
 	logs        *logthrottle.Throttle
 
-	// seen is when each member was last seen in the member bucket (Unix
-	// ns), by name; watching is when this member's watch of it began, 0
-	// while it does not run.
+	// seen is what the member bucket last said of each member, by name;
+	// watching is when this member's watch of it began, 0 while it does
+	// not run.
 	seenMu   sync.Mutex
-	seen     map[string]int64
-	applied  map[string]uint64 // by name, the snapshot revision each member said it applied
-	heard    int64             // when the member bucket last said anything, Unix ns
+	seen     map[string]sighting
+	heard    int64 // when the member bucket last said anything, Unix ns
 	watching atomic.Int64
 	// alone is set while NATS is away and this member reads the venue
 	// itself (see Run).
@@ -130,7 +129,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, errors.New("cluster: a member needs a name")
 	}
 	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member), logs: logthrottle.New(time.Minute),
-		seen: map[string]int64{}, applied: map[string]uint64{}, firstPut: map[string]uint64{}}
+		seen: map[string]sighting{}, firstPut: map[string]uint64{}}
 	m.queue.init()
 	m.metrics = newMemberMetrics(cfg.Metrics, m)
 	// Puts are asynchronous: the publisher does not wait for one put's
@@ -184,6 +183,13 @@ func (m *Member) open(ctx context.Context) error {
 	return nil
 }
 
+// sighting is what the member bucket said of a member: when (Unix ns),
+// and the snapshot revision it had applied (see replicated.go).
+type sighting struct {
+	at      int64
+	applied uint64
+}
+
 // memberKey is a member's key in the member bucket: its name in base64url,
 // since a name (host:port by default) may hold what a key may not.
 func memberKey(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
@@ -195,8 +201,8 @@ func (m *Member) Members() int {
 	m.seenMu.Lock()
 	defer m.seenMu.Unlock()
 	n := 1 // this one
-	for name, at := range m.seen {
-		if name != m.cfg.Member && time.Duration(m.heard-at) < m.cfg.LeaseTTL {
+	for name, s := range m.seen {
+		if name != m.cfg.Member && time.Duration(m.heard-s.at) < m.cfg.LeaseTTL {
 			n++
 		}
 	}
@@ -213,8 +219,8 @@ func (m *Member) member(name string) (seen, known bool) {
 	}
 	m.seenMu.Lock()
 	defer m.seenMu.Unlock()
-	at, ok := m.seen[name]
-	return ok && time.Duration(now-at) < m.cfg.LeaseTTL, true
+	s, ok := m.seen[name]
+	return ok && time.Duration(now-s.at) < m.cfg.LeaseTTL, true
 }
 
 // watchMembers records when each member was last seen until ctx is done.
@@ -243,8 +249,7 @@ func (m *Member) watchMembers(ctx context.Context, w jetstream.KeyWatcher) {
 			}
 			m.seenMu.Lock()
 			m.heard = m.cfg.Now().UnixNano()
-			m.seen[name] = m.heard
-			m.applied[name] = applied
+			m.seen[name] = sighting{at: m.heard, applied: applied}
 			m.seenMu.Unlock()
 		}
 	}

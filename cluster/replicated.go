@@ -97,8 +97,8 @@ func (m *Member) Replicated(id string) bool {
 	need := max(book, trades)
 	m.seenMu.Lock()
 	defer m.seenMu.Unlock()
-	for name, at := range m.seen {
-		if name != m.cfg.Member && time.Duration(m.heard-at) < m.cfg.LeaseTTL && m.applied[name] < need {
+	for name, s := range m.seen {
+		if name != m.cfg.Member && time.Duration(m.heard-s.at) < m.cfg.LeaseTTL && s.applied < need {
 			return false
 		}
 	}

@@ -75,8 +75,8 @@ const maxIncoming = 30 * time.Second
 // snapshot.PairsConfig.Incoming): those the list last published did not show,
 // while they do not hold both a book and trades, for at most maxIncoming.
 // A new listing then appears in /pairs only once it can be answered, on
-// this process and, the values going out in the order they were
-// published, on every replica that follows it. Only with market streams,
+// this process and, with Config.Replicated, on every replica that follows
+// it. Only with market streams,
 // which keep every listed pair current whether asked for or not; and not
 // for the first list, which a process cannot serve anything before.
 func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool {
@@ -96,7 +96,7 @@ func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool 
 		if !seen {
 			since = now
 		}
-		if now.Sub(since) >= maxIncoming || p.answerable(pair.TickerID, now) {
+		if p.listable(pair.TickerID, since, now) {
 			continue
 		}
 		arrivals[pair.TickerID] = since
@@ -106,9 +106,13 @@ func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool 
 	return held
 }
 
-// answerable reports whether the store holds both a book and trades of id,
-// and so does every replica (see Config.Replicated).
-func (p *Poller) answerable(id string, now time.Time) bool {
+// listable reports whether a pair new to the catalog since may be listed:
+// it has waited maxIncoming, or the store holds both a book and trades of
+// it, and so does every replica (see Config.Replicated).
+func (p *Poller) listable(id string, since, now time.Time) bool {
+	if now.Sub(since) >= maxIncoming {
+		return true
+	}
 	b, _ := p.store.Book([]byte(id), now.UnixNano())
 	t, _ := p.store.Trades([]byte(id), now.UnixNano())
 	return b != nil && t != nil && (p.cfg.Replicated == nil || p.cfg.Replicated(id))
@@ -125,7 +129,7 @@ func (p *Poller) ListIncoming() {
 	p.arrivalsMu.Lock()
 	due := false
 	for _, pair := range cur.Incoming() {
-		if since, ok := p.arrivals[pair.TickerID]; !ok || now.Sub(since) >= maxIncoming || p.answerable(pair.TickerID, now) {
+		if since, ok := p.arrivals[pair.TickerID]; !ok || p.listable(pair.TickerID, since, now) {
 			due = true
 		}
 	}

@@ -872,8 +872,8 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 
 // A pair new to the catalog is answered at once but listed in /pairs only
 // once it holds a book and trades: /pairs never shows a ticker_id that is
-// not answerable (every replica takes the values before the list that
-// shows it, in the order they were published).
+// not answerable (in a cluster, Config.Replicated also waits for every
+// replica to hold them).
 func TestNewListingIsListedOnceAnswerable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 2, Config{})

@@ -290,7 +290,7 @@ func lag(ctx context.Context, c client, bases []string, out io.Writer) error {
 		if p99 > lagTarget.Seconds() {
 			verdict = "missed"
 		}
-		fmt.Fprintf(out, "%s: %.0f values, lag p50 <= %gs, p99 <= %gs (target p99 <= %v: %s)\n", base, n, p50, p99, lagTarget, verdict)
+		fmt.Fprintf(out, "%s: %.0f values, lag p50 <= %gs, p99 <= %gs (target p99 <= %v: %s); %s\n", base, n, p50, p99, lagTarget, verdict, within(buckets))
 	}
 	return nil
 }
@@ -299,6 +299,21 @@ func lag(ctx context.Context, c client, bases []string, out io.Writer) error {
 type bucket struct {
 	le    float64
 	count float64
+}
+
+// within says what share of the values each finite bucket holds, after
+// bucketQuantiles sorted them: "within 0.01s 98.2 %, ...".
+func within(buckets []bucket) string {
+	var b strings.Builder
+	for _, bk := range buckets {
+		if n := buckets[len(buckets)-1].count; !math.IsInf(bk.le, 1) && n > 0 {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "within %gs %.1f %%", bk.le, 100*bk.count/n)
+		}
+	}
+	return b.String()
 }
 
 // bucketQuantiles returns the upper bounds of the buckets the median and

@@ -10,6 +10,14 @@ import (
 	"marketfeed/snapshot"
 )
 
+// publishPeriod does at once what the schedule does over a period: asks
+// the refreshes books need, then publishes every book and trade window.
+func (s *Source) publishPeriod() {
+	s.askRefreshes()
+	s.publishBooks(time.Now(), 0, 1)
+	s.publishTrades(time.Now(), 0, 1)
+}
+
 // jobs is a Scheduler that runs nothing by itself: the test runs the jobs.
 type jobs struct {
 	every map[time.Duration][]func(context.Context)

@@ -81,13 +81,14 @@ var (
 				// serves fewer than the published levels, after every
 				// depleted one and leaving them room (see
 				// budget.PurposeDeepen).
-				switch vouched := lp.book.Vouched(); {
+				vouched := lp.book.Vouched()
+				switch {
 				case vouched == 0:
 					return lp.book.Recording(), tierDepleted, vouched
 				case lp.seeded && vouched < snapshot.MaxDepth:
 					return lp.book.Recording(), tierDeepen, vouched
 				}
-				return lp.book.Recording(), tierRefresh, lp.book.Vouched()
+				return lp.book.Recording(), tierRefresh, vouched
 			}
 			return lp.book.Buffered() > 0, tierSync, 0
 		},

@@ -66,7 +66,7 @@ func TestSeededBookGoesOnWithoutASnapshot(t *testing.T) {
 		t.Fatal("the seeded book is not current after an event that continues it")
 	}
 	rest.withBudget(0)
-	s.PublishBooks()
+	s.publishPeriod()
 	b, _ := store.Book([]byte(testID), time.Now().UnixNano())
 	if b == nil {
 		t.Fatal("no book published")
@@ -87,7 +87,7 @@ func TestSeededBookGoesOnWithoutASnapshot(t *testing.T) {
 	s.Live(snapshot.StreamBook, []string{testSymbol})
 	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 201, Last: 204, Prev: 200})
 	rest.withBudget(0)
-	s.PublishBooks()
+	s.publishPeriod()
 	s.Sync()
 	rest.wait()
 	if got := rest.refused; !slices.Equal(got, []budget.Purpose{budget.PurposeRefresh}) {
@@ -101,7 +101,7 @@ func TestSeedTheStreamDoesNotContinueIsSyncedFromREST(t *testing.T) {
 	s, rest, store := newListedSource(t, seeded(seedOf(t, 3)))
 	s.Live(snapshot.StreamBook, []string{testSymbol})
 	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 211, Last: 214, Prev: 210})
-	s.PublishBooks()
+	s.publishPeriod()
 	if b, _ := store.Book([]byte(testID), time.Now().UnixNano()); b != nil {
 		t.Fatalf("published %s from a seed its stream did not continue", b.Body())
 	}
@@ -146,7 +146,7 @@ func TestSeededTradesGoOnFromTheSeed(t *testing.T) {
 	if !s.Current(testID, snapshot.StreamTrades) {
 		t.Fatal("the seeded window does not answer after the trade right after its newest")
 	}
-	s.PublishTrades()
+	s.publishPeriod()
 	got, _ := store.Trades([]byte(testID), time.Now().UnixNano())
 	if got == nil {
 		t.Fatal("no trades published")

@@ -190,7 +190,7 @@ func TestConfirmationNeverReplacesANewerBook(t *testing.T) {
 			newer()
 		}
 	}
-	s.PublishBooks()
+	s.publishPeriod()
 	if !finished {
 		newer()
 	}
