@@ -84,6 +84,8 @@ func (f *feeder) lead(store *snapshot.Store) func(ctx context.Context) {
 					panic(err)
 				}
 				store.PutTrades(tr)
+				store.PutDepth(snapshot.NewDepth(id, now.UnixMilli()+int64(r), 1000+int64(r), []snapshot.Level{{Price: price, Size: "1"}, {Price: "1.5", Size: "4"}},
+					[]snapshot.Level{{Price: strconv.Itoa(1000*(i+1)+r+1) + ".5", Size: "2"}}, time.Now()))
 			}
 			select {
 			case <-ctx.Done():
@@ -149,6 +151,9 @@ func served(s *snapshot.Store) string {
 		if tr, _ := s.Trades([]byte(id), now); tr != nil {
 			fmt.Fprintf(&b, "trades %s %s\n", tr.Tag(), tr.Body(snapshot.SideAll))
 		}
+		if d := s.Depth([]byte(id)); d != nil {
+			fmt.Fprintf(&b, "depth %d %x\n", d.Seq(), d.AppendWire(nil))
+		}
 	}
 	return b.String()
 }
@@ -196,7 +201,8 @@ func settle(t *testing.T, f *feeder, nodes []*node) string {
 	}()
 	eventually(t, 5*time.Second, "members do not serve the same bytes", func() bool {
 		want = served(nodes[0].store)
-		if strings.Count(want, "\nbook ") < len(testPairs)-1 || strings.Count(want, "\ntrades ") < len(testPairs) {
+		if strings.Count(want, "\nbook ") < len(testPairs)-1 || strings.Count(want, "\ntrades ") < len(testPairs) ||
+			strings.Count(want, "\ndepth ") < len(testPairs) {
 			return false
 		}
 		for _, n := range nodes[1:] {
@@ -384,6 +390,10 @@ func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	depth := func(id string, seq int64) *snapshot.Depth {
+		return snapshot.NewDepth(id, 1, seq, []snapshot.Level{{Price: "1", Size: "1"}}, nil, time.Now())
+	}
+	held := follower.store.Depth([]byte("BTC_USDT")).Seq()
 	js := follower.m.snaps
 	for _, tc := range []struct {
 		key    string
@@ -397,12 +407,16 @@ func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
 		{"evil", appendValue(nil, header{term: term, publishedAt: 1}, btc), dropForeign},
 		{"book.DOGE_USDT", appendValue(nil, header{term: term, publishedAt: 1}, rawWire("junk")), dropBad},
 		{"book.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, old), dropOlder},
+		{"depth.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, depth("ETH_USDT", held+1)), dropForeign},
+		{"depth.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, depth("BTC_USDT", held-1)), dropOlder},
+		{"depth.BTC_USDT", appendValue(nil, header{term: term, publishedAt: 1}, btc), dropBad},
+		{"depth.DOGE_USDT", appendValue(nil, header{term: term, publishedAt: 1}, depth("DOGE_USDT", 1)), dropUnlisted},
 	} {
 		dropped := follower.m.metrics.dropped[tc.reason].Get()
 		if _, err := js.Put(t.Context(), tc.key, tc.value); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "not dropped as "+dropNames[tc.reason], func() bool {
+		eventually(t, 5*time.Second, "not dropped as "+dropNames[tc.reason]+": "+tc.key, func() bool {
 			return follower.m.metrics.dropped[tc.reason].Get() == dropped+1
 		})
 		if got := served(follower.store); got != before {

@@ -72,11 +72,7 @@ func (m *Member) forgetPuts(list *snapshot.Pairs) {
 		}
 	}
 	for key := range m.firstPut {
-		id, ok := strings.CutPrefix(key, keyBookPrefix)
-		if !ok {
-			id, ok = strings.CutPrefix(key, keyTradePrefix)
-		}
-		if ok && !held[id] {
+		if id, ok := pairOfKey(key); ok && !held[id] {
 			delete(m.firstPut, key)
 		}
 	}

@@ -88,15 +88,27 @@ func parseValue(v []byte) (header, []byte, error) {
 	return header{term: term, publishedAt: at}, wire, nil
 }
 
-// The keys of the snapshot bucket: one per pair and stream, and one each
-// for the pair list and the tickers. A ticker_id is letters, digits and one
-// underscore, all valid in a key.
+// The keys of the snapshot bucket: one per pair and stream, one per pair
+// for its depth (see snapshot.Depth), and one each for the pair list and
+// the tickers. A ticker_id is letters, digits and one underscore, all
+// valid in a key.
 const (
 	keyPairs       = "pairs"
 	keyTickers     = "tickers"
 	keyBookPrefix  = "book."
 	keyTradePrefix = "trades."
+	keyDepthPrefix = "depth."
 )
+
+// pairOfKey returns the ticker_id a per-pair key names.
+func pairOfKey(key string) (id string, ok bool) {
+	for _, prefix := range []string{keyBookPrefix, keyTradePrefix, keyDepthPrefix} {
+		if id, ok := strings.CutPrefix(key, prefix); ok {
+			return id, true
+		}
+	}
+	return "", false
+}
 
 // keyOf returns the key a published snapshot goes under.
 func keyOf(v snapshot.Published) string {
@@ -105,6 +117,8 @@ func keyOf(v snapshot.Published) string {
 		return keyBookPrefix + v.TickerID()
 	case *snapshot.Trades:
 		return keyTradePrefix + v.TickerID()
+	case *snapshot.Depth:
+		return keyDepthPrefix + v.TickerID()
 	case *snapshot.Pairs:
 		return keyPairs
 	case *snapshot.Tickers:
@@ -135,6 +149,8 @@ func applyWire(store *snapshot.Store, key string, wire []byte, now int64) error 
 		return applyPair(store, snapshot.StreamBook, store.PutBook, snapshot.DecodeBook, key[len(keyBookPrefix):], wire)
 	case strings.HasPrefix(key, keyTradePrefix):
 		return applyPair(store, snapshot.StreamTrades, store.PutTrades, snapshot.DecodeTrades, key[len(keyTradePrefix):], wire)
+	case strings.HasPrefix(key, keyDepthPrefix):
+		return applyDepth(store, key[len(keyDepthPrefix):], wire)
 	}
 	return fmt.Errorf("%w: key %q", errForeign, key)
 }
@@ -158,6 +174,26 @@ func applyPair[V interface {
 		return fmt.Errorf("%w: %s read at %d, the store's at %d", errOlder, id, v.ReadAt(), held)
 	}
 	if !put(v) {
+		return errUnlisted
+	}
+	return nil
+}
+
+// applyDepth decodes a pair's depth and keeps it in store, if it is the
+// pair id its key names, the pair is listed, and the store holds none at a
+// later update id.
+func applyDepth(store *snapshot.Store, id string, wire []byte) error {
+	d, err := snapshot.DecodeDepth(wire)
+	if err != nil {
+		return err
+	}
+	if d.TickerID() != id {
+		return fmt.Errorf("%w: a depth of %s under %s's key", errForeign, d.TickerID(), id)
+	}
+	if !store.PutDepth(d) {
+		if held := store.Depth([]byte(id)); held != nil {
+			return fmt.Errorf("%w: %s's depth at update id %d, the store's at %d", errOlder, id, d.Seq(), held.Seq())
+		}
 		return errUnlisted
 	}
 	return nil

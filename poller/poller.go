@@ -88,6 +88,10 @@ type Config struct {
 	// cluster member that takes over the ingest starts from the values
 	// the leader before it published.
 	Seed func(tickerID string) live.Seed
+	// DepthEvery, when positive with Streams, is how often each book in
+	// sequence is published as a snapshot.Depth for a Seed of another
+	// process's poller; 0 (a process alone): never.
+	DepthEvery time.Duration
 	// Replicated, when set, reports whether every replica holds the
 	// book and trades this poller published of a pair: a pair new to the
 	// catalog is listed only once it does (or has waited its longest), so
@@ -260,6 +264,7 @@ func New(cfg Config) *Poller {
 			BookEvery:    cfg.BookEvery,
 			TradesEvery:  cfg.TradesEvery,
 			Seed:         cfg.Seed,
+			DepthEvery:   cfg.DepthEvery,
 		})
 	}
 	p.metrics = newPollerMetrics(set, p)

@@ -1,5 +1,6 @@
 // Package snapshot owns the immutable, pre-serialized values the service
-// publishes (pairs, tickers, one order book and one trade list per pair), the
+// publishes (pairs, tickers, one order book and one trade list per pair, and,
+// for a cluster's members only, each book's deeper Depth), the
 // rules that decide what is published, the exact decimal arithmetic behind
 // computed values, and the Store that hands the current values to readers.
 //

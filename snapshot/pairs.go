@@ -95,6 +95,7 @@ type Pairs struct {
 type cell struct {
 	book   atomic.Pointer[Book]
 	trades atomic.Pointer[Trades]
+	depth  atomic.Pointer[Depth] // what a cluster's leader published last; never served
 	// until is when a pair no longer listed stops being answered, Unix ns;
 	// 0 while it is listed.
 	until atomic.Int64

@@ -16,8 +16,8 @@ type Store struct {
 	published func(Published)
 }
 
-// Published is a value a Store publishes: *Book, *Trades, *Pairs or
-// *Tickers, each with a wire form another process can serve it from.
+// Published is a value a Store publishes: *Book, *Trades, *Pairs,
+// *Tickers or *Depth, each with a wire form another process can serve it from.
 type Published interface {
 	AppendWire(dst []byte) []byte
 }
@@ -177,6 +177,39 @@ func (s *Store) PutTrades(t *Trades) bool {
 	c.trades.Store(t)
 	s.notify(t)
 	return true
+}
+
+// PutDepth keeps a pair's deep book (see Depth) and hands it on, unless
+// the pair is neither listed nor leaving, or the store holds one at a later
+// update id: a member that read the venue alone while NATS was away holds
+// newer depths than the bucket it finds again. It reports whether d is
+// kept.
+func (s *Store) PutDepth(d *Depth) bool {
+	c := s.cell([]byte(d.tickerID))
+	if c == nil {
+		return false
+	}
+	for {
+		held := c.depth.Load()
+		if held != nil && held.seq > d.seq {
+			return false
+		}
+		if c.depth.CompareAndSwap(held, d) {
+			break
+		}
+	}
+	s.notify(d)
+	return true
+}
+
+// Depth returns the deep book kept of a pair, nil for none or for a pair
+// neither listed nor leaving.
+func (s *Store) Depth(id []byte) *Depth {
+	c := s.cell(id)
+	if c == nil {
+		return nil
+	}
+	return c.depth.Load()
 }
 
 // Stream names one of a pair's per-pair snapshots: the ones a request can make

@@ -245,6 +245,21 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	for _, m := range rest {
 		held[m] = tradeListsHeld(m)
 	}
+	// Each follower holds the depth of every book and the events since it:
+	// the leader publishes them every few seconds, and the next one starts
+	// its books there. (The first depth of a pair may find the events up
+	// to a later book gone; the next one will not.)
+	deadline := time.Now().Add(3 * depthEvery)
+	for _, m := range rest {
+		for _, p := range leader.a.store.Pairs().List() {
+			for d := m.a.store.Depth([]byte(p.TickerID)); d == nil || !m.a.relay.Continues(p.TickerID, d.Seq()); d = m.a.store.Depth([]byte(p.TickerID)) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s holds no depth of %s that its events go on from after %s", m.name, p.TickerID, 3*depthEvery)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
 	// What the leader last put of BTC_USDT's book, to put again once
 	// another leads: what a paused ex-leader that wakes would send.
 	bucket := snapshotBucket(t, s.ClientURL())
@@ -264,7 +279,7 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	books, trades := next.venue.reads()
 	syncs := next.venue.bookReads(poller.DefaultSyncDepth)
 	got := scrapeMetrics(t, next)
-	t.Logf("leader %s killed; %s leads after %s; answers across the takeover: %v; the new leader started %v books and %v trade lists of %v from the last leader's (it held %v with a trade), and read %d books (%d to sync one, the rest to deepen) and %d trade lists",
+	t.Logf("leader %s killed; %s leads after %s; answers across the takeover: %v; the new leader started %v books and %v trade lists of %v from the last leader's (it held %v with a trade), and read %d books (%d to sync one) and %d trade lists",
 		leader.name, next.name, took.Round(time.Millisecond), statuses,
 		got[`marketfeed_seeded_total{part="books"}`], got[`marketfeed_seeded_total{part="trades"}`], listed, held[next], books, syncs, trades)
 	// A warm takeover: the new leader goes on from the last leader's books
@@ -281,6 +296,12 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	}
 	if syncs != 0 {
 		t.Errorf("the new leader read %d snapshots to sync books of %v: a cold start, not a warm one", syncs, listed)
+	}
+	// Started from depths of hundreds of levels, the books need no read to
+	// deepen them either (seeded from the published 100 levels, every
+	// book read one): what is left is the odd book whose side ran short.
+	if books > int64(listed)/10 {
+		t.Errorf("the new leader read %d book snapshots for %v books; seeded from depths, it needs none to deepen them", books, listed)
 	}
 	if took > 2*time.Second {
 		t.Errorf("a new leader took %s, want within a few pings of the gone leader, well inside its 5s lease", took)

@@ -38,7 +38,8 @@ func slots(every, step time.Duration) uint32 {
 // publishEachStep schedules the publication of one slot of books and one
 // of trade windows every step: each pair's book once every BookEvery (at
 // most: a period that is not a whole number of steps is rounded down to
-// one) and its trades once every TradesEvery.
+// one), its trades once every TradesEvery, and its depth, if asked for,
+// once every DepthEvery.
 func (s *Source) publishEachStep(sch Scheduler) {
 	step := publishStep
 	for _, every := range []time.Duration{s.cfg.BookEvery, s.cfg.TradesEvery} {
@@ -47,6 +48,7 @@ func (s *Source) publishEachStep(sch Scheduler) {
 		}
 	}
 	books, trades := slots(s.cfg.BookEvery, step), slots(s.cfg.TradesEvery, step)
+	depths := slots(s.cfg.DepthEvery, step)
 	// The job never overlaps itself; the count is atomic only because
 	// each run may be on another goroutine.
 	var n atomic.Uint32
@@ -55,7 +57,32 @@ func (s *Source) publishEachStep(sch Scheduler) {
 		now := time.Now()
 		s.publishBooks(now, i%books, books)
 		s.publishTrades(now, i%trades, trades)
+		if s.cfg.DepthEvery > 0 {
+			s.publishDepths(now, i%depths, depths)
+		}
 	})
+}
+
+// publishDepths publishes, as a snapshot.Depth, every book of the pairs in
+// slot of slots that is in sequence and serves levels: what a cluster
+// member taking over starts the pair's book from (see Seed). A depth is
+// current at its update id whatever the book did since its last
+// publication, so it is published whether the book changed or not.
+func (s *Source) publishDepths(now time.Time, slot, slots uint32) {
+	for _, lp := range *s.pairs.Load() {
+		if lp.slot%slots != slot {
+			continue
+		}
+		lp.mu.Lock()
+		if !lp.bookCurrent() || lp.book.Held() || lp.book.Vouched() == 0 {
+			lp.mu.Unlock()
+			continue
+		}
+		bids, asks := lp.book.Top(snapshot.DepthLevels)
+		venueTime, updateID := lp.book.Time(), lp.book.LastUpdateID()
+		lp.mu.Unlock()
+		s.cfg.Store.PutDepth(snapshot.NewDepth(lp.tickerID, venueTime, updateID, bids, asks, now))
+	}
 }
 
 // askRefreshes has every stream-fed book whose side runs short of published

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,13 +29,13 @@ func (j *jobs) Every(d time.Duration, f func(context.Context)) {
 }
 func (j *jobs) Go(func(context.Context)) {}
 
-// The schedule spreads a period's publications over its steps: each step
-// publishes the books of about a seventh of the pairs, and one period's
-// steps publish every pair's book once.
-func TestBooksArePublishedSpreadOverThePeriod(t *testing.T) {
-	const n = 15
-	store := &hookStore{Store: snapshot.NewStore()}
-	s := New(Config{
+// spreadSource is a source of n listed pairs whose books are in sequence at
+// update id 102, published every 350 ms and their depths every
+// depthEvery, and the publication step it schedules.
+func spreadSource(t *testing.T, n int, depthEvery time.Duration) (s *Source, store *hookStore, symbols []string, step func(context.Context)) {
+	t.Helper()
+	store = &hookStore{Store: snapshot.NewStore()}
+	s = New(Config{
 		Streams: quietStreams{}, REST: &fakeREST{book: venue.Book{
 			LastUpdateID: 101,
 			Bids:         []venue.Level{{Price: "99", Size: "1"}},
@@ -42,10 +43,9 @@ func TestBooksArePublishedSpreadOverThePeriod(t *testing.T) {
 		}}, Store: store, Demand: noDemand{},
 		Log:      func(slog.Level, string, string, ...any) {},
 		MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
-		BookEvery: 350 * time.Millisecond, TradesEvery: time.Second,
+		BookEvery: 350 * time.Millisecond, TradesEvery: time.Second, DepthEvery: depthEvery,
 	})
 	var markets []venue.Market
-	var symbols []string
 	for i := range n {
 		base := "P" + string(rune('A'+i))
 		markets = append(markets, venue.Market{Symbol: base + "USDT", Base: base, Quote: "USDT", Perpetual: true, Trading: true})
@@ -68,8 +68,20 @@ func TestBooksArePublishedSpreadOverThePeriod(t *testing.T) {
 	if len(steps) != 1 {
 		t.Fatalf("%d jobs every %v, want the one publication step; jobs: %v", len(steps), publishStep, sch.every)
 	}
+	return s, store, symbols, steps[0]
+}
+
+// The schedule spreads a period's publications over its steps: each step
+// publishes the books of about a seventh of the pairs, and one period's
+// steps publish every pair's book once.
+func TestBooksArePublishedSpreadOverThePeriod(t *testing.T) {
+	const n = 15
+	s, store, symbols, step := spreadSource(t, n, 0)
 	published := map[string]int{}
 	store.onPutBook = func(b *snapshot.Book) { published[b.TickerID()]++ }
+	store.onPutDepth = func(d *snapshot.Depth) {
+		t.Errorf("%s's depth published, though no source asked for depths", d.TickerID())
+	}
 	for period := range 2 {
 		// Every book changes, then a period's seven steps run.
 		for _, sym := range symbols {
@@ -77,11 +89,11 @@ func TestBooksArePublishedSpreadOverThePeriod(t *testing.T) {
 				Bids: []venue.Level{{Price: "98", Size: "1"}}})
 		}
 		clear(published)
-		for step := range 7 {
+		for i := range 7 {
 			before := len(published)
-			steps[0](t.Context())
+			step(t.Context())
 			if got := len(published) - before; got > (n+6)/7 {
-				t.Errorf("period %d, step %d published %d books, want at most %d of %d", period, step, got, (n+6)/7, n)
+				t.Errorf("period %d, step %d published %d books, want at most %d of %d", period, i, got, (n+6)/7, n)
 			}
 		}
 		if len(published) != n {
@@ -92,6 +104,42 @@ func TestBooksArePublishedSpreadOverThePeriod(t *testing.T) {
 				t.Errorf("period %d published %s %d times, want once", period, id, times)
 			}
 		}
+	}
+}
+
+// A source asked for depths publishes each book in sequence as a depth once
+// every DepthEvery, changed or not, spread over the steps as books are,
+// and each depth holds the book's levels at the book's update id.
+func TestDepthsArePublishedOncePerPeriod(t *testing.T) {
+	const n = 15
+	_, store, _, step := spreadSource(t, n, 500*time.Millisecond)
+	published := map[string]int{}
+	store.onPutDepth = func(d *snapshot.Depth) { published[d.TickerID()]++ }
+	for period := range 2 {
+		clear(published)
+		for i := range 10 {
+			before := len(published)
+			step(t.Context())
+			if got := len(published) - before; got > (n+9)/10 {
+				t.Errorf("period %d, step %d published %d depths, want at most %d of %d", period, i, got, (n+9)/10, n)
+			}
+		}
+		if len(published) != n {
+			t.Errorf("period %d published %d depths of %d", period, len(published), n)
+		}
+		for id, times := range published {
+			if times != 1 {
+				t.Errorf("period %d published %s's depth %d times, want once", period, id, times)
+			}
+		}
+	}
+	d := store.Depth([]byte("PA_USDT"))
+	if d == nil {
+		t.Fatal("no depth kept")
+	}
+	bids, asks := d.Sides()
+	if d.Seq() != 102 || !slices.Equal(bids, []snapshot.Level{{Price: "99", Size: "3"}}) || !slices.Equal(asks, []snapshot.Level{{Price: "101", Size: "1"}}) {
+		t.Fatalf("depth at update id %d: bids %v, asks %v; want the book's at 102", d.Seq(), bids, asks)
 	}
 }
 

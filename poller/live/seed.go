@@ -19,8 +19,16 @@ import (
 // did (see pair.tradesLost). Either way, nothing the seed cannot vouch for
 // is published, and what it saves is the weight of the reads: a snapshot
 // for every book, a backfill for every window.
+//
+// A book starts from Depth when there is one: five times as many levels
+// as Book, so that the book can follow the price a long way before it needs
+// a snapshot read of its own. It is older than Book (a leader publishes it
+// every few seconds), and its chain goes on only if the events since its
+// update id are still held; those who hold events for a takeover (see
+// standby.Held) hold them from the depth's update id for that reason.
 type Seed struct {
 	Book   *snapshot.Book   // nil: none; one without an update id is not used
+	Depth  *snapshot.Depth  // nil: none; preferred to Book
 	Trades *snapshot.Trades // nil: none
 }
 
@@ -31,19 +39,25 @@ func (s *Source) seed(lp *pair) {
 		return
 	}
 	seed := s.cfg.Seed(lp.tickerID)
-	if b := seed.Book; b != nil && b.Seq() > 0 {
-		bids, asks := b.Sides()
-		// The published levels are an exact prefix of the venue's book,
-		// and the venue may have more beyond them on either side: both
-		// are cut to the shorter one's length, which the book then takes
-		// as continuing beyond its edge, as with a snapshot of that limit.
-		if n := min(len(bids), len(asks)); n > 0 {
-			snap := venue.Book{Time: b.Time(), LastUpdateID: b.Seq(), Bids: bids[:n], Asks: asks[:n]}
-			if lp.book.Sync(snap, n) == nil {
-				lp.book.Suspend()
-				lp.seeded = true
-				s.metrics.seeded[snapshot.StreamBook].Inc()
-			}
+	var snap venue.Book
+	switch d, b := seed.Depth, seed.Book; {
+	case d != nil:
+		snap.Bids, snap.Asks = d.Sides()
+		snap.Time, snap.LastUpdateID = d.Time(), d.Seq()
+	case b != nil && b.Seq() > 0:
+		snap.Bids, snap.Asks = b.Sides()
+		snap.Time, snap.LastUpdateID = b.Time(), b.Seq()
+	}
+	// The published levels are an exact prefix of the venue's book, and
+	// the venue may have more beyond them on either side: both are cut to
+	// the shorter one's length, which the book then takes as continuing
+	// beyond its edge, as with a snapshot of that limit.
+	if n := min(len(snap.Bids), len(snap.Asks)); n > 0 {
+		snap.Bids, snap.Asks = snap.Bids[:n], snap.Asks[:n]
+		if lp.book.Sync(snap, n) == nil {
+			lp.book.Suspend()
+			lp.seeded = true
+			s.metrics.seeded[snapshot.StreamBook].Inc()
 		}
 	}
 	if t := seed.Trades; t != nil {

@@ -95,6 +95,73 @@ func TestSeededBookGoesOnWithoutASnapshot(t *testing.T) {
 	}
 }
 
+// depthOf is a depth as a leader published it: n levels a side of size 2,
+// current at update id 180, older than seedOf's book.
+func depthOf(t *testing.T, n int) *snapshot.Depth {
+	t.Helper()
+	bids, asks := make([]venue.Level, n), make([]venue.Level, n)
+	for i := range n {
+		bids[i] = venue.Level{Price: fmt.Sprint(1000 - i), Size: "2"}
+		asks[i] = venue.Level{Price: fmt.Sprint(1001 + i), Size: "2"}
+	}
+	d, err := snapshot.DecodeDepth(snapshot.NewDepth(testID, 1200, 180, bids, asks, time.Now()).AppendWire(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A book is seeded from the depth rather than the published book when
+// both are there: the events since the depth's update id bring it up to
+// date, and its 300 levels a side need no deepening read at all, where a
+// seed of the published 100 asks for one.
+func TestDepthSeedNeedsNoRead(t *testing.T) {
+	seed := seedOf(t, 3)
+	seed.Depth = depthOf(t, 300)
+	s, rest, store := newListedSource(t, seeded(seed))
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 181, Last: 190, Prev: 180, Time: 1250,
+		Asks: []venue.Level{{Price: "1001", Size: "0"}}})
+	if !s.Current(testID, snapshot.StreamBook) {
+		t.Fatal("the book seeded from the depth is not current after the event that continues it")
+	}
+	rest.withBudget(0)
+	s.publishPeriod()
+	b, _ := store.Book([]byte(testID), time.Now().UnixNano())
+	if b == nil {
+		t.Fatal("no book published")
+	}
+	bids, asks := b.Sides()
+	if b.Seq() != 190 || len(bids) != snapshot.MaxDepth || len(asks) != snapshot.MaxDepth ||
+		bids[0] != (venue.Level{Price: "1000", Size: "2"}) || asks[0] != (venue.Level{Price: "1002", Size: "2"}) {
+		t.Fatalf("published %d bids from %v and %d asks from %v at update id %d; want %d a side of the depth, its best ask gone, at 190",
+			len(bids), bids[:min(1, len(bids))], len(asks), asks[:min(1, len(asks))], b.Seq(), snapshot.MaxDepth)
+	}
+	s.Sync()
+	rest.wait()
+	if len(rest.refused) != 0 || rest.started != 0 {
+		t.Fatalf("reads asked of a book seeded from 300 levels: %v (%d started), want none", rest.refused, rest.started)
+	}
+}
+
+// A depth whose chain the stream does not continue (its events are no
+// longer held) is not served, even though the book seed would have gone
+// on: the book syncs from REST, as any book whose seed broke.
+func TestDepthSeedTheStreamDoesNotContinueIsSyncedFromREST(t *testing.T) {
+	seed := seedOf(t, 3)
+	seed.Depth = depthOf(t, 300)
+	s, _, store := newListedSource(t, seeded(seed))
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 201, Last: 204, Prev: 200})
+	s.publishPeriod()
+	if b, _ := store.Book([]byte(testID), time.Now().UnixNano()); b != nil {
+		t.Fatalf("published %s from a depth its stream did not continue", b.Body())
+	}
+	if lp := s.byID(testID); lp.book.Synced() {
+		t.Fatal("the book is in sequence after an event that skips past its depth")
+	}
+}
+
 // A seed the stream does not continue (updates were missed between the
 // seed and the first event) is never served: the book syncs from REST.
 func TestSeedTheStreamDoesNotContinueIsSyncedFromREST(t *testing.T) {

@@ -66,6 +66,7 @@ type REST interface {
 type Store interface {
 	PutBook(b *snapshot.Book) bool
 	PutTrades(t *snapshot.Trades) bool
+	PutDepth(d *snapshot.Depth) bool
 	// FreshAt reports whether the pair's snapshot of st may still be
 	// served at now.
 	FreshAt(st snapshot.Stream, id []byte, now int64, maxStale time.Duration) bool
@@ -109,6 +110,10 @@ type Config struct {
 	// BookEvery and TradesEvery are how often changed books and trade
 	// windows are published (and confirmed when unchanged).
 	BookEvery, TradesEvery time.Duration
+	// DepthEvery is how often each book in sequence is published as a
+	// snapshot.Depth, for another process to start its book from (see
+	// Seed); 0: never.
+	DepthEvery time.Duration
 	// Seed, when set, returns what a pair new to the source starts from
 	// (see Seed). nil: every pair starts from REST reads.
 	Seed func(tickerID string) Seed

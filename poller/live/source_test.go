@@ -96,7 +96,15 @@ func (noDemand) Wanted(snapshot.Stream, string, time.Time) bool { return false }
 // publishes takes effect.
 type hookStore struct {
 	*snapshot.Store
-	onPutBook func(b *snapshot.Book)
+	onPutBook  func(b *snapshot.Book)
+	onPutDepth func(d *snapshot.Depth)
+}
+
+func (h *hookStore) PutDepth(d *snapshot.Depth) bool {
+	if h.onPutDepth != nil {
+		h.onPutDepth(d)
+	}
+	return h.Store.PutDepth(d)
 }
 
 func (h *hookStore) PutBook(b *snapshot.Book) bool {

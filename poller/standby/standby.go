@@ -32,7 +32,8 @@ import (
 
 // maxHeld bounds what is held of one pair's stream while no poller takes
 // it: a takeover comes within the lease's TTL of the last leader's last
-// publication, some 5 s, which is 50 events of a depth stream at its
+// publication, some 5 s, and a book is seeded from a depth published up
+// to 5 s before that, which is 100 events of a depth stream at its
 // fastest (100 ms); the rest is margin. Past it, the oldest go, and the
 // seeded book syncs from REST instead.
 const maxHeld = 200
@@ -232,6 +233,34 @@ func (r *Relay) pair(sym string) *pair {
 		r.pairs[sym] = p
 	}
 	return p
+}
+
+// Continues reports whether what is held of a pair's diff depth stream
+// goes on from update id seq: the stream is live and the first event held
+// past seq follows it, or none is held past it. A book started at seq from
+// a value the member holds is then brought up to date by what the relay
+// hands its poller; otherwise its first event would find a gap. The events
+// held go back to what the member's values cover (see Held), but one
+// trimmed before a value arrived that covers less is gone.
+func (r *Relay) Continues(tickerID string, seq int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for sym, id := range r.ids {
+		if id != tickerID {
+			continue
+		}
+		p := r.pairs[sym]
+		if p == nil || !p.live[snapshot.StreamBook] {
+			return false
+		}
+		for _, u := range p.depth {
+			if u.Last > seq {
+				return u.First <= seq+1
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Depth passes a diff event on to the poller that has the pair, and holds

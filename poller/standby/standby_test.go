@@ -250,3 +250,37 @@ func TestNextPollerGetsWhatThePreviousWasHandedPastTheValues(t *testing.T) {
 		}
 	})
 }
+
+// The relay says whether it holds the chain of a pair's events from an
+// update id: the first event held past it follows it, or none is held past
+// it. Events trimmed by a book that covered more are gone, so a depth that
+// covers less than that book is not continued; a lost stream continues
+// nothing.
+func TestContinues(t *testing.T) {
+	r, _, cov := newTestRelay(t)
+	r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
+	cov.set(snapshot.StreamBook, 20) // a book at 20; no depth yet
+	for _, last := range []int64{10, 20, 25, 30} {
+		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", First: last - 4, Last: last, Prev: last - 5})
+	}
+	for _, tc := range []struct {
+		seq  int64
+		want bool
+	}{
+		{20, true},  // the book: 21..25 follows it
+		{22, true},  // 21..25 spans it
+		{15, false}, // a depth older than the book: 16..20 is gone
+		{30, true},  // nothing held past it
+	} {
+		if got := r.Continues("BTC_USDT", tc.seq); got != tc.want {
+			t.Errorf("Continues(%d) = %v, want %v", tc.seq, got, tc.want)
+		}
+	}
+	if r.Continues("ETH_USDT", 0) || r.Continues("DOGE_USDT", 0) {
+		t.Error("a pair whose stream was never live, or not followed, continues")
+	}
+	r.Lost(snapshot.StreamBook, []string{"BTCUSDT"})
+	if r.Continues("BTC_USDT", 30) {
+		t.Error("a lost stream continues")
+	}
+}
