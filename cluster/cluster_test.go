@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -114,8 +115,16 @@ func startMember(t *testing.T, s *natsserver.Server, name string, f *feeder) *no
 // startMemberTTL is startMember with a lease of ttl.
 func startMemberTTL(t *testing.T, s *natsserver.Server, name string, f *feeder, ttl time.Duration) *node {
 	t.Helper()
+	return startMemberWith(t, s, name, f, func(c *Config) { c.LeaseTTL = ttl })
+}
+
+// startMemberWith is startMember with its configuration changed by set.
+func startMemberWith(t *testing.T, s *natsserver.Server, name string, f *feeder, set func(*Config)) *node {
+	t.Helper()
 	n := &node{store: snapshot.NewStore(), set: metrics.NewSet(), done: make(chan struct{})}
-	m, err := Join(t.Context(), Config{Conn: connect(t, s), Member: name, Store: n.store, LeaseTTL: ttl, Metrics: n.set})
+	cfg := Config{Conn: connect(t, s), Member: name, Store: n.store, LeaseTTL: time.Second, Metrics: n.set}
+	set(&cfg)
+	m, err := Join(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,5 +718,96 @@ func TestMemberValues(t *testing.T) {
 	}
 	if name, applied := parseMember(appendMember(nil, "x y", 99)); name != "x y" || applied != 99 {
 		t.Errorf("appendMember round trip: %q, %d", name, applied)
+	}
+}
+
+// A follower's load is read by the leader, and returns once the value the
+// leader published for it has reached the follower; a failed read comes
+// back with its reason; a request no follower sends is refused and counted.
+func TestFollowersLoadIsReadByTheLeader(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	var fail atomic.Bool
+	var stores sync.Map // member name: its store, for its Load to publish into
+	load := func(name string) func(ctx context.Context, id string, st snapshot.Stream) error {
+		return func(ctx context.Context, id string, st snapshot.Stream) error {
+			if fail.Load() {
+				return errors.New("venue weight budget spent")
+			}
+			store, _ := stores.Load(name)
+			b, err := snapshot.NewBook(id, 7, []snapshot.Level{{Price: "7.5", Size: "7"}}, nil, time.Now())
+			if err != nil || st != snapshot.StreamBook {
+				return fmt.Errorf("unexpected load of %s %v: %v", id, st, err)
+			}
+			store.(*snapshot.Store).PutBook(b)
+			return nil
+		}
+	}
+	var nodes []*node
+	for _, name := range []string{"a", "b"} {
+		n := startMemberWith(t, s, name, f, func(c *Config) { c.Load = load(name) })
+		stores.Store(name, n.store)
+		nodes = append(nodes, n)
+	}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	settle(t, f, nodes)
+	f.pause()
+	leader, follower := leaders(nodes)[0], nodes[0]
+	if follower == leader {
+		follower = nodes[1]
+	}
+	// Nothing of the feeder's is on its way that would stand for the
+	// value the load waits for.
+	eventually(t, 5*time.Second, "the follower does not catch up", func() bool { return served(follower.store) == served(leader.store) })
+	if err := leader.m.Load(t.Context(), "ETH_USDT", snapshot.StreamBook); !errors.Is(err, errNoLeader) {
+		t.Errorf("the leader's own load: %v, want %v", err, errNoLeader)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := follower.m.Load(ctx, "ETH_USDT", snapshot.StreamBook); err != nil {
+		t.Fatalf("a follower's load: %v", err)
+	}
+	b, _ := follower.store.Book([]byte("ETH_USDT"), time.Now().UnixNano())
+	if b == nil || !strings.Contains(string(b.Body()), `"bids":[["7.5","7"]]`) {
+		t.Fatalf("after its load the follower serves %v, want the book the leader read for it", b)
+	}
+
+	fail.Store(true)
+	if err := follower.m.Load(ctx, "ETH_USDT", snapshot.StreamBook); err == nil || !strings.Contains(err.Error(), "venue weight budget spent") {
+		t.Errorf("a failed read: %v, want the leader's reason", err)
+	}
+	for _, bad := range []string{"load book not-a-pair", "load funding BTC_USDT", "read book BTC_USDT"} {
+		answer, err := follower.m.cfg.Conn.RequestWithContext(ctx, leaderSubject(follower.m.cfg.Name, leader.m.Term()), []byte(bad))
+		if err != nil || string(answer.Data) != "not a load request" {
+			t.Errorf("%q: answered %v, %v; want it refused", bad, answer, err)
+		}
+	}
+	if got := leader.m.metrics.loadsServed; got[loadOK].Get() != 1 || got[loadFailed].Get() != 1 || got[loadRefused].Get() != 3 {
+		t.Errorf("the leader counted %d served, %d failed, %d refused; want 1, 1, 3", got[loadOK].Get(), got[loadFailed].Get(), got[loadRefused].Get())
+	}
+	if got := follower.m.metrics.loads; got[loadOK].Get() != 1 || got[loadFailed].Get() != 1 {
+		t.Errorf("the follower counted %d loads and %d failed; want 1 and 1", got[loadOK].Get(), got[loadFailed].Get())
+	}
+}
+
+func TestParseLoad(t *testing.T) {
+	for in, want := range map[string]string{
+		"load book BTC_USDT":   "book BTC_USDT",
+		"load trades ETH_USDT": "trades ETH_USDT",
+		"load book ":           "",
+		"load book BTC_USDT ":  "",
+		"load stream(?) X_Y":   "",
+		"loadbook BTC_USDT":    "",
+		"":                     "",
+	} {
+		s, id, ok := parseLoad([]byte(in))
+		got := ""
+		if ok {
+			got = s.String() + " " + id
+		}
+		if got != want {
+			t.Errorf("parseLoad(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -59,6 +59,10 @@ type Config struct {
 	Metrics *metrics.Set
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Load, on the leader, reads a pair's stream for a follower's request
+	// that found it cold (see Member.Load), returning once the value is
+	// published or the read failed; nil: the leader refuses.
+	Load func(ctx context.Context, tickerID string, s snapshot.Stream) error
 }
 
 // Member is one member of a cluster.
@@ -79,6 +83,7 @@ type Member struct {
 	synced atomic.Bool            // the watch has delivered every value it held at the start
 
 	lastApplied atomic.Int64 // Unix ns
+	loads       loadWaiters  // a follower's loads waiting for their value
 	logs        *logthrottle.Throttle
 
 	// seen is what the member bucket last said of each member, by name;
@@ -700,6 +705,7 @@ func (m *Member) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	m.metrics.applied.Inc()
+	m.loads.applied(e.Key())
 	m.lastApplied.Store(now)
 	m.metrics.lag.Observe(time.Duration(now - h.publishedAt))
 }

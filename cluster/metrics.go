@@ -34,6 +34,9 @@ type memberMetrics struct {
 	// leases removed because their holder was gone.
 	pings   [numPingAnswers]*metrics.Counter
 	vacated *metrics.Counter
+	// loads counts a follower's loads asked of the leader, loadsServed the
+	// leader's, by outcome.
+	loads, loadsServed [numLoadResults]*metrics.Counter
 	// The rate counts exchanged: client keys sent and charged, messages
 	// refused.
 	ratesSent, ratesCharged, ratesBad *metrics.Counter
@@ -61,6 +64,10 @@ func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
 	}
 	for a := range numPingAnswers {
 		mm.pings[a] = set.NewCounter(`marketfeed_cluster_leader_pings_total{answer="` + pingAnswerNames[a] + `"}`)
+	}
+	for r := range numLoadResults {
+		mm.loads[r] = set.NewCounter(`marketfeed_cluster_loads_total{side="asked",result="` + loadResultNames[r] + `"}`)
+		mm.loadsServed[r] = set.NewCounter(`marketfeed_cluster_loads_total{side="served",result="` + loadResultNames[r] + `"}`)
 	}
 	for r := range numDropReasons {
 		mm.dropped[r] = set.NewCounter(`marketfeed_cluster_values_dropped_total{reason="` + dropNames[r] + `"}`)

@@ -47,10 +47,10 @@ func leaderSubject(cluster string, term uint64) string {
 	return cluster + ".leader." + strconv.FormatUint(term, 10)
 }
 
-// answerPings has this member answer the pings of term's leader until the
-// subscription ends.
+// answerPings has this member answer the pings of term's leader, and the
+// followers' loads (see Member.Load), until the subscription ends.
 func (m *Member) answerPings(term uint64) (*nats.Subscription, error) {
-	return m.cfg.Conn.Subscribe(leaderSubject(m.cfg.Name, term), func(msg *nats.Msg) { _ = msg.Respond(nil) })
+	return m.cfg.Conn.Subscribe(leaderSubject(m.cfg.Name, term), m.answer)
 }
 
 // holder is the lease's holder as a following member last read it.

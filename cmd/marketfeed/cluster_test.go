@@ -575,3 +575,42 @@ func TestClusterListingsMakeBeforeBreak(t *testing.T) {
 		}
 	}
 }
+
+// Without market streams the leader reads the pairs requests ask for. A
+// follower's first request for a pair nobody has asked for is answered as
+// the leader, or a process alone, answers it: the leader reads it for the
+// follower, which serves it, rather than a 502.
+func TestClusterFollowersColdRequestIsReadByTheLeader(t *testing.T) {
+	s := natstest.Start(t)
+	var members []*member
+	for _, name := range []string{"a", "b", "c"} {
+		members = append(members, startMember(t, s.ClientURL(), name, "-venue-streams", "off"))
+	}
+	leader := waitLeader(t, members, 20*time.Second)
+	var follower *member
+	for _, m := range members {
+		if m != leader {
+			follower = m
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ask(t, follower.api, "/api/public/pairs", "").status != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower lists no pairs within 10s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling real processes, not synchronising test logic
+	}
+	const uri = "/api/public/orderbook?ticker_id=DOGE_USDT&depth=5"
+	got := ask(t, follower.api, uri, "")
+	if got.status != 200 || !strings.Contains(got.body, `"ticker_id":"DOGE_USDT"`) {
+		t.Fatalf("the follower's first request for a pair: %d %s", got.status, got.body)
+	}
+	asked := scrapeMetrics(t, follower)[`marketfeed_cluster_loads_total{side="asked",result="ok"}`]
+	served := scrapeMetrics(t, leader)[`marketfeed_cluster_loads_total{side="served",result="ok"}`]
+	if asked < 1 || served < 1 {
+		t.Errorf("the follower asked %v loads and the leader served %v: the book did not come through the leader's read", asked, served)
+	}
+	if catalogs, perPair := follower.venue.catalogs.Load(), follower.venue.perPair(); catalogs+perPair != 0 {
+		t.Errorf("the follower read the venue: %d catalogs, %d per-pair reads", catalogs, perPair)
+	}
+}

@@ -270,9 +270,18 @@ func (a *app) poller() *poller.Poller {
 	return nil
 }
 
-// errFollowing is a cold load's error on a member that does not lead: only
-// the leader reads the venue.
+// errFollowing is a load's error where no poller runs: on a member that
+// follows (it asks the leader instead), or a leader between its terms.
 var errFollowing = errors.New("a cluster member that follows does not read the venue")
+
+// loadHere reads a pair's stream through this process's poller: the
+// leader's for a follower's load (see cluster.Member.Load).
+func (a *app) loadHere(ctx context.Context, id string, s snapshot.Stream) error {
+	if p := a.poller(); p != nil {
+		return p.Load(ctx, id, s)
+	}
+	return errFollowing
+}
 
 // appFeed is the server's feed: the poller running, if any.
 type appFeed struct{ a *app }
@@ -283,11 +292,13 @@ func (f appFeed) Want(id []byte, s snapshot.Stream) {
 	}
 }
 
+// Load reads through the poller running, if any; a follower asks the
+// leader to read, and waits for the value to reach it.
 func (f appFeed) Load(ctx context.Context, id string, s snapshot.Stream) error {
-	if p := f.a.poller(); p != nil {
-		return p.Load(ctx, id, s)
+	if p := f.a.poller(); p != nil || f.a.member == nil {
+		return f.a.loadHere(ctx, id, s)
 	}
-	return errFollowing
+	return f.a.member.Load(ctx, id, s)
 }
 
 // lead runs a poller for as long as ctx lasts, with share of the budget: a
@@ -620,7 +631,7 @@ func (a *app) joinCluster() error {
 	defer cancel()
 	m, err := cluster.Join(ctx, cluster.Config{
 		Conn: nc, Name: cfg.ClusterName, Member: cfg.ClusterMember, Replicas: cfg.ClusterReplicas, Store: a.store,
-		Logger: a.log, Metrics: a.metrics,
+		Logger: a.log, Metrics: a.metrics, Load: a.loadHere,
 	})
 	if err != nil {
 		nc.Close()
