@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -809,5 +810,92 @@ func TestParseLoad(t *testing.T) {
 		if got != want {
 			t.Errorf("parseLoad(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// What a follower's requests read reaches the leader within a period or
+// two, which marks it as its own requests' reads; lines no follower sends
+// are refused and counted.
+func TestFollowersWantsReachTheLeader(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	var marked sync.Map // "stream id": marked by the leader
+	var nodes []*node
+	for _, name := range []string{"a", "b"} {
+		nodes = append(nodes, startMemberWith(t, s, name, f, func(c *Config) {
+			c.Want = func(id []byte, st snapshot.Stream) { marked.Store(st.String()+" "+string(id), true) }
+		}))
+	}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	settle(t, f, nodes)
+	leader, follower := leaders(nodes)[0], nodes[0]
+	if follower == leader {
+		follower = nodes[1]
+	}
+	leader.m.Want([]byte("SOL_USDT"), snapshot.StreamBook) // the leader's own: its poller's business
+	follower.m.Want([]byte("ETH_USDT"), snapshot.StreamTrades)
+	follower.m.Want([]byte("BTC_USDT"), snapshot.StreamBook)
+	eventually(t, 3*wantEvery, "the leader did not mark the follower's wants", func() bool {
+		_, eth := marked.Load("trades ETH_USDT")
+		_, btc := marked.Load("book BTC_USDT")
+		return eth && btc
+	})
+	if _, ok := marked.Load("book SOL_USDT"); ok {
+		t.Error("the leader sent its own wants to itself")
+	}
+	if sent := follower.m.metrics.wants[wantSent].Get(); sent != 2 {
+		t.Errorf("the follower counted %d sent, want 2", sent)
+	}
+	if err := follower.m.cfg.Conn.Publish(leaderSubject(follower.m.cfg.Name, leader.m.Term()), []byte(wantPrefix+"funding BTC_USDT\nbook not-a-pair\nbook SOL_USDT\n")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Second, "the leader did not refuse the lines no follower sends", func() bool {
+		return leader.m.metrics.wants[wantRefused].Get() == 2
+	})
+	if _, ok := marked.Load("book SOL_USDT"); !ok {
+		t.Error("the good line among bad ones was not marked")
+	}
+}
+
+// A follower's record sends what was read since the last message, once,
+// and forgets a pair no request read for wantForget; marking a pair
+// already recorded allocates nothing.
+func TestWantsRecord(t *testing.T) {
+	var w wants
+	const s = int64(time.Second)
+	w.mark([]byte("BTC_USDT"), snapshot.StreamBook, 1*s)
+	w.mark([]byte("BTC_USDT"), snapshot.StreamTrades, 2*s)
+	w.mark([]byte("ETH_USDT"), snapshot.StreamBook, 2*s)
+	lines := func(msg []byte) []string {
+		if msg == nil {
+			return nil
+		}
+		if !bytes.HasPrefix(msg, []byte(wantPrefix)) {
+			t.Fatalf("a message without its prefix: %q", msg)
+		}
+		out := strings.Split(strings.TrimSuffix(string(msg[len(wantPrefix):]), "\n"), "\n")
+		slices.Sort(out)
+		return out
+	}
+	if got := lines(w.take(3 * s)); !slices.Equal(got, []string{"book BTC_USDT", "book ETH_USDT", "trades BTC_USDT"}) {
+		t.Fatalf("first message %q", got)
+	}
+	if got := w.take(4 * s); got != nil {
+		t.Fatalf("a message with nothing read since: %q", got)
+	}
+	w.mark([]byte("ETH_USDT"), snapshot.StreamBook, 5*s)
+	if got := lines(w.take(6 * s)); !slices.Equal(got, []string{"book ETH_USDT"}) {
+		t.Fatalf("second message %q", got)
+	}
+	w.take(2*s + int64(wantForget) + 1)
+	if _, ok := w.load()["BTC_USDT"]; ok {
+		t.Error("a pair no request read for a minute is still recorded")
+	}
+	if _, ok := w.load()["ETH_USDT"]; !ok {
+		t.Error("a pair read within the minute was forgotten")
+	}
+	id := []byte("ETH_USDT")
+	if n := testing.AllocsPerRun(100, func() { w.mark(id, snapshot.StreamTrades, 7*s) }); n != 0 {
+		t.Errorf("marking a recorded pair allocates %v times", n)
 	}
 }

@@ -94,13 +94,17 @@ func keyOfStream(s snapshot.Stream, tickerID string) string {
 }
 
 // answer is the handler of the leader's term subject: a ping is answered at
-// once, a load once the read is done.
+// once, a load once the read is done, and a follower's wants (see
+// wantEvery) are marked.
 func (m *Member) answer(msg *nats.Msg) {
-	if len(msg.Data) == 0 {
+	switch {
+	case len(msg.Data) == 0:
 		_ = msg.Respond(nil)
-		return
+	case bytes.HasPrefix(msg.Data, []byte(wantPrefix)):
+		m.serveWants(msg.Data)
+	default:
+		go m.serveLoad(msg)
 	}
-	go m.serveLoad(msg)
 }
 
 // serveLoad reads what a follower's load names through cfg.Load and
@@ -130,7 +134,12 @@ func parseLoad(b []byte) (s snapshot.Stream, tickerID string, ok bool) {
 	if !ok {
 		return 0, "", false
 	}
-	name, id, ok := bytes.Cut(rest, []byte{' '})
+	return parseStreamPair(rest)
+}
+
+// parseStreamPair reads "<stream> <ticker_id>".
+func parseStreamPair(b []byte) (s snapshot.Stream, tickerID string, ok bool) {
+	name, id, ok := bytes.Cut(b, []byte{' '})
 	if !ok || !snapshot.ValidTickerID(id) {
 		return 0, "", false
 	}

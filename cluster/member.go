@@ -63,6 +63,9 @@ type Config struct {
 	// that found it cold (see Member.Load), returning once the value is
 	// published or the read failed; nil: the leader refuses.
 	Load func(ctx context.Context, tickerID string, s snapshot.Stream) error
+	// Want, on the leader, marks a pair's stream as read by a follower's
+	// requests (see Member.Want); nil: the leader ignores them.
+	Want func(tickerID []byte, s snapshot.Stream)
 }
 
 // Member is one member of a cluster.
@@ -84,6 +87,7 @@ type Member struct {
 
 	lastApplied atomic.Int64 // Unix ns
 	loads       loadWaiters  // a follower's loads waiting for their value
+	wantsRead   wants        // what a follower's requests read, for the leader
 	logs        *logthrottle.Throttle
 
 	// seen is what the member bucket last said of each member, by name;
@@ -302,6 +306,7 @@ func (m *Member) Synced() bool { return m.synced.Load() }
 func (m *Member) Run(ctx context.Context, lead func(ctx context.Context, share float64)) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.publish(ctx) })
+	wg.Go(func() { m.sendWants(ctx) })
 	defer wg.Wait()
 	for {
 		m.session(ctx, func(ctx context.Context) { lead(ctx, 1) })

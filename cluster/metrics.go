@@ -37,6 +37,9 @@ type memberMetrics struct {
 	// loads counts a follower's loads asked of the leader, loadsServed the
 	// leader's, by outcome.
 	loads, loadsServed [numLoadResults]*metrics.Counter
+	// wants counts the pairs' streams a follower sent as read by its
+	// requests, and those the leader marked or refused.
+	wants [numWantCounts]*metrics.Counter
 	// The rate counts exchanged: client keys sent and charged, messages
 	// refused.
 	ratesSent, ratesCharged, ratesBad *metrics.Counter
@@ -68,6 +71,9 @@ func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
 	for r := range numLoadResults {
 		mm.loads[r] = set.NewCounter(`marketfeed_cluster_loads_total{side="asked",result="` + loadResultNames[r] + `"}`)
 		mm.loadsServed[r] = set.NewCounter(`marketfeed_cluster_loads_total{side="served",result="` + loadResultNames[r] + `"}`)
+	}
+	for c := range numWantCounts {
+		mm.wants[c] = set.NewCounter(`marketfeed_cluster_wants_total{result="` + wantCountNames[c] + `"}`)
 	}
 	for r := range numDropReasons {
 		mm.dropped[r] = set.NewCounter(`marketfeed_cluster_values_dropped_total{reason="` + dropNames[r] + `"}`)

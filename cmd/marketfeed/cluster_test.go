@@ -579,7 +579,8 @@ func TestClusterListingsMakeBeforeBreak(t *testing.T) {
 // Without market streams the leader reads the pairs requests ask for. A
 // follower's first request for a pair nobody has asked for is answered as
 // the leader, or a process alone, answers it: the leader reads it for the
-// follower, which serves it, rather than a 502.
+// follower, which serves it, rather than a 502; and the leader keeps it
+// hot from then on, as it keeps the pairs asked of it.
 func TestClusterFollowersColdRequestIsReadByTheLeader(t *testing.T) {
 	s := natstest.Start(t)
 	var members []*member
@@ -613,4 +614,7 @@ func TestClusterFollowersColdRequestIsReadByTheLeader(t *testing.T) {
 	if catalogs, perPair := follower.venue.catalogs.Load(), follower.venue.perPair(); catalogs+perPair != 0 {
 		t.Errorf("the follower read the venue: %d catalogs, %d per-pair reads", catalogs, perPair)
 	}
+	// The leader keeps the pair hot, read at full cadence, as if the
+	// request had come to it.
+	waitMetrics(t, leader, 5*time.Second, map[string]float64{`marketfeed_hot_pairs{stream="book"}`: 1})
 }

@@ -286,8 +286,20 @@ func (a *app) loadHere(ctx context.Context, id string, s snapshot.Stream) error 
 // appFeed is the server's feed: the poller running, if any.
 type appFeed struct{ a *app }
 
+// Want marks the pair hot in the poller running, if any; a follower records
+// it for the leader.
 func (f appFeed) Want(id []byte, s snapshot.Stream) {
-	if p := f.a.poller(); p != nil {
+	if p := f.a.poller(); p != nil || f.a.member == nil {
+		f.a.wantHere(id, s)
+		return
+	}
+	f.a.member.Want(id, s)
+}
+
+// wantHere marks a pair hot in this process's poller, if one runs: the
+// leader's, for a follower's requests (see cluster.Member.Want).
+func (a *app) wantHere(id []byte, s snapshot.Stream) {
+	if p := a.poller(); p != nil {
 		p.Want(id, s)
 	}
 }
@@ -631,7 +643,7 @@ func (a *app) joinCluster() error {
 	defer cancel()
 	m, err := cluster.Join(ctx, cluster.Config{
 		Conn: nc, Name: cfg.ClusterName, Member: cfg.ClusterMember, Replicas: cfg.ClusterReplicas, Store: a.store,
-		Logger: a.log, Metrics: a.metrics, Load: a.loadHere,
+		Logger: a.log, Metrics: a.metrics, Load: a.loadHere, Want: a.wantHere,
 	})
 	if err != nil {
 		nc.Close()
