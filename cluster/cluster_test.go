@@ -3,8 +3,10 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
@@ -897,5 +899,57 @@ func TestWantsRecord(t *testing.T) {
 	id := []byte("ETH_USDT")
 	if n := testing.AllocsPerRun(100, func() { w.mark(id, snapshot.StreamTrades, 7*s) }); n != 0 {
 		t.Errorf("marking a recorded pair allocates %v times", n)
+	}
+}
+
+// A value's header says its term, venue time and publication time, and
+// its content hash refuses any byte of it changed; a value of another
+// version or without its magic byte is refused.
+func TestValueHeader(t *testing.T) {
+	b, err := snapshot.NewBook("BTC_USDT", 1767225600456, []snapshot.Level{{Price: "1", Size: "1"}}, nil, time.Unix(5, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := header{term: 7, venueTime: venueTimeOf(b), publishedAt: 99}
+	v := appendValue(nil, h, b)
+	got, wire, err := parseValue(v)
+	if err != nil || got != (header{term: 7, venueTime: 1767225600456, publishedAt: 99}) || !bytes.Equal(wire, b.AppendWire(nil)) {
+		t.Fatalf("parsed %+v, %d bytes of wire, %v", got, len(wire), err)
+	}
+	tr, err := snapshot.NewTrades("BTC_USDT", nil, time.Unix(5, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vt := venueTimeOf(tr); vt != 5000 {
+		t.Errorf("a trade list's venue time is %d, want its read time, 5000 ms", vt)
+	}
+	for i := range v {
+		damaged := bytes.Clone(v)
+		damaged[i] ^= 0x40
+		if _, _, err := parseValue(damaged); !errors.Is(err, errBadValue) {
+			t.Fatalf("byte %d of %d changed: %v, want errBadValue", i, len(v), err)
+		}
+	}
+	// A value of the version before, as its leader wrote it.
+	wire = b.AppendWire(nil)
+	v2 := binary.AppendVarint(binary.AppendUvarint([]byte{magicV2}, 6), 5_000_000_000)
+	v2 = append(binary.LittleEndian.AppendUint32(v2, crc32.Checksum(wire, crc32.MakeTable(crc32.Castagnoli))), wire...)
+	if got, gotWire, err := parseValue(v2); err != nil || got != (header{term: 6, venueTime: 5000, publishedAt: 5_000_000_000}) || !bytes.Equal(gotWire, wire) {
+		t.Errorf("a value of the version before parsed as %+v, %d bytes of wire, %v", got, len(gotWire), err)
+	}
+	v2[len(v2)-1] ^= 1
+	if _, _, err := parseValue(v2); !errors.Is(err, errBadValue) {
+		t.Errorf("a damaged value of the version before: %v, want errBadValue", err)
+	}
+	for name, bad := range map[string][]byte{
+		"another version": append([]byte{valueMagic, valueVersion + 1}, v[2:]...),
+		"no magic byte":   append([]byte{0xb1}, v[1:]...),
+		"cut short":       v[:len(v)-1],
+		"empty":           nil,
+		"oversize":        make([]byte, maxValue+1),
+	} {
+		if _, _, err := parseValue(bad); !errors.Is(err, errBadValue) {
+			t.Errorf("%s: %v, want errBadValue", name, err)
+		}
 	}
 }

@@ -86,6 +86,7 @@ type Member struct {
 	synced atomic.Bool            // the watch has delivered every value it held at the start
 
 	lastApplied atomic.Int64 // Unix ns
+	lastVenue   atomic.Int64 // the venue time of the last value applied, Unix ms
 	loads       loadWaiters  // a follower's loads waiting for their value
 	wantsRead   wants        // what a follower's requests read, for the leader
 	logs        *logthrottle.Throttle
@@ -712,6 +713,7 @@ func (m *Member) apply(e jetstream.KeyValueEntry) {
 	m.metrics.applied.Inc()
 	m.loads.applied(e.Key())
 	m.lastApplied.Store(now)
+	m.lastVenue.Store(h.venueTime)
 	m.metrics.lag.Observe(time.Duration(now - h.publishedAt))
 }
 
@@ -734,7 +736,7 @@ func (m *Member) published(v snapshot.Published) {
 	if list, ok := v.(*snapshot.Pairs); ok {
 		m.forgetPuts(list)
 	}
-	m.queue.put(key, appendValue(nil, header{term: term, publishedAt: m.cfg.Now().UnixNano()}, v))
+	m.queue.put(key, appendValue(nil, header{term: term, venueTime: venueTimeOf(v), publishedAt: m.cfg.Now().UnixNano()}, v))
 }
 
 // maxPendingPuts bounds the puts awaiting their acknowledgement: two full

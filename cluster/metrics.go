@@ -84,6 +84,7 @@ func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
 	set.NewGauge(`marketfeed_cluster_alone`, func() float64 { return bool01(m.Alone()) })
 	set.NewGauge(`marketfeed_cluster_members`, func() float64 { return float64(m.Members()) })
 	set.NewGauge(`marketfeed_cluster_last_applied_seconds`, func() float64 { return float64(m.LastApplied()) / 1e9 })
+	set.NewGauge(`marketfeed_cluster_last_applied_venue_time_seconds`, func() float64 { return float64(m.lastVenue.Load()) / 1e3 })
 	return mm
 }
 
