@@ -24,8 +24,8 @@ import (
 // older than the newest it has applied. The version names the header's and
 // the wire forms' layout: a member of another version drops a value it
 // would misread, and counts it, rather than serving it (3: books carry
-// their update id, trade lists their venue ids, and a pair's depth has a
-// key of its own). The venue time is the venue's clock of the value (a
+// their update id, trade lists their venue ids, every served value its
+// gzip form, and a pair's depth has a key of its own). The venue time is the venue's clock of the value (a
 // book's, a depth's) or, for a value without one, when it was read; with
 // the publication time, a member tells how old what it applies is at the
 // venue and on the way. The content hash, the first 128 bits of the
@@ -41,7 +41,9 @@ const (
 
 // A leader of the version before wrote magicV2 | term (uvarint) | published
 // at (varint) | CRC32-C of the wire form (4 bytes, little-endian) | wire form,
-// whose wire forms are this version's. A member reads it, so that a
+// whose wire forms are this version's but for the gzip form they end with
+// (an empty one is added: the member compresses what it serves). A member
+// reads it, so that a
 // rolling upgrade works followers first, leader last (see docs/deploy.md):
 // the upgraded followers go on applying the old leader's values, and the
 // leader, restarted last, hands over to a member of this version.
@@ -160,7 +162,9 @@ func parseValueV2(v []byte) (header, []byte, error) {
 	if crc32.Checksum(wire, castagnoli) != sum {
 		return header{}, nil, fmt.Errorf("%w: checksum mismatch", errBadValue)
 	}
-	return header{term: term, venueTime: at / int64(time.Millisecond), publishedAt: at}, wire, nil
+	// The form ends before the gzip form this version's forms end with:
+	// an empty one says there is none.
+	return header{term: term, venueTime: at / int64(time.Millisecond), publishedAt: at}, append(wire[:len(wire):len(wire)], 0), nil
 }
 
 // The keys of the snapshot bucket: one per pair and stream, one per pair

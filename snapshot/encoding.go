@@ -46,7 +46,9 @@ func compress(body []byte) []byte {
 // is compressed at most once whoever asks, so a pair read thousands of times
 // a second costs what it did, one compression per value, and the requests
 // after the first one per value still only write bytes. Concurrent first
-// requests may each compress; one result is kept.
+// requests may each compress; one result is kept. A cluster's leader is
+// the exception: the wire form it puts for the other members carries every
+// value's gzip form (see appendWireGzip), so that none of them compresses.
 type lazyGzip struct{ form atomic.Pointer[[]byte] }
 
 // of returns body gzipped, compressing it on the first call.
@@ -57,6 +59,14 @@ func (g *lazyGzip) of(body []byte) []byte {
 	gz := compress(body)
 	g.form.CompareAndSwap(nil, &gz)
 	return *g.form.Load()
+}
+
+// keep makes gz, if any, the value's gzip form: a sender's, which a
+// decoded value serves as it is (see appendWireGzip).
+func (g *lazyGzip) keep(gz []byte) {
+	if gz != nil {
+		g.form.Store(&gz)
+	}
 }
 
 // tagBytes is how much of a body's SHA-256 its entity tag keeps: 96 bits,

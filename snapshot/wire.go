@@ -18,7 +18,8 @@ import (
 //
 // A form is a byte naming its kind, then varints and length-prefixed byte
 // strings, read in the order the Append methods write them; read times are
-// Unix ns.
+// Unix ns. A served value's form ends with its default body's gzip form
+// (see appendWireGzip).
 
 // The kinds of wire form, each form's first byte: a form of one kind is
 // never taken for another.
@@ -133,6 +134,28 @@ func appendWireBytes(dst, b []byte) []byte {
 	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
 }
 
+// appendWireGzip appends a value's gzip form, the last field of every
+// served value's form: a receiver serves it as it is instead of compressing
+// the body itself, so that a cluster's members serve the leader's gzip
+// bytes and compress nothing. Empty: none (the receiver compresses as a
+// process alone does).
+func appendWireGzip(dst, gz []byte) []byte { return appendWireBytes(dst, gz) }
+
+// gzip reads what appendWireGzip wrote: nil for none. The bytes must at
+// least start as a gzip member does (RFC 1952: 1f 8b, deflate); what they
+// hold is the sender's word, as the offsets of a body are.
+func (r *wireReader) gzip() []byte {
+	gz := r.bytes("gzip")
+	if len(gz) == 0 || r.err != nil {
+		return nil
+	}
+	if len(gz) < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8 {
+		r.fail("gzip: %d bytes that are not a gzip member", len(gz))
+		return nil
+	}
+	return slices.Clone(gz)
+}
+
 func appendWireEnds(dst []byte, ends []int32) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(ends)))
 	for _, e := range ends {
@@ -152,7 +175,8 @@ func (b *Book) AppendWire(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, uint64(off))
 	}
 	dst = appendWireEnds(dst, b.bidEnds)
-	return appendWireEnds(dst, b.askEnds)
+	dst = appendWireEnds(dst, b.askEnds)
+	return appendWireGzip(dst, b.later.gz.of(b.body))
 }
 
 // DecodeBook returns the book whose wire form is data. The book keeps
@@ -174,6 +198,7 @@ func DecodeBook(data []byte) (*Book, error) {
 	}
 	bidEnds := r.ends("bids", MaxDepth, bidsOpen, bidsClose, body, ']')
 	askEnds := r.ends("asks", MaxDepth, asksOpen, asksClose, body, ']')
+	gz := r.gzip()
 	if err := r.finish(); err != nil {
 		return nil, err
 	}
@@ -183,9 +208,11 @@ func DecodeBook(data []byte) (*Book, error) {
 	if len(bidEnds) > 0 && int(bidEnds[len(bidEnds)-1]) != bidsClose || len(askEnds) > 0 && int(askEnds[len(askEnds)-1]) != asksClose {
 		return nil, fmt.Errorf("%w: %s: a side's levels do not end where it closes", ErrBadWire, id)
 	}
+	later := new(lazyForms)
+	later.gz.keep(gz)
 	return &Book{
 		tickerID: id, time: venueTime, seq: seq, readAt: readAt, version: nextVersion(),
-		body: slices.Clone(body), later: new(lazyForms), bidEnds: bidEnds, askEnds: askEnds,
+		body: slices.Clone(body), later: later, bidEnds: bidEnds, askEnds: askEnds,
 		bidsOpen: int32(bidsOpen), bidsClose: int32(bidsClose), asksOpen: int32(asksOpen), asksClose: int32(asksClose),
 	}, nil
 }
@@ -210,7 +237,7 @@ func (t *Trades) AppendWire(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, uint64(k.n))
 		dst = binary.AppendUvarint(dst, uint64(k.at))
 	}
-	return dst
+	return appendWireGzip(dst, t.later.gz.of(t.all.body))
 }
 
 // DecodeTrades returns the trades whose wire form is data. The value keeps
@@ -235,6 +262,7 @@ func DecodeTrades(data []byte) (*Trades, error) {
 	for i := range known {
 		known[i] = numberedID{venueID: r.varint("venue id"), n: r.int("repeat"), at: int32(r.int("item"))}
 	}
+	t.later.gz.keep(r.gzip())
 	if err := r.finish(); err != nil {
 		return nil, err
 	}
@@ -274,7 +302,8 @@ func (p *Pairs) AppendWire(dst []byte) []byte {
 	dst = binary.AppendVarint(append(dst, wirePairs), p.readAt)
 	dst = appendWirePairs(dst, p.list)
 	dst = appendWireBytes(dst, p.body)
-	return appendWirePairs(dst, p.incoming)
+	dst = appendWirePairs(dst, p.incoming)
+	return appendWireGzip(dst, p.gzipped)
 }
 
 func appendWirePairs(dst []byte, list []Pair) []byte {
@@ -303,8 +332,9 @@ func (r *wireReader) pairs(what string) []Pair {
 	return list
 }
 
-// DecodePairs returns the pair list whose wire form is data, compressed as
-// NewPairs compresses it. The value keeps none of data.
+// DecodePairs returns the pair list whose wire form is data, with the
+// sender's gzip form, or compressed as NewPairs compresses it. The value
+// keeps none of data.
 func DecodePairs(data []byte) (*Pairs, error) {
 	r := wireReader{b: data}
 	r.kind(wirePairs)
@@ -312,6 +342,7 @@ func DecodePairs(data []byte) (*Pairs, error) {
 	list := r.pairs("pairs")
 	body := r.bytes("body")
 	incoming := r.pairs("incoming pairs")
+	gz := r.gzip()
 	if err := r.finish(); err != nil {
 		return nil, err
 	}
@@ -339,7 +370,10 @@ func DecodePairs(data []byte) (*Pairs, error) {
 		return nil, fmt.Errorf("%w: the body is not an array of the %d pairs", ErrBadWire, len(list))
 	}
 	body = slices.Clone(body)
-	return &Pairs{list: list, incoming: incoming, body: body, gzipped: compress(body), tag: appendTag(nil, body),
+	if gz == nil {
+		gz = compress(body)
+	}
+	return &Pairs{list: list, incoming: incoming, body: body, gzipped: gz, tag: appendTag(nil, body),
 		readAt: readAt, version: nextVersion()}, nil
 }
 
@@ -347,17 +381,20 @@ func DecodePairs(data []byte) (*Pairs, error) {
 func (t *Tickers) AppendWire(dst []byte) []byte {
 	dst = binary.AppendVarint(append(dst, wireTickers), t.readAt)
 	dst = binary.AppendUvarint(dst, uint64(t.count))
-	return appendWireBytes(dst, t.body)
+	dst = appendWireBytes(dst, t.body)
+	return appendWireGzip(dst, t.gzipped)
 }
 
-// DecodeTickers returns the tickers whose wire form is data, compressed as
-// NewTickers compresses them. The value keeps none of data.
+// DecodeTickers returns the tickers whose wire form is data, with the
+// sender's gzip form, or compressed as NewTickers compresses them. The
+// value keeps none of data.
 func DecodeTickers(data []byte) (*Tickers, error) {
 	r := wireReader{b: data}
 	r.kind(wireTickers)
 	readAt := r.varint("read time")
 	count := r.int("count")
 	body := r.bytes("body")
+	gz := r.gzip()
 	if err := r.finish(); err != nil {
 		return nil, err
 	}
@@ -365,6 +402,9 @@ func DecodeTickers(data []byte) (*Tickers, error) {
 		return nil, fmt.Errorf("%w: the body is not an array of %d tickers", ErrBadWire, count)
 	}
 	body = slices.Clone(body)
-	return &Tickers{body: body, gzipped: compress(body), tag: appendTag(nil, body), count: count,
+	if gz == nil {
+		gz = compress(body)
+	}
+	return &Tickers{body: body, gzipped: gz, tag: appendTag(nil, body), count: count,
 		readAt: readAt, version: nextVersion()}, nil
 }

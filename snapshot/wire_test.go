@@ -2,11 +2,14 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // lookalikeTape is n trades with venue ids from first on, every third one a
@@ -273,4 +276,73 @@ func TestWireFormDamagedIsRefusedOrServes(t *testing.T) {
 	if decoded == 0 {
 		t.Fatal("no damaged form decoded: the damage never left a value's bytes intact")
 	}
+}
+
+// A value's form ends with its gzip form, which the receiver serves as it
+// is, compressing nothing: here a sender's gzip at another level than this
+// process's, which only adoption gives back. An empty gzip field (a form of
+// the version before) has the receiver compress as a process alone does;
+// a field that is not a gzip member is refused.
+func TestWireFormCarriesTheSendersGzip(t *testing.T) {
+	b := mustBook(t, ladder(20, true), ladder(20, false))
+	gz := b.Gzip()
+	theirs := gzipAt(t, b.Body(), 9)
+	if bytes.Equal(theirs, gz) {
+		t.Fatal("the test needs a gzip form other than this process's")
+	}
+	wire := b.AppendWire(nil)
+	head := wire[:len(wire)-len(gz)-len(binary.AppendUvarint(nil, uint64(len(gz))))]
+	withGzip := func(g []byte) []byte { return appendWireGzip(bytes.Clone(head), g) }
+
+	got, err := DecodeBook(withGzip(theirs))
+	if err != nil || !bytes.Equal(got.Gzip(), theirs) {
+		t.Fatalf("decoded %v: serves %d gzip bytes, want the sender's %d", err, len(got.Gzip()), len(theirs))
+	}
+	if got, err = DecodeBook(withGzip(nil)); err != nil || !bytes.Equal(got.Gzip(), gz) {
+		t.Fatalf("decoded without a gzip form: %v; want it compressed here", err)
+	}
+	if _, err = DecodeBook(withGzip([]byte("not gzip at all, but long enough"))); !errors.Is(err, ErrBadWire) {
+		t.Fatalf("a gzip field that is not gzip: %v, want ErrBadWire", err)
+	}
+
+	tr, err := NewTrades("BTC_USDT", tradeTape(10), readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		gz     func() []byte
+		decode func([]byte) ([]byte, error)
+		wire   []byte
+	}{
+		"trades": {tr.Gzip, func(w []byte) ([]byte, error) { v, err := DecodeTrades(w); return gzipOf(v, err) }, tr.AppendWire(nil)},
+		"pairs": {pairsOf("BTC_USDT").Gzip, func(w []byte) ([]byte, error) { v, err := DecodePairs(w); return gzipOf(v, err) },
+			pairsOf("BTC_USDT").AppendWire(nil)},
+	} {
+		g, err := c.decode(c.wire)
+		if err != nil || !bytes.Equal(g, c.gz()) {
+			t.Errorf("%s: decoded %v, its gzip form differs from the sender's", name, err)
+		}
+	}
+}
+
+func gzipOf[V interface{ Gzip() []byte }](v V, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	return v.Gzip(), nil
+}
+
+// gzipAt compresses body at level.
+func gzipAt(t *testing.T, body []byte, level int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := gzip.NewWriterLevel(&buf, level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write(body)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
