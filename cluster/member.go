@@ -3,15 +3,17 @@
 // a key-value bucket created if absent and renewed by compare-and-set well
 // inside its TTL; its value names the leader and its term (see campaign). A
 // leader whose connection is gone is replaced before its lease runs out
-// (see presence.go). Only
-// the leader reads the venue: it puts the wire form of every snapshot its
-// store publishes into a second, in-memory bucket, one key per pair and
-// stream plus the pair list and the tickers. Every member applies a watch
-// of that bucket to its own store and serves from it, so every member
+// (see presence.go). Only the leader reads the venue: it puts the wire form
+// of every snapshot its store publishes (see value.go) into a second,
+// in-memory bucket, one key per pair and stream, one per pair for its
+// book's depth, plus the pair list and the tickers. Every member applies a
+// watch of that bucket to its own store and serves from it, so every member
 // answers with the same bytes and the same tags; the leader serves what it
 // publishes as it publishes it. A value of a term older than the newest a
 // member has applied, a damaged value, a foreign key or an oversize value
-// is dropped and counted, never served.
+// is dropped and counted, never served. A follower asks the leader to read
+// what its requests find cold (load.go), and tells it what they read
+// (want.go). Members share one rate limit (ratelimit.go).
 package cluster
 
 import (
