@@ -25,28 +25,29 @@ import (
 // the wire forms' layout: a member of another version drops a value it
 // would misread, and counts it, rather than serving it (3: books carry
 // their update id, trade lists their venue ids, every served value its
-// gzip form, and a pair's depth has a key of its own). The venue time is the venue's clock of the value (a
-// book's, a depth's) or, for a value without one, when it was read; with
-// the publication time, a member tells how old what it applies is at the
-// venue and on the way. The content hash, the first 128 bits of the
-// SHA-256 of everything after it, refuses a value damaged on the way or
-// written by anything but a leader of this version; a value whose bytes do
-// not hash to it is dropped and counted. It costs each member some 12 ms of a core
-// a second at 446 pairs (some 17 MB/s of values; 1.4 GB/s with the processor's
-// SHA instructions): no change make cluster-bench could tell from noise.
+// gzip form, and a pair's depth has a key of its own). The venue time is
+// the venue's clock of the value (a book's, a depth's) or, for a value
+// without one, when it was read; with the publication time, a member tells
+// how old what it applies is at the venue and on the way. The content
+// hash, the first 128 bits of the SHA-256 of everything after it, refuses a
+// value damaged on the way or written by anything but a leader of this
+// version; a value whose bytes do not hash to it is dropped and counted. It
+// costs each member some 12 ms of a core a second at 446 pairs (some 17
+// MB/s of values; 1.4 GB/s with the processor's SHA instructions): no
+// change make cluster-bench could tell from noise.
 const (
 	valueMagic   = 0xb0
 	valueVersion = 3
 )
 
 // A leader of the version before wrote magicV2 | term (uvarint) | published
-// at (varint) | CRC32-C of the wire form (4 bytes, little-endian) | wire form,
-// whose wire forms are this version's but for the gzip form they end with
-// (an empty one is added: the member compresses what it serves). A member
-// reads it, so that a
-// rolling upgrade works followers first, leader last (see docs/deploy.md):
-// the upgraded followers go on applying the old leader's values, and the
-// leader, restarted last, hands over to a member of this version.
+// at (varint) | CRC32-C of the wire form (4 bytes, little-endian) | wire
+// form, whose wire forms are this version's but for the gzip form they end
+// with (an empty one is added: the member compresses what it serves). A
+// member reads it, so that a rolling upgrade works followers first, leader
+// last (see docs/deploy.md): the upgraded followers go on applying the old
+// leader's values, and the leader, restarted last, hands over to a member
+// of this version.
 const magicV2 = 0xb2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,9 +94,9 @@ func (w *wants) take(now int64) []byte {
 	since := w.sent
 	w.sent = now
 	var msg []byte
-	stale := 0
 	cur := w.load()
-	for _, e := range cur {
+	keep := cur
+	for id, e := range cur {
 		newest := int64(0)
 		for s := range snapshot.NumStreams {
 			at := e.at[s].Load()
@@ -108,21 +109,14 @@ func (w *wants) take(now int64) []byte {
 			}
 		}
 		if now-newest > int64(wantForget) {
-			stale++
+			if len(keep) == len(cur) {
+				keep = maps.Clone(cur)
+			}
+			delete(keep, id)
 		}
 	}
-	if stale > 0 {
-		next := make(map[string]*wanted, len(cur)-stale)
-		for k, e := range cur {
-			newest := int64(0)
-			for s := range snapshot.NumStreams {
-				newest = max(newest, e.at[s].Load())
-			}
-			if now-newest <= int64(wantForget) {
-				next[k] = e
-			}
-		}
-		w.byID.Store(&next)
+	if len(keep) != len(cur) {
+		w.byID.Store(&keep)
 	}
 	return msg
 }

@@ -88,21 +88,30 @@ func TestBooksArePublishedSpreadOverThePeriod(t *testing.T) {
 			s.Depth(venue.DepthUpdate{Symbol: sym, First: int64(103 + period), Last: int64(103 + period), Prev: int64(102 + period),
 				Bids: []venue.Level{{Price: "98", Size: "1"}}})
 		}
-		clear(published)
-		for i := range 7 {
-			before := len(published)
-			step(t.Context())
-			if got := len(published) - before; got > (n+6)/7 {
-				t.Errorf("period %d, step %d published %d books, want at most %d of %d", period, i, got, (n+6)/7, n)
-			}
+		checkPeriod(t, "book", period, 7, n, step, published)
+	}
+}
+
+// checkPeriod runs a period's steps (of a source of n pairs) and checks
+// that each publishes at most its share of what published counts, and the
+// period every pair's once.
+func checkPeriod(t *testing.T, what string, period, steps, n int, step func(context.Context), published map[string]int) {
+	t.Helper()
+	clear(published)
+	share := (n + steps - 1) / steps
+	for i := range steps {
+		before := len(published)
+		step(t.Context())
+		if got := len(published) - before; got > share {
+			t.Errorf("period %d, step %d published %d of %d %ss, want at most %d", period, i, got, n, what, share)
 		}
-		if len(published) != n {
-			t.Errorf("period %d published %d books of %d", period, len(published), n)
-		}
-		for id, times := range published {
-			if times != 1 {
-				t.Errorf("period %d published %s %d times, want once", period, id, times)
-			}
+	}
+	if len(published) != n {
+		t.Errorf("period %d published %d %ss of %d", period, len(published), what, n)
+	}
+	for id, times := range published {
+		if times != 1 {
+			t.Errorf("period %d published %s's %s %d times, want once", period, id, what, times)
 		}
 	}
 }
@@ -116,22 +125,7 @@ func TestDepthsArePublishedOncePerPeriod(t *testing.T) {
 	published := map[string]int{}
 	store.onPutDepth = func(d *snapshot.Depth) { published[d.TickerID()]++ }
 	for period := range 2 {
-		clear(published)
-		for i := range 10 {
-			before := len(published)
-			step(t.Context())
-			if got := len(published) - before; got > (n+9)/10 {
-				t.Errorf("period %d, step %d published %d depths, want at most %d of %d", period, i, got, (n+9)/10, n)
-			}
-		}
-		if len(published) != n {
-			t.Errorf("period %d published %d depths of %d", period, len(published), n)
-		}
-		for id, times := range published {
-			if times != 1 {
-				t.Errorf("period %d published %s's depth %d times, want once", period, id, times)
-			}
-		}
+		checkPeriod(t, "depth", period, 10, n, step, published)
 	}
 	d := store.Depth([]byte("PA_USDT"))
 	if d == nil {
