@@ -126,20 +126,29 @@ func (p *Poller) reconcile(now time.Time) {
 	}
 }
 
+// callFor runs one venue call of kind c through call and returns its value.
+func callFor[T any](ctx context.Context, p *Poller, c venue.Call, fn func(context.Context) (T, error)) (v T, err error) {
+	err = p.call(ctx, c, func(ctx context.Context) error {
+		v, err = fn(ctx)
+		return err
+	})
+	return v, err
+}
+
 // bulk spends the weight of a bulk call and runs it.
-func (p *Poller) bulk(ctx context.Context, c venue.Call, fn func(context.Context) error) error {
+func bulk[T any](ctx context.Context, p *Poller, c venue.Call, fn func(context.Context) (T, error)) (v T, err error) {
 	if p.gate.Blocked(time.Now()) {
-		return fmt.Errorf("%s: %w", c, venue.ErrPaused)
+		return v, fmt.Errorf("%s: %w", c, venue.ErrPaused)
 	}
 	purpose := budget.PurposeTickers
 	if c == venue.CallCatalog {
 		purpose = budget.PurposeCatalog
 	}
 	if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, p.caps(), budget.Waiting) {
-		return fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
+		return v, fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
 	}
 	p.metrics.weight[purpose].Add(p.venue.Weight(c))
-	return p.call(ctx, c, fn)
+	return callFor(ctx, p, c, fn)
 }
 
 // bookWeight is the weight of a book read of the given depth.

@@ -13,12 +13,8 @@ import (
 
 // RefreshCatalog reads the venue's markets and publishes the pair list.
 func (p *Poller) RefreshCatalog(ctx context.Context) error {
-	var cat venue.Catalog
 	start := time.Now()
-	err := p.bulk(ctx, venue.CallCatalog, func(ctx context.Context) (err error) {
-		cat, err = p.venue.Catalog(ctx)
-		return err
-	})
+	cat, err := bulk(ctx, p, venue.CallCatalog, p.venue.Catalog)
 	if err != nil {
 		p.logs.Log(p.log, slog.LevelWarn, "catalog", "catalog read failed", slog.String("err", err.Error()))
 		return fmt.Errorf("read catalog: %w", err)

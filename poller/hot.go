@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,10 +64,7 @@ func (h *hotSet) want(id []byte, now time.Time) {
 	}
 	p := &hotPair{id: string(id), since: ns}
 	p.wanted.Store(ns)
-	next := make(map[string]*hotPair, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
+	next := maps.Clone(old)
 	next[p.id] = p
 	h.pairs.Store(&next)
 }

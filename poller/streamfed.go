@@ -104,31 +104,25 @@ func (r liveREST) Start(purpose budget.Purpose, weight int, prio budget.Priority
 }
 
 // Book reads a snapshot through the poller's call path.
-func (r liveREST) Book(ctx context.Context, symbol string, depth int) (book venue.Book, err error) {
-	err = r.p.call(ctx, venue.CallBook, func(ctx context.Context) error {
-		book, err = r.p.venue.Book(ctx, symbol, depth)
-		return err
+func (r liveREST) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
+	return callFor(ctx, r.p, venue.CallBook, func(ctx context.Context) (venue.Book, error) {
+		return r.p.venue.Book(ctx, symbol, depth)
 	})
-	return book, err
 }
 
 // Trades reads the newest trades through the poller's call path.
-func (r liveREST) Trades(ctx context.Context, symbol string, limit int) (trades []venue.Trade, err error) {
-	err = r.p.call(ctx, venue.CallTrades, func(ctx context.Context) error {
-		trades, err = r.p.venue.Trades(ctx, symbol, limit)
-		return err
+func (r liveREST) Trades(ctx context.Context, symbol string, limit int) ([]venue.Trade, error) {
+	return callFor(ctx, r.p, venue.CallTrades, func(ctx context.Context) ([]venue.Trade, error) {
+		return r.p.venue.Trades(ctx, symbol, limit)
 	})
-	return trades, err
 }
 
 // TradesFrom reads the trades from an id on through the poller's call
 // path.
-func (r liveREST) TradesFrom(ctx context.Context, symbol string, fromID int64, limit int) (trades []venue.Trade, err error) {
-	err = r.p.call(ctx, venue.CallTrades, func(ctx context.Context) error {
-		trades, err = r.p.venue.TradesFrom(ctx, symbol, fromID, limit)
-		return err
+func (r liveREST) TradesFrom(ctx context.Context, symbol string, fromID int64, limit int) ([]venue.Trade, error) {
+	return callFor(ctx, r.p, venue.CallTrades, func(ctx context.Context) ([]venue.Trade, error) {
+		return r.p.venue.TradesFrom(ctx, symbol, fromID, limit)
 	})
-	return trades, err
 }
 
 func (r liveREST) BookWeight(depth int) int          { return r.p.bookWeight(depth) }

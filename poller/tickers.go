@@ -179,11 +179,7 @@ func overlay(base, over []venue.Quote) []venue.Quote {
 
 // readBulk runs one bulk call that returns a list.
 func readBulk[T any](ctx context.Context, p *Poller, c venue.Call, read func(context.Context) ([]T, error)) ([]T, error) {
-	var out []T
-	err := p.bulk(ctx, c, func(ctx context.Context) (err error) {
-		out, err = read(ctx)
-		return err
-	})
+	out, err := bulk(ctx, p, c, read)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", c, err)
 	}

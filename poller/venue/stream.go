@@ -28,32 +28,25 @@ type DepthUpdate struct {
 // Clone returns a copy of u that shares no memory with it: its symbol and
 // decimals in one new string, its levels in one new slice.
 func (u DepthUpdate) Clone() DepthUpdate {
+	levels := append(append(make([]Level, 0, len(u.Bids)+len(u.Asks)), u.Bids...), u.Asks...)
 	n := len(u.Symbol)
-	for _, side := range [2][]Level{u.Bids, u.Asks} {
-		for _, l := range side {
-			n += len(l.Price) + len(l.Size)
-		}
+	for _, l := range levels {
+		n += len(l.Price) + len(l.Size)
 	}
 	var text strings.Builder
 	text.Grow(n)
 	text.WriteString(u.Symbol)
-	for _, side := range [2][]Level{u.Bids, u.Asks} {
-		for _, l := range side {
-			text.WriteString(l.Price)
-			text.WriteString(l.Size)
-		}
+	for _, l := range levels {
+		text.WriteString(l.Price)
+		text.WriteString(l.Size)
 	}
 	all := text.String()
 	c := u
 	c.Symbol, all = all[:len(u.Symbol)], all[len(u.Symbol):]
-	levels := make([]Level, len(u.Bids)+len(u.Asks))
-	i := 0
-	for _, side := range [2][]Level{u.Bids, u.Asks} {
-		for _, l := range side {
-			levels[i].Price, all = all[:len(l.Price)], all[len(l.Price):]
-			levels[i].Size, all = all[:len(l.Size)], all[len(l.Size):]
-			i++
-		}
+	for i := range levels {
+		l := &levels[i]
+		l.Price, all = all[:len(l.Price)], all[len(l.Price):]
+		l.Size, all = all[:len(l.Size)], all[len(l.Size):]
 	}
 	c.Bids, c.Asks = levels[:len(u.Bids):len(u.Bids)], levels[len(u.Bids):]
 	return c
