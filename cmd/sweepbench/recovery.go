@@ -480,12 +480,12 @@ func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pai
 		return c, fmt.Errorf("venuesim drop: status %d", status)
 	}
 	deadline := at.Add(cfg.coldTimeout)
-	recovered, pending, err := probeBooks(ctx, "http://"+env.apiAddr, pairs, recoveryShare(len(pairs)), time.Second, deadline, newerThan(at))
+	probe, err := probeBooks(ctx, "http://"+env.apiAddr, pairs, recoveryShare(len(pairs)), time.Second, deadline, false, newerThan(at))
 	if err != nil {
 		return c, err
 	}
-	c.Recovered, c.Pending = recovered.Sub(at), pending
-	whole := recovered
+	c.Recovered, c.Pending = probe.end.Sub(at), probe.pending
+	whole := probe.end
 	for {
 		m, err := scrape(ctx, env.opsAddr)
 		if err != nil {
@@ -520,7 +520,7 @@ func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pai
 		return c, err
 	}
 	c.Weight = weightIn(calls, at, whole.Add(time.Millisecond))
-	c.SyncWeight = weightIn(calls, at.Add(outage), recovered.Add(time.Millisecond))
+	c.SyncWeight = weightIn(calls, at.Add(outage), probe.end.Add(time.Millisecond))
 	return c, nil
 }
 

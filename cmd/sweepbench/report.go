@@ -50,6 +50,9 @@ func rows(r result, weightLimit int) []row {
 	} else {
 		add("cold start: every book 200", fmt.Sprintf("%d of %d books never answered 200", r.ColdPending, r.Pairs), "every book", missed)
 	}
+	if r.Streams == streamsOn {
+		add("cold start: books that answered, then did not", fmt.Sprintf("%d (%d answers)", r.ColdRelapsed, r.ColdRelapses), "none", verdict(r.ColdRelapsed == 0))
+	}
 	add("REST weight of the cold start", fmt.Sprintf("%d (%d calls)", r.ColdWeight.Total, r.ColdWeight.Calls), "", "")
 
 	share := func(figure string, s statusCount) {

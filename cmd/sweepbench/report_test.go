@@ -55,6 +55,12 @@ func TestRowsVerdicts(t *testing.T) {
 		{"no venue limit: any weight is met", func(r *result) { r.Steady = weightUse{Minutes: []int{5000}} }, 0, nil},
 		{"a book that never answered misses the cold start", func(r *result) { r.ColdPending = 3 }, 2400,
 			[]string{"cold start: every book 200"}},
+		{"a book that answered and then did not misses the cold start", func(r *result) { r.ColdRelapsed, r.ColdRelapses = 1, 2 }, 2400,
+			[]string{"cold start: books that answered, then did not"}},
+		{"over REST alone a relapse is not judged", func(r *result) {
+			r.Streams, r.ColdRelapsed = streamsOff, 5
+			r.Steady = weightUse{Minutes: []int{100}, PerMin: 100}
+		}, 2400, nil},
 		{"an undecodable 200 is missed", func(r *result) { r.BadBodies = 1 }, 2400,
 			[]string{"200 answers that did not decode"}},
 	}

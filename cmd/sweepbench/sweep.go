@@ -37,6 +37,10 @@ type result struct {
 	Ready       time.Duration // from marketfeed's start to /readyz 200
 	ColdStart   time.Duration // from marketfeed's start to every pair's book answering 200
 	ColdPending int           // pairs whose book never answered 200 within -cold-timeout
+	// ColdRelapsed counts the pairs whose book answered 200 during the cold
+	// start and later did not, before the cold start ended (streams only);
+	// ColdRelapses the answers that were not 200.
+	ColdRelapsed, ColdRelapses int
 	ColdWeight  weightUse
 
 	Measured  time.Duration // the length of the measured run
@@ -183,13 +187,19 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	res.Pairs = len(pairs)
 	fmt.Fprintf(cfg.stdout, "  ready after %v, %d pairs; waiting for every book\n", res.Ready.Round(time.Millisecond), len(pairs))
 
-	coldEnd, pending, err := probeBooks(ctx, apiURL, pairs, len(pairs), cfg.coldInterval, t0.Add(cfg.coldTimeout),
-		func([]byte) bool { return true })
+	// Over the streams every pair is kept once synced, so a book that
+	// answered must go on answering; over REST alone a cold load's answer
+	// lasts only while requests keep the pair hot.
+	cold, err := probeBooks(ctx, apiURL, pairs, len(pairs), cfg.coldInterval, t0.Add(cfg.coldTimeout),
+		mode == streamsOn, func([]byte) bool { return true })
 	if err != nil {
 		return res, err
 	}
-	res.ColdStart, res.ColdPending = coldEnd.Sub(t0), pending
-	fmt.Fprintf(cfg.stdout, "  cold start %v (%d books pending); measuring for %v\n", res.ColdStart.Round(time.Millisecond), pending, cfg.duration)
+	coldEnd := cold.end
+	res.ColdStart, res.ColdPending = coldEnd.Sub(t0), cold.pending
+	res.ColdRelapsed, res.ColdRelapses = cold.relapsed, cold.relapses
+	fmt.Fprintf(cfg.stdout, "  cold start %v (%d books pending, %d answered and then did not); measuring for %v\n",
+		res.ColdStart.Round(time.Millisecond), cold.pending, cold.relapsed, cfg.duration)
 
 	col := newCollector()
 	cpu0, err := readCPU(feed.Pid())
@@ -321,16 +331,29 @@ func fetchPairs(ctx context.Context, apiURL string) ([]string, error) {
 	return nil, last
 }
 
+// coldProbe is what probeBooks saw.
+type coldProbe struct {
+	end     time.Time // when the need-th pair answered (the deadline's time when fewer did)
+	pending int       // pairs that never answered
+	// relapsed counts the pairs that answered and then, at a later probe,
+	// did not (with recheck): a book served and then lost again, which a
+	// client that read it once would see fail; relapses counts those
+	// answers.
+	relapsed, relapses int
+}
+
 // probeBooks asks for every pair's book until need of them have answered
 // 200 with a body ok accepts, or the deadline passes. A pair is asked until
 // it has, at most once a round, and rounds start interval apart, so the
-// probe stays a small load however many pairs wait. It returns when the
-// need-th pair's answer came (the deadline's time when fewer did) and how
-// many pairs never answered so.
-func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, interval time.Duration, deadline time.Time, ok func(body []byte) bool) (time.Time, int, error) {
+// probe stays a small load however many pairs wait. With recheck, a pair
+// that has answered is asked again every round as well, and an answer that
+// is not 200 then is counted as a relapse.
+func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, interval time.Duration, deadline time.Time, recheck bool, ok func(body []byte) bool) (coldProbe, error) {
 	const conns = 8
 	client := newClient(conns)
 	answered := make([]time.Time, len(pairs))
+	relapsed := make([]bool, len(pairs))
+	var res coldProbe
 	var mu sync.Mutex
 	done := 0
 	for done < need && time.Now().Before(deadline) {
@@ -338,41 +361,54 @@ func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, in
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, conns)
 		for i, p := range pairs {
-			if !answered[i].IsZero() {
+			mu.Lock()
+			again := !answered[i].IsZero()
+			mu.Unlock()
+			if again && !recheck {
 				continue
 			}
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				if status, body := get(ctx, client, routeURL(apiURL, "orderbook", p)); status == http.StatusOK && ok(body) {
-					mu.Lock()
+				status, body := get(ctx, client, routeURL(apiURL, "orderbook", p))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case again && status != http.StatusOK && ctx.Err() == nil:
+					res.relapses++
+					relapsed[i] = true
+				case !again && status == http.StatusOK && ok(body):
 					answered[i] = time.Now()
 					done++
-					mu.Unlock()
 				}
 			})
 		}
 		wg.Wait()
 		if err := ctx.Err(); err != nil {
-			return time.Time{}, 0, err
+			return res, err
 		}
 		if done < need {
 			if err := process.Sleep(ctx, time.Until(round.Add(interval))); err != nil {
-				return time.Time{}, 0, err
+				return res, err
 			}
 		}
 	}
 	times := make([]time.Time, 0, done)
-	for _, t := range answered {
+	for i, t := range answered {
 		if !t.IsZero() {
 			times = append(times, t)
 		}
+		if relapsed[i] {
+			res.relapsed++
+		}
 	}
 	slices.SortFunc(times, time.Time.Compare)
-	if len(times) < need || need == 0 {
-		return time.Now(), len(pairs) - len(times), nil
+	res.pending = len(pairs) - len(times)
+	res.end = time.Now()
+	if len(times) >= need && need > 0 {
+		res.end = times[need-1]
 	}
-	return times[need-1], len(pairs) - len(times), nil
+	return res, nil
 }
 
 // aggregate reads every pair's book and trades once a round, spread evenly
