@@ -18,7 +18,7 @@ import (
 // that trimming, which moves every level, is rare.
 const maxSideLevels = 2000
 
-// bookSide is one side of an Book. Levels are stored worst first, so
+// bookSide is one side of a Book. Levels are stored worst first, so
 // that the changes a moving top brings (levels appearing and vanishing at the
 // best prices) append and truncate at the end instead of moving every level.
 //
@@ -290,13 +290,11 @@ func (s *bookSide) keepBeyond(old bookSide) {
 	}
 	s.levels = append(kept, s.levels...)
 	s.bounded, s.edge = old.bounded, old.edge
-	if len(s.levels) > s.max {
-		s.trim()
-	}
+	s.trim()
 }
 
-// trim drops a side's worst levels down to s.max and draws its edge
-// in to the worst level kept.
+// trim drops a side's worst levels down to s.max, if it has more, and draws
+// its edge in to the worst level kept.
 func (s *bookSide) trim() {
 	drop := len(s.levels) - s.max
 	if drop <= 0 {
@@ -308,8 +306,6 @@ func (s *bookSide) trim() {
 	s.levels = slices.Delete(s.levels, 0, drop)
 	s.bounded, s.edge = true, s.levels[0].key
 }
-
-func (s *bookSide) short(n int) bool { return s.bounded && len(s.levels) < n }
 
 func (s *bookSide) vouched() int {
 	if !s.bounded {
