@@ -271,12 +271,7 @@ func (s *bookSide) keepBeyond(old bookSide) {
 	}
 	// old's levels worse than the new edge are a prefix of its worst-first
 	// levels; their text is old's, and is copied into this side's.
-	n, _ := slices.BinarySearchFunc(old.levels, s.edge, func(l bookLevel, k priceKey) int {
-		if s.better(k, l.key) {
-			return -1
-		}
-		return 1
-	})
+	n, _ := old.search(s.edge, 0)
 	// Room for all their text first: a compaction while they are added
 	// would not move the spans of levels not yet in s.levels.
 	text := 0
