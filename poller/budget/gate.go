@@ -142,7 +142,8 @@ func (b *Gate) Record(start, now time.Time, err error) time.Duration {
 		if se != nil {
 			reason = fmt.Sprintf("venue error %d", se.Status)
 		}
-		pause, reason = b.transient(reason)
+		b.failures++
+		pause = b.steps.Step(b.failures - 1)
 		kind = PauseTransient
 	default:
 		// We stopped the call ourselves, the venue refused this request
@@ -160,12 +161,6 @@ func (b *Gate) Record(start, now time.Time, err error) time.Duration {
 		b.byKind[kind]++
 	}
 	return pause
-}
-
-// transient returns the next exponential back-off period. Called with mu held.
-func (b *Gate) transient(reason string) (time.Duration, string) {
-	b.failures++
-	return b.steps.Step(b.failures - 1), reason
 }
 
 // Permanent returns why the venue refuses us for good, or "".

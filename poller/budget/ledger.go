@@ -46,7 +46,7 @@ const (
 	PurposeTickers                   // bulk statistics and quotes
 	PurposeSnapshot                  // order book snapshots that sync local books
 	PurposeDepleted                  // the refresh of a book with a side run dry: from the book share
-	PurposeDeepen                    // the refresh of a book started from a seed's few levels: from the book share, leaving deepenReserve
+	PurposeDeepen                    // the refresh of a book started from a seed's few levels: from the book share, leaving a quarter of it
 	PurposeRefresh                   // deeper snapshots laid under local books in sequence
 	PurposeBackfill                  // trade reads that fill a stream-fed window
 	PurposePollBook                  // book reads of pairs served by REST
@@ -88,7 +88,6 @@ type Ledger struct {
 	// address may spend without it counting against this ledger (see
 	// SetOthers).
 	others  int
-	window  time.Duration
 	total   int
 	byClass [NumClasses]int
 	entries []spend // the calls of the last window, oldest first
@@ -100,8 +99,11 @@ type spend struct {
 	class  Class
 }
 
+// window is the span the venue counts weight over.
+const window = time.Minute
+
 // NewLedger returns an unlimited ledger; SetLimit gives it the venue's.
-func NewLedger() *Ledger { return &Ledger{window: time.Minute} }
+func NewLedger() *Ledger { return &Ledger{} }
 
 // SetLimit changes the weight allowed per window; 0 means unlimited.
 func (b *Ledger) SetLimit(limit int) {
@@ -129,16 +131,10 @@ func (b *Ledger) Limit() int {
 }
 
 func (b *Ledger) expire(now time.Time) {
-	cut := now.Add(-b.window)
+	cut := now.Add(-window)
 	i := 0
-	for i < len(b.entries) && !b.entries[i].at.After(cut) {
-		e := b.entries[i]
-		b.total -= e.weight
-		b.byClass[e.class] -= e.weight
-		if p := parentOf[e.class]; p != e.class {
-			b.byClass[p] -= e.weight
-		}
-		i++
+	for ; i < len(b.entries) && !b.entries[i].at.After(cut); i++ {
+		b.count(-b.entries[i].weight, b.entries[i].class)
 	}
 	if i > 0 {
 		b.entries = append(b.entries[:0], b.entries[i:]...)
@@ -172,9 +168,9 @@ const SyncRelease = 15 * time.Second
 // Take spends weight for purpose at now if the window's total stays within
 // the limit and the class's spend within its cap of caps for prio, and, for
 // a class that counts towards a parent's share as well, within the parent's
-// cap for background reads. A backfill nobody waits for also leaves the
-// refresh share of the window unspent (see headroom). It reports whether
-// the weight was spent.
+// cap for background reads. A backfill or a deepening nobody waits for
+// also leaves part of the window unspent. It reports whether the weight
+// was spent.
 func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, prio Priority) bool {
 	if weight <= 0 {
 		return true
@@ -189,10 +185,23 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	if b.total+weight > b.limit {
 		return false
 	}
-	if purpose == PurposeBackfill && prio != Waiting && b.total+weight > b.limit-headroom(caps) {
+	// Backfills leave the refresh share of the window unspent. A backfill
+	// only fills toward 100 trades a window that already answers, while a
+	// book whose side ran dry is served as it was until its refresh lands
+	// and answers 502 past max-stale; with streams keeping every pair,
+	// nothing else bounds the backfills below the limit, and after a cold
+	// start of a few seconds they spent the rest of the minute (680 of
+	// 1,200 at 46 pairs) and a dry book waited out the minute.
+	if purpose == PurposeBackfill && prio != Waiting && b.total+weight > b.limit-capped(caps[ClassRefresh]) {
 		return false
 	}
-	if purpose == PurposeDeepen && prio != Waiting && b.byClass[class]+weight > caps.Of(class, false)-deepenReserve(caps) {
+	// Deepening leaves a quarter of the book class's cap unspent. A member
+	// that takes over a cluster's ingest starts every book from the last
+	// leader's 100 levels and deepens them all at once, which would spend
+	// the whole book share of the minute in its first seconds; a book
+	// whose side then ran dry, or one out of sequence, found nothing left
+	// and was served as it was for up to 9 s, near -max-stale.
+	if purpose == PurposeDeepen && prio != Waiting && b.byClass[class]+weight > caps.Of(class, false)-capped(caps[ClassBook])/4 {
 		return false
 	}
 	switch own, all := b.byClass[class]+weight, caps.Of(class, true); {
@@ -208,35 +217,23 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	return true
 }
 
-// headroom is the weight of the window that backfills leave unspent: the
-// refresh share. A backfill only fills toward 100 trades a window that
-// already answers, while a book whose side ran dry is served as it was
-// until its refresh lands and answers 502 past max-stale; with streams
-// keeping every pair, nothing else bounds the backfills below the limit,
-// and after a cold start of a few seconds they spent the rest of the
-// minute (680 of 1,200 at 46 pairs) and a dry book waited out the minute.
-func headroom(caps Caps) int {
-	if v := caps[ClassRefresh]; v != math.MaxInt {
-		return v
+// capped is a cap, or 0 for none (math.MaxInt): a share left unspent of a
+// class with no cap of its own is none.
+func capped(v int) int {
+	if v == math.MaxInt {
+		return 0
 	}
-	return 0
-}
-
-// deepenReserve is the part of the book class's cap that deepening leaves
-// unspent: a quarter. A member that takes over a cluster's ingest starts
-// every book from the last leader's 100 levels and deepens them all at
-// once, which would spend the whole book share of the minute in its first
-// seconds; a book whose side then ran dry, or one out of sequence, found
-// nothing left and was served as it was for up to 9 s, near -max-stale.
-func deepenReserve(caps Caps) int {
-	if v := caps[ClassBook]; v != math.MaxInt {
-		return v / 4
-	}
-	return 0
+	return v
 }
 
 func (b *Ledger) add(now time.Time, weight int, class Class) {
 	b.entries = append(b.entries, spend{now, weight, class})
+	b.count(weight, class)
+}
+
+// count adds weight (negative when it expires) to the totals it counts
+// towards: the window's, its class's and its class's parent's.
+func (b *Ledger) count(weight int, class Class) {
 	b.total += weight
 	b.byClass[class] += weight
 	if p := parentOf[class]; p != class {
@@ -276,12 +273,12 @@ func (b *Ledger) freeLocked(now time.Time, pending, weight int, class Class, cla
 		if e.class == class || parentOf[e.class] == class {
 			own -= e.weight
 		}
-		at = e.at.Add(b.window)
+		at = e.at.Add(window)
 	}
 	if fits(total, own) {
 		return at
 	}
-	return now.Add(b.window) // only once the pending weight expires
+	return now.Add(window) // only once the pending weight expires
 }
 
 // Spent returns the weight spent in the window ending at now.

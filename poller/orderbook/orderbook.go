@@ -42,7 +42,7 @@ import (
 // snapshot can be laid under it without leaving sequence (Refresh), while
 // it goes on being served.
 //
-// An Book is not safe for concurrent use; its owner locks it.
+// A Book is not safe for concurrent use; its owner locks it.
 type Book struct {
 	synced bool // a snapshot was applied and every event since has chained
 	// suspended is set while the stream that fed the book is cut off: the
@@ -168,17 +168,24 @@ func (b *Book) Apply(u venue.DepthUpdate) error {
 	if u.Last <= b.last {
 		return nil // a duplicate, or older than the book
 	}
-	if b.suspended {
-		return b.resume(u)
-	}
-	if !b.follows(u) {
-		if len(b.ahead) == maxAhead {
-			b.Desync()
-			b.buffer = append(b.buffer, u.Clone())
-			return fmt.Errorf("%w: update %d..%d (previous %d) after %d", ErrOutOfSequence, u.First, u.Last, u.Prev, b.last)
-		}
+	switch {
+	case b.suspended && (b.follows(u) || u.First <= b.last+1):
+		// The first event after the book's stream came back resumes it:
+		// it continues the book (pu == the book's u) or covers the book's
+		// next update (U <= u+1 <= the event's u: re-applying the part the
+		// book already holds changes nothing, since an event sets sizes
+		// outright). A book a snapshot was laid under while suspended
+		// takes the first-event rule of a sync instead (pu <= L <= u).
+		b.suspended = false
+	case b.suspended:
+		// Updates were missed while the stream was down.
+		return b.outOfSequence(u, ", when the stream came back")
+	case b.follows(u):
+	case len(b.ahead) < maxAhead:
 		b.ahead = append(b.ahead, u.Clone())
 		return nil
+	default:
+		return b.outOfSequence(u, "")
 	}
 	if err := b.apply(u); err != nil {
 		return err
@@ -186,26 +193,12 @@ func (b *Book) Apply(u venue.DepthUpdate) error {
 	return b.drainAhead()
 }
 
-// resume takes the first event after the book's stream came back: the chain
-// goes on if it continues the book (pu == the book's u) or covers the
-// book's next update (U <= u+1 <= the event's u: re-applying the part the
-// book already holds changes nothing, since an event sets sizes outright).
-// A book a snapshot was laid under while suspended takes the first-event
-// rule of a sync instead (pu <= L <= u). Anything else means updates were
-// missed while the stream was down.
-func (b *Book) resume(u venue.DepthUpdate) error {
-	if !b.follows(u) && u.First > b.last+1 {
-		was := b.last
-		b.Desync()
-		b.buffer = append(b.buffer, u.Clone())
-		return fmt.Errorf("%w: update %d..%d (previous %d) after %d, when the stream came back",
-			ErrOutOfSequence, u.First, u.Last, u.Prev, was)
-	}
-	b.suspended = false
-	if err := b.apply(u); err != nil {
-		return err
-	}
-	return b.drainAhead()
+// outOfSequence desyncs the book with u, which does not continue it, as
+// the first event of the new buffer.
+func (b *Book) outOfSequence(u venue.DepthUpdate, when string) error {
+	b.Desync()
+	b.buffer = append(b.buffer, u.Clone())
+	return fmt.Errorf("%w: update %d..%d (previous %d) after %d%s", ErrOutOfSequence, u.First, u.Last, u.Prev, b.last, when)
 }
 
 // follows reports whether u is the next event for the book.
@@ -237,11 +230,11 @@ func (b *Book) drainAhead() error {
 }
 
 func (b *Book) apply(u venue.DepthUpdate) error {
-	if err := b.bids.update(u.Bids); err != nil {
-		b.Desync()
-		return err
+	err := b.bids.update(u.Bids)
+	if err == nil {
+		err = b.asks.update(u.Asks)
 	}
-	if err := b.asks.update(u.Asks); err != nil {
+	if err != nil {
 		b.Desync()
 		return err
 	}
@@ -286,11 +279,11 @@ func (b *Book) Sync(snap venue.Book, limit int) error {
 // load replaces the book's levels with a snapshot's and makes the book
 // current at its update id.
 func (b *Book) load(snap venue.Book, limit int) error {
-	if err := b.bids.load(snap.Bids, limit); err != nil {
-		b.Desync()
-		return err
+	err := b.bids.load(snap.Bids, limit)
+	if err == nil {
+		err = b.asks.load(snap.Asks, limit)
 	}
-	if err := b.asks.load(snap.Asks, limit); err != nil {
+	if err != nil {
 		b.Desync()
 		return err
 	}
@@ -317,7 +310,7 @@ func (b *Book) replay(events []venue.DepthUpdate) error {
 // Short reports whether a side holds fewer than n levels it can vouch for
 // while the venue may have more: the book needs a new snapshot to publish n
 // levels.
-func (b *Book) Short(n int) bool { return b.bids.short(n) || b.asks.short(n) }
+func (b *Book) Short(n int) bool { return b.Vouched() < n }
 
 // Vouched returns how many levels the book can vouch for on its shorter
 // side that the venue may hold more of, or math.MaxInt when the venue sent

@@ -18,7 +18,7 @@ import (
 // that trimming, which moves every level, is rare.
 const maxSideLevels = 2000
 
-// bookSide is one side of an Book. Levels are stored worst first, so
+// bookSide is one side of a Book. Levels are stored worst first, so
 // that the changes a moving top brings (levels appearing and vanishing at the
 // best prices) append and truncate at the end instead of moving every level.
 //
@@ -271,12 +271,7 @@ func (s *bookSide) keepBeyond(old bookSide) {
 	}
 	// old's levels worse than the new edge are a prefix of its worst-first
 	// levels; their text is old's, and is copied into this side's.
-	n, _ := slices.BinarySearchFunc(old.levels, s.edge, func(l bookLevel, k priceKey) int {
-		if s.better(k, l.key) {
-			return -1
-		}
-		return 1
-	})
+	n, _ := old.search(s.edge, 0)
 	// Room for all their text first: a compaction while they are added
 	// would not move the spans of levels not yet in s.levels.
 	text := 0
@@ -290,13 +285,11 @@ func (s *bookSide) keepBeyond(old bookSide) {
 	}
 	s.levels = append(kept, s.levels...)
 	s.bounded, s.edge = old.bounded, old.edge
-	if len(s.levels) > s.max {
-		s.trim()
-	}
+	s.trim()
 }
 
-// trim drops a side's worst levels down to s.max and draws its edge
-// in to the worst level kept.
+// trim drops a side's worst levels down to s.max, if it has more, and draws
+// its edge in to the worst level kept.
 func (s *bookSide) trim() {
 	drop := len(s.levels) - s.max
 	if drop <= 0 {
@@ -308,8 +301,6 @@ func (s *bookSide) trim() {
 	s.levels = slices.Delete(s.levels, 0, drop)
 	s.bounded, s.edge = true, s.levels[0].key
 }
-
-func (s *bookSide) short(n int) bool { return s.bounded && len(s.levels) < n }
 
 func (s *bookSide) vouched() int {
 	if !s.bounded {

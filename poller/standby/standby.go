@@ -21,6 +21,7 @@ package standby
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 
@@ -111,16 +112,12 @@ func (r *Relay) Run(ctx context.Context) error { return r.streams.Run(ctx, r) }
 // incoming pairs included, while no poller of the member's own lists them.
 func (r *Relay) Follow(pairs *snapshot.Pairs) {
 	ids := make(map[string]string, len(pairs.List())+len(pairs.Incoming()))
-	symbols := make([]string, 0, len(ids))
-	for _, list := range [][]snapshot.Pair{pairs.List(), pairs.Incoming()} {
-		for _, p := range list {
-			if _, dup := ids[p.Symbol]; !dup {
-				ids[p.Symbol] = p.TickerID
-				symbols = append(symbols, p.Symbol)
-			}
+	for _, p := range slices.Concat(pairs.List(), pairs.Incoming()) {
+		if _, dup := ids[p.Symbol]; !dup {
+			ids[p.Symbol] = p.TickerID
 		}
 	}
-	slices.Sort(symbols)
+	symbols := slices.Sorted(maps.Keys(ids))
 	r.mu.Lock()
 	r.ids = ids
 	leading := r.sink != nil
