@@ -129,7 +129,7 @@ func (f *stream) take() uint64 {
 // finish ends publication seq: v (unless zero, for a build that failed) is
 // published through put unless a newer publication was shown meanwhile. It
 // reports whether v was shown.
-func (f *feed[V]) finish(seq uint64, v V, put func(V)) bool {
+func (f *feed[V]) finish(seq uint64, v V, put func(V) bool) bool {
 	f.building--
 	var zero V
 	if v == zero || seq < f.shown {
@@ -147,7 +147,7 @@ func (f *feed[V]) finish(seq uint64, v V, put func(V)) bool {
 // confirm republishes the last publication as read at now, unless there is
 // none or a newer one is being built (it will be fresher). It reports
 // whether it did.
-func (f *feed[V]) confirm(now time.Time, put func(V)) bool {
+func (f *feed[V]) confirm(now time.Time, put func(V) bool) bool {
 	var zero V
 	if f.pub == zero || f.building > 0 {
 		return false

@@ -110,24 +110,12 @@ func (s *Source) Sources() (books, trades map[string]int) {
 // holes counts the trade windows holding a hole: serving only the trades
 // after it until the read of the missing ids fills it.
 func (s *Source) holes() int {
-	n := 0
-	s.each(func(lp *pair) {
-		if lp.window.hole.open() {
-			n++
-		}
-	})
-	return n
+	return s.count(func(lp *pair) bool { return lp.window.hole.open() })
 }
 
 // ShortBooks counts the books in sequence that hold fewer than the published
 // levels on a side they cannot vouch beyond: they serve fewer levels there
 // until their refresh comes.
 func (s *Source) ShortBooks() int {
-	n := 0
-	s.each(func(lp *pair) {
-		if lp.bookCurrent() && lp.book.Short(snapshot.MaxDepth) {
-			n++
-		}
-	})
-	return n
+	return s.count(func(lp *pair) bool { return lp.bookCurrent() && lp.book.Short(snapshot.MaxDepth) })
 }

@@ -91,26 +91,24 @@ func (s *Source) publishDepths(now time.Time, slot, slots uint32) {
 // round that follows chooses among all that wait, nearest to running out
 // first.
 func (s *Source) askRefreshes() {
-	for _, lp := range *s.pairs.Load() {
-		lp.mu.Lock()
-		if lp.bookCurrent() && !lp.book.Held() {
-			// Ask for a deeper view while the book can still publish
-			// every level: half the published depth ahead of running
-			// short. What it holds meanwhile is an exact prefix of the
-			// venue's book.
-			switch {
-			case lp.book.Short(refreshBelow):
-				if !lp.book.Record() {
-					s.metrics.resyncs[causeShort].Inc()
-				}
-			case lp.book.Recording() && !lp.books.rest.inFlight:
-				// The price turned back while the refresh waited its
-				// turn in the refresh share: it is no longer needed.
-				lp.book.StopRecording()
-			}
+	s.each(func(lp *pair) {
+		if !lp.bookCurrent() || lp.book.Held() {
+			return
 		}
-		lp.mu.Unlock()
-	}
+		// Ask for a deeper view while the book can still publish every
+		// level: half the published depth ahead of running short. What it
+		// holds meanwhile is an exact prefix of the venue's book.
+		switch {
+		case lp.book.Short(refreshBelow):
+			if !lp.book.Record() {
+				s.metrics.resyncs[causeShort].Inc()
+			}
+		case lp.book.Recording() && !lp.books.rest.inFlight:
+			// The price turned back while the refresh waited its turn in
+			// the refresh share: it is no longer needed.
+			lp.book.StopRecording()
+		}
+	})
 }
 
 // publishBooks publishes the stream-fed books of the pairs in slot of
@@ -131,7 +129,7 @@ func (s *Source) publishBooks(now time.Time, slot, slots uint32) {
 			lp.mu.Unlock()
 			continue
 		}
-		if !lp.book.Changed() && lp.books.confirm(now, s.putBook) {
+		if !lp.book.Changed() && lp.books.confirm(now, s.cfg.Store.PutBook) {
 			lp.lastQuoteAt = now
 			lp.mu.Unlock()
 			continue
@@ -141,9 +139,6 @@ func (s *Source) publishBooks(now time.Time, slot, slots uint32) {
 		build()
 	}
 }
-
-func (s *Source) putBook(b *snapshot.Book)     { s.cfg.Store.PutBook(b) }
-func (s *Source) putTrades(t *snapshot.Trades) { s.cfg.Store.PutTrades(t) }
 
 // takeBook takes the book's state for publishing and returns the build of
 // its publication, to run once lp.mu is released. Called with lp.mu held.
@@ -158,7 +153,7 @@ func (s *Source) takeBook(lp *pair, now time.Time) (build func()) {
 		b := snapshot.NewCheckedBook(lp.tickerID, venueTime, updateID, bids, asks, now)
 		lp.mu.Lock()
 		defer lp.mu.Unlock()
-		if lp.books.finish(seq, b, s.putBook) {
+		if lp.books.finish(seq, b, s.cfg.Store.PutBook) {
 			lp.lastQuote = quoteOf(lp.symbol, bids[:min(1, len(bids))], asks[:min(1, len(asks))])
 			lp.lastQuoteAt = now
 			s.metrics.publishLag.Observe(now.Sub(time.UnixMilli(venueTime)))
@@ -175,7 +170,7 @@ func (s *Source) publishTrades(now time.Time, slot, slots uint32) {
 			continue
 		}
 		lp.mu.Lock()
-		if !lp.tradesCurrent() || (!lp.windowChanged && lp.trades.confirm(now, s.putTrades)) {
+		if !lp.tradesCurrent() || (!lp.windowChanged && lp.trades.confirm(now, s.cfg.Store.PutTrades)) {
 			lp.mu.Unlock()
 			continue
 		}
@@ -199,7 +194,7 @@ func (s *Source) takeTrades(lp *pair, now time.Time) (build func()) {
 				slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
 		}
 		lp.mu.Lock()
-		lp.trades.finish(seq, t, s.putTrades)
+		lp.trades.finish(seq, t, s.cfg.Store.PutTrades)
 		lp.mu.Unlock()
 	}
 }

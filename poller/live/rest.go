@@ -179,14 +179,9 @@ func (s *Source) Sync() {
 // snapshots need. A stream quiet for ackGrace after its acknowledgement no
 // longer counts, so that a market with no depth changes holds nothing back.
 func (s *Source) booksWaiting(now time.Time) bool {
-	waiting := false
-	s.each(func(lp *pair) {
-		if waiting || !lp.books.delivering() || lp.book.Synced() {
-			return
-		}
-		waiting = lp.book.Buffered() > 0 || now.Sub(lp.books.at) < ackGrace
-	})
-	return waiting
+	return s.count(func(lp *pair) bool {
+		return lp.books.delivering() && !lp.book.Synced() && (lp.book.Buffered() > 0 || now.Sub(lp.books.at) < ackGrace)
+	}) > 0
 }
 
 // ackGrace is how long a depth stream acknowledged without an event yet is
