@@ -213,18 +213,20 @@ func (s *Source) dispatch(r restRead) (left [numTiers]int) {
 			}
 		}
 	})
+	// A request waiting for a pair puts it first whatever its tier, the
+	// newest wait first among those of a tier; then spot pairs; then the
+	// rest by symbol, so that a cold start works through the catalog in a
+	// stable order.
 	slices.SortFunc(due, func(a, b queued) int {
-		// A request waiting for a pair puts it first whatever its tier.
-		aw, bw := a.lp.waiting.Load() != 0, b.lp.waiting.Load() != 0
-		if aw == bw {
-			if c := cmp.Compare(a.tier, b.tier); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(a.order, b.order); c != 0 {
-				return c
-			}
-		}
-		return rank(a.lp, b.lp)
+		wa, wb := a.lp.waiting.Load(), b.lp.waiting.Load()
+		return cmp.Or(
+			trueFirst(wa != 0, wb != 0),
+			cmp.Compare(a.tier, b.tier),
+			cmp.Compare(a.order, b.order),
+			cmp.Compare(wb, wa),
+			trueFirst(a.lp.spot.Load(), b.lp.spot.Load()),
+			cmp.Compare(a.lp.symbol, b.lp.symbol),
+		)
 	})
 	// A tier the budget or the read slots refused gets no more reads this
 	// round, but the next tier may still have room in its own class:
@@ -288,27 +290,15 @@ func (s *Source) claim(r restRead, lp *pair, tier int) bool {
 // state is the pair's state of this read. Called with lp.mu held.
 func (r restRead) state(lp *pair) *restState { return &kinds[r.stream].stream(lp).rest }
 
-// rank orders pairs for REST reads: pairs a request waits for first, newest
-// wait first; then spot pairs; then the rest by symbol, so that a cold
-// start works through the catalog in a stable order.
-func rank(a, b *pair) int {
-	wa, wb := a.waiting.Load(), b.waiting.Load()
-	if (wa != 0) != (wb != 0) {
-		if wa != 0 {
-			return -1
-		}
-		return 1
+// trueFirst orders true before false.
+func trueFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
 	}
-	if c := cmp.Compare(wb, wa); c != 0 {
-		return c
-	}
-	if as, bs := a.spot.Load(), b.spot.Load(); as != bs {
-		if as {
-			return -1
-		}
-		return 1
-	}
-	return cmp.Compare(a.symbol, b.symbol)
+	return 1
 }
 
 // run makes one REST read of a pair and applies it: a failed read is
