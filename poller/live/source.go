@@ -142,7 +142,7 @@ type Source struct {
 	// booksBehind is set while the last round saw books out of sequence
 	// waiting for their snapshots (see booksWaiting): until they have
 	// theirs, only the backfills of windows a request waits for may spend
-	// weight (see backfillRead).
+	// weight (see the trades' due in kinds).
 	booksBehind atomic.Bool
 	progress    syncProgress
 }
