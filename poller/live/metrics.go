@@ -38,22 +38,18 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 		stream := `stream="` + row.silence + `"`
 		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
-	}
-	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
-	for k, row := range kinds {
 		m.seeded[k] = set.NewCounter(`marketfeed_seeded_total{part="` + row.part + `"}`)
-	}
-	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")
-	m.gapReads = set.NewCounter("marketfeed_trade_window_gap_reads_total")
-	m.gapsCut = set.NewCounter("marketfeed_trade_window_gaps_cut_total")
-	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
-	for k, row := range kinds {
 		for src, name := range sourceNames {
 			set.NewGauge(`marketfeed_pairs{part="`+row.part+`",source="`+name+`"}`, func() float64 {
 				return float64(s.counts()[k][src])
 			})
 		}
 	}
+	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
+	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")
+	m.gapReads = set.NewCounter("marketfeed_trade_window_gap_reads_total")
+	m.gapsCut = set.NewCounter("marketfeed_trade_window_gaps_cut_total")
+	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
 	set.NewGauge("marketfeed_books_short", func() float64 { return float64(s.ShortBooks()) })
 	set.NewGauge("marketfeed_trade_window_holes", func() float64 { return float64(s.holes()) })
 	set.NewGauge("marketfeed_books_sync_per_minute", func() float64 { return s.SyncProgress().PerMinute })
