@@ -160,7 +160,7 @@ func (s *Source) takeBook(lp *pair, now time.Time) (build func()) {
 		lp.mu.Lock()
 		defer lp.mu.Unlock()
 		if lp.books.finish(seq, b, s.cfg.Store.PutBook) {
-			lp.lastQuote = quoteOf(lp.symbol, bids[:min(1, len(bids))], asks[:min(1, len(asks))])
+			lp.lastQuote = quoteOf(lp.symbol, bids, asks)
 			lp.lastQuoteAt = now
 			s.metrics.publishLag.Observe(now.Sub(time.UnixMilli(venueTime)))
 		}
