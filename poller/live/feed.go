@@ -1,10 +1,12 @@
 package live
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"marketfeed/poller/budget"
 	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -129,7 +131,7 @@ func (f *stream) take() uint64 {
 // finish ends publication seq: v (unless zero, for a build that failed) is
 // published through put unless a newer publication was shown meanwhile. It
 // reports whether v was shown.
-func (f *feed[V]) finish(seq uint64, v V, put func(V)) bool {
+func (f *feed[V]) finish(seq uint64, v V, put func(V) bool) bool {
 	f.building--
 	var zero V
 	if v == zero || seq < f.shown {
@@ -147,7 +149,7 @@ func (f *feed[V]) finish(seq uint64, v V, put func(V)) bool {
 // confirm republishes the last publication as read at now, unless there is
 // none or a newer one is being built (it will be fresher). It reports
 // whether it did.
-func (f *feed[V]) confirm(now time.Time, put func(V)) bool {
+func (f *feed[V]) confirm(now time.Time, put func(V) bool) bool {
 	var zero V
 	if f.pub == zero || f.building > 0 {
 		return false
@@ -164,8 +166,9 @@ func (f *stream) next() <-chan struct{} {
 }
 
 // kind is what differs between a pair's stream kinds, one row each, so that
-// what they share is written once. The functions are called with the
-// pair's lock held, fresh excepted.
+// what they share is written once: a book snapshot and a trades backfill,
+// say, are scheduled, paced and finished the same way. The functions are
+// called with the pair's lock held, weight and fetch excepted.
 type kind struct {
 	// silence labels the venue stream in the silence metrics, and part
 	// the kind in the pairs-by-source metrics.
@@ -180,6 +183,22 @@ type kind struct {
 	active func(lp *pair) time.Time
 	// lose drops what the stream's loss makes unusable, for cause.
 	lose func(s *Source, lp *pair, cause string)
+	// take takes the pair's snapshot for publishing and returns the build
+	// of its publication, to run once the lock is released.
+	take func(s *Source, lp *pair, now time.Time) (build func())
+
+	// The REST read of the kind: purpose is what its weight is spent on,
+	// by tier.
+	purpose [numTiers]budget.Purpose
+	weight  func(s *Source, tier int) int
+	// due reports whether lp needs the read, its tier (lower tiers go
+	// first) and its order within the tier (lower first). Called only
+	// when a read of the kind may start.
+	due func(s *Source, lp *pair, now time.Time) (ok bool, tier, order int)
+	// fetch reads the venue and returns what applies the result with
+	// lp.mu held; that reports whether to publish the snapshot at once,
+	// should it be current, since a request may be waiting for it.
+	fetch func(s *Source, ctx context.Context, lp *pair, tier int) (apply func(now time.Time) (publish bool), err error)
 }
 
 var kinds = [snapshot.NumStreams]kind{
@@ -203,6 +222,35 @@ var kinds = [snapshot.NumStreams]kind{
 				s.resynced(lp, cause, nil)
 			}
 		},
+		take: (*Source).takeBook,
+		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted,
+			tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
+		weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
+		due: func(_ *Source, lp *pair, _ time.Time) (bool, int, int) {
+			if !lp.books.live {
+				return false, 0, 0
+			}
+			if lp.book.Synced() {
+				// A refresh: the book is served meanwhile, so it waits
+				// behind every book that is not, and the book nearest
+				// to running short goes first.
+				// A depleted book is refreshed from the book share, and
+				// so is a seeded one (see pair.seeded) as soon as it
+				// serves fewer than the published levels, after every
+				// depleted one and leaving them room (see
+				// budget.PurposeDeepen).
+				vouched := lp.book.Vouched()
+				switch {
+				case vouched == 0:
+					return lp.book.Recording(), tierDepleted, vouched
+				case lp.seeded && vouched < snapshot.MaxDepth:
+					return lp.book.Recording(), tierDeepen, vouched
+				}
+				return lp.book.Recording(), tierRefresh, vouched
+			}
+			return lp.book.Buffered() > 0, tierSync, 0
+		},
+		fetch: (*Source).fetchSnapshot,
 	},
 	snapshot.StreamTrades: {
 		silence: "trades", part: "trades",
@@ -210,7 +258,40 @@ var kinds = [snapshot.NumStreams]kind{
 		current: (*pair).tradesCurrent,
 		active:  func(lp *pair) time.Time { return lp.activeAt },
 		// The window may have missed trades: see pair.tradesLost.
-		lose: func(_ *Source, lp *pair, _ string) { lp.tradesLost, lp.losses = true, lp.losses+1 },
+		lose:    func(_ *Source, lp *pair, _ string) { lp.tradesLost, lp.losses = true, lp.losses+1 },
+		take:    (*Source).takeTrades,
+		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
+		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
+		// A window answers before its backfill (see pair.tradesCurrent),
+		// which fills it toward MaxTrades in the background: the pairs
+		// requests read first, and only once every book is in sequence (a
+		// book out of sequence is not served at all), but for a window a
+		// request waits for. A window that may have missed trades while
+		// its stream was lost is read when no trade came within
+		// resumeGrace of the stream's return to say whether it did (the
+		// trades after its newest are read); one that did miss trades
+		// reads the ids it missed.
+		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
+			switch {
+			case !lp.trades.live:
+				return false, 0, 0
+			case lp.tradesLost:
+				if now.Sub(lp.trades.at) < resumeGrace && lp.waiting.Load() == 0 {
+					return false, 0, 0
+				}
+			case lp.window.hole.open():
+			case lp.backfilled || lp.window.full():
+				return false, 0, 0
+			}
+			if s.booksBehind.Load() && lp.waiting.Load() == 0 {
+				return false, 0, 0
+			}
+			if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
+				return true, 0, 0
+			}
+			return true, 0, 1
+		},
+		fetch: (*Source).fetchTrades,
 	},
 }
 
@@ -246,7 +327,7 @@ func (lp *pair) tradesCurrent() bool {
 // stream was back (from the stream or a read): right after the window's
 // newest, nothing was missed; further on, the window holds a hole, serves
 // only what comes after it, and a read of the missing ids fills it (see
-// backfillRead). It reports whether trades were missed. Called with lp.mu
+// Source.fetchTrades). It reports whether trades were missed. Called with lp.mu
 // held.
 func (lp *pair) resumeTrades(first int64) (missed bool) {
 	lp.tradesLost = false

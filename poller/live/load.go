@@ -20,7 +20,7 @@ func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, 
 	lp.waiting.Store(time.Now().UnixNano())
 	defer lp.waiting.Store(0)
 	for {
-		if s.fresh(id, k, time.Now()) {
+		if s.cfg.Store.FreshAt(k, []byte(id), time.Now().UnixNano(), s.cfg.MaxStale) {
 			return true, nil
 		}
 		lp.mu.Lock()

@@ -38,22 +38,18 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 		stream := `stream="` + row.silence + `"`
 		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
-	}
-	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
-	for k, row := range kinds {
 		m.seeded[k] = set.NewCounter(`marketfeed_seeded_total{part="` + row.part + `"}`)
-	}
-	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")
-	m.gapReads = set.NewCounter("marketfeed_trade_window_gap_reads_total")
-	m.gapsCut = set.NewCounter("marketfeed_trade_window_gaps_cut_total")
-	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
-	for k, row := range kinds {
 		for src, name := range sourceNames {
 			set.NewGauge(`marketfeed_pairs{part="`+row.part+`",source="`+name+`"}`, func() float64 {
 				return float64(s.counts()[k][src])
 			})
 		}
 	}
+	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
+	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")
+	m.gapReads = set.NewCounter("marketfeed_trade_window_gap_reads_total")
+	m.gapsCut = set.NewCounter("marketfeed_trade_window_gaps_cut_total")
+	m.publishLag = promhist.New(set, "marketfeed_book_publication_lag_seconds", `source="stream"`, lagBounds)
 	set.NewGauge("marketfeed_books_short", func() float64 { return float64(s.ShortBooks()) })
 	set.NewGauge("marketfeed_trade_window_holes", func() float64 { return float64(s.holes()) })
 	set.NewGauge("marketfeed_books_sync_per_minute", func() float64 { return s.SyncProgress().PerMinute })
@@ -110,24 +106,12 @@ func (s *Source) Sources() (books, trades map[string]int) {
 // holes counts the trade windows holding a hole: serving only the trades
 // after it until the read of the missing ids fills it.
 func (s *Source) holes() int {
-	n := 0
-	s.each(func(lp *pair) {
-		if lp.window.hole.open() {
-			n++
-		}
-	})
-	return n
+	return s.count(func(lp *pair) bool { return lp.window.hole.open() })
 }
 
 // ShortBooks counts the books in sequence that hold fewer than the published
 // levels on a side they cannot vouch beyond: they serve fewer levels there
 // until their refresh comes.
 func (s *Source) ShortBooks() int {
-	n := 0
-	s.each(func(lp *pair) {
-		if lp.bookCurrent() && lp.book.Short(snapshot.MaxDepth) {
-			n++
-		}
-	})
-	return n
+	return s.count(func(lp *pair) bool { return lp.bookCurrent() && lp.book.Short(snapshot.MaxDepth) })
 }

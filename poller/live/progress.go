@@ -3,6 +3,7 @@ package live
 import (
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,7 +52,7 @@ type SyncProgress struct {
 	ETA       time.Duration // until the last is in sequence at that pace; -1: no pace yet
 }
 
-// observe takes one sample of the book counts and logs the progress.
+// observeSync takes one sample of the book counts and logs the progress.
 func (s *Source) observeSync(now time.Time) {
 	n := s.counts()[snapshot.StreamBook]
 	synced, behind := n[sourceStream], n[sourceSyncing]
@@ -60,11 +61,7 @@ func (s *Source) observeSync(now time.Time) {
 	defer p.mu.Unlock()
 	if !p.since.IsZero() {
 		p.gains = append(p.gains, gain{now, max(synced-p.synced, 0)})
-		i := 0
-		for i < len(p.gains) && now.Sub(p.gains[i].at) >= paceWindow {
-			i++
-		}
-		p.gains = append(p.gains[:0], p.gains[i:]...)
+		p.gains = slices.DeleteFunc(p.gains, func(g gain) bool { return now.Sub(g.at) >= paceWindow })
 		sum := 0
 		for _, g := range p.gains {
 			sum += g.n

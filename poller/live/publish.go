@@ -41,46 +41,66 @@ func slots(every, step time.Duration) uint32 {
 // one), its trades once every TradesEvery, and its depth, if asked for,
 // once every DepthEvery.
 func (s *Source) publishEachStep(sch Scheduler) {
+	pubs := []publication{{s.cfg.BookEvery, s.publishBook}, {s.cfg.TradesEvery, s.publishTrades}}
 	step := publishStep
-	for _, every := range []time.Duration{s.cfg.BookEvery, s.cfg.TradesEvery} {
-		if every > 0 {
-			step = min(step, every)
+	for _, p := range pubs {
+		if p.every > 0 {
+			step = min(step, p.every)
 		}
 	}
-	books, trades := slots(s.cfg.BookEvery, step), slots(s.cfg.TradesEvery, step)
-	depths := slots(s.cfg.DepthEvery, step)
+	if s.cfg.DepthEvery > 0 {
+		pubs = append(pubs, publication{s.cfg.DepthEvery, s.publishDepth})
+	}
 	// The job never overlaps itself; the count is atomic only because
 	// each run may be on another goroutine.
 	var n atomic.Uint32
 	sch.Every(step, func(context.Context) {
 		i := n.Add(1) - 1
 		now := time.Now()
-		s.publishBooks(now, i%books, books)
-		s.publishTrades(now, i%trades, trades)
-		if s.cfg.DepthEvery > 0 {
-			s.publishDepths(now, i%depths, depths)
+		for _, p := range pubs {
+			of := slots(p.every, step)
+			s.publish(now, i%of, of, p.take)
 		}
 	})
 }
 
-// publishDepths publishes, as a snapshot.Depth, every book of the pairs in
-// slot of slots that is in sequence and serves levels: what a cluster
-// member taking over starts the pair's book from (see Seed). A depth is
-// current at its update id whatever the book did since its last
-// publication, so it is published whether the book changed or not.
-func (s *Source) publishDepths(now time.Time, slot, slots uint32) {
+// publication is one kind of value published on the step schedule: each
+// pair's once every every, by take, which is called with the pair's lock
+// held and returns the build of the publication to run once the lock is
+// released (nil: nothing to publish).
+type publication struct {
+	every time.Duration
+	take  func(lp *pair, now time.Time) (build func())
+}
+
+// publish runs take on the pairs in slot of slots (see publishStep), then
+// the build it returns with the pair's lock released.
+func (s *Source) publish(now time.Time, slot, slots uint32, take func(lp *pair, now time.Time) func()) {
 	for _, lp := range *s.pairs.Load() {
 		if lp.slot%slots != slot {
 			continue
 		}
 		lp.mu.Lock()
-		if !lp.bookCurrent() || lp.book.Held() || lp.book.Vouched() == 0 {
-			lp.mu.Unlock()
-			continue
-		}
-		bids, asks := lp.book.Top(snapshot.DepthLevels)
-		venueTime, updateID := lp.book.Time(), lp.book.LastUpdateID()
+		build := take(lp, now)
 		lp.mu.Unlock()
+		if build != nil {
+			build()
+		}
+	}
+}
+
+// publishDepth publishes, as a snapshot.Depth, the book if it is in
+// sequence and serves levels: what a cluster member taking over starts the
+// pair's book from (see Seed). A depth is current at its update id whatever
+// the book did since its last publication, so it is published whether the
+// book changed or not.
+func (s *Source) publishDepth(lp *pair, now time.Time) func() {
+	if !lp.bookCurrent() || lp.book.Held() || lp.book.Vouched() == 0 {
+		return nil
+	}
+	bids, asks := lp.book.Top(snapshot.DepthLevels)
+	venueTime, updateID := lp.book.Time(), lp.book.LastUpdateID()
+	return func() {
 		s.cfg.Store.PutDepth(snapshot.NewDepth(lp.tickerID, venueTime, updateID, bids, asks, now))
 	}
 }
@@ -91,59 +111,40 @@ func (s *Source) publishDepths(now time.Time, slot, slots uint32) {
 // round that follows chooses among all that wait, nearest to running out
 // first.
 func (s *Source) askRefreshes() {
-	for _, lp := range *s.pairs.Load() {
-		lp.mu.Lock()
-		if lp.bookCurrent() && !lp.book.Held() {
-			// Ask for a deeper view while the book can still publish
-			// every level: half the published depth ahead of running
-			// short. What it holds meanwhile is an exact prefix of the
-			// venue's book.
-			switch {
-			case lp.book.Short(refreshBelow):
-				if !lp.book.Record() {
-					s.metrics.resyncs[causeShort].Inc()
-				}
-			case lp.book.Recording() && !lp.books.rest.inFlight:
-				// The price turned back while the refresh waited its
-				// turn in the refresh share: it is no longer needed.
-				lp.book.StopRecording()
-			}
-		}
-		lp.mu.Unlock()
-	}
-}
-
-// publishBooks publishes the stream-fed books of the pairs in slot of
-// slots (see publishStep) that changed since their last publication, and
-// confirms those that did not.
-func (s *Source) publishBooks(now time.Time, slot, slots uint32) {
-	for _, lp := range *s.pairs.Load() {
-		if lp.slot%slots != slot {
-			continue
-		}
-		lp.mu.Lock()
+	s.each(func(lp *pair) {
 		if !lp.bookCurrent() || lp.book.Held() {
-			lp.mu.Unlock()
-			continue
+			return
 		}
-		if lp.book.Vouched() == 0 {
-			// Depleted: the last publication stands until the refresh.
-			lp.mu.Unlock()
-			continue
+		// Ask for a deeper view while the book can still publish every
+		// level: half the published depth ahead of running short. What it
+		// holds meanwhile is an exact prefix of the venue's book.
+		switch {
+		case lp.book.Short(refreshBelow):
+			if !lp.book.Record() {
+				s.metrics.resyncs[causeShort].Inc()
+			}
+		case lp.book.Recording() && !lp.books.rest.inFlight:
+			// The price turned back while the refresh waited its turn in
+			// the refresh share: it is no longer needed.
+			lp.book.StopRecording()
 		}
-		if !lp.book.Changed() && lp.books.confirm(now, s.putBook) {
-			lp.lastQuoteAt = now
-			lp.mu.Unlock()
-			continue
-		}
-		build := s.takeBook(lp, now)
-		lp.mu.Unlock()
-		build()
-	}
+	})
 }
 
-func (s *Source) putBook(b *snapshot.Book)     { s.cfg.Store.PutBook(b) }
-func (s *Source) putTrades(t *snapshot.Trades) { s.cfg.Store.PutTrades(t) }
+// publishBook publishes the stream-fed book if it changed since its last
+// publication, and confirms it if not.
+func (s *Source) publishBook(lp *pair, now time.Time) func() {
+	switch {
+	case !lp.bookCurrent() || lp.book.Held():
+		return nil
+	case lp.book.Vouched() == 0:
+		return nil // depleted: the last publication stands until the refresh
+	case !lp.book.Changed() && lp.books.confirm(now, s.cfg.Store.PutBook):
+		lp.lastQuoteAt = now
+		return nil
+	}
+	return s.takeBook(lp, now)
+}
 
 // takeBook takes the book's state for publishing and returns the build of
 // its publication, to run once lp.mu is released. Called with lp.mu held.
@@ -158,31 +159,21 @@ func (s *Source) takeBook(lp *pair, now time.Time) (build func()) {
 		b := snapshot.NewCheckedBook(lp.tickerID, venueTime, updateID, bids, asks, now)
 		lp.mu.Lock()
 		defer lp.mu.Unlock()
-		if lp.books.finish(seq, b, s.putBook) {
-			lp.lastQuote = quoteOf(lp.symbol, bids[:min(1, len(bids))], asks[:min(1, len(asks))])
+		if lp.books.finish(seq, b, s.cfg.Store.PutBook) {
+			lp.lastQuote = quoteOf(lp.symbol, bids, asks)
 			lp.lastQuoteAt = now
 			s.metrics.publishLag.Observe(now.Sub(time.UnixMilli(venueTime)))
 		}
 	}
 }
 
-// publishTrades publishes the complete trade windows of the pairs in slot
-// of slots (see publishStep) that changed, and confirms those that did
-// not.
-func (s *Source) publishTrades(now time.Time, slot, slots uint32) {
-	for _, lp := range *s.pairs.Load() {
-		if lp.slot%slots != slot {
-			continue
-		}
-		lp.mu.Lock()
-		if !lp.tradesCurrent() || (!lp.windowChanged && lp.trades.confirm(now, s.putTrades)) {
-			lp.mu.Unlock()
-			continue
-		}
-		build := s.takeTrades(lp, now)
-		lp.mu.Unlock()
-		build()
+// publishTrades publishes the trade window if it is complete and changed,
+// and confirms it if it did not change.
+func (s *Source) publishTrades(lp *pair, now time.Time) func() {
+	if !lp.tradesCurrent() || (!lp.windowChanged && lp.trades.confirm(now, s.cfg.Store.PutTrades)) {
+		return nil
 	}
+	return s.takeTrades(lp, now)
 }
 
 // takeTrades takes the trade window for publishing and returns the build of
@@ -199,7 +190,7 @@ func (s *Source) takeTrades(lp *pair, now time.Time) (build func()) {
 				slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
 		}
 		lp.mu.Lock()
-		lp.trades.finish(seq, t, s.putTrades)
+		lp.trades.finish(seq, t, s.cfg.Store.PutTrades)
 		lp.mu.Unlock()
 	}
 }

@@ -15,8 +15,8 @@ import (
 // the refreshes books need, then publishes every book and trade window.
 func (s *Source) publishPeriod() {
 	s.askRefreshes()
-	s.publishBooks(time.Now(), 0, 1)
-	s.publishTrades(time.Now(), 0, 1)
+	s.publish(time.Now(), 0, 1, s.publishBook)
+	s.publish(time.Now(), 0, 1, s.publishTrades)
 }
 
 // jobs is a Scheduler that runs nothing by itself: the test runs the jobs.

@@ -45,92 +45,6 @@ func retry(err error, failures int) time.Duration {
 // pairBackoff spaces the retries of one pair's failing reads.
 var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 
-// restRead is one kind of REST read as a row of a table: a book snapshot
-// and a trades backfill are scheduled, paced and finished the same way, so
-// what differs is here rather than a branch at every step.
-type restRead struct {
-	stream  snapshot.Stream
-	purpose [numTiers]budget.Purpose // what the read's weight is spent on, by tier
-	weight  func(s *Source, tier int) int
-	// due reports whether lp needs the read, its tier (lower tiers go
-	// first) and its order within the tier (lower first). Called with
-	// lp.mu held, only when a read of the kind may start.
-	due func(s *Source, lp *pair, now time.Time) (ok bool, tier, order int)
-	// fetch reads the venue and returns what applies the result with
-	// lp.mu held; that returns the build of a publication to run once the
-	// lock is released (nil: nothing).
-	fetch func(s *Source, ctx context.Context, lp *pair, tier int) (apply func(now time.Time) (build func()), err error)
-}
-
-var (
-	snapshotRead = restRead{
-		stream: snapshot.StreamBook,
-		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted,
-			tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
-		weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
-		due: func(_ *Source, lp *pair, _ time.Time) (bool, int, int) {
-			if !lp.books.live {
-				return false, 0, 0
-			}
-			if lp.book.Synced() {
-				// A refresh: the book is served meanwhile, so it waits
-				// behind every book that is not, and the book nearest
-				// to running short goes first.
-				// A depleted book is refreshed from the book share, and
-				// so is a seeded one (see pair.seeded) as soon as it
-				// serves fewer than the published levels, after every
-				// depleted one and leaving them room (see
-				// budget.PurposeDeepen).
-				vouched := lp.book.Vouched()
-				switch {
-				case vouched == 0:
-					return lp.book.Recording(), tierDepleted, vouched
-				case lp.seeded && vouched < snapshot.MaxDepth:
-					return lp.book.Recording(), tierDeepen, vouched
-				}
-				return lp.book.Recording(), tierRefresh, vouched
-			}
-			return lp.book.Buffered() > 0, tierSync, 0
-		},
-		fetch: (*Source).fetchSnapshot,
-	}
-	backfillRead = restRead{
-		stream:  snapshot.StreamTrades,
-		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
-		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
-		// A window answers before its backfill (see pair.tradesCurrent),
-		// which fills it toward MaxTrades in the background: the pairs
-		// requests read first, and only once every book is in sequence (a
-		// book out of sequence is not served at all), but for a window a
-		// request waits for. A window that may have missed trades while
-		// its stream was lost is read when no trade came within
-		// resumeGrace of the stream's return to say whether it did (the
-		// trades after its newest are read); one that did miss trades
-		// reads the ids it missed.
-		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
-			switch {
-			case !lp.trades.live:
-				return false, 0, 0
-			case lp.tradesLost:
-				if now.Sub(lp.trades.at) < resumeGrace && lp.waiting.Load() == 0 {
-					return false, 0, 0
-				}
-			case lp.window.hole.open():
-			case lp.backfilled || lp.window.full():
-				return false, 0, 0
-			}
-			if s.booksBehind.Load() && lp.waiting.Load() == 0 {
-				return false, 0, 0
-			}
-			if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
-				return true, 0, 0
-			}
-			return true, 0, 1
-		},
-		fetch: (*Source).fetchTrades,
-	}
-)
-
 // Snapshot tiers: books not in sequence go first, refreshes of books that
 // are served meanwhile after them, the depleted ones first.
 //
@@ -165,9 +79,9 @@ func (s *Source) snapshotDepth(tier int) int {
 // books that are not in sequence or ask for a refresh, then backfills of
 // the trade windows that are not complete. It does not wait for them.
 func (s *Source) Sync() {
-	left := s.dispatch(snapshotRead)
+	left := s.dispatch(snapshot.StreamBook)
 	s.booksBehind.Store(left[tierSync] > 0 || s.booksWaiting(time.Now()))
-	s.dispatch(backfillRead)
+	s.dispatch(snapshot.StreamTrades)
 }
 
 // booksWaiting reports whether a book out of sequence waits for its
@@ -179,23 +93,18 @@ func (s *Source) Sync() {
 // snapshots need. A stream quiet for ackGrace after its acknowledgement no
 // longer counts, so that a market with no depth changes holds nothing back.
 func (s *Source) booksWaiting(now time.Time) bool {
-	waiting := false
-	s.each(func(lp *pair) {
-		if waiting || !lp.books.delivering() || lp.book.Synced() {
-			return
-		}
-		waiting = lp.book.Buffered() > 0 || now.Sub(lp.books.at) < ackGrace
-	})
-	return waiting
+	return s.count(func(lp *pair) bool {
+		return lp.books.delivering() && !lp.book.Synced() && (lp.book.Buffered() > 0 || now.Sub(lp.books.at) < ackGrace)
+	}) > 0
 }
 
 // ackGrace is how long a depth stream acknowledged without an event yet is
 // taken as about to deliver the events its book's sync starts from.
 const ackGrace = 2 * time.Second
 
-// dispatch starts the reads of one kind for every pair that needs one, in
-// rank order, while the budget and the read slots allow, and returns how
-// many of each tier it left for a later round. Two dispatches may run at
+// dispatch starts the reads of stream kind k for every pair that needs one,
+// in queue order, while the budget and the read slots allow, and returns
+// how many of each tier it left for a later round. Two dispatches may run at
 // once (the schedule and a waiting request's wake-up): a pair's read is
 // claimed under its lock, where its readiness is checked again, before its
 // weight is spent, so that it is read once.
@@ -204,32 +113,34 @@ const ackGrace = 2 * time.Second
 // sequence is not served, so its sync is what every reader of the pair
 // waits for, and it may take the part of the book share held back for
 // requests too, once that would otherwise go unused.
-func (s *Source) dispatch(r restRead) (left [numTiers]int) {
-	now := time.Now()
+func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
+	r, now := &kinds[k], time.Now()
 	type queued struct {
 		lp          *pair
 		tier, order int
 	}
 	var due []queued
 	s.each(func(lp *pair) {
-		if r.state(lp).ready(now) {
+		if r.stream(lp).rest.ready(now) {
 			if ok, tier, order := r.due(s, lp, now); ok {
 				due = append(due, queued{lp, tier, order})
 			}
 		}
 	})
+	// A request waiting for a pair puts it first whatever its tier, the
+	// newest wait first among those of a tier; then spot pairs; then the
+	// rest by symbol, so that a cold start works through the catalog in a
+	// stable order.
 	slices.SortFunc(due, func(a, b queued) int {
-		// A request waiting for a pair puts it first whatever its tier.
-		aw, bw := a.lp.waiting.Load() != 0, b.lp.waiting.Load() != 0
-		if aw == bw {
-			if c := cmp.Compare(a.tier, b.tier); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(a.order, b.order); c != 0 {
-				return c
-			}
-		}
-		return rank(a.lp, b.lp)
+		wa, wb := a.lp.waiting.Load(), b.lp.waiting.Load()
+		return cmp.Or(
+			trueFirst(wa != 0, wb != 0),
+			cmp.Compare(a.tier, b.tier),
+			cmp.Compare(a.order, b.order),
+			cmp.Compare(wb, wa),
+			trueFirst(a.lp.spot.Load(), b.lp.spot.Load()),
+			cmp.Compare(a.lp.symbol, b.lp.symbol),
+		)
 	})
 	// A tier the budget or the read slots refused gets no more reads this
 	// round, but the next tier may still have room in its own class:
@@ -253,12 +164,12 @@ func (s *Source) dispatch(r restRead) (left [numTiers]int) {
 			prio = budget.Sync
 		}
 		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), prio, func(ctx context.Context) {
-			s.run(ctx, r, lp, tier)
+			s.run(ctx, k, lp, tier)
 		}) {
 			continue
 		}
 		lp.mu.Lock()
-		r.state(lp).inFlight = false
+		r.stream(lp).rest.inFlight = false
 		lp.mu.Unlock()
 		refused[tier] = true
 		left[tier]++
@@ -269,17 +180,17 @@ func (s *Source) dispatch(r restRead) (left [numTiers]int) {
 		}
 	}
 	if deferred > 0 {
-		s.cfg.REST.Deferred(r.stream, deferred)
+		s.cfg.REST.Deferred(k, deferred)
 	}
 	return left
 }
 
 // claim marks the pair's read in flight if it is still ready and due in the
 // same tier; it reports whether it did.
-func (s *Source) claim(r restRead, lp *pair, tier int) bool {
+func (s *Source) claim(r *kind, lp *pair, tier int) bool {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
-	st := r.state(lp)
+	st := &r.stream(lp).rest
 	if !st.ready(time.Now()) {
 		return false
 	}
@@ -290,51 +201,40 @@ func (s *Source) claim(r restRead, lp *pair, tier int) bool {
 	return true
 }
 
-// state is the pair's state of this read. Called with lp.mu held.
-func (r restRead) state(lp *pair) *restState { return &kinds[r.stream].stream(lp).rest }
-
-// rank orders pairs for REST reads: pairs a request waits for first, newest
-// wait first; then spot pairs; then the rest by symbol, so that a cold
-// start works through the catalog in a stable order.
-func rank(a, b *pair) int {
-	wa, wb := a.waiting.Load(), b.waiting.Load()
-	if (wa != 0) != (wb != 0) {
-		if wa != 0 {
-			return -1
-		}
-		return 1
+// trueFirst orders true before false.
+func trueFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
 	}
-	if c := cmp.Compare(wb, wa); c != 0 {
-		return c
-	}
-	if as, bs := a.spot.Load(), b.spot.Load(); as != bs {
-		if as {
-			return -1
-		}
-		return 1
-	}
-	return cmp.Compare(a.symbol, b.symbol)
+	return 1
 }
 
-// run makes one REST read of a pair and applies it: a failed read is
-// logged and retried after the pair's back-off, a good one applied under
-// the pair's lock and what it changed published after.
-func (s *Source) run(ctx context.Context, r restRead, lp *pair, tier int) {
+// run makes one REST read of a pair's stream kind k and applies it: a
+// failed read is logged and retried after the pair's back-off, a good one
+// applied under the pair's lock and what it changed published after.
+func (s *Source) run(ctx context.Context, k snapshot.Stream, lp *pair, tier int) {
+	r := &kinds[k]
 	apply, err := r.fetch(s, ctx, lp, tier)
 	now := time.Now()
 	lp.mu.Lock()
-	st := r.state(lp)
+	st := &r.stream(lp).rest
 	st.inFlight = false
 	if err != nil {
 		st.failures++
 		st.after = now.Add(retry(err, st.failures))
 		lp.mu.Unlock()
-		s.cfg.Log(slog.LevelWarn, "rest-"+r.stream.String(), "venue read of a stream-fed pair failed",
+		s.cfg.Log(slog.LevelWarn, "rest-"+k.String(), "venue read of a stream-fed pair failed",
 			slog.String("purpose", r.purpose[tier].String()), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
 		return
 	}
 	st.failures = 0
-	build := apply(now)
+	var build func()
+	if apply(now) && r.current(lp) {
+		build = r.take(s, lp, now)
+	}
 	lp.mu.Unlock()
 	if build != nil {
 		build()
@@ -343,7 +243,7 @@ func (s *Source) run(ctx context.Context, r restRead, lp *pair, tier int) {
 
 // fetchSnapshot reads one snapshot, which syncs the pair's book or is laid
 // under a book in sequence that asked for a deeper view.
-func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(time.Time) func(), error) {
+func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(time.Time) bool, error) {
 	lp.mu.Lock()
 	seeded := lp.seeded
 	lp.mu.Unlock()
@@ -352,7 +252,7 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 	}
 	depth := s.snapshotDepth(tier)
 	snap, err := s.cfg.REST.Book(ctx, lp.symbol, depth)
-	return func(now time.Time) func() {
+	return func(now time.Time) bool {
 		if err := lp.book.Refresh(snap, depth); err != nil {
 			cause := causeStale
 			if !errors.Is(err, orderbook.ErrStaleSnapshot) {
@@ -364,14 +264,10 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 				lp.books.rest.after = now.Add(time.Second)
 			}
 			s.resynced(lp, cause, err)
-			return nil
+			return false
 		}
 		lp.seeded = false
-		if !lp.bookCurrent() {
-			return nil
-		}
-		// Publish at once: a request may be waiting for this book.
-		return s.takeBook(lp, now)
+		return true
 	}, err
 }
 
@@ -383,7 +279,7 @@ const resumeGrace = 2 * time.Second
 // missed trades while its stream was lost, the trades after its newest
 // (see readOn); for one with a hole, the ids it misses; otherwise, and for
 // a window that never held a trade, the newest trades.
-func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Time) func(), error) {
+func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Time) bool, error) {
 	lp.mu.Lock()
 	lost, losses, newest := lp.tradesLost, lp.losses, lp.window.newest()
 	hole, read, fill := lp.window.holeRead()
@@ -394,24 +290,24 @@ func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Ti
 	case fill && !lost:
 		s.metrics.gapReads.Inc()
 		trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, read.from, int(read.to-read.from))
-		return func(now time.Time) func() {
+		return func(time.Time) bool {
 			if lp.window.fill(hole, read, trades) {
 				// The venue has no such ids: what it has is read
 				// again as the window's backfill.
 				s.metrics.gapsCut.Inc()
 				lp.backfilled = false
 			}
-			return s.publishWindow(lp, now)
+			return true
 		}, err
 	}
 	trades, err := s.cfg.REST.Trades(ctx, lp.symbol, snapshot.MaxTrades)
-	return func(now time.Time) func() {
+	return func(time.Time) bool {
 		if lost && lp.tradesLost && losses == lp.losses {
 			lp.tradesLost = false // the window held nothing to miss trades after
 		}
 		lp.window.merge(trades)
 		lp.backfilled = true
-		return s.publishWindow(lp, now)
+		return true
 	}, err
 }
 
@@ -423,9 +319,9 @@ func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Ti
 // pair.resumeTrades). A full read may be followed by more trades the window
 // missed: it stays unsettled, and the next read goes on from the last. A
 // read started before a later loss settles nothing.
-func (s *Source) readOn(ctx context.Context, lp *pair, from int64, losses int) (func(time.Time) func(), error) {
+func (s *Source) readOn(ctx context.Context, lp *pair, from int64, losses int) (func(time.Time) bool, error) {
 	trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, from, snapshot.MaxTrades)
-	return func(now time.Time) func() {
+	return func(time.Time) bool {
 		if lp.tradesLost && losses == lp.losses {
 			first := from
 			if len(trades) > 0 {
@@ -437,16 +333,6 @@ func (s *Source) readOn(ctx context.Context, lp *pair, from int64, losses int) (
 			lp.tradesLost = len(trades) == snapshot.MaxTrades
 		}
 		lp.window.merge(trades)
-		return s.publishWindow(lp, now)
+		return true
 	}, err
-}
-
-// publishWindow returns the build of the window's publication after a
-// read, at once, since a request may be waiting for it; nil when the
-// window does not answer. Called with lp.mu held.
-func (s *Source) publishWindow(lp *pair, now time.Time) func() {
-	if !lp.tradesCurrent() {
-		return nil
-	}
-	return s.takeTrades(lp, now)
 }

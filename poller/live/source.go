@@ -142,7 +142,7 @@ type Source struct {
 	// booksBehind is set while the last round saw books out of sequence
 	// waiting for their snapshots (see booksWaiting): until they have
 	// theirs, only the backfills of windows a request waits for may spend
-	// weight (see backfillRead).
+	// weight (see the trades' due in kinds).
 	booksBehind atomic.Bool
 	progress    syncProgress
 }
@@ -234,6 +234,18 @@ func (s *Source) each(f func(lp *pair)) {
 	}
 }
 
+// count counts the pairs for which f, called with the pair's lock held,
+// reports true.
+func (s *Source) count(f func(lp *pair) bool) int {
+	n := 0
+	s.each(func(lp *pair) {
+		if f(lp) {
+			n++
+		}
+	})
+	return n
+}
+
 // poke starts a sync round without waiting for the schedule.
 func (s *Source) poke() {
 	select {
@@ -245,29 +257,23 @@ func (s *Source) poke() {
 // Streaming reports whether the pair's stream of k delivers, so that the
 // stream, not REST polling, keeps it (see pair.streaming).
 func (s *Source) Streaming(id string, k snapshot.Stream) bool {
-	lp := s.byID(id)
-	if lp == nil {
-		return false
-	}
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	return lp.streaming(k)
+	return s.test(id, func(lp *pair) bool { return lp.streaming(k) })
 }
 
 // Current reports whether the stream keeps the pair's snapshot of k
 // current: synced (or backfilled), in sequence and not silent.
 func (s *Source) Current(id string, k snapshot.Stream) bool {
+	return s.test(id, func(lp *pair) bool { return kinds[k].current(lp) })
+}
+
+// test reports what f, called with the lock held, says of the pair with
+// ticker id id; false when no such pair is listed.
+func (s *Source) test(id string, f func(lp *pair) bool) bool {
 	lp := s.byID(id)
 	if lp == nil {
 		return false
 	}
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
-	return kinds[k].current(lp)
-}
-
-// fresh reports whether the store holds a snapshot of the pair's k that may
-// still be served.
-func (s *Source) fresh(id string, k snapshot.Stream, now time.Time) bool {
-	return s.cfg.Store.FreshAt(k, []byte(id), now.UnixNano(), s.cfg.MaxStale)
+	return f(lp)
 }

@@ -161,8 +161,8 @@ func (s *Source) servedBook(t *testing.T) *snapshot.Book {
 // pair that needs a snapshot is read once, not once per dispatcher.
 func TestTwoDispatchersReadOneSnapshot(t *testing.T) {
 	s, rest, _ := newTestSource(t)
-	rest.onStart = func() { s.dispatch(snapshotRead) } // the other dispatcher, between claim and read
-	s.dispatch(snapshotRead)
+	rest.onStart = func() { s.dispatch(snapshot.StreamBook) } // the other dispatcher, between claim and read
+	s.dispatch(snapshot.StreamBook)
 	rest.wait()
 	if rest.started != 1 {
 		t.Fatalf("%d snapshot reads started for one book, want 1", rest.started)

@@ -7,16 +7,12 @@ import (
 	"marketfeed/snapshot"
 )
 
-// fresher is the age within which the streams' tickers and quotes are used
-// without the bulk REST calls standing in (Config.Fresh).
-func (s *Source) fresher() time.Duration { return s.cfg.Fresh }
-
 // TickersFlowing reports whether the ticker stream has delivered recently
-// enough (see fresher) that the statistics need no REST read.
+// enough (see Config.Fresh) that the statistics need no REST read.
 func (s *Source) TickersFlowing(now time.Time) bool {
 	s.tickersMu.Lock()
 	defer s.tickersMu.Unlock()
-	return !s.tickersAt.IsZero() && now.Sub(s.tickersAt) <= s.fresher()
+	return !s.tickersAt.IsZero() && now.Sub(s.tickersAt) <= s.cfg.Fresh
 }
 
 // StreamTickers returns the statistics the ticker stream has brought (over
@@ -57,7 +53,7 @@ func (s *Source) SeedTickers(stats []venue.Stat) {
 // publish. A book in sequence gives its current top; a book resyncing gives
 // the top it last published while that is younger than max-stale, so a
 // resync does not take a ticker away. all reports whether every spot pair
-// has a quote recent enough (see fresher) that the bulk quotes need not
+// has a quote recent enough (see Config.Fresh) that the bulk quotes need not
 // stand in.
 func (s *Source) Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool) {
 	stale := 0
@@ -75,7 +71,7 @@ func (s *Source) Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quo
 		}
 		lp.mu.Unlock()
 		age := now.Sub(qAt)
-		if q.Symbol == "" || age > s.fresher() {
+		if q.Symbol == "" || age > s.cfg.Fresh {
 			stale++
 		}
 		if q.Symbol != "" && age <= s.cfg.MaxStale {

@@ -56,15 +56,11 @@ func (w *tradeWindow) add(tr venue.Trade) bool {
 
 func byID(t venue.Trade, id int64) int { return cmp.Compare(t.ID, id) }
 
-// merge adds trades read from REST and reports whether the window changed.
-func (w *tradeWindow) merge(trades []venue.Trade) bool {
-	changed := false
+// merge adds trades read from REST.
+func (w *tradeWindow) merge(trades []venue.Trade) {
 	for _, tr := range trades {
-		if w.add(tr) {
-			changed = true
-		}
+		w.add(tr)
 	}
-	return changed
 }
 
 // full reports whether the window holds as many trades as a response can
