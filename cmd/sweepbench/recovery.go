@@ -485,7 +485,7 @@ func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pai
 		return c, err
 	}
 	c.Recovered, c.Pending = probe.end.Sub(at), probe.pending
-	whole := probe.end
+	var whole time.Time
 	for {
 		m, err := scrape(ctx, env.opsAddr)
 		if err != nil {

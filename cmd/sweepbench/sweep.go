@@ -41,7 +41,7 @@ type result struct {
 	// start and later did not, before the cold start ended (streams only);
 	// ColdRelapses the answers that were not 200.
 	ColdRelapsed, ColdRelapses int
-	ColdWeight  weightUse
+	ColdWeight                 weightUse
 
 	Measured  time.Duration // the length of the measured run
 	HotRate   int           // reads a second the hot client aimed at
@@ -198,8 +198,8 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	coldEnd := cold.end
 	res.ColdStart, res.ColdPending = coldEnd.Sub(t0), cold.pending
 	res.ColdRelapsed, res.ColdRelapses = cold.relapsed, cold.relapses
-	fmt.Fprintf(cfg.stdout, "  cold start %v (%d books pending, %d answered and then did not); measuring for %v\n",
-		res.ColdStart.Round(time.Millisecond), cold.pending, cold.relapsed, cfg.duration)
+	fmt.Fprintf(cfg.stdout, "  cold start %v (%d books pending, %d answered and then did not %v); measuring for %v\n",
+		res.ColdStart.Round(time.Millisecond), cold.pending, cold.relapsed, cold.relapsedIDs, cfg.duration)
 
 	col := newCollector()
 	cpu0, err := readCPU(feed.Pid())
@@ -340,6 +340,7 @@ type coldProbe struct {
 	// client that read it once would see fail; relapses counts those
 	// answers.
 	relapsed, relapses int
+	relapsedIDs        []string // the pairs that relapsed, in the order they did
 }
 
 // probeBooks asks for every pair's book until need of them have answered
@@ -376,6 +377,9 @@ func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, in
 				switch {
 				case again && status != http.StatusOK && ctx.Err() == nil:
 					res.relapses++
+					if !relapsed[i] {
+						res.relapsedIDs = append(res.relapsedIDs, p)
+					}
 					relapsed[i] = true
 				case !again && status == http.StatusOK && ok(body):
 					answered[i] = time.Now()
