@@ -127,6 +127,18 @@ func (v *fakeVenue) fromReads(symbol string) []fakeCall {
 	return out
 }
 
+// symbolsOf returns the symbols of the calls of kind c from the from-th
+// call on, in the order they were made.
+func (v *fakeVenue) symbolsOf(c venue.Call, from int) []string {
+	var out []string
+	for _, call := range v.log()[from:] {
+		if call.call == c {
+			out = append(out, call.symbol)
+		}
+	}
+	return out
+}
+
 func (v *fakeVenue) log() []fakeCall {
 	v.mu.Lock()
 	defer v.mu.Unlock()

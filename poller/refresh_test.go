@@ -39,15 +39,7 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 		for i, m := range w.models {
 			w.src.Depth(m.takeAsks(110 + i))
 		}
-		refreshed := func() []string {
-			var out []string
-			for _, c := range w.v.log()[before:] {
-				if c.call == venue.CallBook {
-					out = append(out, c.symbol)
-				}
-			}
-			return out
-		}
+		refreshed := func() []string { return w.v.symbolsOf(venue.CallBook, before) }
 		// No events for three seconds: the model's events put asks back.
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
@@ -185,6 +177,55 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 			t.Fatalf("%v depleted refreshes counted, want 1", got)
 		}
 		if got, want := string(w.book(2).Body()), w.models[2].body(pairID(3)); got != want {
+			t.Fatalf("the depleted book after its refresh: published\n%s\nwant\n%s", got, want)
+		}
+	})
+}
+
+// A cold start's syncs spend the whole book share for as long as they
+// last. A book already synced that runs dry meanwhile must not wait behind
+// them: it has been answering, and would answer 502 once its last
+// publication passed max-stale. Its refresh is the next read the budget
+// allows, ahead of the books still to sync.
+func TestDepletedBookIsRefreshedBeforeTheColdStartsSyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 40 // 800 weight of syncs: more than a minute's book share
+		w := newStreamWorld(t, n, Config{Budget: 0.5, SyncDepth: 200, RefreshDepth: 300, RefreshShare: 0.01})
+		defer w.stop()
+		w.goLive(1000, 20)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		synced := w.v.count(venue.CallBook, "")
+		if synced == 0 || synced >= n {
+			t.Fatalf("%d of %d books synced in the first second, want the budget to stop the cold start part way", synced, n)
+		}
+		if w.book(0) == nil {
+			t.Fatal("the first book in the queue was not synced")
+		}
+		before := len(w.v.log())
+		w.src.Depth(w.models[0].takeAsks(200)) // every ask it vouched for
+		// Reads started in one round reach the venue in any order: the
+		// refresh must be among the first round's.
+		var reads []string
+		for i := range 1200 { // two minutes: the window slides on, and the rest sync
+			// The others' events go on; the dry book's market is quiet,
+			// so that nothing but its refresh gives it levels back.
+			for _, m := range w.models[1:] {
+				w.src.Depth(m.next())
+			}
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			first := len(reads) == 0
+			reads = w.v.symbolsOf(venue.CallBook, before)
+			if first && len(reads) > 0 && !slices.Contains(reads, w.symbols[0]) {
+				t.Fatalf("after %v the first snapshot reads since the book ran dry are %v, want its refresh (%s) among them",
+					time.Duration(i+1)*100*time.Millisecond, reads, w.symbols[0])
+			}
+		}
+		if len(reads) != n-synced+1 {
+			t.Fatalf("%d snapshot reads after the book ran dry, want its refresh and the %d syncs left", len(reads), n-synced)
+		}
+		if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
 			t.Fatalf("the depleted book after its refresh: published\n%s\nwant\n%s", got, want)
 		}
 	})

@@ -188,8 +188,10 @@ type kind struct {
 	take func(s *Source, lp *pair, now time.Time) (build func())
 
 	// The REST read of the kind: purpose is what its weight is spent on,
-	// by tier.
+	// by tier, and prio how much of its class's cap it may take when no
+	// request waits for the pair.
 	purpose [numTiers]budget.Purpose
+	prio    [numTiers]budget.Priority
 	weight  func(s *Source, tier int) int
 	// due reports whether lp needs the read, its tier (lower tiers go
 	// first) and its order within the tier (lower first). Called only
@@ -225,6 +227,13 @@ var kinds = [snapshot.NumStreams]kind{
 		take: (*Source).takeBook,
 		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted,
 			tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
+		// A depleted book is about to stop being served to the clients
+		// reading it, as urgent as a request that waits: all of the book
+		// share. A book out of sequence is not served, so its sync is
+		// what every reader of the pair waits for: it may take the part
+		// of the book share held back for requests too, once it would
+		// otherwise go unused.
+		prio:   [numTiers]budget.Priority{tierDepleted: budget.Waiting, tierSync: budget.Sync},
 		weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 		due: func(_ *Source, lp *pair, _ time.Time) (bool, int, int) {
 			if !lp.books.live {
@@ -233,12 +242,12 @@ var kinds = [snapshot.NumStreams]kind{
 			if lp.book.Synced() {
 				// A refresh: the book is served meanwhile, so it waits
 				// behind every book that is not, and the book nearest
-				// to running short goes first.
-				// A depleted book is refreshed from the book share, and
-				// so is a seeded one (see pair.seeded) as soon as it
-				// serves fewer than the published levels, after every
-				// depleted one and leaving them room (see
-				// budget.PurposeDeepen).
+				// to running short goes first; but a depleted book is
+				// refreshed from the book share before any (see
+				// tierDepleted), and so is a seeded one (see
+				// pair.seeded) as soon as it serves fewer than the
+				// published levels, after the books to sync and leaving
+				// room (see budget.PurposeDeepen).
 				vouched := lp.book.Vouched()
 				switch {
 				case vouched == 0:

@@ -45,23 +45,30 @@ func retry(err error, failures int) time.Duration {
 // pairBackoff spaces the retries of one pair's failing reads.
 var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 
-// Snapshot tiers: books not in sequence go first, refreshes of books that
-// are served meanwhile after them, the depleted ones first.
+// Snapshot tiers: the refreshes of depleted books first, then the books
+// not in sequence, then the refreshes of books that are served meanwhile.
 //
 // A book is depleted when the top has run through every level a side
 // vouched for: the side would be published empty, though the venue has
 // levels there. Its last publication goes on being served (aging towards
 // max-stale) instead, and its refresh no longer waits its turn in the
-// refresh share: it is read from the book share, next after the books to
-// sync. Only this case, and a book started from a seed that serves fewer
-// than the published levels (every book of a member taking over may need
-// deepening at once: tierDeepen, after the depleted ones, which leaves
-// them part of the book share), bypass the share: a book that still
+// refresh share: it is read from the book share, before the books to sync,
+// at their priority. A depleted book has been answering, and answers 502
+// once its last publication passes max-stale, so it must not wait behind a
+// cold start's syncs, which spend the whole book share for minutes (at 446
+// books on Binance's limits, two books that had answered went 502 during
+// the cold start when it waited). Depleted books are few, so the syncs lose
+// a refresh's weight now and then.
+//
+// Only this case, and a book started from a seed that serves fewer than
+// the published levels (every book of a member taking over may need
+// deepening at once: tierDeepen, after the books to sync, which leaves
+// the others part of the book share), bypass the share: a book that still
 // serves some levels waits, so the share bounds what refreshes cost
 // however fast prices travel, short of running books dry.
 const (
-	tierSync     = 0
-	tierDepleted = 1
+	tierDepleted = 0
+	tierSync     = 1
 	tierDeepen   = 2
 	tierRefresh  = 3
 	numTiers     = 4
@@ -109,61 +116,64 @@ const ackGrace = 2 * time.Second
 // claimed under its lock, where its readiness is checked again, before its
 // weight is spent, so that it is read once.
 //
-// The snapshot that syncs a book is read at budget.Sync: a book out of
-// sequence is not served, so its sync is what every reader of the pair
-// waits for, and it may take the part of the book share held back for
-// requests too, once that would otherwise go unused.
+// A read is made at its tier's priority (kind.prio), or at budget.Waiting
+// for a pair a request waits for, and the reads of a higher priority go
+// first.
 func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
 	r, now := &kinds[k], time.Now()
 	type queued struct {
 		lp          *pair
 		tier, order int
+		prio        budget.Priority
+		waiting     int64 // since when a request waits for the pair (Unix ns); 0: none
 	}
 	var due []queued
 	s.each(func(lp *pair) {
 		if r.stream(lp).rest.ready(now) {
 			if ok, tier, order := r.due(s, lp, now); ok {
-				due = append(due, queued{lp, tier, order})
+				q := queued{lp: lp, tier: tier, order: order, prio: r.prio[tier], waiting: lp.waiting.Load()}
+				if q.waiting != 0 {
+					q.prio = budget.Waiting
+				}
+				due = append(due, q)
 			}
 		}
 	})
-	// A request waiting for a pair puts it first whatever its tier, the
-	// newest wait first among those of a tier; then spot pairs; then the
-	// rest by symbol, so that a cold start works through the catalog in a
-	// stable order.
+	// A request waiting for a pair puts it first whatever its tier, but
+	// after the refreshes of depleted books, which are read at the same
+	// priority: those books are answering, and stop within max-stale.
+	// Then the newest wait first among those of a tier; then spot pairs;
+	// then the rest by symbol, so that a cold start works through the
+	// catalog in a stable order.
 	slices.SortFunc(due, func(a, b queued) int {
-		wa, wb := a.lp.waiting.Load(), b.lp.waiting.Load()
 		return cmp.Or(
-			trueFirst(wa != 0, wb != 0),
+			cmp.Compare(b.prio, a.prio),
 			cmp.Compare(a.tier, b.tier),
 			cmp.Compare(a.order, b.order),
-			cmp.Compare(wb, wa),
+			cmp.Compare(b.waiting, a.waiting),
 			trueFirst(a.lp.spot.Load(), b.lp.spot.Load()),
 			cmp.Compare(a.lp.symbol, b.lp.symbol),
 		)
 	})
-	// A tier the budget or the read slots refused gets no more reads this
-	// round, but the next tier may still have room in its own class:
+	// Within a class of the budget, reads go in queue order: once the
+	// budget or the read slots refused one, the class gets no more reads
+	// this round, so that a lighter read behind it (a sync of 500 levels
+	// behind the refresh of a depleted book, of 1000) does not take the
+	// weight it waits for as it frees. Another class may still have room:
 	// refreshes are not held up by a backlog of books to sync.
-	var refused [numTiers]bool
+	var refused [budget.NumClasses]bool
 	deferred := 0
 	for _, q := range due {
 		lp, tier := q.lp, q.tier
-		if refused[tier] {
+		class := r.purpose[tier].Class()
+		if refused[class] {
 			left[tier]++
 			continue
 		}
 		if !s.claim(r, lp, tier) {
 			continue
 		}
-		prio := budget.Background
-		switch {
-		case lp.waiting.Load() != 0:
-			prio = budget.Waiting
-		case r.purpose[tier] == budget.PurposeSnapshot:
-			prio = budget.Sync
-		}
-		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), prio, func(ctx context.Context) {
+		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), q.prio, func(ctx context.Context) {
 			s.run(ctx, k, lp, tier)
 		}) {
 			continue
@@ -171,7 +181,7 @@ func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
 		lp.mu.Lock()
 		r.stream(lp).rest.inFlight = false
 		lp.mu.Unlock()
-		refused[tier] = true
+		refused[class] = true
 		left[tier]++
 		// Refreshes wait by design, within their share: that is not a
 		// budget running short.

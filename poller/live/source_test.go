@@ -29,7 +29,10 @@ type fakeREST struct {
 	onStart func()
 	// budget, when set, is how many more reads the budget allows; the
 	// reads refused and started are recorded in refused and starts.
-	budget  *int
+	budget *int
+	// refuse, when set, refuses the reads of the purposes it names, as a
+	// budget refuses a read heavier than the weight it has free.
+	refuse  func(budget.Purpose) bool
 	refused []budget.Purpose
 	starts  []startedRead
 	wg      sync.WaitGroup
@@ -50,6 +53,11 @@ func (f *fakeREST) Start(purpose budget.Purpose, _ int, prio budget.Priority, re
 		hook()
 	}
 	f.mu.Lock()
+	if f.refuse != nil && f.refuse(purpose) {
+		f.refused = append(f.refused, purpose)
+		f.mu.Unlock()
+		return false
+	}
 	if f.budget != nil {
 		if *f.budget == 0 {
 			f.refused = append(f.refused, purpose)
