@@ -25,11 +25,7 @@ type pair struct {
 	slot uint32
 	// spot is set while the pair is one of the platform's spot pairs; the
 	// spot list can change while the pair's state stays.
-	spot atomic.Bool
-	// waiting is when a request last waited for this pair (Unix ns): such
-	// pairs go first in the REST queue.
-	waiting atomic.Int64
-
+	spot   atomic.Bool
 	mu     sync.Mutex
 	books  feed[*snapshot.Book]
 	trades feed[*snapshot.Trades]
@@ -109,6 +105,12 @@ type stream struct {
 	// waiters is closed at the next publication, for requests waiting for
 	// one; nil until a request waits.
 	waiters chan struct{}
+	// waiting is when a request last began to wait for this stream's
+	// snapshot (Unix ns; 0: none waits), read without the pair's lock: its
+	// read goes first in the REST queue. It is the stream's, not the
+	// pair's, so that a request waiting for a book does not send the
+	// pair's trades backfill ahead of the cold start's syncs.
+	waiting atomic.Int64
 }
 
 // silence tracks a subscription that is acknowledged but does not deliver.
@@ -285,14 +287,14 @@ var kinds = [snapshot.NumStreams]kind{
 			case !lp.trades.live:
 				return false, 0, 0
 			case lp.tradesLost:
-				if now.Sub(lp.trades.at) < resumeGrace && lp.waiting.Load() == 0 {
+				if now.Sub(lp.trades.at) < resumeGrace && lp.trades.waiting.Load() == 0 {
 					return false, 0, 0
 				}
 			case lp.window.hole.open():
 			case lp.backfilled || lp.window.full():
 				return false, 0, 0
 			}
-			if s.booksBehind.Load() && lp.waiting.Load() == 0 {
+			if s.booksBehind.Load() && lp.trades.waiting.Load() == 0 {
 				return false, 0, 0
 			}
 			if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {

@@ -17,8 +17,9 @@ func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, 
 	if lp == nil {
 		return false, nil
 	}
-	lp.waiting.Store(time.Now().UnixNano())
-	defer lp.waiting.Store(0)
+	waiting := &kinds[k].stream(lp).waiting
+	waiting.Store(time.Now().UnixNano())
+	defer waiting.Store(0)
 	for {
 		if s.cfg.Store.FreshAt(k, []byte(id), time.Now().UnixNano(), s.cfg.MaxStale) {
 			return true, nil

@@ -131,7 +131,7 @@ func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
 	s.each(func(lp *pair) {
 		if r.stream(lp).rest.ready(now) {
 			if ok, tier, order := r.due(s, lp, now); ok {
-				q := queued{lp: lp, tier: tier, order: order, prio: r.prio[tier], waiting: lp.waiting.Load()}
+				q := queued{lp: lp, tier: tier, order: order, prio: r.prio[tier], waiting: r.stream(lp).waiting.Load()}
 				if q.waiting != 0 {
 					q.prio = budget.Waiting
 				}

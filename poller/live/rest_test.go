@@ -1,7 +1,6 @@
 package live
 
 import (
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -20,24 +19,8 @@ import (
 // long as the cold start lasts.
 func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
 	const eth = "ETHUSDT"
-	rest := &fakeREST{book: venue.Book{
-		LastUpdateID: 101,
-		Bids:         []venue.Level{{Price: "99", Size: "1"}, {Price: "98", Size: "1"}},
-		Asks:         []venue.Level{{Price: "101", Size: "1"}, {Price: "102", Size: "1"}},
-	}}
-	store := &hookStore{Store: snapshot.NewStore()}
 	// Snapshots of two levels a side: the book vouches for those alone.
-	s := New(Config{
-		Streams: quietStreams{}, REST: rest, Store: store, Demand: noDemand{},
-		Log:      func(slog.Level, string, string, ...any) {},
-		MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 2, RefreshDepth: 4,
-	})
-	pairs := snapshot.NewPairs([]venue.Market{
-		{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true},
-		{Symbol: eth, Base: "ETH", Quote: "USDT", Perpetual: true, Trading: true},
-	}, snapshot.PairsConfig{Venue: "sim"}, time.Now())
-	store.PutPairs(pairs, time.Now())
-	s.SetPairs(pairs)
+	s, rest, _ := newSourceOf(t, Config{SyncDepth: 2, RefreshDepth: 4}, perpetual(testSymbol, "BTC"), perpetual(eth, "ETH"))
 	event := func(symbol string, first, last int64, asks ...venue.Level) {
 		s.Depth(venue.DepthUpdate{Symbol: symbol, First: first, Last: last, Prev: first - 1,
 			Bids: []venue.Level{{Price: "99", Size: "3"}}, Asks: asks})
@@ -57,7 +40,7 @@ func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
 	// request for it waits too.
 	s.Live(snapshot.StreamBook, []string{eth})
 	event(eth, 100, 102)
-	s.byID("ETH_USDT").waiting.Store(time.Now().UnixNano())
+	s.byID("ETH_USDT").books.waiting.Store(time.Now().UnixNano())
 
 	rest.mu.Lock()
 	rest.refuse = func(p budget.Purpose) bool { return p == budget.PurposeDepleted }

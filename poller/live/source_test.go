@@ -137,23 +137,33 @@ func newTestSource(t *testing.T) (*Source, *fakeREST, *hookStore) {
 // (nil: none), whose streams have said nothing yet.
 func newListedSource(t *testing.T, seed func(string) Seed) (*Source, *fakeREST, *hookStore) {
 	t.Helper()
+	return newSourceOf(t, Config{SyncDepth: 500, RefreshDepth: 1000, Seed: seed}, perpetual(testSymbol, "BTC"))
+}
+
+// newSourceOf is a source with cfg's depths and seed following the markets,
+// listed, whose streams have said nothing yet. Its REST serves one snapshot
+// of two levels a side.
+func newSourceOf(t *testing.T, cfg Config, markets ...venue.Market) (*Source, *fakeREST, *hookStore) {
+	t.Helper()
 	rest := &fakeREST{book: venue.Book{
 		LastUpdateID: 101,
 		Bids:         []venue.Level{{Price: "99", Size: "1"}, {Price: "98", Size: "1"}},
 		Asks:         []venue.Level{{Price: "101", Size: "1"}, {Price: "102", Size: "1"}},
 	}}
 	store := &hookStore{Store: snapshot.NewStore()}
-	s := New(Config{
-		Streams: quietStreams{}, REST: rest, Store: store, Demand: noDemand{},
-		Log:      func(slog.Level, string, string, ...any) {},
-		MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
-		Seed: seed,
-	})
-	pairs := snapshot.NewPairs([]venue.Market{{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
-		snapshot.PairsConfig{Venue: "sim"}, time.Now())
+	cfg.Streams, cfg.REST, cfg.Store, cfg.Demand = quietStreams{}, rest, store, noDemand{}
+	cfg.Log = func(slog.Level, string, string, ...any) {}
+	cfg.MaxStale, cfg.Fresh = 10*time.Second, 5*time.Second
+	s := New(cfg)
+	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{Venue: "sim"}, time.Now())
 	store.PutPairs(pairs, time.Now())
 	s.SetPairs(pairs)
 	return s, rest, store
+}
+
+// perpetual is a trading perpetual market quoted in USDT.
+func perpetual(symbol, base string) venue.Market {
+	return venue.Market{Symbol: symbol, Base: base, Quote: "USDT", Perpetual: true, Trading: true}
 }
 
 func (s *Source) servedBook(t *testing.T) *snapshot.Book {

@@ -50,15 +50,26 @@ func TestBackfillsWaitForBooksOutOfSequence(t *testing.T) {
 		t.Fatalf("reads asked of an exhausted budget: %v, want only the snapshot (the backfill waits behind it)", got)
 	}
 
+	// A request waits for the pair's book: that hurries its sync, not its
+	// backfill, which still waits behind it.
+	s.byID(testID).books.waiting.Store(time.Now().UnixNano())
+	rest.withBudget(0)
+	s.Sync()
+	rest.wait()
+	if got := rest.refused; !slices.Equal(got, []budget.Purpose{budget.PurposeSnapshot}) {
+		t.Fatalf("reads asked with a request waiting for the book: %v, want only the snapshot", got)
+	}
+	s.byID(testID).books.waiting.Store(0)
+
 	// A request waits for the pair's trades: its backfill goes ahead.
-	s.byID(testID).waiting.Store(time.Now().UnixNano())
+	s.byID(testID).trades.waiting.Store(time.Now().UnixNano())
 	rest.withBudget(0)
 	s.Sync()
 	rest.wait()
 	if got := rest.refused; !slices.Equal(got, []budget.Purpose{budget.PurposeSnapshot, budget.PurposeBackfill}) {
 		t.Fatalf("reads asked with a request waiting: %v, want the snapshot, then the backfill", got)
 	}
-	s.byID(testID).waiting.Store(0)
+	s.byID(testID).trades.waiting.Store(0)
 
 	// The budget allows the snapshot, at sync priority; once the book is in
 	// sequence, the backfill follows on the next round.
