@@ -98,7 +98,9 @@ dispatch:
 			<-slots // a cold load started reading it meanwhile
 			continue
 		}
-		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, budget.Waiting) {
+		// A hot pair's poll keeps the book or trades its clients read
+		// from going stale: budget.Serving.
+		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, budget.Serving) {
 			hp.reading.Store(false)
 			<-slots
 			left := len(due) - i

@@ -157,9 +157,25 @@ const (
 	// and requests that come during it still jump the queue, at once or
 	// within SyncRelease.
 	Sync
-	// Waiting reads are what a request waits for: all of the class's cap.
+	// Waiting reads are what a request waits for: all of the class's cap
+	// but its serving reserve (see servingReserve).
 	Waiting
+	// Serving reads keep a book that clients are reading from going stale
+	// (the refresh of a depleted book, the resync of a served book out of
+	// sequence, a REST poll of a pair requests keep hot): all of the
+	// class's cap, its serving reserve too.
+	Serving
 )
+
+// servingReserve is the weight only Serving reads may spend: a
+// twenty-fifth of the book class's cap (48 at Binance's limit and the
+// default budget: two refreshes of 1000 levels, or four syncs), kept from
+// the book class's cap and from the window's total. In a cold start's
+// first minute, requests waiting for books not synced yet spent the whole
+// book share within seconds, and the window freed nothing until the minute
+// had passed: a book being served that ran dry or fell out of sequence
+// meanwhile waited for it, answering 502 for most of it.
+func servingReserve(caps Caps) int { return capped(caps[ClassBook]) / 25 }
 
 // SyncRelease is the longest a request waits because Sync reads took the
 // part of a class's cap kept back for requests.
@@ -182,7 +198,14 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 		return true
 	}
 	b.expire(now)
-	if b.total+weight > b.limit {
+	// The serving reserve is kept from the window's total as well as from
+	// the book class's cap: a class's cap is what the limit leaves the
+	// bulk calls' plan, which they may have spent.
+	reserve := 0
+	if prio < Serving {
+		reserve = servingReserve(caps)
+	}
+	if b.total+weight > b.limit-reserve {
 		return false
 	}
 	// Backfills leave the refresh share of the window unspent. A backfill
@@ -192,7 +215,7 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	// nothing else bounds the backfills below the limit, and after a cold
 	// start of a few seconds they spent the rest of the minute (680 of
 	// 1,200 at 46 pairs) and a dry book waited out the minute.
-	if purpose == PurposeBackfill && prio != Waiting && b.total+weight > b.limit-capped(caps[ClassRefresh]) {
+	if purpose == PurposeBackfill && prio < Waiting && b.total+weight > b.limit-capped(caps[ClassRefresh]) {
 		return false
 	}
 	// Deepening leaves a quarter of the book class's cap unspent. A member
@@ -201,11 +224,15 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	// the whole book share of the minute in its first seconds; a book
 	// whose side then ran dry, or one out of sequence, found nothing left
 	// and was served as it was for up to 9 s, near -max-stale.
-	if purpose == PurposeDeepen && prio != Waiting && b.byClass[class]+weight > caps.Of(class, false)-capped(caps[ClassBook])/4 {
+	if purpose == PurposeDeepen && prio < Waiting && b.byClass[class]+weight > caps.Of(class, false)-capped(caps[ClassBook])/4 {
 		return false
 	}
-	switch own, all := b.byClass[class]+weight, caps.Of(class, true); {
-	case own <= caps.Of(class, prio == Waiting):
+	all := caps.Of(class, true)
+	if class == ClassBook {
+		all -= reserve
+	}
+	switch own := b.byClass[class] + weight; {
+	case own <= min(caps.Of(class, prio >= Waiting), all):
 	case prio == Sync && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all).Sub(now) <= SyncRelease:
 	default:
 		return false
@@ -241,12 +268,15 @@ func (b *Ledger) count(weight int, class Class) {
 	}
 }
 
-// FreeAt returns the earliest time at which an urgent Take of weight for
+// FreeAt returns the earliest time at which a Waiting Take of weight for
 // purpose could succeed if nothing else spends, or the zero time if it never
 // can.
 func (b *Ledger) FreeAt(now time.Time, weight int, purpose Purpose, caps Caps) time.Time {
 	class := purpose.Class()
 	classCap := caps.Of(class, true)
+	if class == ClassBook {
+		classCap -= servingReserve(caps)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.limit == 0 || weight <= 0 {

@@ -104,16 +104,17 @@ func TestCapsOf(t *testing.T) {
 // The snapshots that sync books take four fifths of the book share at once
 // and the fifth kept for requests only when it would otherwise go unused:
 // a request that comes meanwhile is read at once, and one that comes after
-// waits at most SyncRelease.
+// waits at most SyncRelease. Neither takes the serving reserve, which a
+// book being served finds all along.
 func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 	b := NewLedger()
 	b.SetLimit(1000)
-	caps := Caps{math.MaxInt, 100, 100, math.MaxInt}
+	caps := Caps{math.MaxInt, 125, 100, math.MaxInt} // a serving reserve of 5
 	t0 := time.Unix(1_000_000, 0)
 	take := func(at time.Duration, prio Priority) bool {
 		return b.Take(t0.Add(at), 10, PurposeSnapshot, caps, prio)
 	}
-	for i := range 8 {
+	for i := range 10 {
 		if !take(0, Sync) {
 			t.Fatalf("sync %d of a cold start refused within four fifths of the share", i+1)
 		}
@@ -131,6 +132,12 @@ func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 		t.Fatal("the requests' fifth went unused 15 s before the share frees")
 	}
 	if take(45*time.Second, Sync) || take(45*time.Second, Waiting) {
+		t.Fatal("a read went past the book share less its serving reserve")
+	}
+	if !b.Take(t0.Add(45*time.Second), 5, PurposeDepleted, caps, Serving) {
+		t.Fatal("a refresh of a book being served did not find the serving reserve")
+	}
+	if b.Take(t0.Add(45*time.Second), 1, PurposeDepleted, caps, Serving) {
 		t.Fatal("a read went past the whole book share")
 	}
 	if at := b.FreeAt(t0.Add(45*time.Second), 10, PurposeSnapshot, caps); !at.Equal(t0.Add(time.Minute)) {
@@ -141,7 +148,8 @@ func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 // Backfills, which only complete windows that already answer, leave the
 // refresh share of the window unspent, so that a book whose side runs dry
 // is refreshed within seconds however much backfilling is left to do; a
-// backfill a request waits for, and the refresh itself, may spend it.
+// backfill a request waits for may spend it but for the serving reserve,
+// and the refresh itself all of it.
 func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 	b := NewLedger()
 	b.SetLimit(1000)
@@ -149,7 +157,7 @@ func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 	// Streams keep every pair: no demand, so each split class may use all
 	// of what the reserve leaves.
 	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
-		Share: [NumClasses]int{ClassRefresh: 40}})
+		Share: [NumClasses]int{ClassRefresh: 80}}) // a serving reserve of 40
 	// A cold start's snapshots took part of the minute.
 	if !b.Take(now, 300, PurposeSnapshot, caps, Sync) {
 		t.Fatal("the cold start's snapshots were refused")
@@ -158,17 +166,21 @@ func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 	for b.Take(now, 20, PurposeBackfill, caps, Background) {
 		backfills++
 	}
-	if spent := b.Spent(now); spent > 1000-40 || spent < 1000-40-20 {
-		t.Fatalf("snapshots and backfills spent %d of 1000, want all but the refresh share of 40", spent)
-	}
-	if !b.Take(now, 20, PurposeDepleted, caps, Background) {
-		t.Fatal("the refresh of a dry book found the window spent by backfills")
-	}
-	if !b.Take(now, 10, PurposeBackfill, caps, Waiting) {
-		t.Fatal("a backfill a request waits for was held to the headroom")
+	if spent := b.Spent(now); spent > 1000-80 || spent < 1000-80-20 {
+		t.Fatalf("snapshots and backfills spent %d of 1000, want all but the refresh share of 80", spent)
 	}
 	if b.Take(now, 10, PurposeBackfill, caps, Background) {
 		t.Fatal("a background backfill spent into the refresh share")
+	}
+	for b.Take(now, 10, PurposeBackfill, caps, Waiting) {
+	}
+	if spent := b.Spent(now); spent != 1000-40 {
+		t.Fatalf("backfills requests wait for spent the window to %d, want all but the serving reserve of 40", spent)
+	}
+	for i := range 2 {
+		if !b.Take(now, 20, PurposeDepleted, caps, Serving) {
+			t.Fatalf("the refresh of dry book %d found the window spent by backfills", i+1)
+		}
 	}
 	t.Logf("%d backfills of 20 before the headroom", backfills)
 }
@@ -213,7 +225,7 @@ func TestObservedWeightCountsPastTheOthersParts(t *testing.T) {
 	caps := CapsOf(Plan{Limit: 400, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true}})
 	spendable := func(b *Ledger) int {
 		n := 0
-		for b.Take(now, 10, PurposeSnapshot, caps, Waiting) {
+		for b.Take(now, 10, PurposeSnapshot, caps, Serving) {
 			n += 10
 		}
 		return n

@@ -227,17 +227,18 @@ var kinds = [snapshot.NumStreams]kind{
 			}
 		},
 		take: (*Source).takeBook,
-		purpose: [numTiers]budget.Purpose{tierSync: budget.PurposeSnapshot, tierDepleted: budget.PurposeDepleted,
-			tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
-		// A depleted book is about to stop being served to the clients
-		// reading it, as urgent as a request that waits: all of the book
-		// share. A book out of sequence is not served, so its sync is
-		// what every reader of the pair waits for: it may take the part
-		// of the book share held back for requests too, once it would
-		// otherwise go unused.
-		prio:   [numTiers]budget.Priority{tierDepleted: budget.Waiting, tierSync: budget.Sync},
+		purpose: [numTiers]budget.Purpose{tierDepleted: budget.PurposeDepleted, tierResync: budget.PurposeSnapshot,
+			tierSync: budget.PurposeSnapshot, tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
+		// A book about to stop being served to the clients reading it
+		// goes before even a request that waits, and may spend the part
+		// of the book share requests leave (budget.Serving). A book out of
+		// sequence that is not served is what every reader of the pair
+		// waits for: its sync may take the part of the book share held
+		// back for requests too, once it would otherwise go unused.
+		prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierResync: budget.Serving,
+			tierSync: budget.Sync},
 		weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
-		due: func(_ *Source, lp *pair, _ time.Time) (bool, int, int) {
+		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
 			if !lp.books.live {
 				return false, 0, 0
 			}
@@ -259,6 +260,9 @@ var kinds = [snapshot.NumStreams]kind{
 				}
 				return lp.book.Recording(), tierRefresh, vouched
 			}
+			if s.cfg.Store.FreshAt(snapshot.StreamBook, []byte(lp.tickerID), now.UnixNano(), s.cfg.MaxStale) {
+				return lp.book.Buffered() > 0, tierResync, 0
+			}
 			return lp.book.Buffered() > 0, tierSync, 0
 		},
 		fetch: (*Source).fetchSnapshot,
@@ -271,7 +275,7 @@ var kinds = [snapshot.NumStreams]kind{
 		// The window may have missed trades: see pair.tradesLost.
 		lose:    func(_ *Source, lp *pair, _ string) { lp.tradesLost, lp.losses = true, lp.losses+1 },
 		take:    (*Source).takeTrades,
-		purpose: [numTiers]budget.Purpose{budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill, budget.PurposeBackfill},
+		purpose: [numTiers]budget.Purpose{0: budget.PurposeBackfill}, // a backfill's due has one tier
 		weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
 		// A window answers before its backfill (see pair.tradesCurrent),
 		// which fills it toward MaxTrades in the background: the pairs

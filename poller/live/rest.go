@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"marketfeed/internal/backoff"
@@ -45,38 +47,45 @@ func retry(err error, failures int) time.Duration {
 // pairBackoff spaces the retries of one pair's failing reads.
 var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 
-// Snapshot tiers: the refreshes of depleted books first, then the books
-// not in sequence, then the refreshes of books that are served meanwhile.
+// Snapshot tiers. The books clients are reading and are about to lose go
+// first: the refreshes of depleted books, then the syncs of books out of
+// sequence whose last publication is still served. Then the books nobody
+// can read yet, to sync; then the refreshes of books that are served
+// meanwhile.
 //
 // A book is depleted when the top has run through every level a side
 // vouched for: the side would be published empty, though the venue has
-// levels there. Its last publication goes on being served (aging towards
-// max-stale) instead, and its refresh no longer waits its turn in the
-// refresh share: it is read from the book share, before the books to sync,
-// at their priority. A depleted book has been answering, and answers 502
-// once its last publication passes max-stale, so it must not wait behind a
-// cold start's syncs, which spend the whole book share for minutes (at 446
-// books on Binance's limits, two books that had answered went 502 during
-// the cold start when it waited). Depleted books are few, so the syncs lose
-// a refresh's weight now and then.
+// levels there. A book out of sequence is not published either. Either
+// way the last publication goes on being served, aging, and answers 502
+// past max-stale: such a book must not wait behind a cold start's syncs,
+// which spend the whole book share for minutes. At 446 books on Binance's
+// limits, 2 to 5 books that had answered during a cold start then answered
+// 502 for up to 50 s when they waited: depleted ones, and books a request
+// had read from REST before their streams delivered. They are few, so the
+// syncs lose a read's weight now and then. Both are read at budget.Serving,
+// ahead of requests that wait and with the part of the book share those
+// leave, since in a cold start's first minute requests spend the rest
+// within seconds.
 //
-// Only this case, and a book started from a seed that serves fewer than
-// the published levels (every book of a member taking over may need
-// deepening at once: tierDeepen, after the books to sync, which leaves
-// the others part of the book share), bypass the share: a book that still
-// serves some levels waits, so the share bounds what refreshes cost
-// however fast prices travel, short of running books dry.
+// A depleted book's refresh, and that of a book started from a seed that
+// serves fewer than the published levels (every book of a member taking
+// over may need deepening at once: tierDeepen, after the books to sync,
+// which leaves the others part of the book share), bypass the refresh
+// share: a book that still serves some levels waits its turn in it, so the
+// share bounds what refreshes cost however fast prices travel, short of
+// running books dry.
 const (
-	tierDepleted = 0
-	tierSync     = 1
-	tierDeepen   = 2
-	tierRefresh  = 3
-	numTiers     = 4
+	tierDepleted = iota
+	tierResync
+	tierSync
+	tierDeepen
+	tierRefresh
+	numTiers
 )
 
 // snapshotDepth is the depth of a snapshot read of a tier.
 func (s *Source) snapshotDepth(tier int) int {
-	if tier == tierSync {
+	if tier == tierSync || tier == tierResync {
 		return s.cfg.SyncDepth
 	}
 	return s.cfg.RefreshDepth
@@ -86,19 +95,20 @@ func (s *Source) snapshotDepth(tier int) int {
 // books that are not in sequence or ask for a refresh, then backfills of
 // the trade windows that are not complete. It does not wait for them.
 func (s *Source) Sync() {
-	left := s.dispatch(snapshot.StreamBook)
-	s.booksBehind.Store(left[tierSync] > 0 || s.booksWaiting(time.Now()))
+	s.dispatch(snapshot.StreamBook)
+	s.booksBehind.Store(s.booksWaiting(time.Now()))
 	s.dispatch(snapshot.StreamTrades)
 }
 
 // booksWaiting reports whether a book out of sequence waits for its
 // snapshot: one whose read is in flight, or is still to be made, or whose
-// stream has just been acknowledged and has had no event yet to buffer. The
-// round's own count of books left over is not enough: it misses the reads
-// another round has in flight, and the books whose first events are still
-// on the way, and a backfill started then would spend the weight their
-// snapshots need. A stream quiet for ackGrace after its acknowledgement no
-// longer counts, so that a market with no depth changes holds nothing back.
+// stream has just been acknowledged and has had no event yet to buffer. A
+// round's own count of books left over would not be enough: it misses the
+// reads another round has in flight, and the books whose first events are
+// still on the way, and a backfill started then would spend the weight
+// their snapshots need. A stream quiet for ackGrace after its
+// acknowledgement no longer counts, so that a market with no depth changes
+// holds nothing back.
 func (s *Source) booksWaiting(now time.Time) bool {
 	return s.count(func(lp *pair) bool {
 		return lp.books.delivering() && !lp.book.Synced() && (lp.book.Buffered() > 0 || now.Sub(lp.books.at) < ackGrace)
@@ -109,17 +119,43 @@ func (s *Source) booksWaiting(now time.Time) bool {
 // taken as about to deliver the events its book's sync starts from.
 const ackGrace = 2 * time.Second
 
+// dispatcher runs the dispatches of one stream kind one at a time.
+type dispatcher struct {
+	mu sync.Mutex
+	// pending is set by every dispatch asked for; the one running takes
+	// it before each round, so that a dispatch asked for meanwhile is a
+	// round more of the running one rather than one beside it.
+	pending atomic.Bool
+}
+
 // dispatch starts the reads of stream kind k for every pair that needs one,
-// in queue order, while the budget and the read slots allow, and returns
-// how many of each tier it left for a later round. Two dispatches may run at
-// once (the schedule and a waiting request's wake-up): a pair's read is
-// claimed under its lock, where its readiness is checked again, before its
-// weight is spent, so that it is read once.
+// in queue order, while the budget and the read slots allow. The schedule
+// and a waiting request's wake-up both ask for dispatches; they run one at a
+// time, a dispatch asked for while another runs being run by it, after its
+// round, instead of waiting. Were two to run at once, one that found a pair
+// claimed by the other would leave it out of its queue, and the reads
+// behind it would take the weight its read waits for. A pair's read is
+// still claimed under its lock, where its readiness is checked again, so
+// that it is read once.
 //
-// A read is made at its tier's priority (kind.prio), or at budget.Waiting
-// for a pair a request waits for, and the reads of a higher priority go
-// first.
-func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
+// A read is made at its tier's priority (kind.prio), or at least at
+// budget.Waiting for a pair a request waits for, and the reads of a higher
+// priority go first.
+func (s *Source) dispatch(k snapshot.Stream) {
+	d := &s.dispatchers[k]
+	d.pending.Store(true)
+	for d.mu.TryLock() {
+		if !d.pending.Swap(false) {
+			d.mu.Unlock()
+			return
+		}
+		s.dispatchRound(k)
+		d.mu.Unlock()
+	}
+}
+
+// dispatchRound is one round of dispatch.
+func (s *Source) dispatchRound(k snapshot.Stream) {
 	r, now := &kinds[k], time.Now()
 	type queued struct {
 		lp          *pair
@@ -133,15 +169,15 @@ func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
 			if ok, tier, order := r.due(s, lp, now); ok {
 				q := queued{lp: lp, tier: tier, order: order, prio: r.prio[tier], waiting: r.stream(lp).waiting.Load()}
 				if q.waiting != 0 {
-					q.prio = budget.Waiting
+					q.prio = max(q.prio, budget.Waiting)
 				}
 				due = append(due, q)
 			}
 		}
 	})
 	// A request waiting for a pair puts it first whatever its tier, but
-	// after the refreshes of depleted books, which are read at the same
-	// priority: those books are answering, and stop within max-stale.
+	// after the books being served that are about to stop (see
+	// tierDepleted).
 	// Then the newest wait first among those of a tier; then spot pairs;
 	// then the rest by symbol, so that a cold start works through the
 	// catalog in a stable order.
@@ -167,7 +203,6 @@ func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
 		lp, tier := q.lp, q.tier
 		class := r.purpose[tier].Class()
 		if refused[class] {
-			left[tier]++
 			continue
 		}
 		if !s.claim(r, lp, tier) {
@@ -182,7 +217,6 @@ func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
 		r.stream(lp).rest.inFlight = false
 		lp.mu.Unlock()
 		refused[class] = true
-		left[tier]++
 		// Refreshes wait by design, within their share: that is not a
 		// budget running short.
 		if r.purpose[tier] != budget.PurposeRefresh {
@@ -192,7 +226,6 @@ func (s *Source) dispatch(k snapshot.Stream) (left [numTiers]int) {
 	if deferred > 0 {
 		s.cfg.REST.Deferred(k, deferred)
 	}
-	return left
 }
 
 // claim marks the pair's read in flight if it is still ready and due in the

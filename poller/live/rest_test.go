@@ -10,14 +10,12 @@ import (
 	"marketfeed/snapshot"
 )
 
-// A depleted book's refresh goes first, ahead even of a book a request
-// waits for, and within a class of the budget reads go in queue order. The
-// refresh weighs more than a sync (Binance: 20 at 1000 levels, 10 at 500):
-// were the syncs behind it let through when the budget refused it, they
-// would take the weight of a cold start's window as it frees, 10 at a time,
-// and the book, which has been answering, would age out to 502 for as
-// long as the cold start lasts.
-func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
+// newDepletedBehindSync is a source of two pairs: BTC's book synced and then
+// depleted (buyers took both asks its snapshot vouched for), its refresh
+// asked for; ETH's book waiting for its sync, and a request for it waiting
+// too.
+func newDepletedBehindSync(t *testing.T) (*Source, *fakeREST) {
+	t.Helper()
 	const eth = "ETHUSDT"
 	// Snapshots of two levels a side: the book vouches for those alone.
 	s, rest, _ := newSourceOf(t, Config{SyncDepth: 2, RefreshDepth: 4}, perpetual(testSymbol, "BTC"), perpetual(eth, "ETH"))
@@ -25,8 +23,6 @@ func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
 		s.Depth(venue.DepthUpdate{Symbol: symbol, First: first, Last: last, Prev: first - 1,
 			Bids: []venue.Level{{Price: "99", Size: "3"}}, Asks: asks})
 	}
-
-	// BTC is synced, then buyers take both asks it vouched for.
 	s.Live(snapshot.StreamBook, []string{testSymbol})
 	event(testSymbol, 100, 102)
 	s.Sync()
@@ -36,16 +32,36 @@ func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
 	}
 	event(testSymbol, 103, 103, venue.Level{Price: "101", Size: "0"}, venue.Level{Price: "102", Size: "0"})
 	s.askRefreshes()
-	// ETH's stream comes in later: its book waits for its sync, and a
-	// request for it waits too.
 	s.Live(snapshot.StreamBook, []string{eth})
 	event(eth, 100, 102)
 	s.byID("ETH_USDT").books.waiting.Store(time.Now().UnixNano())
-
 	rest.mu.Lock()
-	rest.refuse = func(p budget.Purpose) bool { return p == budget.PurposeDepleted }
 	rest.starts = nil
 	rest.mu.Unlock()
+	return s, rest
+}
+
+// refuseDepleted has the budget refuse depleted books' refreshes, as it
+// refuses a read heavier than the weight it has free; none: no longer.
+func (f *fakeREST) refuseDepleted(refuse bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse = nil
+	if refuse {
+		f.refuse = func(p budget.Purpose) bool { return p == budget.PurposeDepleted }
+	}
+}
+
+// A depleted book's refresh goes first, ahead even of a book a request
+// waits for, and within a class of the budget reads go in queue order. The
+// refresh weighs more than a sync (Binance: 20 at 1000 levels, 10 at 500):
+// were the syncs behind it let through when the budget refused it, they
+// would take the weight of a cold start's window as it frees, 10 at a time,
+// and the book, which has been answering, would age out to 502 for as
+// long as the cold start lasts.
+func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
+	s, rest := newDepletedBehindSync(t)
+	rest.refuseDepleted(true)
 	s.dispatch(snapshot.StreamBook)
 	rest.wait()
 	if !slices.Equal(rest.refused, []budget.Purpose{budget.PurposeDepleted}) || len(rest.starts) != 0 {
@@ -53,13 +69,69 @@ func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
 			rest.refused, rest.starts)
 	}
 
+	rest.refuseDepleted(false)
+	s.dispatch(snapshot.StreamBook)
+	rest.wait()
+	want := []startedRead{{budget.PurposeDepleted, budget.Serving}, {budget.PurposeSnapshot, budget.Waiting}}
+	if !slices.Equal(rest.starts, want) {
+		t.Fatalf("started %v once the weight was there, want the depleted refresh first at budget.Serving, then the sync the request waits for at budget.Waiting", rest.starts)
+	}
+}
+
+// The schedule and a waiting request's wake-up both dispatch. One that ran
+// while the other had claimed the depleted book's refresh would leave the
+// book out of its queue and start the sync behind it, with the weight the
+// refresh waits for: dispatches run one at a time, the second as a round
+// more of the first.
+func TestADispatchMeanwhileDoesNotOvertakeARefusedRefresh(t *testing.T) {
+	s, rest := newDepletedBehindSync(t)
+	rest.refuseDepleted(true)
 	rest.mu.Lock()
-	rest.refuse = nil
+	rest.onStart = func() { s.dispatch(snapshot.StreamBook) } // the other dispatcher, between claim and budget
 	rest.mu.Unlock()
 	s.dispatch(snapshot.StreamBook)
 	rest.wait()
-	want := []startedRead{{budget.PurposeDepleted, budget.Waiting}, {budget.PurposeSnapshot, budget.Waiting}}
-	if !slices.Equal(rest.starts, want) {
-		t.Fatalf("started %v once the weight was there, want the depleted refresh first, then the sync the request waits for, both at budget.Waiting", rest.starts)
+	want := []budget.Purpose{budget.PurposeDepleted, budget.PurposeDepleted}
+	if !slices.Equal(rest.refused, want) || len(rest.starts) != 0 {
+		t.Fatalf("refused %v and started %v, want the depleted refresh refused in both rounds and nothing started",
+			rest.refused, rest.starts)
+	}
+}
+
+// A book that fell out of sequence while it was being served answers its
+// last publication until max-stale, then 502: its resync goes ahead of the
+// books nobody can read yet, at budget.Serving.
+func TestAServedBookOutOfSequenceIsSyncedFirst(t *testing.T) {
+	const eth = "ETHUSDT"
+	s, rest, store := newSourceOf(t, Config{SyncDepth: 500, RefreshDepth: 1000}, perpetual(testSymbol, "BTC"), perpetual(eth, "ETH"))
+	event := func(symbol string, first, last int64) {
+		s.Depth(venue.DepthUpdate{Symbol: symbol, First: first, Last: last, Prev: first - 1,
+			Bids: []venue.Level{{Price: "99", Size: "3"}}})
+	}
+	// ETH is synced and published; then its stream is lost, and comes back
+	// past updates the book missed.
+	s.Live(snapshot.StreamBook, []string{eth})
+	event(eth, 100, 102)
+	s.Sync()
+	rest.wait()
+	if b, _ := store.Book([]byte("ETH_USDT"), time.Now().UnixNano()); b == nil {
+		t.Fatal("ETH's book was not published after its sync")
+	}
+	s.Lost(snapshot.StreamBook, []string{eth})
+	s.Live(snapshot.StreamBook, []string{eth})
+	event(eth, 110, 112)
+	if s.Current("ETH_USDT", snapshot.StreamBook) {
+		t.Fatal("ETH's book is still in sequence after missing updates")
+	}
+	// BTC's stream comes in: its book, never published, waits for its
+	// sync; by symbol it would go first.
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	event(testSymbol, 100, 102)
+
+	rest.withBudget(1)
+	s.dispatch(snapshot.StreamBook)
+	rest.wait()
+	if want := []startedRead{{budget.PurposeSnapshot, budget.Serving}}; !slices.Equal(rest.starts, want) {
+		t.Fatalf("started %v with the budget for one read, want ETH's resync at budget.Serving (BTC's sync would be at budget.Sync)", rest.starts)
 	}
 }

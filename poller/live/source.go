@@ -145,6 +145,7 @@ type Source struct {
 	// weight (see the trades' due in kinds).
 	booksBehind atomic.Bool
 	progress    syncProgress
+	dispatchers [snapshot.NumStreams]dispatcher
 }
 
 var _ venue.Sink = (*Source)(nil)
