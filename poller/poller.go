@@ -248,6 +248,7 @@ func New(cfg Config) *Poller {
 	// The one choice of source; nothing else asks whether streams are read.
 	p.src = restOnly{}
 	if cfg.Streams != nil {
+		p.ledger.SetServingReserve(true)
 		p.src = live.New(live.Config{
 			Streams: cfg.Streams,
 			REST:    liveREST{p},

@@ -98,9 +98,7 @@ dispatch:
 			<-slots // a cold load started reading it meanwhile
 			continue
 		}
-		// A hot pair's poll keeps the book or trades its clients read
-		// from going stale: budget.Serving.
-		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, budget.Serving) {
+		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, budget.Waiting) {
 			hp.reading.Store(false)
 			<-slots
 			left := len(due) - i

@@ -87,7 +87,10 @@ type Ledger struct {
 	// others is the weight per window that other processes on the same
 	// address may spend without it counting against this ledger (see
 	// SetOthers).
-	others  int
+	others int
+	// serving is set when the serving reserve is kept (see
+	// SetServingReserve).
+	serving bool
 	total   int
 	byClass [NumClasses]int
 	entries []spend // the calls of the last window, oldest first
@@ -109,6 +112,16 @@ func NewLedger() *Ledger { return &Ledger{} }
 func (b *Ledger) SetLimit(limit int) {
 	b.mu.Lock()
 	b.limit = max(limit, 0)
+	b.mu.Unlock()
+}
+
+// SetServingReserve keeps the serving reserve (see servingReserve) from
+// every read but a Serving one, or no longer. Only a poller with market
+// streams reads at Serving (the books being served that are about to stop,
+// see Serving); without them, nothing would ever spend the reserve.
+func (b *Ledger) SetServingReserve(on bool) {
+	b.mu.Lock()
+	b.serving = on
 	b.mu.Unlock()
 }
 
@@ -162,20 +175,24 @@ const (
 	Waiting
 	// Serving reads keep a book that clients are reading from going stale
 	// (the refresh of a depleted book, the resync of a served book out of
-	// sequence, a REST poll of a pair requests keep hot): all of the
-	// class's cap, its serving reserve too.
+	// sequence): all of the class's cap, its serving reserve too.
 	Serving
 )
 
-// servingReserve is the weight only Serving reads may spend: a
-// twenty-fifth of the book class's cap (48 at Binance's limit and the
+// servingReserve is the weight only Serving reads may spend, while the
+// ledger keeps it (SetServingReserve): a twenty-fifth of the book class's cap (48 at Binance's limit and the
 // default budget: two refreshes of 1000 levels, or four syncs), kept from
 // the book class's cap and from the window's total. In a cold start's
 // first minute, requests waiting for books not synced yet spent the whole
 // book share within seconds, and the window freed nothing until the minute
 // had passed: a book being served that ran dry or fell out of sequence
 // meanwhile waited for it, answering 502 for most of it.
-func servingReserve(caps Caps) int { return capped(caps[ClassBook]) / 25 }
+func (b *Ledger) servingReserve(caps Caps) int {
+	if !b.serving {
+		return 0
+	}
+	return capped(caps[ClassBook]) / 25
+}
 
 // SyncRelease is the longest a request waits because Sync reads took the
 // part of a class's cap kept back for requests.
@@ -203,7 +220,7 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	// bulk calls' plan, which they may have spent.
 	reserve := 0
 	if prio < Serving {
-		reserve = servingReserve(caps)
+		reserve = b.servingReserve(caps)
 	}
 	if b.total+weight > b.limit-reserve {
 		return false
@@ -273,14 +290,14 @@ func (b *Ledger) count(weight int, class Class) {
 // can.
 func (b *Ledger) FreeAt(now time.Time, weight int, purpose Purpose, caps Caps) time.Time {
 	class := purpose.Class()
-	classCap := caps.Of(class, true)
-	if class == ClassBook {
-		classCap -= servingReserve(caps)
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.limit == 0 || weight <= 0 {
 		return now
+	}
+	classCap := caps.Of(class, true)
+	if class == ClassBook {
+		classCap -= b.servingReserve(caps)
 	}
 	b.expire(now)
 	if weight > b.limit || weight > classCap {

@@ -109,6 +109,7 @@ func TestCapsOf(t *testing.T) {
 func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 	b := NewLedger()
 	b.SetLimit(1000)
+	b.SetServingReserve(true)
 	caps := Caps{math.MaxInt, 125, 100, math.MaxInt} // a serving reserve of 5
 	t0 := time.Unix(1_000_000, 0)
 	take := func(at time.Duration, prio Priority) bool {
@@ -158,6 +159,7 @@ func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 	// of what the reserve leaves.
 	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 80}}) // a serving reserve of 40
+	b.SetServingReserve(true)
 	// A cold start's snapshots took part of the minute.
 	if !b.Take(now, 300, PurposeSnapshot, caps, Sync) {
 		t.Fatal("the cold start's snapshots were refused")
@@ -225,7 +227,7 @@ func TestObservedWeightCountsPastTheOthersParts(t *testing.T) {
 	caps := CapsOf(Plan{Limit: 400, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true}})
 	spendable := func(b *Ledger) int {
 		n := 0
-		for b.Take(now, 10, PurposeSnapshot, caps, Serving) {
+		for b.Take(now, 10, PurposeSnapshot, caps, Waiting) {
 			n += 10
 		}
 		return n
@@ -260,5 +262,25 @@ func TestObservedWeightCountsPastTheOthersParts(t *testing.T) {
 	member.Observe(now, 900)
 	if got := spendable(member); got != 300 {
 		t.Fatalf("with the others 100 past their parts, a member's ledger of 400 spent %d, want 300", got)
+	}
+}
+
+// Without market streams nothing reads at Serving: the ledger keeps no
+// serving reserve, and a read a request waits for may spend the whole book
+// share; with it kept, such a read leaves the reserve.
+func TestServingReserveOnlyWhenKept(t *testing.T) {
+	caps := Caps{math.MaxInt, 125, 100, math.MaxInt} // a serving reserve of 5
+	now := time.Unix(1_000_000, 0)
+	for _, kept := range []bool{false, true} {
+		b := NewLedger()
+		b.SetLimit(1000)
+		b.SetServingReserve(kept)
+		spent := 0
+		for b.Take(now, 5, PurposePollBook, caps, Waiting) {
+			spent += 5
+		}
+		if want := map[bool]int{false: 125, true: 120}[kept]; spent != want {
+			t.Errorf("reserve kept %v: requests spent %d of the book share of 125, want %d", kept, spent, want)
+		}
 	}
 }
