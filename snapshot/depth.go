@@ -12,9 +12,6 @@ import (
 // snapshot read of its own.
 const DepthLevels = 500
 
-// wireDepth is the first byte of a Depth's wire form.
-const wireDepth = 'D'
-
 // Depth is a pair's local order book deeper than any response carries: what
 // a cluster's leader publishes, every few seconds, for a member that takes
 // over reading the venue to start the pair's book from with no snapshot
@@ -88,10 +85,7 @@ func (d *Depth) Sides() (bids, asks []Level) {
 
 // AppendWire appends the wire form of d.
 func (d *Depth) AppendWire(dst []byte) []byte {
-	dst = appendWireBytes(append(dst, wireDepth), []byte(d.tickerID))
-	dst = binary.AppendVarint(dst, d.time)
-	dst = binary.AppendVarint(dst, d.seq)
-	dst = binary.AppendVarint(dst, d.readAt)
+	dst = appendBookHead(dst, wireDepth, d.tickerID, d.time, d.seq, d.readAt)
 	dst = binary.AppendUvarint(dst, uint64(d.nBids))
 	dst = binary.AppendUvarint(dst, uint64(d.nAsks))
 	return append(dst, d.levels...)
@@ -102,11 +96,7 @@ func (d *Depth) AppendWire(dst []byte) []byte {
 // each side strictly ordered best first. It keeps none of data.
 func DecodeDepth(data []byte) (*Depth, error) {
 	r := wireReader{b: data}
-	r.kind(wireDepth)
-	id := string(r.bytes("ticker_id"))
-	venueTime := r.varint("time")
-	seq := r.varint("update id")
-	readAt := r.varint("read time")
+	id, venueTime, seq, readAt := r.bookHead(wireDepth)
 	nBids, nAsks := r.int("bids"), r.int("asks")
 	if r.err == nil && (nBids > DepthLevels || nAsks > DepthLevels) {
 		r.fail("%d bids and %d asks, more than %d", nBids, nAsks, DepthLevels)

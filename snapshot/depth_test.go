@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -77,6 +78,10 @@ func TestDepthBadWireIsRefused(t *testing.T) {
 	}
 	if _, err := DecodeBook(good); err == nil {
 		t.Error("a depth's form decodes as a book")
+	}
+	book := NewCheckedBook("BTC_USDT", bookTime, 9, ladder(3, true), ladder(2, false), readAt).AppendWire(nil)
+	if _, err := DecodeDepth(book); err == nil || !strings.Contains(err.Error(), "not the form of a depth") {
+		t.Errorf("a book's form decoded as a depth: %v, want the error to say it is not a depth's form", err)
 	}
 }
 

@@ -25,10 +25,14 @@ import (
 // never taken for another.
 const (
 	wireBook    = 'B'
+	wireDepth   = 'D'
 	wireTrades  = 'T'
 	wirePairs   = 'P'
 	wireTickers = 'K'
 )
+
+// wireNames name the kinds in errors.
+var wireNames = map[byte]string{wireBook: "book", wireDepth: "depth", wireTrades: "trade list", wirePairs: "pair list", wireTickers: "ticker list"}
 
 // ErrBadWire reports a wire form that cannot be decoded into a value.
 var ErrBadWire = errors.New("unusable wire form")
@@ -46,10 +50,27 @@ func (r *wireReader) fail(format string, args ...any) {
 	}
 }
 
+// appendBookHead appends what the forms of a book and of a depth begin
+// with: the kind, the ticker_id, the venue's time, the update id and the
+// read time.
+func appendBookHead(dst []byte, kind byte, id string, venueTime, seq, readAt int64) []byte {
+	dst = appendWireBytes(append(dst, kind), []byte(id))
+	dst = binary.AppendVarint(dst, venueTime)
+	dst = binary.AppendVarint(dst, seq)
+	return binary.AppendVarint(dst, readAt)
+}
+
+// bookHead reads what appendBookHead wrote, of a form of the given kind.
+func (r *wireReader) bookHead(kind byte) (id string, venueTime, seq, readAt int64) {
+	r.kind(kind)
+	id = string(r.bytes("ticker_id"))
+	return id, r.varint("time"), r.varint("update id"), r.varint("read time")
+}
+
 // kind reads the form's first byte, which must be want.
 func (r *wireReader) kind(want byte) {
 	if len(r.b) == 0 || r.b[0] != want {
-		r.fail("not the form of a %s", map[byte]string{wireBook: "book", wireTrades: "trade list", wirePairs: "pair list", wireTickers: "ticker list"}[want])
+		r.fail("not the form of a %s", wireNames[want])
 		return
 	}
 	r.b = r.b[1:]
@@ -166,10 +187,7 @@ func appendWireEnds(dst []byte, ends []int32) []byte {
 
 // AppendWire appends the wire form of b.
 func (b *Book) AppendWire(dst []byte) []byte {
-	dst = appendWireBytes(append(dst, wireBook), []byte(b.tickerID))
-	dst = binary.AppendVarint(dst, b.time)
-	dst = binary.AppendVarint(dst, b.seq)
-	dst = binary.AppendVarint(dst, b.readAt)
+	dst = appendBookHead(dst, wireBook, b.tickerID, b.time, b.seq, b.readAt)
 	dst = appendWireBytes(dst, b.body)
 	for _, off := range []int32{b.bidsOpen, b.bidsClose, b.asksOpen, b.asksClose} {
 		dst = binary.AppendUvarint(dst, uint64(off))
@@ -183,11 +201,7 @@ func (b *Book) AppendWire(dst []byte) []byte {
 // none of data.
 func DecodeBook(data []byte) (*Book, error) {
 	r := wireReader{b: data}
-	r.kind(wireBook)
-	id := string(r.bytes("ticker_id"))
-	venueTime := r.varint("time")
-	seq := r.varint("update id")
-	readAt := r.varint("read time")
+	id, venueTime, seq, readAt := r.bookHead(wireBook)
 	body := r.bytes("body")
 	bidsOpen, bidsClose := r.int("bids open"), r.int("bids close")
 	asksOpen, asksClose := r.int("asks open"), r.int("asks close")

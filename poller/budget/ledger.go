@@ -180,9 +180,10 @@ const (
 )
 
 // servingReserve is the weight only Serving reads may spend, while the
-// ledger keeps it (SetServingReserve): a twenty-fifth of the book class's cap (48 at Binance's limit and the
-// default budget: two refreshes of 1000 levels, or four syncs), kept from
-// the book class's cap and from the window's total. In a cold start's
+// ledger keeps it (SetServingReserve): a twenty-fifth of the book class's
+// cap (48 at Binance's limit and the default budget: two refreshes of 1000
+// levels, or four syncs), kept from the book class's cap (see ceiling) and
+// from the window's total. In a cold start's
 // first minute, requests waiting for books not synced yet spent the whole
 // book share within seconds, and the window freed nothing until the minute
 // had passed: a book being served that ran dry or fell out of sequence
@@ -192,6 +193,17 @@ func (b *Ledger) servingReserve(caps Caps) int {
 		return 0
 	}
 	return capped(caps[ClassBook]) / 25
+}
+
+// ceiling is the most a read of class at prio may bring its class's spend
+// to: all of the class's cap, less the serving reserve for a book read
+// that is not Serving.
+func (b *Ledger) ceiling(caps Caps, class Class, prio Priority) int {
+	c := caps.Of(class, true)
+	if class == ClassBook && prio < Serving {
+		c -= b.servingReserve(caps)
+	}
+	return c
 }
 
 // SyncRelease is the longest a request waits because Sync reads took the
@@ -244,10 +256,7 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	if purpose == PurposeDeepen && prio < Waiting && b.byClass[class]+weight > caps.Of(class, false)-capped(caps[ClassBook])/4 {
 		return false
 	}
-	all := caps.Of(class, true)
-	if class == ClassBook {
-		all -= reserve
-	}
+	all := b.ceiling(caps, class, prio)
 	switch own := b.byClass[class] + weight; {
 	case own <= min(caps.Of(class, prio >= Waiting), all):
 	case prio == Sync && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all).Sub(now) <= SyncRelease:
@@ -295,10 +304,7 @@ func (b *Ledger) FreeAt(now time.Time, weight int, purpose Purpose, caps Caps) t
 	if b.limit == 0 || weight <= 0 {
 		return now
 	}
-	classCap := caps.Of(class, true)
-	if class == ClassBook {
-		classCap -= b.servingReserve(caps)
-	}
+	classCap := b.ceiling(caps, class, Waiting)
 	b.expire(now)
 	if weight > b.limit || weight > classCap {
 		return time.Time{}
