@@ -480,7 +480,7 @@ func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pai
 		return c, fmt.Errorf("venuesim drop: status %d", status)
 	}
 	deadline := at.Add(cfg.coldTimeout)
-	probe, err := probeBooks(ctx, "http://"+env.apiAddr, pairs, recoveryShare(len(pairs)), time.Second, deadline, false, newerThan(at))
+	probe, err := probeBooks(ctx, "http://"+env.apiAddr, pairs, recoveryShare(len(pairs)), time.Second, deadline, 0, newerThan(at))
 	if err != nil {
 		return c, err
 	}

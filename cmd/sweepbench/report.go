@@ -17,6 +17,10 @@ import (
 const (
 	targetOKShare    = 0.999
 	targetBookAgeP99 = time.Second
+	// coldStaleAge is the oldest book a pair that has answered may serve
+	// while the cold start goes on: twice the steady state's p99 target,
+	// for the cold start's syncs may hold its refreshes a while.
+	coldStaleAge     = 2 * time.Second
 	targetWeightPart = 0.05 // of the venue's weight limit a minute
 )
 
@@ -51,7 +55,8 @@ func rows(r result, weightLimit int) []row {
 		add("cold start: every book 200", fmt.Sprintf("%d of %d books never answered 200", r.ColdPending, r.Pairs), "every book", missed)
 	}
 	if r.Streams == streamsOn {
-		add("cold start: books that answered, then did not", fmt.Sprintf("%d (%d answers)", r.ColdRelapsed, r.ColdRelapses), "none", verdict(r.ColdRelapsed == 0))
+		add("cold start: books that answered, then did not or went stale", fmt.Sprintf("%d (%d answers, %d of them older than %v)", r.ColdRelapsed, r.ColdRelapses, r.ColdStale, dur(coldStaleAge)),
+			"none", verdict(r.ColdRelapsed == 0))
 	}
 	add("REST weight of the cold start", fmt.Sprintf("%d (%d calls)", r.ColdWeight.Total, r.ColdWeight.Calls), "", "")
 

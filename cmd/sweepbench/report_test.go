@@ -56,7 +56,7 @@ func TestRowsVerdicts(t *testing.T) {
 		{"a book that never answered misses the cold start", func(r *result) { r.ColdPending = 3 }, 2400,
 			[]string{"cold start: every book 200"}},
 		{"a book that answered and then did not misses the cold start", func(r *result) { r.ColdRelapsed, r.ColdRelapses = 1, 2 }, 2400,
-			[]string{"cold start: books that answered, then did not"}},
+			[]string{"cold start: books that answered, then did not or went stale"}},
 		{"over REST alone a relapse is not judged", func(r *result) {
 			r.Streams, r.ColdRelapsed = streamsOff, 5
 			r.Steady = weightUse{Minutes: []int{100}, PerMin: 100}

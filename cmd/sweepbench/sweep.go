@@ -38,10 +38,11 @@ type result struct {
 	ColdStart   time.Duration // from marketfeed's start to every pair's book answering 200
 	ColdPending int           // pairs whose book never answered 200 within -cold-timeout
 	// ColdRelapsed counts the pairs whose book answered 200 during the cold
-	// start and later did not, before the cold start ended (streams only);
-	// ColdRelapses the answers that were not 200.
-	ColdRelapsed, ColdRelapses int
-	ColdWeight                 weightUse
+	// start and later did not, or answered a book older than coldStaleAge,
+	// before the cold start ended (streams only); ColdRelapses those
+	// answers, ColdStale the 200s among them.
+	ColdRelapsed, ColdRelapses, ColdStale int
+	ColdWeight                            weightUse
 
 	Measured  time.Duration // the length of the measured run
 	HotRate   int           // reads a second the hot client aimed at
@@ -190,14 +191,18 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	// Over the streams every pair is kept once synced, so a book that
 	// answered must go on answering; over REST alone a cold load's answer
 	// lasts only while requests keep the pair hot.
+	var recheck time.Duration
+	if mode == streamsOn {
+		recheck = coldStaleAge
+	}
 	cold, err := probeBooks(ctx, apiURL, pairs, len(pairs), cfg.coldInterval, t0.Add(cfg.coldTimeout),
-		mode == streamsOn, func([]byte) bool { return true })
+		recheck, func([]byte) bool { return true })
 	if err != nil {
 		return res, err
 	}
 	coldEnd := cold.end
 	res.ColdStart, res.ColdPending = coldEnd.Sub(t0), cold.pending
-	res.ColdRelapsed, res.ColdRelapses = cold.relapsed, cold.relapses
+	res.ColdRelapsed, res.ColdRelapses, res.ColdStale = cold.relapsed, cold.relapses, cold.stale
 	fmt.Fprintf(cfg.stdout, "  cold start %v (%d books pending, %d answered and then did not %v); measuring for %v\n",
 		res.ColdStart.Round(time.Millisecond), cold.pending, cold.relapsed, cold.relapsedIDs, cfg.duration)
 
@@ -335,21 +340,23 @@ func fetchPairs(ctx context.Context, apiURL string) ([]string, error) {
 type coldProbe struct {
 	end     time.Time // when the need-th pair answered (the deadline's time when fewer did)
 	pending int       // pairs that never answered
-	// relapsed counts the pairs that answered and then, at a later probe,
-	// did not (with recheck): a book served and then lost again, which a
-	// client that read it once would see fail; relapses counts those
-	// answers.
-	relapsed, relapses int
-	relapsedIDs        []string // the pairs that relapsed, in the order they did
+	// relapsed counts the pairs that answered and then, at a later probe
+	// (with recheck), did not answer 200 or answered a book older than
+	// recheck: a book served and then lost or left behind, which a client
+	// that read it once would see fail or go stale. relapses counts those
+	// answers, stale the 200s among them.
+	relapsed, relapses, stale int
+	relapsedIDs               []string // the pairs that relapsed, in the order they did
 }
 
 // probeBooks asks for every pair's book until need of them have answered
 // 200 with a body ok accepts, or the deadline passes. A pair is asked until
 // it has, at most once a round, and rounds start interval apart, so the
-// probe stays a small load however many pairs wait. With recheck, a pair
-// that has answered is asked again every round as well, and an answer that
-// is not 200 then is counted as a relapse.
-func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, interval time.Duration, deadline time.Time, recheck bool, ok func(body []byte) bool) (coldProbe, error) {
+// probe stays a small load however many pairs wait. With recheck above 0, a
+// pair that has answered is asked again every round as well, and an answer
+// then that is not 200, or whose book is older than recheck, is counted as a
+// relapse.
+func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, interval time.Duration, deadline time.Time, recheck time.Duration, ok func(body []byte) bool) (coldProbe, error) {
 	const conns = 8
 	client := newClient(conns)
 	answered := make([]time.Time, len(pairs))
@@ -365,18 +372,26 @@ func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, in
 			mu.Lock()
 			again := !answered[i].IsZero()
 			mu.Unlock()
-			if again && !recheck {
+			if again && recheck <= 0 {
 				continue
 			}
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
 				status, body := get(ctx, client, routeURL(apiURL, "orderbook", p))
+				stale := false
+				if again && status == http.StatusOK {
+					age, _, err := bookAge(body, time.Now())
+					stale = err != nil || age > recheck
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
-				case again && status != http.StatusOK && ctx.Err() == nil:
+				case again && (status != http.StatusOK || stale) && ctx.Err() == nil:
 					res.relapses++
+					if stale {
+						res.stale++
+					}
 					if !relapsed[i] {
 						res.relapsedIDs = append(res.relapsedIDs, p)
 					}
