@@ -12,6 +12,10 @@ import (
 // request: its book synced or its trades backfilled, ahead of every other
 // pair. It reports false when the pair's stream is not delivering, so that
 // the caller reads REST instead.
+//
+// The requests for one stream of a pair share one call (the poller's
+// flights), so one mark of the wait is enough: the call that set it is the
+// only one to clear it.
 func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, error) {
 	lp := s.byID(id)
 	if lp == nil {
