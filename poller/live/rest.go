@@ -197,28 +197,29 @@ func (s *Source) dispatchRound(k snapshot.Stream) {
 	// behind the refresh of a depleted book, of 1000) does not take the
 	// weight it waits for as it frees. Another class may still have room:
 	// refreshes are not held up by a backlog of books to sync.
+	//
+	// Each read the budget held back counts as deferred, the refused one
+	// and those behind it alike; but refreshes wait by design, within
+	// their share: that is not a budget running short.
 	var refused [budget.NumClasses]bool
 	deferred := 0
 	for _, q := range due {
 		lp, tier := q.lp, q.tier
 		class := r.purpose[tier].Class()
-		if refused[class] {
-			continue
+		if !refused[class] {
+			if !s.claim(r, lp, tier) {
+				continue
+			}
+			if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), q.prio, func(ctx context.Context) {
+				s.run(ctx, k, lp, tier)
+			}) {
+				continue
+			}
+			lp.mu.Lock()
+			r.stream(lp).rest.inFlight = false
+			lp.mu.Unlock()
+			refused[class] = true
 		}
-		if !s.claim(r, lp, tier) {
-			continue
-		}
-		if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), q.prio, func(ctx context.Context) {
-			s.run(ctx, k, lp, tier)
-		}) {
-			continue
-		}
-		lp.mu.Lock()
-		r.stream(lp).rest.inFlight = false
-		lp.mu.Unlock()
-		refused[class] = true
-		// Refreshes wait by design, within their share: that is not a
-		// budget running short.
 		if r.purpose[tier] != budget.PurposeRefresh {
 			deferred++
 		}
