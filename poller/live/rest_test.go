@@ -68,6 +68,9 @@ func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
 		t.Fatalf("refused %v and started %v, want the depleted refresh refused and the sync behind it, a request's though it is, not started",
 			rest.refused, rest.starts)
 	}
+	if rest.deferred != 2 {
+		t.Fatalf("%d reads reported deferred, want 2: the refused refresh and the sync held behind it", rest.deferred)
+	}
 
 	rest.refuseDepleted(false)
 	s.dispatch(snapshot.StreamBook)

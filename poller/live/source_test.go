@@ -35,7 +35,9 @@ type fakeREST struct {
 	refuse  func(budget.Purpose) bool
 	refused []budget.Purpose
 	starts  []startedRead
-	wg      sync.WaitGroup
+	// deferred counts the reads the source reported held back.
+	deferred int
+	wg       sync.WaitGroup
 }
 
 // startedRead is one read Start let through.
@@ -83,9 +85,13 @@ func (f *fakeREST) Trades(context.Context, string, int) ([]venue.Trade, error) {
 func (f *fakeREST) TradesFrom(context.Context, string, int64, int) ([]venue.Trade, error) {
 	return nil, nil
 }
-func (f *fakeREST) BookWeight(int) int            { return 10 }
-func (f *fakeREST) TradesWeight() int             { return 20 }
-func (f *fakeREST) Deferred(snapshot.Stream, int) {}
+func (f *fakeREST) BookWeight(int) int { return 10 }
+func (f *fakeREST) TradesWeight() int  { return 20 }
+func (f *fakeREST) Deferred(_ snapshot.Stream, n int) {
+	f.mu.Lock()
+	f.deferred += n
+	f.mu.Unlock()
+}
 
 func (f *fakeREST) wait() { f.wg.Wait() }
 
