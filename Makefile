@@ -89,7 +89,7 @@ test-cdn:
 
 ## build-static: a static, stripped binary with its version, as docs/deploy.md ships it
 build-static:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$$(git describe --tags --always 2>/dev/null || echo dev)" -o $(BIN)/ ./cmd/marketfeed
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o $(BIN)/ ./cmd/marketfeed
 
 ## sweep: every pair's book and trades read once a minute, as an aggregator does, beside a hot
 ## client, against venuesim with Binance's 2,400 weight a minute (400 and 800 extra markets, 3

@@ -181,7 +181,7 @@ const (
 
 // servingReserve is the weight only Serving reads may spend, while the
 // ledger keeps it (SetServingReserve): a twenty-fifth of the book class's
-// cap (48 at Binance's limit and the default budget: two refreshes of 1000
+// cap (47 at Binance's limit and the default budget: two refreshes of 1000
 // levels, or four syncs), kept from the book class's cap (see ceiling) and
 // from the window's total. In a cold start's
 // first minute, requests waiting for books not synced yet spent the whole

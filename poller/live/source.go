@@ -7,7 +7,8 @@
 // until its next event says whether its chain goes on, and a trade window
 // until its next trade id does; a window that missed trades reads back the
 // missing ids only. Books out of sequence get their snapshots
-// before any trades backfill, at the whole budget the poller leaves them
+// before any trades backfill but one a request waits for, at the whole
+// budget the poller leaves them
 // (the part kept for requests too, once it would otherwise go unused: see
 // budget.Sync), and their progress is logged and reported (SyncProgress).
 //
