@@ -1,0 +1,355 @@
+package binance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"marketfeed/snapshot"
+)
+
+// TestStreamsReconnect: a closed connection's streams are reported Lost,
+// and Live again once a new connection has them acknowledged; a refused
+// handshake is retried with back-off.
+func TestStreamsReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startStreams(t, Binance, 0, []string{"BTCUSDT"})
+		defer h.stop()
+		h.sink.take()
+		old := h.conn("/public/stream", "btcusdt@depth@100ms")
+
+		h.v.mu.Lock()
+		h.v.reject = true
+		h.v.mu.Unlock()
+		_ = old.ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT")
+
+		time.Sleep(time.Second) // the first back-off is at most 1 s: refused
+		synctest.Wait()
+		if got := h.metric(`marketfeed_stream_reconnects_total{reason="refused"}`); got != "1" {
+			t.Errorf("refused = %s, want 1", got)
+		}
+		h.v.mu.Lock()
+		h.v.reject = false
+		h.v.mu.Unlock()
+		time.Sleep(2 * time.Second) // the second is at most 2 s
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "live book BTCUSDT")
+		if c := h.conn("/public/stream", "btcusdt@depth@100ms"); c == old {
+			t.Error("still the old connection")
+		}
+		for name, want := range map[string]string{
+			`marketfeed_stream_reconnects_total{reason="closed"}`: "1",
+			`marketfeed_stream_connections`:                       "2",
+		} {
+			if got := h.metric(name); got != want {
+				t.Errorf("%s = %s, want %s", name, got, want)
+			}
+		}
+	})
+}
+
+// TestStreamsReconnectAtOnceAfterAHealthyConnection: a connection that
+// lived longer than the longest back-off and is then closed by the venue is
+// dialled again at once, not after a back-off of half a second or more:
+// every heartbeat spent waiting is a chance for its suspended books to miss
+// an update. A connection closed again right away backs off as before.
+func TestStreamsReconnectAtOnceAfterAHealthyConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startStreams(t, Binance, 0, []string{"BTCUSDT"})
+		defer h.stop()
+		time.Sleep(backoffMax + time.Second)
+		synctest.Wait()
+		h.sink.take()
+		old := h.conn("/public/stream", "btcusdt@depth@100ms")
+		_ = old.ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait() // no time passes: the shortest back-off would be half of backoffMin
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT", "live book BTCUSDT")
+		again := h.conn("/public/stream", "btcusdt@depth@100ms")
+		if again == old {
+			t.Fatal("still the old connection")
+		}
+
+		// Closed again at once: not healthy, so the back-off applies.
+		_ = again.ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT")
+		time.Sleep(backoffMin / 4)
+		synctest.Wait()
+		wantCalls(t, h.sink.take())
+		time.Sleep(backoffMin)
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "live book BTCUSDT")
+	})
+}
+
+// A connection that replaced another as planned carries on the slot's
+// service: closed by the venue a second after the rotation, it is dialled
+// again at once, like the healthy connection it took over from, instead of
+// waiting out a back-off and losing the events meanwhile.
+func TestStreamsReconnectAtOnceAfterARotation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		maxAge := 2 * backoffMax
+		h := startStreams(t, Binance, maxAge, []string{"BTCUSDT"})
+		defer h.stop()
+		old := h.conn("/public/stream", "btcusdt@depth@100ms")
+		time.Sleep(staggeredAge(maxAge, 1) + time.Second)
+		synctest.Wait()
+		h.sink.take()
+		rotated := h.conn("/public/stream", "btcusdt@depth@100ms")
+		if rotated == old {
+			t.Fatal("depth connection not replaced")
+		}
+		_ = rotated.ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait() // no time passes
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT", "live book BTCUSDT")
+		if again := h.conn("/public/stream", "btcusdt@depth@100ms"); again == rotated {
+			t.Fatal("still the closed connection")
+		}
+	})
+}
+
+// TestStreamsRefused: an error reply reports the streams Lost, is counted,
+// and the subscription is retried later.
+func TestStreamsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := 0
+		refuse := func(method string, params []string) bool {
+			if method == "SUBSCRIBE" && slices.Contains(params, "btcusdt@aggTrade") {
+				v++
+				return v == 1
+			}
+			return false
+		}
+		hh := startStreamsWith(t, Binance, 0, []string{"BTCUSDT"}, refuse)
+		defer hh.stop()
+		wantCalls(t, sorted(hh.sink.take()), "live book BTCUSDT", "lost trades BTCUSDT")
+		if got := hh.metric("marketfeed_stream_subscribe_errors_total"); got != "1" {
+			t.Errorf("subscribe errors = %s, want 1", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		wantCalls(t, hh.sink.take(), "live trades BTCUSDT")
+		if got := hh.conn("/market/stream", "btcusdt@aggTrade").streams(); !slices.Equal(got, []string{"!ticker@arr", "btcusdt@aggTrade"}) {
+			t.Errorf("market streams %v", got)
+		}
+	})
+}
+
+// TestStreamsReplace: at MaxAge a connection is replaced: the new one is
+// acknowledged before the old one is closed, nothing is reported Lost, and
+// connections are replaced at different times.
+func TestStreamsReplace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startStreams(t, Binance, time.Hour, []string{"BTCUSDT", "ETHUSDT"})
+		defer h.stop()
+		h.sink.take()
+		oldDepth := h.conn("/public/stream", "btcusdt@depth@100ms")
+		oldMarket := h.conn("/market/stream", "btcusdt@aggTrade")
+
+		// The market connection was made first and is replaced at MaxAge;
+		// the depth connection earlier, at MaxAge less a fraction.
+		time.Sleep(staggeredAge(time.Hour, 1) - time.Second)
+		synctest.Wait()
+		if n := len(h.v.connections()); n != 2 {
+			t.Fatalf("%d connections before the first replacement", n)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		newDepth := h.conn("/public/stream", "btcusdt@depth@100ms")
+		if newDepth == oldDepth {
+			t.Fatal("depth connection not replaced")
+		}
+		if got := newDepth.streams(); !slices.Equal(got, []string{"btcusdt@depth@100ms", "ethusdt@depth@100ms"}) {
+			t.Errorf("new depth streams %v", got)
+		}
+		ev := h.v.events()
+		ack := slices.Index(ev, fmt.Sprintf("acked %d SUBSCRIBE", newDepth.n))
+		closed := slices.Index(ev, fmt.Sprintf("closed %d", oldDepth.n))
+		if ack < 0 || closed < 0 || closed < ack {
+			t.Errorf("events %q: the old connection must close after the new one is acknowledged", ev)
+		}
+		if calls := h.sink.take(); len(calls) != 0 {
+			t.Errorf("sink calls during a replacement: %q", calls)
+		}
+		if c := h.conn("/market/stream", "btcusdt@aggTrade"); c != oldMarket {
+			t.Error("market connection replaced at the same time")
+		}
+		// Events flow on the new connection.
+		newDepth.send(t, `{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[],"a":[["2","1"]]}}`)
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "depth BTCUSDT")
+
+		time.Sleep(time.Hour - staggeredAge(time.Hour, 1))
+		synctest.Wait()
+		if c := h.conn("/market/stream", "btcusdt@aggTrade"); c == oldMarket {
+			t.Error("market connection not replaced at MaxAge")
+		}
+		if calls := h.sink.take(); len(calls) != 0 {
+			t.Errorf("sink calls during a replacement: %q", calls)
+		}
+		for name, want := range map[string]string{
+			`marketfeed_stream_reconnects_total{reason="rotated"}`: "2",
+			`marketfeed_stream_reconnects_total{reason="closed"}`:  "0",
+			`marketfeed_stream_connections`:                        "2",
+		} {
+			if got := h.metric(name); got != want {
+				t.Errorf("%s = %s, want %s", name, got, want)
+			}
+		}
+	})
+}
+
+// TestStreamsWatch: symbols added during Run are subscribed, on new
+// connections when the others are full; removed ones are unsubscribed.
+func TestStreamsWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := Binance
+		p.Streams.PerConn = 2
+		h := startStreams(t, p, 0, []string{"AUSDT", "BUSDT"})
+		defer h.stop()
+		h.sink.take()
+		h.s.Watch([]string{"BUSDT", "CUSDT", "DUSDT"})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		wantCalls(t, sorted(h.sink.take()), "live book CUSDT", "live book DUSDT", "live trades CUSDT", "live trades DUSDT")
+		var depth, market [][]string
+		for _, c := range h.v.connections() {
+			if c.path == "/public/stream" {
+				depth = append(depth, c.streams())
+			} else {
+				market = append(market, c.streams())
+			}
+		}
+		slices.SortFunc(depth, func(a, b []string) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		slices.SortFunc(market, func(a, b []string) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		wantDepth := [][]string{{"busdt@depth@100ms", "cusdt@depth@100ms"}, {"dusdt@depth@100ms"}}
+		if fmt.Sprint(depth) != fmt.Sprint(wantDepth) {
+			t.Errorf("depth connections carry %v, want %v", depth, wantDepth)
+		}
+		// ausdt@aggTrade shared a connection with the ticker and is gone.
+		if fmt.Sprint(market) != fmt.Sprint([][]string{{"!ticker@arr", "cusdt@aggTrade"}, {"busdt@aggTrade", "dusdt@aggTrade"}}) {
+			t.Errorf("market connections carry %v", market)
+		}
+		a := h.conn("/public/stream", "busdt@depth@100ms").messages()
+		if last := a[len(a)-2]; last.Method != "UNSUBSCRIBE" || !slices.Equal(last.Params, []string{"ausdt@depth@100ms"}) {
+			t.Errorf("message %+v, want UNSUBSCRIBE of ausdt", last)
+		}
+	})
+}
+
+// TestStreamsResubscribe: UNSUBSCRIBE then SUBSCRIBE of one name, then Live.
+func TestStreamsResubscribe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startStreams(t, Binance, 0, []string{"BTCUSDT", "ETHUSDT"})
+		defer h.stop()
+		h.sink.take()
+		c := h.conn("/market/stream", "btcusdt@aggTrade")
+		n := len(c.messages())
+		h.s.Resubscribe(snapshot.StreamTrades, "BTCUSDT")
+		h.s.Resubscribe(snapshot.StreamTrades, "XRPUSDT") // not watched: ignored
+		time.Sleep(time.Second)
+		synctest.Wait()
+		var sent []string
+		for _, m := range c.messages()[n:] {
+			sent = append(sent, m.Method+" "+strings.Join(m.Params, ","))
+		}
+		if want := []string{"UNSUBSCRIBE btcusdt@aggTrade", "SUBSCRIBE btcusdt@aggTrade"}; !slices.Equal(sent, want) {
+			t.Errorf("sent %q, want %q", sent, want)
+		}
+		wantCalls(t, h.sink.take(), "live trades BTCUSDT")
+		if err := h.s.Run(context.Background(), h.sink); err == nil {
+			t.Error("a second Run did not fail")
+		}
+	})
+}
+
+// TestStreamsShrinkAfterPolicyClose: a venue that closes a connection for
+// breaking its rules (1008), as one whose real limit on streams per
+// connection is lower than documented does, gets the streams back on
+// connections carrying half as many, instead of the same close forever.
+func TestStreamsShrinkAfterPolicyClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		symbols := []string{"AAAUSDT", "BBBUSDT", "CCCUSDT", "DDDUSDT"}
+		h := startStreams(t, Binance, 0, symbols)
+		defer h.stop()
+		h.sink.take()
+		old := h.conn("/public/stream", "aaausdt@depth@100ms")
+		if got := len(old.streams()); got != 4 {
+			t.Fatalf("%d depth streams on one connection, want 4", got)
+		}
+		_ = old.ws.Close(websocket.StatusPolicyViolation, "too many streams")
+		synctest.Wait()
+		time.Sleep(2 * time.Second) // past the first reconnection back-off
+		synctest.Wait()
+		if got := h.metric("marketfeed_stream_per_connection"); got != "2" {
+			t.Fatalf("streams per connection %s, want 2", got)
+		}
+		carried := map[string]int{}
+		for _, c := range h.v.connections() {
+			if c == old || c.path != "/public/stream" {
+				continue
+			}
+			if n := len(c.streams()); n > 2 {
+				t.Errorf("connection %d carries %d depth streams, want at most 2", c.n, n)
+			}
+			for _, name := range c.streams() {
+				carried[name]++
+			}
+		}
+		for _, sym := range symbols {
+			if name := strings.ToLower(sym) + "@depth@100ms"; carried[name] != 1 {
+				t.Errorf("%s carried by %d connections, want 1", name, carried[name])
+			}
+		}
+		live := map[string]bool{}
+		for _, call := range h.sink.take() {
+			if rest, ok := strings.CutPrefix(call, "live book "); ok {
+				for _, sym := range strings.Split(rest, ",") {
+					live[sym] = true
+				}
+			}
+		}
+		if len(live) != 4 {
+			t.Errorf("depth streams live again: %v, want all 4", live)
+		}
+	})
+}
+
+// A stream problem is logged once a minute per key, and the next line says
+// how many it held back.
+func TestStreamsWarnCountsRepeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		s := NewStreams(Binance, StreamOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+		for range 3 {
+			s.warn("dial wss://a", "market stream connection failed")
+			time.Sleep(10 * time.Second)
+		}
+		s.warn("dial wss://b", "market stream connection failed") // another key: not held back
+		time.Sleep(time.Minute)
+		s.warn("dial wss://a", "market stream connection failed")
+
+		var repeated []int
+		for line := range bytes.Lines(buf.Bytes()) {
+			var rec struct{ Repeated int }
+			if err := json.Unmarshal(line, &rec); err != nil {
+				t.Fatal(err)
+			}
+			repeated = append(repeated, rec.Repeated)
+		}
+		if want := []int{0, 0, 2}; !slices.Equal(repeated, want) {
+			t.Fatalf("lines with repeated %v, want %v", repeated, want)
+		}
+	})
+}
