@@ -379,15 +379,17 @@ func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, in
 			wg.Go(func() {
 				defer func() { <-sem }()
 				status, body := get(ctx, client, routeURL(apiURL, "orderbook", p))
-				stale := false
-				if again && status == http.StatusOK {
+				// A 200 that is not a book fails the client as a 502 would;
+				// only a book that decodes can be stale.
+				failed, stale := status != http.StatusOK, false
+				if again && !failed {
 					age, _, err := bookAge(body, time.Now())
-					stale = err != nil || age > recheck
+					failed, stale = err != nil, err == nil && age > recheck
 				}
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
-				case again && (status != http.StatusOK || stale) && ctx.Err() == nil:
+				case again && (failed || stale) && ctx.Err() == nil:
 					res.relapses++
 					if stale {
 						res.stale++
