@@ -94,3 +94,33 @@ func TestLoadOfUnlistedPairFails(t *testing.T) {
 		t.Fatalf("Load(unlisted) = %v, want ErrUnlisted", err)
 	}
 }
+
+// A request is never refused for a budget class's sake while the minute has
+// weight for its read: with eight books polled and not one trades read made
+// yet, the demand split gave the trades class no cap at all, and the first
+// request for a pair's trades failed at once with weight to spare.
+func TestColdLoadIsNotRefusedByAClassCapWhileTheLimitHasRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newFakeVenue(8)
+		v.limit = 2400
+		v.weights = [venue.NumCalls]int{venue.CallCatalog: 1, venue.CallStats: 40, venue.CallQuotes: 5, venue.CallBook: 5, venue.CallTrades: 20}
+		p, store := newTestPoller(v, Config{Budget: 0.5})
+		for i := 1; i <= 8; i++ {
+			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+		}
+		p.RefreshBooks(t.Context()) // eight pairs' books are polled: all the demand is books'
+		for i := 1; i <= 8; i++ {
+			id := pairID(i)
+			p.Want([]byte(id), snapshot.StreamTrades)
+			if err := p.Load(t.Context(), id, snapshot.StreamTrades); err != nil {
+				t.Fatalf("trades of %s: %v, with %d of 1200 weight spent", id, err, p.ledger.Spent(time.Now()))
+			}
+			if tr, _ := store.Trades([]byte(id), time.Now().UnixNano()); tr == nil {
+				t.Fatalf("trades of %s not published", id)
+			}
+		}
+		if n := v.count(venue.CallTrades, ""); n != 8 {
+			t.Fatalf("%d trades reads, want 8", n)
+		}
+	})
+}

@@ -253,11 +253,11 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	for {
 		caps := p.caps()
 		now := time.Now()
-		if p.ledger.Take(now, p.venue.Weight(c), purpose, caps, budget.Waiting) {
+		if p.ledger.Take(now, p.venue.Weight(c), purpose, caps, budget.Requested) {
 			p.metrics.weight[purpose].Add(p.venue.Weight(c))
 			break
 		}
-		at := p.ledger.FreeAt(now, p.venue.Weight(c), purpose, caps)
+		at := p.ledger.FreeAt(now, p.venue.Weight(c), caps)
 		if at.IsZero() {
 			return fmt.Errorf("load %s %s: %w", s, id, venue.ErrNoBudget)
 		}

@@ -78,6 +78,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&f.Count, "fault-count", 0, "heal the fault after it has hit this many calls; 0: never")
 	fs.DurationVar(&f.Flap, "fault-flap", 0, "switch the fault on and off every `period`, on first; 0: always on")
 	ws := defaultWSConfig()
+	streams := fs.Bool("streams", true, "serve the market streams; false: their paths answer 404, a venue with a REST API only")
 	fs.BoolVar(&ws.Split, "ws-split", ws.Split, "serve depth on /public and trades and tickers on /market, as Binance; false: every stream on /stream, as Aster")
 	fs.IntVar(&ws.MaxMsgs, "ws-max-msgs", ws.MaxMsgs, "incoming messages per second on one connection before it is closed; 0: no limit")
 	fs.IntVar(&ws.MaxStreams, "ws-max-streams", ws.MaxStreams, "streams on one connection before it is closed; 0: no limit")
@@ -94,6 +95,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "venuesim")
 	venue := sim.New(sim.Config{Seed: *seed, Extra: *extra})
 	v := newStreamingServer(venue, *limit, ws, log)
+	v.restOnly = !*streams
 	if f.active() {
 		v.setFault(f, time.Time{})
 	}

@@ -91,6 +91,9 @@ type venueServer struct {
 	venue *sim.Venue
 	limit int
 	hub   *wsHub // market streams over WebSocket
+	// restOnly serves no market streams: their paths answer 404, as a
+	// venue (or a proxy in front of one) with a REST API only.
+	restOnly bool
 
 	mu      sync.Mutex
 	fault   fault
@@ -220,6 +223,10 @@ func (s *venueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isStreamPath(r.URL.Path) {
+		if s.restOnly {
+			writeError(w, http.StatusNotFound, -1000, "unknown path")
+			return
+		}
 		s.hub.ServeHTTP(w, r)
 		return
 	}
@@ -689,11 +696,16 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case "/_control/silence":
 		d, err := time.ParseDuration(q.Get("for"))
-		if err != nil || d <= 0 || q.Get("stream") == "" {
-			http.Error(w, "want stream=NAME&for=DURATION", http.StatusBadRequest)
+		stream, symbol := q.Get("stream"), q.Get("symbol")
+		if err != nil || d <= 0 || (stream == "") == (symbol == "") {
+			http.Error(w, "want stream=NAME&for=DURATION or symbol=S&for=DURATION", http.StatusBadRequest)
 			return
 		}
-		s.hub.silence(q.Get("stream"), d)
+		if symbol != "" {
+			s.hub.muteSymbol(symbol, d)
+		} else {
+			s.hub.silence(stream, d)
+		}
 		w.WriteHeader(http.StatusNoContent)
 	case "/_control/book":
 		id, err := strconv.ParseInt(q.Get("update_id"), 10, 64)

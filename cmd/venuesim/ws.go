@@ -107,6 +107,10 @@ type wsHub struct {
 	conns    map[int64]*wsConn
 	nextID   int64
 	silenced map[string]time.Time // stream name → silent until
+	// mute is, per symbol, until when every stream of the symbol is
+	// silent: its depth and trade streams and its rows in the all-market
+	// arrays, while the connections carry every other symbol.
+	mute map[string]time.Time
 	// refuseUntil is when the stream endpoints accept connections again
 	// after a drop with an outage (zero: they do).
 	refuseUntil time.Time
@@ -129,7 +133,7 @@ func newWSHub(cfg wsConfig, log *slog.Logger, hidden func(string) bool) *wsHub {
 	return &wsHub{
 		cfg: cfg, log: log, now: time.Now, hidden: hidden,
 		subs: make(map[string]map[*wsConn]struct{}), conns: make(map[int64]*wsConn),
-		silenced: make(map[string]time.Time), gaps: make(map[string]int), garbled: make(map[string]int),
+		silenced: make(map[string]time.Time), mute: make(map[string]time.Time), gaps: make(map[string]int), garbled: make(map[string]int),
 		slow: make(map[string]*depthAgg), closes: make(map[string]int64),
 	}
 }
@@ -575,6 +579,9 @@ func (h *wsHub) Depth(u venue.DepthUpdate) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.muted(u.Symbol) {
+		return
+	}
 	if h.gaps[u.Symbol] > 0 {
 		h.gaps[u.Symbol]--
 		if h.gaps[u.Symbol] == 0 {
@@ -618,6 +625,9 @@ func (h *wsHub) Trade(symbol string, tr venue.Trade) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.muted(symbol) {
+		return
+	}
 	E := h.now().UnixMilli()
 	h.publish(strings.ToLower(symbol)+"@aggTrade", func() []byte { return appendAggTrade(nil, symbol, tr, E) })
 }
@@ -631,11 +641,12 @@ func (h *wsHub) Tickers(rows []venue.Stat) {
 			kept = append(kept, r)
 		}
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kept = slices.DeleteFunc(kept, func(r venue.Stat) bool { return h.muted(r.Symbol) })
 	if len(kept) == 0 {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	E := h.now().UnixMilli()
 	h.publish("!ticker@arr", func() []byte { return appendTickers(nil, kept, E) })
 }
@@ -879,6 +890,32 @@ func (h *wsHub) silence(name string, d time.Duration) {
 	h.mu.Lock()
 	h.silenced[name] = h.now().Add(d)
 	h.mu.Unlock()
+}
+
+// muteSymbol keeps every stream of symbol subscribed and acknowledged but
+// delivers nothing of the symbol for d: its depth and trade streams, and its
+// rows in the all-market ticker array, while the same connections go on
+// carrying every other symbol and the venue's book goes on moving. Binance
+// has documented such incidents; nothing in the stream tells them from a
+// quiet market.
+func (h *wsHub) muteSymbol(symbol string, d time.Duration) {
+	h.mu.Lock()
+	h.mute[symbol] = h.now().Add(d)
+	h.mu.Unlock()
+}
+
+// muted reports whether symbol's streams are silent now. Called with mu
+// held.
+func (h *wsHub) muted(symbol string) bool {
+	until, ok := h.mute[symbol]
+	if !ok {
+		return false
+	}
+	if h.now().Before(until) {
+		return true
+	}
+	delete(h.mute, symbol)
+	return false
 }
 
 // wsConnStats is one connection in /_control/ws.

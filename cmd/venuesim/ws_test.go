@@ -590,6 +590,66 @@ func TestGarbleSendsAnUnusablePrice(t *testing.T) {
 	}
 }
 
+// A silenced symbol delivers nothing on any of its streams, its rows in the
+// all-market array included, while the same connections carry every other
+// symbol and the subscriptions stay listed; then it delivers again.
+func TestSilencedSymbolDeliversNothingOnItsConnections(t *testing.T) {
+	st := newStreamTest(t, defaultWSConfig())
+	depth := st.dial(t, "/public/stream")
+	market := st.dial(t, "/market/stream")
+	subscribe(t, depth, "btcusdt@depth@100ms", "ethusdt@depth@100ms")
+	subscribe(t, market, "btcusdt@aggTrade", "ethusdt@aggTrade", "!ticker@arr")
+	h := st.vs.hub
+	postControl(t, st.url+"/_control/silence?symbol=BTCUSDT&for=1m")
+	h.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", First: 1, Last: 1})
+	h.Depth(venue.DepthUpdate{Symbol: "ETHUSDT", First: 1, Last: 1})
+	if f := readFrame(t, depth); f.Stream != "ethusdt@depth@100ms" {
+		t.Fatalf("silenced symbol's depth delivered: %s", f.Stream)
+	}
+	h.Trade("BTCUSDT", venue.Trade{ID: 1})
+	h.Tickers([]venue.Stat{{Symbol: "BTCUSDT", LastPrice: "1"}, {Symbol: "ETHUSDT", LastPrice: "2"}})
+	h.Trade("ETHUSDT", venue.Trade{ID: 2})
+	if f := readFrame(t, market); f.Stream != "!ticker@arr" || strings.Contains(string(f.Data), "BTCUSDT") {
+		t.Fatalf("silenced symbol's trade or ticker row delivered: %s %s", f.Stream, f.Data)
+	}
+	if f := readFrame(t, market); f.Stream != "ethusdt@aggTrade" {
+		t.Fatalf("other symbol's trade: %s", f.Stream)
+	}
+	if got := request(t, depth, `{"method":"LIST_SUBSCRIPTIONS","id":1}`); !strings.Contains(got, "btcusdt@depth@100ms") {
+		t.Fatalf("silenced symbol's stream no longer listed: %s", got)
+	}
+	st.advance(time.Minute)
+	h.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", First: 2, Last: 2})
+	if f := readFrame(t, depth); f.Stream != "btcusdt@depth@100ms" {
+		t.Fatalf("after the silence: %s", f.Stream)
+	}
+}
+
+// A venue with a REST API only answers 404 on every stream path and goes on
+// answering REST.
+func TestRESTOnlyVenueRefusesStreams(t *testing.T) {
+	st := newStreamTest(t, defaultWSConfig())
+	st.vs.restOnly = true
+	for _, path := range []string{"/public/stream", "/market/stream", "/stream", "/ws/btcusdt@aggTrade"} {
+		resp, err := http.Get(st.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	resp, err := http.Get(st.url + "/fapi/v1/depth?symbol=BTCUSDT&limit=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("depth on a REST-only venue: %d, want 200", resp.StatusCode)
+	}
+}
+
 func TestSilenceAndDelistStopDelivery(t *testing.T) {
 	st := newStreamTest(t, defaultWSConfig())
 	c := st.dial(t, "/market/stream")
@@ -700,7 +760,8 @@ func TestControlBookAgreesWithDepthSnapshot(t *testing.T) {
 func TestStreamControlsRejectBadParameters(t *testing.T) {
 	st := newStreamTest(t, defaultWSConfig())
 	for _, path := range []string{"/_control/drop?conn=x", "/_control/drop?for=0s", "/_control/drop?for=soon", "/_control/gap", "/_control/gap?symbol=BTCUSDT&events=0",
-		"/_control/silence?stream=btcusdt@aggTrade", "/_control/silence?for=1s", "/_control/silence?stream=a&for=soon"} {
+		"/_control/silence?stream=btcusdt@aggTrade", "/_control/silence?for=1s", "/_control/silence?stream=a&for=soon",
+		"/_control/silence?symbol=BTCUSDT", "/_control/silence?stream=a&symbol=BTCUSDT&for=1s"} {
 		resp, err := http.Post(st.url+path, "", nil)
 		if err != nil {
 			t.Fatal(err)

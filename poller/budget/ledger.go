@@ -170,12 +170,23 @@ const (
 	// and requests that come during it still jump the queue, at once or
 	// within SyncRelease.
 	Sync
-	// Waiting reads are what a request waits for: all of the class's cap
-	// but its serving reserve (see servingReserve).
+	// Waiting reads keep the pairs requests read current (the REST polls
+	// of hot pairs): all of the class's cap but its serving reserve (see
+	// servingReserve).
 	Waiting
+	// Requested reads are what a request waits for right now (a cold
+	// load, the sync or backfill of a pair a request waits on): held to
+	// the window's limit less the serving reserve, never to a class's
+	// cap. The caps split the minute by the demand the last rounds saw,
+	// which says nothing of a request that has just come: with eight books
+	// polled and no trades read yet, the trades class had no cap at all,
+	// and the first request for a pair's trades failed at once with most
+	// of the minute unspent.
+	Requested
 	// Serving reads keep a book that clients are reading from going stale
 	// (the refresh of a depleted book, the resync of a served book out of
-	// sequence): all of the class's cap, its serving reserve too.
+	// sequence): what a Requested read may spend, and the serving reserve
+	// too.
 	Serving
 )
 
@@ -256,18 +267,26 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	if purpose == PurposeDeepen && prio < Waiting && b.byClass[class]+weight > caps.Of(class, false)-capped(caps[ClassBook])/4 {
 		return false
 	}
-	all := b.ceiling(caps, class, prio)
-	switch own := b.byClass[class] + weight; {
-	case own <= min(caps.Of(class, prio >= Waiting), all):
-	case prio == Sync && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all).Sub(now) <= SyncRelease:
-	default:
-		return false
-	}
-	if p := parentOf[class]; p != class && b.byClass[p]+weight > caps.Of(p, false) {
+	if prio < Requested && !b.withinCaps(now, weight, class, caps, prio) {
 		return false
 	}
 	b.add(now, weight, class)
 	return true
+}
+
+// withinCaps reports whether a read of weight of class at prio stays within
+// its class's cap and, for a class that counts towards a parent's share as
+// well, within the parent's cap for background reads.
+func (b *Ledger) withinCaps(now time.Time, weight int, class Class, caps Caps, prio Priority) bool {
+	all := b.ceiling(caps, class, prio)
+	switch own := b.byClass[class] + weight; {
+	case own <= min(caps.Of(class, prio >= Waiting), all):
+	case prio == Sync && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all, b.limit).Sub(now) <= SyncRelease:
+	default:
+		return false
+	}
+	p := parentOf[class]
+	return p == class || b.byClass[p]+weight <= caps.Of(p, false)
 }
 
 // capped is a cap, or 0 for none (math.MaxInt): a share left unspent of a
@@ -294,28 +313,26 @@ func (b *Ledger) count(weight int, class Class) {
 	}
 }
 
-// FreeAt returns the earliest time at which a Waiting Take of weight for
-// purpose could succeed if nothing else spends, or the zero time if it never
-// can.
-func (b *Ledger) FreeAt(now time.Time, weight int, purpose Purpose, caps Caps) time.Time {
-	class := purpose.Class()
+// FreeAt returns the earliest time at which a Requested Take of weight
+// could succeed if nothing else spends, or the zero time if it never can.
+func (b *Ledger) FreeAt(now time.Time, weight int, caps Caps) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.limit == 0 || weight <= 0 {
 		return now
 	}
-	classCap := b.ceiling(caps, class, Waiting)
 	b.expire(now)
-	if weight > b.limit || weight > classCap {
+	limit := b.limit - b.servingReserve(caps)
+	if weight > limit {
 		return time.Time{}
 	}
-	return b.freeLocked(now, 0, weight, class, classCap)
+	return b.freeLocked(now, 0, weight, ClassBulk, math.MaxInt, limit)
 }
 
-// freeLocked is the earliest time at which weight fits the limit and
+// freeLocked is the earliest time at which weight fits limit and class's
 // classCap again if pending weight is spent at now and nothing after.
-func (b *Ledger) freeLocked(now time.Time, pending, weight int, class Class, classCap int) time.Time {
-	fits := func(total, own int) bool { return total+weight <= b.limit && own+weight <= classCap }
+func (b *Ledger) freeLocked(now time.Time, pending, weight int, class Class, classCap, limit int) time.Time {
+	fits := func(total, own int) bool { return total+weight <= limit && own+weight <= classCap }
 	total, own := b.total+pending, b.byClass[class]+pending
 	at := now
 	for _, e := range b.entries {

@@ -34,9 +34,6 @@ func TestRefreshSpendsWithinItsShareAndTheBookShare(t *testing.T) {
 	if sync(now, 10) {
 		t.Fatal("a book read did not see what the refresh spent of the book share")
 	}
-	if at := b.FreeAt(now, 30, PurposeSnapshot, caps); !at.Equal(now.Add(time.Minute)) {
-		t.Fatalf("book share free at %v, want when the minute's spending expires", at.Sub(now))
-	}
 	later := now.Add(time.Minute + time.Second)
 	for i := range 2 {
 		if !refresh(later, 20) {
@@ -138,11 +135,47 @@ func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 	if !b.Take(t0.Add(45*time.Second), 5, PurposeDepleted, caps, Serving) {
 		t.Fatal("a refresh of a book being served did not find the serving reserve")
 	}
-	if b.Take(t0.Add(45*time.Second), 1, PurposeDepleted, caps, Serving) {
-		t.Fatal("a read went past the whole book share")
+	if b.Take(t0.Add(45*time.Second), 1, PurposeDepleted, caps, Waiting) {
+		t.Fatal("a read a request does not wait for went past the whole book share")
 	}
-	if at := b.FreeAt(t0.Add(45*time.Second), 10, PurposeSnapshot, caps); !at.Equal(t0.Add(time.Minute)) {
-		t.Fatalf("a request after the syncs took the fifth waits until %v, want the minute's end", at.Sub(t0))
+	// A request waiting for its read is held to the limit, not to the
+	// share the last rounds' demand gave its class.
+	if at := b.FreeAt(t0.Add(45*time.Second), 10, caps); !at.Equal(t0.Add(45 * time.Second)) {
+		t.Fatalf("a request after the syncs took the share waits %v, with the limit's room unspent", at.Sub(t0.Add(45*time.Second)))
+	}
+	if !b.Take(t0.Add(45*time.Second), 10, PurposeSnapshot, caps, Requested) {
+		t.Fatal("a request's read was refused by its class's cap with the limit's room unspent")
+	}
+}
+
+// Requested and Serving reads are held to the window's limit: a request's
+// read to the limit less the serving reserve, a book being served to all of
+// it; FreeAt says when the limit has room again.
+func TestRequestedReadsAreHeldToTheLimit(t *testing.T) {
+	b := NewLedger()
+	b.SetLimit(100)
+	b.SetServingReserve(true)
+	caps := Caps{math.MaxInt, 125, 10, math.MaxInt} // a serving reserve of 5
+	t0 := time.Unix(1_000_000, 0)
+	for i := range 19 {
+		if !b.Take(t0, 5, PurposeBackfill, caps, Requested) {
+			t.Fatalf("requested read %d refused within the limit less the reserve", i+1)
+		}
+	}
+	if b.Take(t0, 5, PurposeBackfill, caps, Requested) {
+		t.Fatal("a requested read took the serving reserve")
+	}
+	if at := b.FreeAt(t0.Add(time.Second), 5, caps); !at.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("room for a request at %v, want when the minute's spending expires", at.Sub(t0))
+	}
+	if !b.Take(t0, 5, PurposeDepleted, caps, Serving) {
+		t.Fatal("a book being served did not find the serving reserve")
+	}
+	if b.Take(t0, 1, PurposeDepleted, caps, Serving) {
+		t.Fatal("a read went past the limit")
+	}
+	if at := b.FreeAt(t0, 101, caps); !at.IsZero() {
+		t.Fatalf("a read heavier than the limit fits at %v", at)
 	}
 }
 

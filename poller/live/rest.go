@@ -139,7 +139,7 @@ type dispatcher struct {
 // that it is read once.
 //
 // A read is made at its tier's priority (kind.prio), or at least at
-// budget.Waiting for a pair a request waits for, and the reads of a higher
+// budget.Requested for a pair a request waits for, and the reads of a higher
 // priority go first.
 func (s *Source) dispatch(k snapshot.Stream) {
 	d := &s.dispatchers[k]
@@ -169,7 +169,7 @@ func (s *Source) dispatchRound(k snapshot.Stream) {
 			if ok, tier, order := r.due(s, lp, now); ok {
 				q := queued{lp: lp, tier: tier, order: order, prio: r.prio[tier], waiting: r.stream(lp).waiting.Load()}
 				if q.waiting != 0 {
-					q.prio = max(q.prio, budget.Waiting)
+					q.prio = max(q.prio, budget.Requested)
 				}
 				due = append(due, q)
 			}

@@ -75,9 +75,9 @@ func TestARefusedDepletedRefreshIsNotOvertakenBySyncs(t *testing.T) {
 	rest.refuseDepleted(false)
 	s.dispatch(snapshot.StreamBook)
 	rest.wait()
-	want := []startedRead{{budget.PurposeDepleted, budget.Serving}, {budget.PurposeSnapshot, budget.Waiting}}
+	want := []startedRead{{budget.PurposeDepleted, budget.Serving}, {budget.PurposeSnapshot, budget.Requested}}
 	if !slices.Equal(rest.starts, want) {
-		t.Fatalf("started %v once the weight was there, want the depleted refresh first at budget.Serving, then the sync the request waits for at budget.Waiting", rest.starts)
+		t.Fatalf("started %v once the weight was there, want the depleted refresh first at budget.Serving, then the sync the request waits for at budget.Requested", rest.starts)
 	}
 }
 
