@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"marketfeed/poller/budget"
+	"marketfeed/poller/live"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -88,9 +89,19 @@ func (p *Poller) caps() budget.Caps {
 	// one refresh.
 	if limit := p.venueLimit.Load(); limit > 0 {
 		plan.Share[budget.ClassRefresh] = max(int(p.cfg.RefreshShare*float64(limit)), p.bookWeight(p.cfg.RefreshDepth))
+		plan.Share[budget.ClassProbe] = max(int(probeShare*float64(limit)), p.bookWeight(live.ProbeDepth))
 	}
 	return budget.CapsOf(plan)
 }
+
+// probeShare is the fraction of the venue's weight limit a minute that the
+// probes of quiet stream-fed books may spend (see live.ProbeDepth): 96 at
+// Binance's 2,400, 48 reads of 5 levels a minute. A book whose stream has
+// been quiet for a few seconds is served only once a probe proves it
+// current, so the share bounds how many quiet books stay answerable; on a
+// venue whose books all move every second, probes are only the silent
+// subscriptions'.
+const probeShare = 0.04
 
 // call runs one venue call of kind c whose weight is already spent: it
 // refuses while calls are paused, reconciles the budget with the venue's own

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"marketfeed/poller/live"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -42,8 +43,8 @@ type fakeCall struct {
 	call   venue.Call
 	symbol string
 	weight int
-	// from and limit are a TradesFrom read's; from is 0 for every other
-	// call.
+	// from and limit are a TradesFrom read's, limit a Book read's depth;
+	// from is 0 for every other call.
 	from  int64
 	limit int
 }
@@ -89,6 +90,17 @@ func (v *fakeVenue) count(c venue.Call, symbol string) int {
 	n := 0
 	for _, call := range v.calls {
 		if call.call == c && (symbol == "" || call.symbol == symbol) {
+			n++
+		}
+	}
+	return n
+}
+
+// probes returns how many book reads of symbol had a probe's depth.
+func (v *fakeVenue) probes(symbol string) int {
+	n := 0
+	for _, call := range v.log() {
+		if call.call == venue.CallBook && call.symbol == symbol && call.limit == live.ProbeDepth {
 			n++
 		}
 	}
@@ -183,7 +195,7 @@ func (v *fakeVenue) Quotes(ctx context.Context) ([]venue.Quote, error) {
 }
 
 func (v *fakeVenue) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
-	if err := v.record(venue.CallBook, symbol); err != nil {
+	if err := v.recordCall(fakeCall{call: venue.CallBook, symbol: symbol, limit: depth}); err != nil {
 		return venue.Book{}, err
 	}
 	v.mu.Lock()

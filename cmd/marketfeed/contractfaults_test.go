@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"marketfeed/internal/wire"
+	"marketfeed/poller/sim"
 )
 
 // The contract's promises through the venue faults that venuesim's happy
@@ -69,5 +70,68 @@ func TestRESTOnlyVenueAnswersEveryListedPairAtOnce(t *testing.T) {
 		}
 		var trades []wire.Trade
 		decode(t, body, &trades)
+	}
+}
+
+// A subscription gone silent is never served as current: every /orderbook
+// 200 for a symbol whose every stream the venue silences (its connections
+// carrying every other symbol, its book moving on) carries a venue time
+// within max-stale and is the venue's true book at that time; the pair
+// answers from REST meanwhile, and the stream keeps it again once it
+// delivers. A probe finds the silence (the venue's update id past the
+// book's), and the trade window's check finds the trade stream silent too.
+// Before probes, the book answered 200 on every read, ever older, for as
+// long as the silence lasted.
+func TestSilentSymbolIsNeverServedStale(t *testing.T) {
+	const maxStale = 3 * time.Second
+	venue := startVenueSim(t)
+	api, a, _ := startLoggedApp(t, streamArgs(venue.url, maxStale)...)
+	allStreamed(t, a, time.Minute)
+	truth := &truthChecker{t: t, api: api, world: sim.New(sim.Config{Seed: 1})}
+	const id, symbol = "BTC_USDT", "BTCUSDT"
+	if resp, body := get(t, api+"/api/public/orderbook?ticker_id="+id); resp.StatusCode != http.StatusOK {
+		t.Fatalf("before the silence: %d %s", resp.StatusCode, body)
+	}
+	const silence = 4 * maxStale
+	venue.control(http.MethodPost, "/_control/silence?symbol="+symbol+"&for="+silence.String())
+	start := time.Now()
+	var answered, failed int
+	var oldest time.Duration
+	for time.Since(start) < silence {
+		resp, body := get(t, api+"/api/public/orderbook?ticker_id="+id)
+		switch resp.StatusCode {
+		case http.StatusOK:
+			var b wire.Book
+			decode(t, body, &b)
+			// The venue's clock and ours are this machine's; a 200 is
+			// judged when it is answered, so a little slack for the
+			// answer's own way back.
+			age := time.Since(time.UnixMilli(b.Timestamp))
+			oldest = max(oldest, age)
+			if age > maxStale+250*time.Millisecond {
+				t.Errorf("%s into the silence: a 200 whose book is %s old, past max-stale %s", time.Since(start).Round(time.Millisecond), age.Round(time.Millisecond), maxStale)
+			}
+			truth.compare(id, symbol, b)
+			answered++
+		case http.StatusBadGateway:
+			failed++
+		default:
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		time.Sleep(100 * time.Millisecond) // an aggregator's pace, not a wait for anything
+	}
+	t.Logf("during the silence: %d answered 200 (oldest book %s), %d 502", answered, oldest.Round(time.Millisecond), failed)
+	if answered == 0 {
+		t.Error("the silent pair never answered from REST")
+	}
+	m := opsMetrics(t, a)
+	if m[`marketfeed_book_probes_total{outcome="missed"}`] < 1 {
+		t.Errorf("no probe found the silence: %v", m[`marketfeed_book_probes_total{outcome="missed"}`])
+	}
+	if m[`marketfeed_stream_silences_total{stream="trades",action="rest"}`] < 1 {
+		t.Error("the trade window's check did not find the trade stream silent")
+	}
+	if !waitFor(30*time.Second, func() bool { return a.poller().Status().Sources.Books["rest"] == 0 }) {
+		t.Fatalf("the stream does not keep the book again after the silence: %+v", a.poller().Status().Sources)
 	}
 }

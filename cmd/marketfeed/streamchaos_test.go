@@ -47,6 +47,12 @@ func (c *truthChecker) check(id, symbol string) {
 	}
 	var got wire.Book
 	decode(c.t, body, &got)
+	c.compare(id, symbol, got)
+}
+
+// compare compares a served book with the venue's true top 100 at the
+// book's heartbeat.
+func (c *truthChecker) compare(id, symbol string, got wire.Book) {
 	k := sim.Heartbeat(time.UnixMilli(got.Timestamp))
 	u, err := c.world.UpdateID(symbol, k)
 	if err != nil {

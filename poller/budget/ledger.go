@@ -21,6 +21,7 @@ const (
 	ClassBook                 // per-pair books
 	ClassTrades               // per-pair trades
 	ClassRefresh              // deeper snapshots under local books in sequence
+	ClassProbe                // the reads that prove a quiet book is still current
 	// NumClasses is the number of classes, for tables indexed by Class.
 	NumClasses
 )
@@ -33,6 +34,10 @@ var parentOf = [NumClasses]Class{
 	ClassBook:    ClassBook,
 	ClassTrades:  ClassTrades,
 	ClassRefresh: ClassBook,
+	// A probe has a share of its own outside the book share: a quiet
+	// book being served must be proven current within max-stale even
+	// while a cold start's syncs spend the whole book share.
+	ClassProbe: ClassProbe,
 }
 
 // Purpose says what REST weight is spent on: the one classification of
@@ -48,6 +53,7 @@ const (
 	PurposeDepleted                  // the refresh of a book with a side run dry: from the book share
 	PurposeDeepen                    // the refresh of a book started from a seed's few levels: from the book share, leaving a quarter of it
 	PurposeRefresh                   // deeper snapshots laid under local books in sequence
+	PurposeProbe                     // a few levels' read proving a quiet stream-fed book current
 	PurposeBackfill                  // trade reads that fill a stream-fed window
 	PurposePollBook                  // book reads of pairs served by REST
 	PurposePollTrades                // trade reads of pairs served by REST
@@ -65,6 +71,7 @@ var purposes = [NumPurposes]struct {
 	PurposeDepleted:   {"refresh", ClassBook},
 	PurposeDeepen:     {"refresh", ClassBook},
 	PurposeRefresh:    {"refresh", ClassRefresh},
+	PurposeProbe:      {"probe", ClassProbe},
 	PurposeBackfill:   {"backfill", ClassTrades},
 	PurposePollBook:   {"poll", ClassBook},
 	PurposePollTrades: {"poll", ClassTrades},
@@ -381,7 +388,7 @@ func (b *Ledger) Observe(now time.Time, used int) {
 type Caps [NumClasses]int
 
 // Unlimited is the caps of a venue without a weight limit.
-var Unlimited = Caps{math.MaxInt, math.MaxInt, math.MaxInt, math.MaxInt}
+var Unlimited = Caps{math.MaxInt, math.MaxInt, math.MaxInt, math.MaxInt, math.MaxInt}
 
 // Of is the cap a read of class is held to: all of the class's cap for a
 // read a request waits for (or a REST poll of a pair requests keep hot),

@@ -61,28 +61,28 @@ func TestCapsOf(t *testing.T) {
 		{
 			"demand fits: each may use what the other does not need",
 			Plan{Limit: 1000, Reserve: 200, Demand: [NumClasses]float64{ClassBook: 300, ClassTrades: 100}, Split: split},
-			Caps{math.MaxInt, 700, 500, math.MaxInt},
+			Caps{math.MaxInt, 700, 500, math.MaxInt, math.MaxInt},
 		},
 		{
 			"demand exceeds: split in proportion",
 			Plan{Limit: 1000, Reserve: 200, Demand: [NumClasses]float64{ClassBook: 3000, ClassTrades: 1000}, Split: split},
-			Caps{math.MaxInt, 600, 200, math.MaxInt},
+			Caps{math.MaxInt, 600, 200, math.MaxInt, math.MaxInt},
 		},
 		{
 			"no demand: both may use all that is left",
-			Plan{Limit: 1000, Reserve: 200, Split: split, Share: [NumClasses]int{ClassRefresh: 48}},
-			Caps{math.MaxInt, 800, 800, 48},
+			Plan{Limit: 1000, Reserve: 200, Split: split, Share: [NumClasses]int{ClassRefresh: 48, ClassProbe: 40}},
+			Caps{math.MaxInt, 800, 800, 48, 40},
 		},
 		{
 			"reserve above the limit leaves nothing",
 			Plan{Limit: 100, Reserve: 200, Demand: [NumClasses]float64{ClassBook: 10}, Split: split},
-			Caps{math.MaxInt, 0, 0, math.MaxInt},
+			Caps{math.MaxInt, 0, 0, math.MaxInt, math.MaxInt},
 		},
 		{
 			"a third class splits like the others",
 			Plan{Limit: 900, Demand: [NumClasses]float64{ClassBook: 1000, ClassTrades: 1000, ClassRefresh: 1000},
 				Split: [NumClasses]bool{ClassBook: true, ClassTrades: true, ClassRefresh: true}},
-			Caps{math.MaxInt, 300, 300, 300},
+			Caps{math.MaxInt, 300, 300, 300, math.MaxInt},
 		},
 	} {
 		if got := CapsOf(tc.plan); got != tc.want {

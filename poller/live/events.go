@@ -34,8 +34,12 @@ func (s *Source) Depth(u venue.DepthUpdate) {
 	defer lp.mu.Unlock()
 	lp.books.at = now
 	lp.books.silent = silence{}
-	wasSynced, suspended := lp.book.Synced(), lp.book.Suspended()
-	if err := lp.book.Apply(u); err != nil {
+	wasSynced, suspended, before := lp.book.Synced(), lp.book.Suspended(), lp.book.LastUpdateID()
+	err := lp.book.Apply(u)
+	if err == nil && lp.book.Synced() && lp.book.LastUpdateID() > before {
+		lp.heardAt = now // the venue vouched for the book up to this event
+	}
+	if err != nil {
 		cause := causeGap
 		switch {
 		case errors.Is(err, orderbook.ErrBadLevel):

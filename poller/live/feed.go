@@ -31,6 +31,18 @@ type pair struct {
 	trades feed[*snapshot.Trades]
 	// book is the local order book the depth stream keeps.
 	book *orderbook.Book
+	// heardAt is when the venue last vouched for the book: an event
+	// applied in sequence, the snapshot that synced or refreshed it, or a
+	// probe that found no update missed. The book is published as read at
+	// heardAt, never later, so that a book whose subscription went silent
+	// ages out at max-stale unless a probe proves it current (see
+	// tierProbe). A connected stream that says nothing proves nothing.
+	heardAt time.Time
+	// tradesSuspect is set when a probe found the pair's depth stream
+	// silent: its trade stream may be silent too, and the read that
+	// settles the window says so if it finds trades the stream did not
+	// deliver (see readOn).
+	tradesSuspect bool
 	// seeded is set while the book holds only the levels of a seed (see
 	// Seed), at most the published depth: once it serves fewer, its
 	// refresh is read from the book share, not the refresh share, which
@@ -75,6 +87,7 @@ type pair struct {
 type value[V any] interface {
 	comparable
 	Confirmed(at time.Time) V
+	ReadAt() int64
 }
 
 // feed is one stream of one pair: its subscription, its silence watchdog,
@@ -148,15 +161,19 @@ func (f *feed[V]) finish(seq uint64, v V, put func(V) bool) bool {
 	return true
 }
 
-// confirm republishes the last publication as read at now, unless there is
+// confirm republishes the last publication as read at at, unless there is
 // none or a newer one is being built (it will be fresher). It reports
-// whether it did.
-func (f *feed[V]) confirm(now time.Time, put func(V) bool) bool {
+// whether the publication stands as current at at: republished, or already
+// read no earlier than at.
+func (f *feed[V]) confirm(at time.Time, put func(V) bool) bool {
 	var zero V
 	if f.pub == zero || f.building > 0 {
 		return false
 	}
-	return f.finish(f.take(), f.pub.Confirmed(now), put)
+	if at.UnixNano() <= f.pub.ReadAt() {
+		return true // nothing newer to say: the venue has not spoken since
+	}
+	return f.finish(f.take(), f.pub.Confirmed(at), put)
 }
 
 // next returns a channel closed at the feed's next publication.
@@ -228,15 +245,18 @@ var kinds = [snapshot.NumStreams]kind{
 		},
 		take: (*Source).takeBook,
 		purpose: [numTiers]budget.Purpose{tierDepleted: budget.PurposeDepleted, tierResync: budget.PurposeSnapshot,
-			tierSync: budget.PurposeSnapshot, tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
+			tierProbe: budget.PurposeProbe, tierSync: budget.PurposeSnapshot, tierDeepen: budget.PurposeDeepen,
+			tierRefresh: budget.PurposeRefresh},
 		// A book about to stop being served to the clients reading it
 		// goes before even a request that waits, and may spend the part
 		// of the book share requests leave (budget.Serving). A book out of
 		// sequence that is not served is what every reader of the pair
 		// waits for: its sync may take the part of the book share held
 		// back for requests too, once it would otherwise go unused.
+		// A probe proves a book being served current: it goes before the
+		// syncs, within its own share.
 		prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierResync: budget.Serving,
-			tierSync: budget.Sync},
+			tierProbe: budget.Sync, tierSync: budget.Sync},
 		weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
 			if !lp.books.live {
@@ -255,6 +275,10 @@ var kinds = [snapshot.NumStreams]kind{
 				switch {
 				case vouched == 0:
 					return lp.book.Recording(), tierDepleted, vouched
+				case s.probeDue(lp, now):
+					// Quiet for long enough that it must be proven
+					// current, the longest quiet first.
+					return !lp.book.Held(), tierProbe, -int(now.Sub(lp.heardAt) / time.Millisecond)
 				case lp.seeded && vouched < snapshot.MaxDepth:
 					return lp.book.Recording(), tierDeepen, vouched
 				}

@@ -23,7 +23,18 @@ type sourceMetrics struct {
 	tradeGaps, gapReads, gapsCut *metrics.Counter
 	// seeded counts the books and trade windows started from a seed.
 	seeded [snapshot.NumStreams]*metrics.Counter
+	// probes counts the probes of quiet books by outcome.
+	probes [numProbeOutcomes]*metrics.Counter
 }
+
+// The outcomes of a probe (see Source.fetchProbe).
+const (
+	probeConfirmed = iota // the venue's update id was the book's: quiet, current
+	probeMissed           // the venue had updates the stream did not deliver
+	numProbeOutcomes
+)
+
+var probeOutcomes = [numProbeOutcomes]string{"confirmed", "missed"}
 
 // A stream-fed book is published at its slot of the 350 ms schedule after
 // the event that changed it, plus the venue's own delay (seconds).
@@ -44,6 +55,9 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 				return float64(s.counts()[k][src])
 			})
 		}
+	}
+	for o, name := range probeOutcomes {
+		m.probes[o] = set.NewCounter(`marketfeed_book_probes_total{outcome="` + name + `"}`)
 	}
 	m.suspended = set.NewCounter("marketfeed_books_suspended_total")
 	m.tradeGaps = set.NewCounter("marketfeed_trade_window_gaps_total")

@@ -139,18 +139,36 @@ func (s *Source) publishBook(lp *pair, now time.Time) func() {
 		return nil
 	case lp.book.Vouched() == 0:
 		return nil // depleted: the last publication stands until the refresh
-	case !lp.book.Changed() && lp.books.confirm(now, s.cfg.Store.PutBook):
-		lp.lastQuoteAt = now
+	case !lp.book.Changed() && lp.book.Time()-lp.books.pubTime() < confirmSlack.Milliseconds() &&
+		lp.books.confirm(lp.heardAt, s.cfg.Store.PutBook):
+		lp.lastQuoteAt = lp.heardAt
 		return nil
 	}
 	return s.takeBook(lp, now)
 }
 
+// confirmSlack is how far the venue time of a book whose published levels
+// did not change may run ahead of its publication's before it is built
+// again rather than confirmed: a confirmation keeps the published bytes,
+// and with them their timestamp, which must stay within max-stale of the
+// venue time the book was last vouched for (an event beyond the published
+// levels, or a probe).
+const confirmSlack = time.Second
+
+// pubTime is the venue time of the book last published; 0 before any.
+func (f *feed[V]) pubTime() int64 {
+	if b, ok := any(f.pub).(*snapshot.Book); ok && b != nil {
+		return b.Time()
+	}
+	return 0
+}
+
 // takeBook takes the book's state for publishing and returns the build of
-// its publication, to run once lp.mu is released. Called with lp.mu held.
-func (s *Source) takeBook(lp *pair, now time.Time) (build func()) {
+// its publication, to run once lp.mu is released: read when the venue last
+// vouched for it (see pair.heardAt). Called with lp.mu held.
+func (s *Source) takeBook(lp *pair, _ time.Time) (build func()) {
 	bids, asks := lp.book.Top(snapshot.MaxDepth)
-	venueTime, updateID := lp.book.Time(), lp.book.LastUpdateID()
+	venueTime, updateID, now := lp.book.Time(), lp.book.LastUpdateID(), lp.heardAt
 	lp.book.ResetChanged()
 	seq := lp.books.take()
 	return func() {

@@ -67,6 +67,13 @@ var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 // leave, since in a cold start's first minute requests spend the rest
 // within seconds.
 //
+// A book in sequence whose stream has said nothing for probeAfter is
+// probed (tierProbe): a connected stream that is quiet about a symbol
+// proves nothing, since a subscription can go silent while its connection
+// carries every other symbol. The cheapest read that can tell, ProbeDepth
+// levels, says whether the venue's update id is still the book's; the
+// probes have a share of their own (budget.ClassProbe).
+//
 // A depleted book's refresh, and that of a book started from a seed that
 // serves fewer than the published levels (every book of a member taking
 // over may need deepening at once: tierDeepen, after the books to sync,
@@ -77,6 +84,7 @@ var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 const (
 	tierDepleted = iota
 	tierResync
+	tierProbe
 	tierSync
 	tierDeepen
 	tierRefresh
@@ -286,8 +294,12 @@ func (s *Source) run(ctx context.Context, k snapshot.Stream, lp *pair, tier int)
 }
 
 // fetchSnapshot reads one snapshot, which syncs the pair's book or is laid
-// under a book in sequence that asked for a deeper view.
+// under a book in sequence that asked for a deeper view, or proves a quiet
+// book current (see fetchProbe).
 func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(time.Time) bool, error) {
+	if tier == tierProbe {
+		return s.fetchProbe(ctx, lp)
+	}
 	lp.mu.Lock()
 	seeded := lp.seeded
 	lp.mu.Unlock()
@@ -311,8 +323,75 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 			return false
 		}
 		lp.seeded = false
+		lp.heardAt = now
 		return true
 	}, err
+}
+
+// ProbeDepth is the depth of a probe's read: the fewest levels the venue
+// serves, at its lowest weight (Binance: 2 up to 50 levels, against 5 for
+// the 100 a sync reads). Only the read's update id is used.
+const ProbeDepth = 5
+
+// probeAfter is how long a book in sequence may hear nothing from its
+// stream before a probe must prove it current: a third of max-stale, at
+// most 3 s, so that a probe that fails or waits for the budget still
+// leaves time for another before the book ages out.
+func (s *Source) probeAfter() time.Duration {
+	return min(3*time.Second, s.cfg.MaxStale/3)
+}
+
+// probeDue reports whether a book in sequence must be proven current by a
+// probe: its stream delivers, has said nothing of it for probeAfter, and a
+// request reads it (within the hot period) or waits for it. A quiet book
+// nobody reads is not probed: it ages out of max-stale, and the first
+// request for it waits for its probe instead, as for any pair's first
+// read. Called with lp.mu held.
+func (s *Source) probeDue(lp *pair, now time.Time) bool {
+	if !lp.books.delivering() || now.Sub(lp.heardAt) < s.probeAfter() {
+		return false
+	}
+	return lp.books.waiting.Load() != 0 || s.cfg.Demand.Wanted(snapshot.StreamBook, lp.tickerID, now)
+}
+
+// fetchProbe reads ProbeDepth levels of a quiet book's market. The venue's
+// update id at or before the book's proves the book current as of the
+// read: it is published as read when the read started, at the read's
+// venue time. A later id means the venue made updates the stream did not
+// deliver: the subscription is silent (see silenced).
+func (s *Source) fetchProbe(ctx context.Context, lp *pair) (func(time.Time) bool, error) {
+	start := time.Now()
+	snap, err := s.cfg.REST.Book(ctx, lp.symbol, ProbeDepth)
+	return func(now time.Time) bool {
+		if !lp.book.Synced() {
+			return false // out of sequence meanwhile: its resync says the rest
+		}
+		if lp.book.Confirm(snap.LastUpdateID, snap.Time) {
+			s.metrics.probes[probeConfirmed].Inc()
+			lp.heardAt = later(lp.heardAt, start)
+			return true
+		}
+		s.metrics.probes[probeMissed].Inc()
+		s.silenced(lp, now)
+		return false
+	}, err
+}
+
+// silenced handles a pair whose depth subscription a probe found silent:
+// its connection is up and carries other symbols, yet the venue's book
+// moved and the stream said nothing. The book missed updates and syncs
+// again once the stream delivers; meanwhile the stream is subscribed
+// again and the pair is served by REST, as after the watchdog gives a
+// stream up. The pair's trade window may have missed trades too: it
+// answers again once a trade from its stream, or a read of the trades
+// after its newest, says whether it did (see readOn). Called with lp.mu
+// held.
+func (s *Source) silenced(lp *pair, now time.Time) {
+	lp.book.Desync()
+	s.resynced(lp, causeSilent, nil)
+	s.giveUp(lp, snapshot.StreamBook, &lp.books.stream, now)
+	lp.tradesSuspect = true
+	lp.tradesLost, lp.losses = true, lp.losses+1 // see pair.tradesLost
 }
 
 // resumeGrace is how long a window that may have missed trades waits for
@@ -365,7 +444,13 @@ func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Ti
 // read started before a later loss settles nothing.
 func (s *Source) readOn(ctx context.Context, lp *pair, from int64, losses int) (func(time.Time) bool, error) {
 	trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, from, snapshot.MaxTrades)
-	return func(time.Time) bool {
+	return func(now time.Time) bool {
+		if lp.tradesSuspect && len(trades) > 0 {
+			// Trades the stream never delivered, though it had time
+			// to: its subscription is silent too.
+			s.giveUp(lp, snapshot.StreamTrades, &lp.trades.stream, now)
+		}
+		lp.tradesSuspect = false
 		if lp.tradesLost && losses == lp.losses {
 			first := from
 			if len(trades) > 0 {

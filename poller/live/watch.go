@@ -46,11 +46,31 @@ func (s *Source) check(lp *pair, k snapshot.Stream, st *stream, active, now time
 		s.metrics.silent[k][0].Inc()
 		s.cfg.Streams.Resubscribe(k, lp.symbol)
 	case now.Sub(sl.resubscribedAt) >= resubscribeGrace:
-		sl.fellBack = true
-		s.metrics.silent[k][1].Inc()
-		s.cfg.Log(slog.LevelWarn, "silent-"+k.String(), "stream silent; pair served by REST until it delivers",
-			slog.String(logKeyPair, lp.tickerID), slog.String("stream", k.String()))
+		s.fallBack(lp, k, st)
 		return true
 	}
 	return false
+}
+
+// giveUp subscribes the pair's stream of k again and serves the pair by
+// REST until the stream delivers: what a probe's proof of a silent
+// subscription calls for at once, with no grace. Called with lp.mu held.
+func (s *Source) giveUp(lp *pair, k snapshot.Stream, st *stream, now time.Time) {
+	if !st.live || st.silent.fellBack {
+		return
+	}
+	st.silent.resubscribedAt = now
+	s.metrics.silent[k][0].Inc()
+	s.cfg.Streams.Resubscribe(k, lp.symbol)
+	s.fallBack(lp, k, st)
+}
+
+// fallBack serves the pair's stream st, of kind k, by REST until it
+// delivers again (see Source.Depth and Source.Trade). Called with lp.mu
+// held.
+func (s *Source) fallBack(lp *pair, k snapshot.Stream, st *stream) {
+	st.silent.fellBack = true
+	s.metrics.silent[k][1].Inc()
+	s.cfg.Log(slog.LevelWarn, "silent-"+k.String(), "stream silent; pair served by REST until it delivers",
+		slog.String(logKeyPair, lp.tickerID), slog.String("stream", k.String()))
 }

@@ -127,6 +127,21 @@ func (b *Book) LastUpdateID() int64 { return b.last }
 // Time is the venue's time of the newest event or snapshot applied, ms.
 func (b *Book) Time() int64 { return b.time }
 
+// Confirm takes a venue read of the book made at update id id and venue
+// time t (a read of a few levels is enough: only its id is used) and
+// reports whether the book was current as of that read: in sequence, at or
+// past the read's update id. Then the book's time advances to the read's,
+// since the venue has just said that nothing changed up to t. A later id
+// means the venue made updates the stream did not deliver: the book is
+// left as it is, and its owner resyncs it.
+func (b *Book) Confirm(id, t int64) bool {
+	if !b.Synced() || len(b.ahead) > 0 || id > b.last {
+		return false
+	}
+	b.time = max(b.time, t)
+	return true
+}
+
 // Held reports whether events are held waiting for one that did not arrive:
 // the book is then behind the stream, and not to be confirmed as current.
 func (b *Book) Held() bool { return len(b.ahead) > 0 }

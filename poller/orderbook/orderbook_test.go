@@ -398,3 +398,34 @@ func TestSearchFindsTheSamePlaceFromAnyHint(t *testing.T) {
 		}
 	}
 }
+
+// A venue read at the book's update id, or an older one, proves the book
+// current and moves its time to the read's; a later id is updates the
+// stream did not deliver. A book out of sequence, suspended, or holding an
+// event ahead of a missing one is proven nothing.
+func TestOrderBookConfirmTellsAQuietBookFromASilentStream(t *testing.T) {
+	snap := venue.Book{LastUpdateID: 100, Time: 1000, Bids: lv("10.0", "1"), Asks: lv("10.1", "1")}
+	b := synced(t, snap, 1000, upd(95, 105, 90, nil, nil))
+	if !b.Confirm(105, 4000) || b.Time() != 4000 {
+		t.Fatalf("read at the book's id: confirmed at time %d, want confirmed at the read's time 4000", b.Time())
+	}
+	if !b.Confirm(103, 3000) || b.Time() != 4000 {
+		t.Fatalf("read older than the book: time %d, want it kept at 4000", b.Time())
+	}
+	if b.Confirm(106, 5000) || b.Time() != 4000 || !b.Synced() {
+		t.Fatalf("read past the book's id confirmed it (time %d, synced %v)", b.Time(), b.Synced())
+	}
+	if err := b.Apply(upd(108, 109, 107, nil, nil)); err != nil { // 106..107 not yet here
+		t.Fatal(err)
+	}
+	if b.Confirm(105, 6000) {
+		t.Fatal("a book holding an event ahead of a missing one was confirmed")
+	}
+	b.Suspend()
+	if b.Confirm(105, 6000) {
+		t.Fatal("a suspended book was confirmed")
+	}
+	if New().Confirm(0, 1) {
+		t.Fatal("a book never synced was confirmed")
+	}
+}

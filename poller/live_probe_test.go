@@ -1,0 +1,113 @@
+package poller
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// A quiet book that requests read goes on answering: every few seconds a
+// probe of a few levels proves it current, and it is published as read at
+// the probe. A quiet book nobody reads is not probed and ages out; the
+// first request for it waits for its probe and is answered.
+func TestQuietBookIsProvenCurrentByProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxStale = 6 * time.Second // probes after 2 s of quiet
+		w := newStreamWorld(t, 2, Config{MaxStale: maxStale})
+		defer w.stop()
+		w.goLive(2400, 5)
+		for range 5 {
+			w.tick()
+		}
+		read, quiet := pairID(1), pairID(2)
+		w.p.Want([]byte(read), snapshot.StreamBook)
+		time.Sleep(3 * maxStale) // the market is quiet: no event
+		synctest.Wait()
+		if !w.store.FreshAt(snapshot.StreamBook, []byte(read), time.Now().UnixNano(), maxStale) {
+			t.Fatal("a quiet book that requests read aged out: no probe proved it current")
+		}
+		b := w.book(0)
+		if age := time.Since(time.Unix(0, b.ReadAt())); age > 2500*time.Millisecond {
+			t.Fatalf("book read %s ago, want within a probe period (2 s) and its read", age)
+		}
+		if got, want := string(b.Body()), w.models[0].body(read); got != want {
+			t.Fatalf("probed book\n%s\nwant the venue's\n%s", got, want)
+		}
+		if n := w.v.probes(w.symbols[0]); n < 7 || n > 9 {
+			t.Fatalf("%d probes in 18 s of quiet, want one every 2 s", n)
+		}
+		if n := w.v.probes(w.symbols[1]); n != 0 {
+			t.Fatalf("%d probes of a book nobody reads", n)
+		}
+		if w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), maxStale) {
+			t.Fatal("a quiet book nobody reads is still fresh with nothing to prove it")
+		}
+		if err := w.p.Load(t.Context(), quiet, snapshot.StreamBook); err != nil {
+			t.Fatalf("first request for a quiet book: %v", err)
+		}
+		if !w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), maxStale) || w.v.probes(w.symbols[1]) != 1 {
+			t.Fatalf("after its request: fresh %v with %d probes, want fresh after one",
+				w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), maxStale), w.v.probes(w.symbols[1]))
+		}
+		if n := w.v.count(venue.CallBook, "") - w.v.probes(w.symbols[0]) - w.v.probes(w.symbols[1]); n != 2 {
+			t.Fatalf("%d snapshot reads besides the probes, want the two syncs", n)
+		}
+	})
+}
+
+// A subscription that goes silent while the venue's book moves is found out
+// by the book's first probe: the book is not confirmed again, its stream is
+// subscribed again, and until it delivers the pair is served by REST reads
+// of the venue's book, never the silent stream's stale one.
+func TestSilentSubscriptionIsFoundOutByAProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxStale = 6 * time.Second
+		w := newStreamWorld(t, 2, Config{MaxStale: maxStale})
+		defer w.stop()
+		w.goLive(2400, 5)
+		for range 5 {
+			w.tick()
+		}
+		id, sym := pairID(1), w.symbols[0]
+		w.p.Want([]byte(id), snapshot.StreamBook)
+		silentAt := w.book(0).Time()
+		for range 30 { // 3 s: the venue's book moves, its stream says nothing
+			w.tick(sym)
+		}
+		m := scrape(t, w.metrics)
+		if got := m[`marketfeed_book_probes_total{outcome="missed"}`]; got != 1 {
+			t.Fatalf("probes that found updates missed: %v, want 1", got)
+		}
+		if got := m[`marketfeed_book_resyncs_total{cause="silent"}`]; got != 1 {
+			t.Fatalf("silent resyncs: %v, want 1", got)
+		}
+		w.fs.mu.Lock()
+		resubbed := slices.Clone(w.fs.resubbed)
+		w.fs.mu.Unlock()
+		if !slices.Contains(resubbed, "book "+sym) {
+			t.Fatalf("resubscribed %v, want the silent book's stream", resubbed)
+		}
+		if w.src.Streaming(id, snapshot.StreamBook) {
+			t.Fatal("the silent stream still keeps the pair")
+		}
+		for range 10 {
+			w.tick(sym)
+		}
+		b := w.book(0)
+		if b.Time() <= silentAt || !w.store.FreshAt(snapshot.StreamBook, []byte(id), time.Now().UnixNano(), maxStale) {
+			t.Fatalf("served a book of venue time %d (the silence began at %d), fresh %v: want REST reads of the venue's book",
+				b.Time(), silentAt, w.store.FreshAt(snapshot.StreamBook, []byte(id), time.Now().UnixNano(), maxStale))
+		}
+		// The stream delivers again: the book syncs and the stream keeps it.
+		for range 20 {
+			w.tick()
+		}
+		if !w.src.Current(id, snapshot.StreamBook) {
+			t.Fatal("the stream that delivers again does not keep the book")
+		}
+	})
+}
