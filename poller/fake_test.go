@@ -97,10 +97,19 @@ func (v *fakeVenue) count(c venue.Call, symbol string) int {
 }
 
 // probes returns how many book reads of symbol had a probe's depth.
-func (v *fakeVenue) probes(symbol string) int {
+func (v *fakeVenue) probes(symbol string) int { return v.bookReads(symbol, live.ProbeDepth) }
+
+// syncs returns how many book reads of symbol (every one, if "") had the
+// depth a book is synced from by default; the refreshes that deepen it
+// after are read deeper.
+func (v *fakeVenue) syncs(symbol string) int { return v.bookReads(symbol, DefaultSyncDepth) }
+
+// bookReads returns how many book reads of symbol (every one, if "") were
+// made at depth.
+func (v *fakeVenue) bookReads(symbol string, depth int) int {
 	n := 0
 	for _, call := range v.log() {
-		if call.call == venue.CallBook && call.symbol == symbol && call.limit == live.ProbeDepth {
+		if call.call == venue.CallBook && (symbol == "" || call.symbol == symbol) && call.limit == depth {
 			n++
 		}
 	}

@@ -118,8 +118,8 @@ func TestStreamKeepsEveryBookCurrent(t *testing.T) {
 			if got, want := string(b.Body()), m.body(pairID(i+1)); got != want {
 				t.Fatalf("%s: published\n%s\nwant the venue's book\n%s", m.symbol, got, want)
 			}
-			if calls := w.v.count(venue.CallBook, m.symbol); calls != 1 {
-				t.Fatalf("%s: %d snapshot reads, want 1", m.symbol, calls)
+			if calls := w.v.syncs(m.symbol); calls != 1 {
+				t.Fatalf("%s: %d syncs, want 1", m.symbol, calls)
 			}
 			// Published as read when the venue last vouched for it (its
 			// last event), not when it was last published: a stream
@@ -172,10 +172,10 @@ func TestStreamGapResyncsWithoutPublishingAcrossIt(t *testing.T) {
 		if got, want := string(w.book(0).Body()), gapped.body(pairID(1)); got != want {
 			t.Fatalf("after the resync: published\n%s\nwant\n%s", got, want)
 		}
-		if calls := w.v.count(venue.CallBook, gapped.symbol); calls != 2 {
+		if calls := w.v.syncs(gapped.symbol); calls != 2 {
 			t.Fatalf("%d snapshot reads for the gapped market, want 2 (the first sync and one resync)", calls)
 		}
-		if calls := w.v.count(venue.CallBook, w.models[1].symbol); calls != 1 {
+		if calls := w.v.syncs(w.models[1].symbol); calls != 1 {
 			t.Fatalf("%d snapshot reads for the other market, want 1", calls)
 		}
 	})
@@ -199,7 +199,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				if !w.p.fresh(pairID(1), snapshot.StreamBook) {
 					t.Fatal("book not fresh while its stream is in sequence")
 				}
-				reads := w.v.count(venue.CallBook, w.symbols[0])
+				reads := w.v.syncs(w.symbols[0])
 				w.src.Lost(snapshot.StreamBook, w.symbols)
 				readAt := w.book(0).ReadAt()
 				for range missed {
@@ -229,7 +229,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				if missed > 0 {
 					wantReads, wantLost = reads+1, 1
 				}
-				if got := w.v.count(venue.CallBook, w.symbols[0]); got != wantReads {
+				if got := w.v.syncs(w.symbols[0]); got != wantReads {
 					t.Errorf("%d snapshot reads after the stream came back, want %d", got-reads, wantReads-reads)
 				}
 				want(t, scrape(t, w.metrics), map[string]float64{

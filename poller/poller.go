@@ -75,9 +75,12 @@ type Config struct {
 	// only, for the pairs requests ask for.
 	Streams venue.Streams
 	// SyncDepth is the per-side depth of the snapshot a local book starts
-	// from (default 500): deeper than the 100 levels published, so that
-	// the published levels stay complete as the top is consumed, and half
-	// the weight of 1000, so that a cold start of every book is quicker.
+	// from (default 100, what is published): the cheapest snapshot that
+	// answers with every published level (Binance: 5 weight, against 10
+	// at 500), so that a cold start or a venue-wide loss of sequence is
+	// bound by the venue's limit on the books it must read, not by their
+	// size. The book deepens from the refresh share afterwards, serving
+	// meanwhile the levels it vouches for.
 	SyncDepth int
 	// RefreshDepth is the depth of the snapshot laid under a book whose
 	// side came close to its edge (default 1000): the deepest snapshot is
@@ -109,7 +112,7 @@ type Config struct {
 }
 
 // DefaultSyncDepth is Config.SyncDepth's default.
-const DefaultSyncDepth = 500
+const DefaultSyncDepth = snapshot.MaxDepth
 
 func (c *Config) setDefaults() {
 	def := func(d *time.Duration, v time.Duration) {

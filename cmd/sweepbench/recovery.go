@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -28,9 +29,9 @@ import (
 // rounded up, so that a phase of fewer than a thousand pairs waits for all.
 func recoveryShare(pairs int) int { return (999*pairs + 999) / 1000 }
 
-// snapshotWeight is the weight of one book snapshot of 500 levels, what a
+// snapshotWeight is the weight of one book snapshot of 100 levels, what a
 // local book is synced from.
-const snapshotWeight = 10
+const snapshotWeight = 5
 
 // Targets of the recovery run.
 const (
@@ -592,14 +593,29 @@ func newerThan(at time.Time) func(body []byte) bool {
 	}
 }
 
-// syncTime is how long the budget takes to sync n books at the target share:
-// what a cold start of n books may take.
+// syncTime is how long the budget takes to sync n books, what a cold start
+// of n books may take: the venue counts weight over any sliding minute, so
+// a budget spent from nothing spends a minute's worth at once and the next
+// as each minute's spending expires; the last minute's part is read by
+// syncSlack after its minute begins. At 95 % of the budget (the rest is the
+// catalog's and the serving reserve), 446 books of weight 5 are 2,230
+// weight: 1,140 at once and the rest a minute later, 90 s with the slack;
+// 846 books, 3 min 30 s.
 func syncTime(n, budget int) time.Duration {
-	if budget <= 0 {
+	if budget <= 0 || n <= 0 {
 		return 0
 	}
-	return time.Duration(float64(n*snapshotWeight) / (targetColdShare * float64(budget)) * float64(time.Minute))
+	minutes := math.Ceil(float64(n*snapshotWeight)/(syncShare*float64(budget))) - 1
+	return time.Duration(minutes)*time.Minute + syncSlack
 }
+
+// syncShare is the share of the budget the books out of sequence may take,
+// and syncSlack how long after its minute begins a minute's part of them is
+// read and applied.
+const (
+	syncShare = 0.95
+	syncSlack = 30 * time.Second
+)
 
 // recoveryRows turns one count's recovery result into the table's lines.
 func recoveryRows(r recoveryResult) []row {
@@ -639,6 +655,10 @@ func recoveryRows(r recoveryResult) []row {
 	return out
 }
 
+// cutGrace is how long books that lost no event may take to be newer than
+// a cut: the connections' replacement and a publication.
+const cutGrace = 10 * time.Second
+
 // cutRows are the table's lines for one cut of every connection, named
 // name. The books that missed events are synced again at the budget's
 // target share, after the outage: their time is at most a cold start's of
@@ -650,7 +670,7 @@ func cutRows(name string, pairs, budget int, c cut) []row {
 	var out []row
 	add := func(figure, value, target, v string) { out = append(out, row{name + ": " + figure, value, target, v}) }
 	resynced := total(outOfSequence(c.Resyncs))
-	target := c.Outage + syncTime(resynced, budget) + 10*time.Second
+	target := c.Outage + max(syncTime(resynced, budget), cutGrace)
 	recovered := dur(c.Recovered)
 	if c.Pending > 0 {
 		recovered = fmt.Sprintf("%s, %d books never newer", recovered, c.Pending)

@@ -68,9 +68,15 @@ func TestRecoveryShareAndSyncTime(t *testing.T) {
 			t.Errorf("99.9 %% of %d pairs: %d, want %d", c.pairs, got, c.want)
 		}
 	}
-	// 446 snapshots of weight 10 at 90 % of 1,200 a minute: 4m7.8s.
-	if got := syncTime(446, 1200); got.Round(100*time.Millisecond) != 4*time.Minute+7800*time.Millisecond {
-		t.Fatalf("sync time of 446 books %v", got)
+	// 446 snapshots of weight 5 at 95 % of 1,200 a minute: 1,140 at once,
+	// the rest a minute later; 846: four minutes' parts.
+	for _, c := range []struct {
+		books int
+		want  time.Duration
+	}{{446, 90 * time.Second}, {846, 3*time.Minute + 30*time.Second}, {200, 30 * time.Second}, {0, 0}} {
+		if got := syncTime(c.books, 1200); got != c.want {
+			t.Errorf("sync time of %d books %v, want %v", c.books, got, c.want)
+		}
 	}
 }
 
@@ -78,8 +84,8 @@ func TestRecoveryShareAndSyncTime(t *testing.T) {
 func goodRecovery() recoveryResult {
 	return recoveryResult{
 		Extra: 400, Pairs: 446, Budget: 1200, Round: 10 * time.Second,
-		ColdBooks: 4 * time.Minute, ColdAnswers: 4 * time.Minute,
-		ColdWeight: weightUse{Total: 4600, PerMin: 1150},
+		ColdBooks: 80 * time.Second, ColdAnswers: 85 * time.Second,
+		ColdWeight: weightUse{Total: 2300, PerMin: 1150},
 		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.2, MaxRSS: 200 << 20,
 		Connections: 6, Rotations: 6,
 		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{}},
@@ -114,8 +120,8 @@ func TestRecoveryRowsVerdicts(t *testing.T) {
 func TestRecoveryRowsOfALineDrop(t *testing.T) {
 	r := recoveryResult{
 		Extra: 400, Pairs: 446, Budget: 1200, Round: 10 * time.Second, Lines: 2,
-		ColdBooks: 4 * time.Minute, ColdAnswers: 4 * time.Minute,
-		ColdWeight: weightUse{Total: 4600, PerMin: 1150},
+		ColdBooks: 80 * time.Second, ColdAnswers: 85 * time.Second,
+		ColdWeight: weightUse{Total: 2300, PerMin: 1150},
 		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.35, MaxRSS: 200 << 20,
 		Connections: 12, Rotations: 12,
 		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{}},
@@ -151,11 +157,11 @@ func TestRecoveryRowsOfAnOutage(t *testing.T) {
 			t.Fatalf("row %q without an outage measured", row.Figure)
 		}
 	}
-	r.Outage = cut{Measured: true, Outage: 10 * time.Second, Recovered: 4*time.Minute + 20*time.Second, Resyncs: map[string]int{"lost": 446}}
+	r.Outage = cut{Measured: true, Outage: 10 * time.Second, Recovered: 95 * time.Second, Resyncs: map[string]int{"lost": 446}}
 	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
-		t.Fatalf("missed %v: 4m20s is within 10 s + a cold start of 446 books + 10 s", m)
+		t.Fatalf("missed %v: 95 s is within 10 s + a cold start of 446 books (90 s)", m)
 	}
-	r.Outage.Recovered = 4*time.Minute + 40*time.Second
+	r.Outage.Recovered = 105 * time.Second
 	want := []string{"every connection dropped, refused for 10s: 99.9 % of books newer than the drop"}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
