@@ -110,3 +110,31 @@ func TestSilentSubscriptionIsFoundOutByAProbe(t *testing.T) {
 		}
 	})
 }
+
+// A quiet spot pair's book is probed though nobody reads it: its mid is the
+// pair's ticker, which must not age out of the tickers' freshness and have
+// the bulk quotes stand in for it.
+func TestQuietSpotBookIsProbedForItsTicker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxStale = 6 * time.Second
+		w := newStreamWorld(t, 2, Config{MaxStale: maxStale, Spot: []string{pairID(1)}})
+		defer w.stop()
+		w.goLive(2400, 5)
+		for range 5 {
+			w.tick()
+		}
+		time.Sleep(3 * maxStale)
+		synctest.Wait()
+		if n := w.v.probes(w.symbols[0]); n < 7 {
+			t.Fatalf("%d probes of the quiet spot book in 18 s, want one every 2 s", n)
+		}
+		if n := w.v.probes(w.symbols[1]); n != 0 {
+			t.Fatalf("%d probes of a quiet perpetual nobody reads", n)
+		}
+		spot, _ := w.store.Pairs().Lookup(pairID(1))
+		quotes, at, all := w.src.Quotes([]snapshot.Pair{spot}, time.Now())
+		if !all || len(quotes) != 1 || time.Since(at[0]) > 2500*time.Millisecond {
+			t.Fatalf("spot quote %v at %v (all fresh: %v), want one proven within a probe period", quotes, at, all)
+		}
+	})
+}

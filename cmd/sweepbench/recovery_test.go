@@ -88,7 +88,8 @@ func goodRecovery() recoveryResult {
 		ColdWeight: weightUse{Total: 2300, PerMin: 1150},
 		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.2, MaxRSS: 200 << 20,
 		Connections: 6, Rotations: 6,
-		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{}},
+		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{},
+			Agg: statusCount{200: 900}, AggTrades: statusCount{200: 450}},
 	}
 }
 
@@ -105,10 +106,12 @@ func TestRecoveryRowsVerdicts(t *testing.T) {
 	r.RotResyncs = map[string]int{"lost": 3, "short": 11}
 	r.Drop.Resyncs = map[string]int{"lost": 446}
 	r.Drop.Recovered = 5 * time.Minute
+	r.Drop.AggTrades[http.StatusBadGateway] = 1
 	want := []string{
 		"cold start: REST weight",
 		"rotation: books out of sequence",
 		"every connection dropped: 99.9 % of books newer than the drop",
+		"every connection dropped: aggregator answers for trades",
 	}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
@@ -124,7 +127,8 @@ func TestRecoveryRowsOfALineDrop(t *testing.T) {
 		ColdWeight: weightUse{Total: 2300, PerMin: 1150},
 		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.35, MaxRSS: 200 << 20,
 		Connections: 12, Rotations: 12,
-		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{}},
+		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{},
+			Agg: statusCount{200: 900}, AggTrades: statusCount{200: 450}},
 		Line: lineDrop{Measured: true, Back: time.Second, Agg: statusCount{200: 900}, Resyncs: map[string]int{"short": 2},
 			OldestAge: 700 * time.Millisecond, Baseline: 700 * time.Millisecond},
 	}

@@ -343,15 +343,15 @@ func (s *Source) probeAfter() time.Duration {
 
 // probeDue reports whether a book in sequence must be proven current by a
 // probe: its stream delivers, has said nothing of it for probeAfter, and a
-// request reads it (within the hot period) or waits for it. A quiet book
-// nobody reads is not probed: it ages out of max-stale, and the first
-// request for it waits for its probe instead, as for any pair's first
-// read. Called with lp.mu held.
+// request reads it (within the hot period) or waits for it, or its mid is
+// a spot pair's ticker. A quiet book nobody reads is not probed: it ages
+// out of max-stale, and the first request for it waits for its probe
+// instead, as for any pair's first read. Called with lp.mu held.
 func (s *Source) probeDue(lp *pair, now time.Time) bool {
 	if !lp.books.delivering() || now.Sub(lp.heardAt) < s.probeAfter() {
 		return false
 	}
-	return lp.books.waiting.Load() != 0 || s.cfg.Demand.Wanted(snapshot.StreamBook, lp.tickerID, now)
+	return lp.books.waiting.Load() != 0 || lp.spot.Load() || s.cfg.Demand.Wanted(snapshot.StreamBook, lp.tickerID, now)
 }
 
 // fetchProbe reads ProbeDepth levels of a quiet book's market. The venue's

@@ -50,7 +50,8 @@ func (s *Source) SeedTickers(stats []venue.Stat) {
 
 // Quotes returns the best bid and ask of the spot pairs from their local
 // books, each with when it was current: the perpetual's mid the tickers
-// publish. A book in sequence gives its current top; a book resyncing gives
+// publish. A book in sequence gives its current top, current when the venue
+// last vouched for it (see pair.heardAt); a book resyncing gives
 // the top it last published while that is younger than max-stale, so a
 // resync does not take a ticker away. all reports whether every spot pair
 // has a quote recent enough (see Config.Fresh) that the bulk quotes need not
@@ -67,7 +68,7 @@ func (s *Source) Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quo
 		q, qAt := lp.lastQuote, lp.lastQuoteAt
 		if lp.bookCurrent() {
 			bids, asks := lp.book.Top(1)
-			q, qAt = quoteOf(p.Symbol, bids, asks), now
+			q, qAt = quoteOf(p.Symbol, bids, asks), lp.heardAt
 		}
 		lp.mu.Unlock()
 		age := now.Sub(qAt)
