@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -74,12 +75,12 @@ func TestSilentSubscriptionIsFoundOutByAProbe(t *testing.T) {
 		id, sym := pairID(1), w.symbols[0]
 		w.p.Want([]byte(id), snapshot.StreamBook)
 		silentAt := w.book(0).Time()
-		for range 30 { // 3 s: the venue's book moves, its stream says nothing
+		for range 50 { // 5 s: the venue's book moves, its stream says nothing
 			w.tick(sym)
 		}
 		m := scrape(t, w.metrics)
-		if got := m[`marketfeed_book_probes_total{outcome="missed"}`]; got != 1 {
-			t.Fatalf("probes that found updates missed: %v, want 1", got)
+		if got := m[`marketfeed_book_probes_total{outcome="behind"}`]; got != 1 {
+			t.Fatalf("probes that found the venue's book ahead: %v, want 1", got)
 		}
 		if got := m[`marketfeed_book_resyncs_total{cause="silent"}`]; got != 1 {
 			t.Fatalf("silent resyncs: %v, want 1", got)
@@ -135,6 +136,54 @@ func TestQuietSpotBookIsProbedForItsTicker(t *testing.T) {
 		quotes, at, all := w.src.Quotes([]snapshot.Pair{spot}, time.Now())
 		if !all || len(quotes) != 1 || time.Since(at[0]) > 2500*time.Millisecond {
 			t.Fatalf("spot quote %v at %v (all fresh: %v), want one proven within a probe period", quotes, at, all)
+		}
+	})
+}
+
+// A stream that lags is not a silent one: a probe that finds the venue's
+// book ahead while the stream's reader is held up for a few seconds
+// confirms nothing, but once the late events come, the book goes on in
+// sequence with no resync and no resubscription.
+func TestLaggingStreamIsNotTakenForASilentOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxStale = 6 * time.Second
+		w := newStreamWorld(t, 1, Config{MaxStale: maxStale})
+		defer w.stop()
+		w.goLive(2400, 5)
+		for range 5 {
+			w.tick()
+		}
+		id, m := pairID(1), w.models[0]
+		w.p.Want([]byte(id), snapshot.StreamBook)
+		var late []venue.DepthUpdate
+		for range 25 { // 2.5 s: events made, held up on their way
+			late = append(late, m.next())
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+		}
+		for _, u := range late {
+			w.src.Depth(u)
+		}
+		for range 30 {
+			w.tick()
+		}
+		time.Sleep(400 * time.Millisecond) // a publication period
+		synctest.Wait()
+		got := scrape(t, w.metrics)
+		if got[`marketfeed_book_probes_total{outcome="behind"}`] != 1 {
+			t.Fatalf("probes that found the book behind: %v, want 1", got[`marketfeed_book_probes_total{outcome="behind"}`])
+		}
+		if got[`marketfeed_book_resyncs_total{cause="silent"}`] != 0 || len(w.fs.resubbed) != 0 {
+			t.Fatalf("a lagging stream was taken for silent: %v silent resyncs, resubscribed %v",
+				got[`marketfeed_book_resyncs_total{cause="silent"}`], w.fs.resubbed)
+		}
+		if !w.src.Current(id, snapshot.StreamBook) || w.v.syncs("") != 1 {
+			t.Fatalf("after the late events: current %v, %d syncs; want the book in sequence from its one sync",
+				w.src.Current(id, snapshot.StreamBook), w.v.syncs(""))
+		}
+		b, want := w.book(0), m.snapshot(snapshot.MaxDepth)
+		if bids, asks := b.Sides(); b.Time() != want.Time || !isPrefix(bids, want.Bids) || !isPrefix(asks, want.Asks) {
+			t.Fatalf("published\n%s\nwant the venue's book at %d", b.Body(), want.Time)
 		}
 	})
 }

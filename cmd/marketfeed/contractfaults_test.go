@@ -120,13 +120,15 @@ func TestSilentSymbolIsNeverServedStale(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // an aggregator's pace, not a wait for anything
 	}
-	t.Logf("during the silence: %d answered 200 (oldest book %s), %d 502", answered, oldest.Round(time.Millisecond), failed)
+	t.Logf("during the silence: %d answered 200 (oldest book %s; %d with a side under 100 levels), %d 502",
+		answered, oldest.Round(time.Millisecond), truth.short, failed)
 	if answered == 0 {
 		t.Error("the silent pair never answered from REST")
 	}
 	m := opsMetrics(t, a)
-	if m[`marketfeed_book_probes_total{outcome="missed"}`] < 1 {
-		t.Errorf("no probe found the silence: %v", m[`marketfeed_book_probes_total{outcome="missed"}`])
+	if m[`marketfeed_book_probes_total{outcome="behind"}`] < 1 || m[`marketfeed_book_resyncs_total{cause="silent"}`] < 1 {
+		t.Errorf("no probe found the silence: %v behind, %v silent resyncs",
+			m[`marketfeed_book_probes_total{outcome="behind"}`], m[`marketfeed_book_resyncs_total{cause="silent"}`])
 	}
 	if m[`marketfeed_stream_silences_total{stream="trades",action="rest"}`] < 1 {
 		t.Error("the trade window's check did not find the trade stream silent")

@@ -37,7 +37,9 @@ func (s *Source) Depth(u venue.DepthUpdate) {
 	wasSynced, suspended, before := lp.book.Synced(), lp.book.Suspended(), lp.book.LastUpdateID()
 	err := lp.book.Apply(u)
 	if err == nil && lp.book.Synced() && lp.book.LastUpdateID() > before {
-		lp.heardAt = now // the venue vouched for the book up to this event
+		// The venue vouched for the book up to this event, and the
+		// stream delivers.
+		lp.heardAt, lp.behindAt = now, time.Time{}
 	}
 	if err != nil {
 		cause := causeGap

@@ -38,17 +38,23 @@ type pair struct {
 	// ages out at max-stale unless a probe proves it current (see
 	// tierProbe). A connected stream that says nothing proves nothing.
 	heardAt time.Time
+	// behindAt is when a probe found the venue's book past this one with
+	// no event since: the stream is silent unless one comes within
+	// probeAfter (see Watch). Zero: no such probe.
+	behindAt time.Time
 	// tradesSuspect is set when a probe found the pair's depth stream
 	// silent: its trade stream may be silent too, and the read that
 	// settles the window says so if it finds trades the stream did not
 	// deliver (see readOn).
 	tradesSuspect bool
-	// seeded is set while the book holds only the levels of a seed (see
-	// Seed), at most the published depth: once it serves fewer, its
-	// refresh is read from the book share, not the refresh share, which
-	// is sized for one book running short now and then, not for every
-	// book of a member that has just taken over.
-	seeded bool
+	// shallow is set while the book holds no more levels than are
+	// published: those of a seed (see Seed), or of the 100-level snapshot
+	// that synced it (the cheapest that answers with every level). Once
+	// it serves fewer, its deeper view is read from the book share, after
+	// the books to sync (tierDeepen), not from the refresh share, which is
+	// sized for one book running short now and then, not for every book
+	// of a cold start or of a member that has just taken over.
+	shallow bool
 	// lastQuote is the best bid and ask of the book last published, and
 	// lastQuoteAt when it was last known current: the tickers' mid while
 	// the book resyncs.
@@ -267,8 +273,8 @@ var kinds = [snapshot.NumStreams]kind{
 				// behind every book that is not, and the book nearest
 				// to running short goes first; but a depleted book is
 				// refreshed from the book share before any (see
-				// tierDepleted), and so is a seeded one (see
-				// pair.seeded) as soon as it serves fewer than the
+				// tierDepleted), and so is a shallow one (see
+				// pair.shallow) as soon as it serves fewer than the
 				// published levels, after the books to sync and leaving
 				// room (see budget.PurposeDeepen).
 				vouched := lp.book.Vouched()
@@ -279,10 +285,15 @@ var kinds = [snapshot.NumStreams]kind{
 					// Quiet for long enough that it must be proven
 					// current, the longest quiet first.
 					return !lp.book.Held(), tierProbe, -int(now.Sub(lp.heardAt) / time.Millisecond)
-				case lp.seeded && vouched < snapshot.MaxDepth:
+				case lp.shallow && vouched < snapshot.MaxDepth:
 					return lp.book.Recording(), tierDeepen, vouched
 				}
-				return lp.book.Recording(), tierRefresh, vouched
+				// A book that serves levels waits for its deeper view
+				// while books out of sequence, which serve nothing,
+				// wait for their syncs: from 100 levels every book of a
+				// cold start asks for one at once, and the refreshes
+				// took the book share's weight from the syncs.
+				return lp.book.Recording() && !s.booksBehind.Load(), tierRefresh, vouched
 			}
 			if s.cfg.Store.FreshAt(snapshot.StreamBook, []byte(lp.tickerID), now.UnixNano(), s.cfg.MaxStale) {
 				return lp.book.Buffered() > 0, tierResync, 0

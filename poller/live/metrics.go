@@ -29,12 +29,12 @@ type sourceMetrics struct {
 
 // The outcomes of a probe (see Source.fetchProbe).
 const (
-	probeConfirmed = iota // the venue's update id was the book's: quiet, current
-	probeMissed           // the venue had updates the stream did not deliver
+	probeConfirmed   = iota // the venue's update id was the book's: quiet, current
+	probeBehind             // the venue had updates the stream had not delivered yet
 	numProbeOutcomes
 )
 
-var probeOutcomes = [numProbeOutcomes]string{"confirmed", "missed"}
+var probeOutcomes = [numProbeOutcomes]string{"confirmed", "behind"}
 
 // A stream-fed book is published at its slot of the 350 ms schedule after
 // the event that changed it, plus the venue's own delay (seconds).

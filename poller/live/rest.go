@@ -301,9 +301,9 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 		return s.fetchProbe(ctx, lp)
 	}
 	lp.mu.Lock()
-	seeded := lp.seeded
+	shallow := lp.shallow
 	lp.mu.Unlock()
-	if tier == tierDepleted && !seeded {
+	if tier == tierDepleted && !shallow {
 		s.metrics.resyncs[causeDepleted].Inc()
 	}
 	depth := s.snapshotDepth(tier)
@@ -322,7 +322,7 @@ func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(ti
 			s.resynced(lp, cause, err)
 			return false
 		}
-		lp.seeded = false
+		lp.shallow = depth <= snapshot.MaxDepth
 		lp.heardAt = now
 		return true
 	}, err
@@ -348,7 +348,7 @@ func (s *Source) probeAfter() time.Duration {
 // out of max-stale, and the first request for it waits for its probe
 // instead, as for any pair's first read. Called with lp.mu held.
 func (s *Source) probeDue(lp *pair, now time.Time) bool {
-	if !lp.books.delivering() || now.Sub(lp.heardAt) < s.probeAfter() {
+	if !lp.books.delivering() || !lp.behindAt.IsZero() || now.Sub(lp.heardAt) < s.probeAfter() {
 		return false
 	}
 	return lp.books.waiting.Load() != 0 || lp.spot.Load() || s.cfg.Demand.Wanted(snapshot.StreamBook, lp.tickerID, now)
@@ -357,12 +357,15 @@ func (s *Source) probeDue(lp *pair, now time.Time) bool {
 // fetchProbe reads ProbeDepth levels of a quiet book's market. The venue's
 // update id at or before the book's proves the book current as of the
 // read: it is published as read when the read started, at the read's
-// venue time. A later id means the venue made updates the stream did not
-// deliver: the subscription is silent (see silenced).
+// venue time. A later id means the venue made updates the stream has not
+// delivered: the book is not confirmed, and unless an event comes within
+// probeAfter (a stream that lags, under a load that held its reader up,
+// rather than one gone silent), the subscription is silent (see Watch and
+// silenced).
 func (s *Source) fetchProbe(ctx context.Context, lp *pair) (func(time.Time) bool, error) {
 	start := time.Now()
 	snap, err := s.cfg.REST.Book(ctx, lp.symbol, ProbeDepth)
-	return func(now time.Time) bool {
+	return func(time.Time) bool {
 		if !lp.book.Synced() {
 			return false // out of sequence meanwhile: its resync says the rest
 		}
@@ -371,8 +374,10 @@ func (s *Source) fetchProbe(ctx context.Context, lp *pair) (func(time.Time) bool
 			lp.heardAt = later(lp.heardAt, start)
 			return true
 		}
-		s.metrics.probes[probeMissed].Inc()
-		s.silenced(lp, now)
+		s.metrics.probes[probeBehind].Inc()
+		if !lp.heardAt.After(start) {
+			lp.behindAt = start
+		}
 		return false
 	}, err
 }

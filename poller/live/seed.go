@@ -56,7 +56,7 @@ func (s *Source) seed(lp *pair) {
 		snap.Bids, snap.Asks = snap.Bids[:n], snap.Asks[:n]
 		if lp.book.Sync(snap, n) == nil {
 			lp.book.Suspend()
-			lp.seeded = true
+			lp.shallow = true
 			s.metrics.seeded[snapshot.StreamBook].Inc()
 		}
 	}

@@ -193,7 +193,7 @@ func TestUnusableBookSeedIsIgnored(t *testing.T) {
 	} {
 		seed.Book = b
 		s, _, _ := newListedSource(t, seeded(seed))
-		if lp := s.byID(testID); lp.book.LastUpdateID() != 0 || lp.seeded {
+		if lp := s.byID(testID); lp.book.LastUpdateID() != 0 || lp.shallow {
 			t.Errorf("%s: the book started from the seed", name)
 		}
 	}

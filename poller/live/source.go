@@ -143,7 +143,8 @@ type Source struct {
 	// booksBehind is set while the last round saw books out of sequence
 	// waiting for their snapshots (see booksWaiting): until they have
 	// theirs, only the backfills of windows a request waits for may spend
-	// weight (see the trades' due in kinds).
+	// weight, and books in sequence are not refreshed (see the due of
+	// each kind in kinds).
 	booksBehind atomic.Bool
 	progress    syncProgress
 	dispatchers [snapshot.NumStreams]dispatcher

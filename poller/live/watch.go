@@ -19,7 +19,9 @@ const (
 // Watch resubscribes streams that are acknowledged but silent while their
 // market trades (the ticker stream's volume moved, or for a book, trades
 // arrived), and moves a pair to REST when resubscribing did not help. A
-// quiet market is not a silent stream: without activity nothing happens.
+// quiet market is not a silent stream: without activity nothing happens,
+// but a probe of a quiet book that finds the venue's book past it is
+// activity enough (see fetchProbe).
 // It also samples how the books out of sequence are coming back.
 func (s *Source) Watch() {
 	now := time.Now()
@@ -27,6 +29,14 @@ func (s *Source) Watch() {
 		for k, row := range kinds {
 			if s.check(lp, snapshot.Stream(k), row.stream(lp), row.active(lp), now) {
 				row.lose(s, lp, causeSilent)
+			}
+		}
+		// A probe found the venue's book past this one, and no event
+		// has come since: the subscription is silent.
+		if !lp.behindAt.IsZero() && now.Sub(lp.behindAt) >= s.probeAfter() {
+			lp.behindAt = time.Time{}
+			if lp.book.Synced() && lp.books.delivering() {
+				s.silenced(lp, now)
 			}
 		}
 	})
