@@ -29,8 +29,8 @@ type sourceMetrics struct {
 
 // The outcomes of a probe (see Source.fetchProbe).
 const (
-	probeConfirmed   = iota // the venue's update id was the book's: quiet, current
-	probeBehind             // the venue had updates the stream had not delivered yet
+	probeConfirmed = iota // the venue's update id was the book's: quiet, current
+	probeBehind           // the venue had updates the stream had not delivered yet
 	numProbeOutcomes
 )
 
