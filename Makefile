@@ -21,8 +21,18 @@ OPENAPI_TS_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/openapi-
 OPENAPI_TS         := $(OPENAPI_TS_DIR)/node_modules/.bin/openapi-typescript
 TSC                := $(OPENAPI_TS_DIR)/node_modules/.bin/tsc
 TS_CLIENT          := docs/clients/ts
+# promtool checks and unit-tests the rules in deploy/prometheus and parses the dashboard's
+# expressions. It comes from Debian's prometheus package, pinned to one release: the package is
+# downloaded and unpacked into a cache, never installed, so no Prometheus server is set up or
+# started. A Debian revision of the same release (a security fix) is taken when the pinned one
+# is no longer served; another release is refused.
+PROMETHEUS_DEB     := 2.42.0+ds-5+deb12u1
+PROMETHEUS_RELEASE := $(firstword $(subst +, ,$(PROMETHEUS_DEB)))
+PROMTOOL_DIR       := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/prometheus-$(PROMETHEUS_RELEASE)
+PROMTOOL           := $(PROMTOOL_DIR)/usr/bin/promtool
+RULES              := $(wildcard deploy/prometheus/*.rules.yml)
 
-.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts tidy-check check clean
+.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts rules tidy-check check clean
 
 # need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
 # in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
@@ -60,16 +70,25 @@ venuesim:
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## test: the lint and go.mod checks, then every test once without and once with the race
-## detector (allocation tests need the first, data races the second). lint has vetted the
-## code in full, so go test skips its own partial vet.
-test: lint tidy-check unit race
+## test: the lint and go.mod checks, the rules' checks and unit tests, then every test once
+## without and once with the race detector (allocation tests need the first, data races the
+## second). lint has vetted the code in full, so go test skips its own partial vet. The tests
+## get promtool, to parse the dashboard's expressions, through PROMTOOL.
+test: lint tidy-check rules unit race
 
-unit:
-	$(GO) test -count=1 -vet=off $(PKGS)
+unit: $(PROMTOOL)
+	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -vet=off $(PKGS)
 
-race:
-	$(GO) test -race -count=1 -shuffle=on -vet=off $(PKGS)
+race: $(PROMTOOL)
+	PROMTOOL=$(PROMTOOL) $(GO) test -race -count=1 -shuffle=on -vet=off $(PKGS)
+
+## rules: promtool checks the alert and recording rules in deploy/prometheus, runs their unit
+## tests (deploy/prometheus/tests) and checks the example configuration that loads them
+## (downloads the pinned promtool when missing)
+rules: $(PROMTOOL)
+	$(PROMTOOL) check rules $(RULES)
+	$(PROMTOOL) test rules deploy/prometheus/tests/*.yml
+	$(PROMTOOL) check config deploy/prometheus/prometheus.yml
 
 ## bench: Go benchmarks, ns/op and allocations per route
 bench:
@@ -181,6 +200,22 @@ $(REDOCLY):
 
 $(OPENAPI_TS):
 	$(call npm_install,$(OPENAPI_TS_DIR),openapi-typescript@$(OPENAPI_TS_VERSION) typescript@$(TYPESCRIPT_VERSION))
+
+# apt-get download fetches the package file only; when the pinned version is not in apt's
+# lists (a new machine, or lists older than the package), they are read again first.
+$(PROMTOOL):
+	@set -e; dir=$$(mktemp -d); chmod a+rwx "$$dir"; trap 'rm -rf "$$dir"' EXIT; cd "$$dir"; \
+	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	apt-get download prometheus=$(PROMETHEUS_DEB) 2>/dev/null || { \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update; \
+	  apt-get download prometheus=$(PROMETHEUS_DEB) || apt-get download prometheus; }; \
+	got=$$(dpkg-deb -f prometheus_*.deb Version); \
+	case "$$got" in $(PROMETHEUS_RELEASE)+*) ;; \
+	  *) echo "Debian serves prometheus $$got, not release $(PROMETHEUS_RELEASE): update PROMETHEUS_DEB"; exit 1;; esac; \
+	dpkg-deb -x prometheus_*.deb unpacked; \
+	mkdir -p $(PROMTOOL_DIR)/usr/bin; \
+	cp unpacked/usr/bin/promtool $(PROMTOOL).tmp && mv $(PROMTOOL).tmp $(PROMTOOL); \
+	$(PROMTOOL) --version
 
 ## tidy-check: go.mod and go.sum are exactly what the code needs
 tidy-check:

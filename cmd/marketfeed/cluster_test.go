@@ -378,6 +378,9 @@ func warmCluster(t *testing.T, natsURL string, args ...string) []*member {
 		if m != leader {
 			waitMetrics(t, m, 30*time.Second, map[string]float64{
 				`marketfeed_standby_streams_live{stream="depth"}`: listed, `marketfeed_standby_streams_live{stream="trades"}`: listed,
+				// A follower runs no poller, yet says it is ready as its
+				// /readyz does.
+				`marketfeed_ready`: 1,
 			})
 			out = append(out, m)
 		}

@@ -540,8 +540,16 @@ func (a *app) opsHandler() http.Handler {
 		a.metrics.WritePrometheus(w)
 		if in := a.ingest.Load(); in != nil {
 			in.set.WritePrometheus(w)
+		} else {
+			// A follower runs no poller, whose metrics say whether it is
+			// ready: it says so here, as its /readyz does, so that an alert
+			// on marketfeed_ready covers every member.
+			metrics.WriteGaugeUint64(w, "marketfeed_ready", b2u(a.readiness().Ready))
 		}
 		metrics.WriteProcessMetrics(w)
+		// The descriptors in use against the limit: what runs out first
+		// when connections pile up (LimitNOFILE in docs/deploy.md).
+		metrics.WriteFDMetrics(w)
 	})
 	// Liveness says only that the process answers: restarting it would not
 	// bring back a venue that fails, which is what /readyz reports.
@@ -667,4 +675,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// b2u is a gauge's value for a condition: 1 when it holds.
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -261,7 +261,7 @@ func TestMetricsEndpointShowsTheService(t *testing.T) {
 			t.Errorf("%s are %v s old on a healthy venue", kind, age)
 		}
 	}
-	for _, series := range []string{"process_cpu_seconds_total", "process_resident_memory_bytes", "go_goroutines"} {
+	for _, series := range []string{"process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds", "process_max_fds", "go_goroutines"} {
 		if _, ok := got[series]; !ok {
 			t.Errorf("process metric %s is not exposed", series)
 		}
