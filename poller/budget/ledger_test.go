@@ -317,3 +317,26 @@ func TestServingReserveOnlyWhenKept(t *testing.T) {
 		}
 	}
 }
+
+// Probes have a share of their own: held to it, and not held back by a
+// book share that a cold start's syncs have spent.
+func TestProbesKeepToTheirOwnShare(t *testing.T) {
+	b := NewLedger()
+	b.SetLimit(1000)
+	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+		Share: [NumClasses]int{ClassRefresh: 40, ClassProbe: 10}})
+	t0 := time.Unix(1_000_000, 0)
+	for b.Take(t0, 10, PurposeSnapshot, caps, Sync) {
+	}
+	for i := range 5 {
+		if !b.Take(t0, 2, PurposeProbe, caps, Sync) {
+			t.Fatalf("probe %d refused within its share, the book share spent", i+1)
+		}
+	}
+	if b.Take(t0, 2, PurposeProbe, caps, Sync) {
+		t.Fatal("a probe went past its share")
+	}
+	if !b.Take(t0.Add(time.Minute+time.Second), 2, PurposeProbe, caps, Sync) {
+		t.Fatal("the probe share did not free with the minute")
+	}
+}
