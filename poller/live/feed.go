@@ -285,15 +285,17 @@ var kinds = [snapshot.NumStreams]kind{
 					// Quiet for long enough that it must be proven
 					// current, the longest quiet first.
 					return !lp.book.Held(), tierProbe, -int(now.Sub(lp.heardAt) / time.Millisecond)
-				case lp.shallow && vouched < snapshot.MaxDepth:
-					return lp.book.Recording(), tierDeepen, vouched
 				}
 				// A book that serves levels waits for its deeper view
 				// while books out of sequence, which serve nothing,
 				// wait for their syncs: from 100 levels every book of a
-				// cold start asks for one at once, and the refreshes
+				// cold start asks for one at once, and the deeper views
 				// took the book share's weight from the syncs.
-				return lp.book.Recording() && !s.booksBehind.Load(), tierRefresh, vouched
+				ok := lp.book.Recording() && !s.booksBehind.Load()
+				if lp.shallow && vouched < snapshot.MaxDepth {
+					return ok, tierDeepen, vouched
+				}
+				return ok, tierRefresh, vouched
 			}
 			if s.cfg.Store.FreshAt(snapshot.StreamBook, []byte(lp.tickerID), now.UnixNano(), s.cfg.MaxStale) {
 				return lp.book.Buffered() > 0, tierResync, 0
