@@ -38,7 +38,7 @@ func startMember(t *testing.T, natsURL, name string, args ...string) *member {
 	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-rate-limit", "0",
 		"-cluster", natsURL, "-cluster-member", name}, args...)
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	cfg, err := parseConfig(args, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

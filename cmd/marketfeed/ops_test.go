@@ -24,7 +24,7 @@ import (
 func launchApp(t *testing.T, src venue.Venue, args ...string) (api, ops string, a *app) {
 	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	cfg, err := parseConfig(args, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
