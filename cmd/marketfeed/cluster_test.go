@@ -230,6 +230,28 @@ func TestClusterMembersAnswerAsOne(t *testing.T) {
 	}
 }
 
+// Every member's /readyz gives the cluster's term, the one its
+// marketfeed_cluster_term shows: a follower's is its leader's, not 0, so
+// that an operator comparing members sees one term.
+func TestClusterReadyzTermIsTheClustersTerm(t *testing.T) {
+	s := natstest.Start(t)
+	members := []*member{startMember(t, s.ClientURL(), "a"), startMember(t, s.ClientURL(), "b")}
+	leader := waitLeader(t, members, 20*time.Second)
+	_, lead := leader.role(t)
+	if lead.Term == 0 {
+		t.Fatalf("the leader %s says term 0", leader.name)
+	}
+	for _, m := range members {
+		_, role := m.role(t)
+		if role.Term != lead.Term {
+			t.Errorf("%s (%s) /readyz says term %d, the leader %d", m.name, role.Role, role.Term, lead.Term)
+		}
+		if gauge := scrapeMetrics(t, m)["marketfeed_cluster_term"]; gauge != float64(role.Term) {
+			t.Errorf("%s (%s): /readyz term %d, marketfeed_cluster_term %v", m.name, role.Role, role.Term, gauge)
+		}
+	}
+}
+
 // Killing the leader: another member leads within a few pings, well before
 // the lease's TTL runs out, and a client asking the others every route
 // meanwhile gets no 5xx (a book older than -max-stale would be a 502).

@@ -633,7 +633,7 @@ type readiness struct {
 // clusterRole is a cluster member's part in /readyz.
 type clusterRole struct {
 	Role    string `json:"role"`    // leader, follower, or alone while NATS is away
-	Term    uint64 `json:"term"`    // the term it leads in; 0 unless it leads
+	Term    uint64 `json:"term"`    // the newest term seen: its leader's, as marketfeed_cluster_term
 	Leader  string `json:"leader"`  // the lease's holder as last seen
 	Synced  bool   `json:"synced"`  // holds every value the leader had published when it joined
 	Members int    `json:"members"` // members seen within the lease's TTL, this one included
@@ -658,7 +658,7 @@ func (a *app) readiness() readiness {
 		}
 	}
 	if m := a.member; m != nil {
-		r.Cluster = &clusterRole{Role: "follower", Term: m.Term(), Leader: m.Leader(), Synced: m.Synced(), Members: m.Members()}
+		r.Cluster = &clusterRole{Role: "follower", Term: m.NewestTerm(), Leader: m.Leader(), Synced: m.Synced(), Members: m.Members()}
 		switch {
 		case m.Leading():
 			r.Cluster.Role = "leader"

@@ -80,7 +80,7 @@ type ClusterRole struct {
 	// Synced Whether it holds every value the bucket held when its watch began.
 	Synced bool `json:"synced"`
 
-	// Term The term it leads in; 0 unless it leads.
+	// Term The newest term this member has seen: its own while it leads, its leader's while it follows; the same as marketfeed_cluster_term.
 	Term int `json:"term"`
 }
 
