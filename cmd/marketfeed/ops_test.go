@@ -158,7 +158,7 @@ func TestHealthzAndReadyzSayWhy(t *testing.T) {
 	}
 }
 
-// metricNames are the service's metrics, as the README lists them.
+// metricNames are the service's metrics, as docs/operations.md lists them.
 var metricNames = []string{
 	"marketfeed_build_info",
 	"marketfeed_http_requests_total",
