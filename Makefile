@@ -32,7 +32,7 @@ PROMTOOL_DIR       := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/promethe
 PROMTOOL           := $(PROMTOOL_DIR)/usr/bin/promtool
 RULES              := $(wildcard deploy/prometheus/*.rules.yml)
 
-.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts rules tidy-check check clean
+.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit quick bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts rules tidy-check check clean
 
 # need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
 # in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
@@ -67,6 +67,7 @@ cluster-bench:
 venuesim:
 	$(GO) run ./cmd/venuesim $(ARGS)
 
+## build: every command (marketfeed, venuesim and the benchmarks' clients) into bin/
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
@@ -78,6 +79,12 @@ test: lint tidy-check rules unit race
 
 unit: $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -vet=off $(PKGS)
+
+## quick: every test in -short mode, a first try (about 2 minutes): it leaves out the tests that
+## build and run the real binaries, start nginx, run venue or stream chaos or send a million
+## requests, and needs nothing but Go and the module proxy
+quick:
+	$(GO) test -short -count=1 $(PKGS)
 
 race: $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(GO) test -race -count=1 -shuffle=on -vet=off $(PKGS)

@@ -280,6 +280,11 @@ func (m *Member) Leading() bool { return m.term.Load() != 0 }
 // Term is the term this member leads in, 0 while it follows.
 func (m *Member) Term() uint64 { return m.term.Load() }
 
+// NewestTerm is the newest term this member has seen: its own while it
+// leads, its leader's while it follows. It is what an operator compares
+// across members (marketfeed_cluster_term, and the term in /readyz).
+func (m *Member) NewestTerm() uint64 { return m.newest.Load() }
+
 // Leader is the name of the lease's holder as this member last saw it; ""
 // when none.
 func (m *Member) Leader() string {

@@ -50,7 +50,7 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 // publishPairs publishes the pair list and, with streams, has the streams
 // follow it.
 func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time.Time) {
-	cfg := snapshot.PairsConfig{Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes}
+	cfg := p.pairsConfig(spot)
 	pairs := snapshot.NewPairs(markets, cfg, readAt)
 	now := time.Now()
 	published := pairs
@@ -58,8 +58,54 @@ func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time
 		// The source follows every pair; the store lists the rest.
 		published = snapshot.NewPairs(markets, cfg, readAt)
 	}
+	p.warnUnlisted(pairs, spot)
 	p.store.PutPairs(published, now)
 	p.src.SetPairs(pairs)
+}
+
+// pairsConfig is the publication rules' configuration with the spot list.
+func (p *Poller) pairsConfig(spot []string) snapshot.PairsConfig {
+	return snapshot.PairsConfig{Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes}
+}
+
+// warnUnlisted logs each id of the spot list that pairs does not publish as
+// spot, once while it stays so: an id the venue has no tradable market of
+// is left out by the publication rules, and would otherwise be dropped
+// without a word.
+func (p *Poller) warnUnlisted(pairs *snapshot.Pairs, spot []string) {
+	if !p.cfg.WarnUnlistedSpot {
+		return
+	}
+	published := make(map[string]bool)
+	for _, pair := range pairs.Spot() {
+		published[pair.TickerID] = true
+	}
+	p.catalogMu.Lock()
+	defer p.catalogMu.Unlock()
+	unlisted := make(map[string]bool)
+	for _, id := range spot {
+		if published[id] {
+			continue
+		}
+		if !p.unlisted[id] {
+			p.log.Warn("spot pair not published: the venue has no tradable market of that name", logKeyPair, id)
+		}
+		unlisted[id] = true
+	}
+	p.unlisted = unlisted
+}
+
+// WarnSpot logs again each spot id the venue has no tradable market of, as
+// on SIGHUP, when an operator looks at the log for what the configuration
+// does; nothing before the first catalog read, which logs them itself.
+func (p *Poller) WarnSpot() {
+	p.catalogMu.Lock()
+	markets, spot := p.markets, p.spot
+	p.unlisted = nil
+	p.catalogMu.Unlock()
+	if markets != nil {
+		p.warnUnlisted(snapshot.NewPairs(markets, p.pairsConfig(spot), time.Now()), spot)
+	}
 }
 
 // maxIncoming is how long a pair new to the catalog may wait for its book
@@ -140,10 +186,12 @@ func (p *Poller) ListIncoming() {
 }
 
 // SetSpot replaces the platform's spot list and republishes the pairs from
-// the last catalog read, without calling the venue.
+// the last catalog read, without calling the venue; it warns of the list's
+// ids the venue has no tradable market of (see warnUnlisted).
 func (p *Poller) SetSpot(ids []string) {
 	p.catalogMu.Lock()
 	p.spot = slices.Clone(ids)
+	p.unlisted = nil // a new list: warn of its unlisted ids afresh
 	markets := p.markets
 	p.catalogMu.Unlock()
 	if prev := p.store.Pairs(); prev != nil {

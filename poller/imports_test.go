@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The import graph is the architecture (README, Layout): each package of
+// The import graph is the architecture (docs/development.md, Layout): each package of
 // ours may import only the packages of ours listed here, besides the
 // shared helpers under internal/. A package missing from the table fails
 // too, so a new one states its place.

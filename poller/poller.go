@@ -46,6 +46,10 @@ type Config struct {
 
 	// Spot lists the platform's spot pairs as ticker ids.
 	Spot []string
+	// WarnUnlistedSpot logs a warning for each Spot id the venue has no
+	// tradable market of, which is not published (see snapshot.NewPairs):
+	// set for a list an operator gave, not for a built-in one.
+	WarnUnlistedSpot bool
 	// Quotes, when not empty, allows perp items only with these quote assets.
 	Quotes []string
 	// Budget is the fraction of the venue's weight limit the poller may spend
@@ -184,6 +188,10 @@ type Poller struct {
 	catalogMu sync.Mutex
 	spot      []string
 	markets   []venue.Market
+	// unlisted are the spot ids warned of as not published, so that a
+	// catalog read once a minute does not repeat the warning (see
+	// warnUnlisted).
+	unlisted map[string]bool
 	// arrivals are when the pairs held back from /pairs first appeared in
 	// the catalog (see incoming).
 	arrivalsMu sync.Mutex

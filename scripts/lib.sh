@@ -1,12 +1,18 @@
 # Sourced by cluster.sh and clusterbench.sh, which run processes on loopback.
 
 # A directory for the run's files, the processes started (pids), and their end with the script.
+# A script that sets KEEP_RUN=1 keeps the directory (its logs) when it stops, and says where.
 RUN=$(mktemp -d)
 pids=()
 stop() {
+	trap - EXIT INT TERM # once, whether a signal or the end of the script came first
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	wait 2>/dev/null || true
-	rm -rf "$RUN"
+	if [ "${KEEP_RUN:-0}" = 1 ]; then
+		echo "Stopped. The logs are kept in $RUN (rm -rf $RUN to remove them)."
+	else
+		rm -rf "$RUN"
+	fi
 }
 trap stop EXIT INT TERM
 

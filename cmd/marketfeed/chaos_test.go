@@ -154,23 +154,9 @@ func (l *logCounter) summary() (warns int, errs []string) {
 // startLoggedApp is startApp with a logger whose records the test reads.
 func startLoggedApp(t *testing.T, args ...string) (api string, a *app, logs *logCounter) {
 	t.Helper()
-	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	venue, err := newVenue(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs = new(logCounter)
-	a, err = newApp(cfg, slog.New(logs), venue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runApp(t, a)
-	waitReady(t, "http://"+a.ops.Addr().String())
-	return "http://" + a.api.Addr().String(), a, logs
+	api, _, a, _ = startAppLogged(t, nil, nil, logs, args...)
+	return api, a, logs
 }
 
 // target is one URL the traffic reads.

@@ -38,7 +38,7 @@ func startMember(t *testing.T, natsURL, name string, args ...string) *member {
 	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-rate-limit", "0",
 		"-cluster", natsURL, "-cluster-member", name}, args...)
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	cfg, err := parseConfig(args, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +226,28 @@ func TestClusterMembersAnswerAsOne(t *testing.T) {
 		}
 		if !same {
 			t.Errorf("%s: the members never answered alike, with a 304 to one another's tag, in 50 rounds", uri)
+		}
+	}
+}
+
+// Every member's /readyz gives the cluster's term, the one its
+// marketfeed_cluster_term shows: a follower's is its leader's, not 0, so
+// that an operator comparing members sees one term.
+func TestClusterReadyzTermIsTheClustersTerm(t *testing.T) {
+	s := natstest.Start(t)
+	members := []*member{startMember(t, s.ClientURL(), "a"), startMember(t, s.ClientURL(), "b")}
+	leader := waitLeader(t, members, 20*time.Second)
+	_, lead := leader.role(t)
+	if lead.Term == 0 {
+		t.Fatalf("the leader %s says term 0", leader.name)
+	}
+	for _, m := range members {
+		_, role := m.role(t)
+		if role.Term != lead.Term {
+			t.Errorf("%s (%s) /readyz says term %d, the leader %d", m.name, role.Role, role.Term, lead.Term)
+		}
+		if gauge := scrapeMetrics(t, m)["marketfeed_cluster_term"]; gauge != float64(role.Term) {
+			t.Errorf("%s (%s): /readyz term %d, marketfeed_cluster_term %v", m.name, role.Role, role.Term, gauge)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -67,7 +69,7 @@ type Config struct {
 	spotSet         bool           // -spot or -spot-file was given: no built-in default
 	quotes          []string       // -quotes; empty: every quote asset
 	rateLimit       int            // -rate-limit, requests per minute per client IP; 0: off
-	rateLimitExempt []netip.Prefix // -ratelimit-exempt
+	rateLimitExempt []netip.Prefix // -rate-limit-exempt (or its older name -ratelimit-exempt)
 	trustedProxies  []netip.Prefix // -trusted-proxies
 	clientIPHeader  string         // -client-ip-header, believed from trusted proxies only
 	venueBudget     float64        // -venue-budget, in (0, 1]
@@ -86,6 +88,20 @@ type Config struct {
 	// fromEnv maps a flag's name to the MARKETFEED_* variable that set it,
 	// so that an error about its value says where to look.
 	fromEnv map[string]string
+	// spelled maps a flag's name to the other name it was given by (see
+	// flagAliases), so that an error names what the operator wrote.
+	spelled map[string]string
+	// unknownEnv are the MARKETFEED_* variables that set no flag: a
+	// misspelt name would otherwise change nothing and say nothing.
+	unknownEnv []string
+	flagNames  []string // every flag, for the variable a misspelt one meant
+}
+
+// flagAliases maps another name of a flag to the flag: a name that broke
+// the pattern of the others, kept working so that no configuration that
+// used it stops working. Each also has its variable (MARKETFEED_RATELIMIT_EXEMPT).
+var flagAliases = map[string]string{
+	"ratelimit-exempt": "rate-limit-exempt",
 }
 
 const envPrefix = "MARKETFEED_"
@@ -121,12 +137,12 @@ func remoteVenues() string {
 }
 
 // parseConfig reads the flags in args, takes a MARKETFEED_* variable from
-// getenv for each flag not given on the command line, and validates the
-// result. The error is one line naming the flag (and the variable, when
-// the value came from one); -h prints the usage to stderr and returns
-// flag.ErrHelp.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
-	c, err := parseFlags(args, getenv, stderr)
+// environ (KEY=value lines, as os.Environ gives them) for each flag not
+// given on the command line, and validates the result. The error is one
+// line naming the flag (and the variable, when the value came from one);
+// -h prints the usage to stderr and returns flag.ErrHelp.
+func parseConfig(args []string, environ []string, stderr io.Writer) (*Config, error) {
+	c, err := parseFlags(args, environ, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +154,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 
 // parseFlags reads args and the environment into a Config, checking only
 // that each value has its flag's type; validate checks what they mean.
-func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
-	c := &Config{fromEnv: map[string]string{}}
+func parseFlags(args []string, environ []string, stderr io.Writer) (*Config, error) {
+	c := &Config{fromEnv: map[string]string{}, spelled: map[string]string{}}
+	vars := map[string]string{} // the MARKETFEED_* variables
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, envPrefix) {
+			vars[k] = v
+		}
+	}
 	fs := flag.NewFlagSet("marketfeed", flag.ContinueOnError)
 	// The flag package prints every error followed by the whole usage;
 	// main prints the one line instead, and -h prints the usage below.
@@ -157,7 +179,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.StringVar(&c.spotFile, "spot-file", "", "`file` of platform spot pairs, one ticker_id a line, # comments; re-read on SIGHUP")
 	fs.StringVar(&c.quotesList, "quotes", "", "quote `assets` allowed for perp items, comma separated (default: all)")
 	intVar(fs, &c.rateLimit, "rate-limit", 600, "`requests` per minute per client IP; 0: off")
-	fs.StringVar(&c.exemptList, "ratelimit-exempt", "", "`CIDRs` of permitted robots, not rate limited")
+	fs.StringVar(&c.exemptList, "rate-limit-exempt", "", "`CIDRs` of permitted robots, not rate limited")
+	fs.StringVar(&c.exemptList, "ratelimit-exempt", "", "the older name of -rate-limit-exempt (`CIDRs`), still accepted")
 	fs.StringVar(&c.trustedList, "trusted-proxies", "", "`CIDRs` of peers whose client-IP header is believed")
 	fs.StringVar(&c.clientIPHeader, "client-ip-header", server.DefaultClientIPHeader, "`header` carrying the client IP from a trusted proxy (X-Forwarded-For, CF-Connecting-IP, ...)")
 	intVar(fs, &c.MaxConns, "max-conns", server.DefaultMaxConns, "most client `connections` open at once; each holds a 16 KiB write buffer, so 10000 can hold up to 160 MiB")
@@ -186,34 +209,101 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	// given maps each flag set, by its name (not an alias), to the name it
+	// was set by: on the command line, or else through its variable.
+	given := map[string]string{}
 	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || err != nil {
-			return
+	fs.Visit(func(f *flag.Flag) {
+		name := canonical(f.Name)
+		if other, ok := given[name]; ok && err == nil {
+			err = fmt.Errorf("%s and %s set the same flag: give one", c.where(other), c.where(f.Name))
 		}
-		env := envName(f.Name)
-		if v := getenv(env); v != "" {
-			c.fromEnv[f.Name] = env
-			if err = f.Value.Set(v); err != nil {
-				err = c.invalid(f.Name, v, "%v", err)
-				return
-			}
-			given[f.Name] = true
-		}
+		given[name] = f.Name
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.spotSet = given["spot"] || given["spot-file"]
+	fromCommandLine := maps.Clone(given)
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		env, name := envName(f.Name), canonical(f.Name)
+		known[env] = true
+		c.flagNames = append(c.flagNames, f.Name)
+		v := vars[env]
+		if _, ok := fromCommandLine[name]; ok || v == "" || err != nil {
+			return
+		}
+		c.fromEnv[f.Name] = env
+		if other, ok := given[name]; ok {
+			err = fmt.Errorf("%s and %s set the same flag: give one", c.where(other), c.where(f.Name))
+			return
+		}
+		if err = f.Value.Set(v); err != nil {
+			err = c.invalid(f.Name, v, "%v", err)
+			return
+		}
+		given[name] = f.Name
+	})
+	if err != nil {
+		return nil, err
+	}
+	for name, by := range given {
+		if by != name {
+			c.spelled[name] = by
+		}
+	}
+	for k := range vars {
+		if !known[k] {
+			c.unknownEnv = append(c.unknownEnv, k)
+		}
+	}
+	slices.Sort(c.unknownEnv)
+	c.spotSet = given["spot"] != "" || given["spot-file"] != ""
 	return c, nil
+}
+
+// canonical is the flag an alias stands for, or name itself.
+func canonical(name string) string {
+	if to, ok := flagAliases[name]; ok {
+		return to
+	}
+	return name
+}
+
+// where names the flag name as the operator gave it: its -name, and the
+// variable when it came from one.
+func (c *Config) where(name string) string {
+	if env := c.fromEnv[name]; env != "" {
+		return "-" + name + " (from " + env + ")"
+	}
+	return "-" + name
+}
+
+// nearEnv returns the variable of a flag that name may have meant: the same
+// letters once underscores are ignored, as MARKETFEED_RATELIMIT for
+// MARKETFEED_RATE_LIMIT; "" when none is that near.
+func nearEnv(name string, flags []string) string {
+	squash := func(s string) string { return strings.ReplaceAll(s, "_", "") }
+	for _, f := range flags {
+		if env := envName(f); squash(env) == squash(name) {
+			return env
+		}
+	}
+	return ""
 }
 
 // validate checks what every value means, and the combinations, before
 // anything starts; it also derives the parsed forms of the list flags and
 // reads -spot-file. The error is the first problem found, naming its flag.
 func (c *Config) validate() error {
+	if err := checkListen(c.listen); err != nil {
+		return c.invalid("listen", c.listen, "%v", err)
+	}
+	if c.opsListen != "" {
+		if err := checkListen(c.opsListen); err != nil {
+			return c.invalid("ops-listen", c.opsListen, "%v", err)
+		}
+	}
 	if !slices.Contains(venueNames(), c.venue) {
 		return c.invalid("venue", c.venue, "want one of %s", strings.Join(venueNames(), ", "))
 	}
@@ -250,7 +340,7 @@ func (c *Config) validate() error {
 		return c.invalid("rate-limit", c.rateLimit, "want 0 (off) or more")
 	}
 	if c.rateLimitExempt, err = parsePrefixes(c.exemptList); err != nil {
-		return c.invalid("ratelimit-exempt", nil, "%v", err)
+		return c.invalid("rate-limit-exempt", nil, "%v", err)
 	}
 	if c.trustedProxies, err = parsePrefixes(c.trustedList); err != nil {
 		return c.invalid("trusted-proxies", nil, "%v", err)
@@ -312,6 +402,9 @@ func (c *Config) validate() error {
 // the value unless it is nil (the message then quotes it), and, when the
 // value came from the environment, the variable.
 func (c *Config) invalid(name string, value any, format string, args ...any) error {
+	if other := c.spelled[name]; other != "" {
+		name = other
+	}
 	where := "-" + name
 	switch v := value.(type) {
 	case nil:
@@ -324,6 +417,19 @@ func (c *Config) invalid(name string, value any, format string, args ...any) err
 		where += " (from " + env + ")"
 	}
 	return fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
+}
+
+// checkListen requires a listen address as net.Listen takes it: a host
+// (empty for every interface) and a port, a number or a service name.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, such as 127.0.0.1:8080 or :8080")
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
 }
 
 // checkURL requires raw to be an absolute URL with one of schemes and a
@@ -348,14 +454,18 @@ func checkURL(raw string, schemes ...string) error {
 
 // typed is a flag.Value of type T whose error says what the flag wants: the
 // flag package's own numeric and duration flags say only "parse error".
-type typed[T any] struct {
+type typed[T comparable] struct {
 	p     *T
 	parse func(string) (T, error)
 	want  string
 }
 
+// String is the value as -h shows it for a default; "" for the zero value,
+// which -h then leaves out, as the flag package does for its own flags:
+// a flag whose zero means "the venue's own" says so in its usage instead.
 func (v *typed[T]) String() string {
-	if v == nil || v.p == nil {
+	var zero T
+	if v == nil || v.p == nil || *v.p == zero {
 		return ""
 	}
 	return fmt.Sprint(*v.p)

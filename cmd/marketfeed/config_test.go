@@ -42,6 +42,16 @@ var badConfigs = []struct {
 	{"venue streams", []string{"-venue-streams", "yes"}, nil, []string{"-venue-streams", "on or off"}},
 	{"trusted proxies", []string{"-trusted-proxies", "10.0.0.0/33"}, nil, []string{"-trusted-proxies", "10.0.0.0/33"}},
 	{"ratelimit exempt", []string{"-ratelimit-exempt", "10.0.0.0/8,nope"}, nil, []string{"-ratelimit-exempt", "nope"}},
+	{"rate limit exempt", []string{"-rate-limit-exempt", "nope"}, nil, []string{"-rate-limit-exempt", "nope"}},
+	{"rate limit exempt under both names", []string{"-rate-limit-exempt", "10.0.0.0/8", "-ratelimit-exempt", "10.0.0.0/8"}, nil,
+		[]string{"-rate-limit-exempt", "-ratelimit-exempt", "give one"}},
+	{"env rate limit exempt under both names", nil, map[string]string{"MARKETFEED_RATE_LIMIT_EXEMPT": "10.0.0.0/8", "MARKETFEED_RATELIMIT_EXEMPT": "10.0.0.0/8"},
+		[]string{"MARKETFEED_RATE_LIMIT_EXEMPT", "MARKETFEED_RATELIMIT_EXEMPT", "give one"}},
+	{"env rate limit exempt", nil, map[string]string{"MARKETFEED_RATE_LIMIT_EXEMPT": "nope"}, []string{"-rate-limit-exempt", "MARKETFEED_RATE_LIMIT_EXEMPT", "nope"}},
+	{"env ratelimit exempt", nil, map[string]string{"MARKETFEED_RATELIMIT_EXEMPT": "nope"}, []string{"-ratelimit-exempt", "MARKETFEED_RATELIMIT_EXEMPT", "nope"}},
+	{"listen without a port", []string{"-listen", "nonsense"}, nil, []string{"-listen", "nonsense", "host:port"}},
+	{"listen port out of range", []string{"-listen", "127.0.0.1:70000"}, nil, []string{"-listen", "70000"}},
+	{"ops listen without a port", []string{"-ops-listen", "localhost"}, nil, []string{"-ops-listen", "localhost", "host:port"}},
 	{"spot", []string{"-spot", "btc_usdt"}, nil, []string{"-spot", "btc_usdt"}},
 	{"spot file", []string{"-spot-file", "/nonexistent/spot.txt"}, nil, []string{"-spot-file", "/nonexistent/spot.txt"}},
 	{"negative rate limit", []string{"-rate-limit", "-1"}, nil, []string{"-rate-limit", "-1"}},
@@ -75,10 +85,19 @@ var badConfigs = []struct {
 	{"env cidr", nil, map[string]string{"MARKETFEED_TRUSTED_PROXIES": "::1/200"}, []string{"-trusted-proxies", "MARKETFEED_TRUSTED_PROXIES"}},
 }
 
+// environ is env as os.Environ gives it.
+func environ(env map[string]string) []string {
+	var out []string
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
 func TestValidateRefusesBadConfigurations(t *testing.T) {
 	for _, tc := range badConfigs {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			_, err := parseConfig(tc.args, environ(tc.env), io.Discard)
 			if err == nil {
 				t.Fatalf("%q with %v accepted", tc.args, tc.env)
 			}
@@ -129,7 +148,7 @@ func TestValidateAcceptsGoodConfigurations(t *testing.T) {
 			func(c *Config) bool { return c.venue == binance.Presets[len(binance.Presets)-1].Name }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			cfg, err := parseConfig(tc.args, environ(tc.env), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +168,7 @@ func TestVenueNamesComeFromThePresets(t *testing.T) {
 		if !slices.Contains(names, p.Name) {
 			t.Errorf("preset %q is not a -venue value", p.Name)
 		}
-		if _, err := parseConfig([]string{"-venue", p.Name}, func(string) string { return "" }, io.Discard); err != nil {
+		if _, err := parseConfig([]string{"-venue", p.Name}, nil, io.Discard); err != nil {
 			t.Errorf("-venue %s: %v", p.Name, err)
 		}
 	}
@@ -157,12 +176,31 @@ func TestVenueNamesComeFromThePresets(t *testing.T) {
 
 func TestHelpListsEveryVenue(t *testing.T) {
 	var out strings.Builder
-	_, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out)
+	_, err := parseConfig([]string{"-h"}, nil, &out)
 	if err == nil || !strings.Contains(out.String(), "-max-conns") {
 		t.Fatalf("-h: %v\n%s", err, out.String())
 	}
 	if want := strings.Join(venueNames(), " | "); !strings.Contains(out.String(), want) {
 		t.Errorf("help does not list the venues as %q:\n%s", want, out.String())
+	}
+}
+
+// -h shows each flag's default once: a flag whose zero means "the venue's
+// own" says so in its usage, and the flag package must not add
+// "(default 0s)" beside it.
+func TestHelpShowsOneDefaultEach(t *testing.T) {
+	var out strings.Builder
+	if _, err := parseConfig([]string{"-h"}, nil, &out); err == nil {
+		t.Fatal("-h did not stop")
+	}
+	entries := strings.Split(out.String(), "\n  -")[1:]
+	if len(entries) < 20 {
+		t.Fatalf("-h printed %d flags:\n%s", len(entries), out.String())
+	}
+	for _, entry := range entries {
+		if n := strings.Count(entry, "(default"); n > 1 {
+			t.Errorf("-h shows %d defaults for -%s", n, entry)
+		}
 	}
 }
 

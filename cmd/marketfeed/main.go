@@ -53,7 +53,7 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "marketfeed:", err)
 		}
@@ -62,8 +62,9 @@ func main() {
 }
 
 // run is the whole program: parse, wire, serve until ctx is done, shut down.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig(args, getenv, stderr)
+// environ is the environment as os.Environ gives it.
+func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, environ, stderr)
 	if err != nil {
 		return err
 	}
@@ -100,14 +101,16 @@ func buildVersion() string {
 // litestream does, so that a query for an attribute finds every line that
 // carries it: "err" and never "error", "pair" for a ticker_id.
 const (
-	logKeyErr     = "err"     // an error
-	logKeyURL     = "url"     // a URL
-	logKeyVenue   = "venue"   // the -venue name
-	logKeyOps     = "ops"     // the operator endpoints' address; empty: off
-	logKeyVersion = "version" // the build's version
-	logKeyFile    = "file"    // a file read
-	logKeyPair    = "pair"    // one ticker_id
-	logKeyPairs   = "pairs"   // how many ticker_ids
+	logKeyErr     = "err"      // an error
+	logKeyURL     = "url"      // a URL
+	logKeyVenue   = "venue"    // the -venue name
+	logKeyOps     = "ops"      // the operator endpoints' address; empty: off
+	logKeyVersion = "version"  // the build's version
+	logKeyFile    = "file"     // a file read
+	logKeyPair    = "pair"     // one ticker_id
+	logKeyPairs   = "pairs"    // how many ticker_ids
+	logKeyVar     = "variable" // an environment variable
+	logKeyMeant   = "meant"    // the variable a misspelt one is nearest to
 )
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -165,15 +168,18 @@ func (a *app) newIngest(share float64) *ingest {
 	a.spotMu.Unlock()
 	cfg := a.cfg
 	pc := poller.Config{
-		Venue:    a.venue,
-		Store:    a.store,
-		Logger:   a.log,
-		Metrics:  set,
-		Spot:     spot,
-		Quotes:   cfg.quotes,
-		Budget:   cfg.venueBudget * share,
-		Share:    share,
-		MaxStale: cfg.maxStale,
+		Venue:   a.venue,
+		Store:   a.store,
+		Logger:  a.log,
+		Metrics: set,
+		Spot:    spot,
+		Quotes:  cfg.quotes,
+		// The simulator's built-in list holds PEPE_USDT on purpose, to show
+		// the publication rules; only an operator's ids are worth a warning.
+		WarnUnlistedSpot: cfg.spotSet,
+		Budget:           cfg.venueBudget * share,
+		Share:            share,
+		MaxStale:         cfg.maxStale,
 
 		RefreshShare: cfg.refreshShare,
 	}
@@ -403,12 +409,12 @@ func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 		func() float64 { return 1 })
 	var err error
 	if a.api, err = net.Listen("tcp", cfg.listen); err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.listen, err)
+		return nil, cfg.invalid("listen", cfg.listen, "%v", err)
 	}
 	if cfg.opsListen != "" {
 		if a.ops, err = net.Listen("tcp", cfg.opsListen); err != nil {
 			a.api.Close()
-			return nil, fmt.Errorf("ops listen %s: %w", cfg.opsListen, err)
+			return nil, cfg.invalid("ops-listen", cfg.opsListen, "%v", err)
 		}
 	}
 	return a, nil
@@ -421,6 +427,7 @@ const shutdownGrace = 10 * time.Second
 // reload, then shuts down in order: stop accepting and drain the API, stop
 // the poller, close the operator endpoints.
 func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
+	a.warnConfig() // before anything serves, so that the warnings lead the log
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	defer stopPoll()
 	var wg sync.WaitGroup
@@ -478,7 +485,7 @@ loop:
 			runErr = err
 			break loop
 		case <-reload:
-			a.reloadSpot()
+			a.reload()
 		}
 	}
 	a.log.Info("shutting down: draining requests")
@@ -506,17 +513,49 @@ func (a *app) opsAddr() string {
 	return a.ops.Addr().String()
 }
 
+// warnConfig logs, at start and on every SIGHUP, each part of the
+// configuration that would otherwise do nothing and say nothing: a
+// MARKETFEED_* variable that sets no flag, and an empty spot list (tickers
+// are for spot pairs only, so /tickers answers []). The poller warns of
+// each spot id the venue has no tradable market of, once it has read the
+// venue's catalog, and again on SIGHUP (see reloadSpot).
+func (a *app) warnConfig() {
+	for _, name := range a.cfg.unknownEnv {
+		if meant := nearEnv(name, a.cfg.flagNames); meant != "" {
+			a.log.Warn("environment variable ignored: it sets no flag", logKeyVar, name, logKeyMeant, meant)
+		} else {
+			a.log.Warn("environment variable ignored: it sets no flag", logKeyVar, name)
+		}
+	}
+	a.spotMu.Lock()
+	empty := len(a.spot) == 0
+	a.spotMu.Unlock()
+	if empty {
+		a.log.Warn("no spot pairs: /tickers answers [] (tickers are for spot pairs only); set -spot or -spot-file",
+			logKeyVenue, a.cfg.venue)
+	}
+}
+
+// reload is what SIGHUP does: re-read -spot-file, and say again what in
+// the configuration does nothing (see warnConfig).
+func (a *app) reload() {
+	a.reloadSpot()
+	a.warnConfig()
+}
+
 // reloadSpot re-reads -spot-file; a bad file is rejected and the list in use
 // is kept.
 func (a *app) reloadSpot() {
 	if a.cfg.spotFile == "" {
 		a.log.Warn("SIGHUP ignored: no -spot-file to re-read")
+		a.warnSpot()
 		return
 	}
 	ids, err := readSpotFile(a.cfg.spotFile)
 	if err != nil {
 		a.spotBad.Inc()
 		a.log.Error("spot file rejected; keeping the current spot list", logKeyErr, err)
+		a.warnSpot()
 		return
 	}
 	a.spotOK.Inc()
@@ -528,6 +567,15 @@ func (a *app) reloadSpot() {
 		p.SetSpot(spot)
 	}
 	a.log.Info("spot list reloaded", logKeyFile, a.cfg.spotFile, logKeyPairs, len(ids))
+}
+
+// warnSpot has the poller running, if any, warn again of the spot list's
+// ids the venue has no tradable market of: SIGHUP is when an operator
+// looks at what the configuration does, even when the list stays.
+func (a *app) warnSpot() {
+	if p := a.poller(); p != nil {
+		p.WarnSpot()
+	}
 }
 
 // opsHandler serves the operator endpoints: metrics, liveness, readiness
@@ -593,7 +641,7 @@ type readiness struct {
 // clusterRole is a cluster member's part in /readyz.
 type clusterRole struct {
 	Role    string `json:"role"`    // leader, follower, or alone while NATS is away
-	Term    uint64 `json:"term"`    // the term it leads in; 0 unless it leads
+	Term    uint64 `json:"term"`    // the newest term seen: its leader's, as marketfeed_cluster_term
 	Leader  string `json:"leader"`  // the lease's holder as last seen
 	Synced  bool   `json:"synced"`  // holds every value the leader had published when it joined
 	Members int    `json:"members"` // members seen within the lease's TTL, this one included
@@ -618,7 +666,7 @@ func (a *app) readiness() readiness {
 		}
 	}
 	if m := a.member; m != nil {
-		r.Cluster = &clusterRole{Role: "follower", Term: m.Term(), Leader: m.Leader(), Synced: m.Synced(), Members: m.Members()}
+		r.Cluster = &clusterRole{Role: "follower", Term: m.NewestTerm(), Leader: m.Leader(), Synced: m.Synced(), Members: m.Members()}
 		switch {
 		case m.Leading():
 			r.Cluster.Role = "leader"
@@ -645,7 +693,7 @@ func (a *app) joinCluster() error {
 		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(3),
 		nats.Timeout(joinTimeout))
 	if err != nil {
-		return fmt.Errorf("cluster: connect %s: %w", strings.Join(cfg.ClusterURLs, ","), err)
+		return cfg.invalid("cluster", strings.Join(cfg.ClusterURLs, ","), "connect: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
@@ -655,7 +703,7 @@ func (a *app) joinCluster() error {
 	})
 	if err != nil {
 		nc.Close()
-		return err
+		return cfg.invalid("cluster", nil, "%v", err)
 	}
 	a.nats, a.member = nc, m
 	if streams := newStreams(cfg, a.venue, a.log, a.metrics); streams != nil {

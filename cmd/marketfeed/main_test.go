@@ -91,8 +91,15 @@ func (c *countingVenue) Trades(ctx context.Context, symbol string, limit int) ([
 // ops base URLs; it stops when the test ends.
 func startApp(t *testing.T, src venue.Venue, args ...string) (api, ops string, a *app, reload chan os.Signal) {
 	t.Helper()
+	return startAppLogged(t, src, nil, slog.DiscardHandler, args...)
+}
+
+// startAppLogged is startApp with the MARKETFEED_* variables environ and
+// a logger writing to log.
+func startAppLogged(t *testing.T, src venue.Venue, environ []string, log slog.Handler, args ...string) (api, ops string, a *app, reload chan os.Signal) {
+	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	cfg, err := parseConfig(args, environ, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +108,7 @@ func startApp(t *testing.T, src venue.Venue, args ...string) (api, ops string, a
 			t.Fatal(err)
 		}
 	}
-	a, err = newApp(cfg, slog.New(slog.DiscardHandler), src)
+	a, err = newApp(cfg, slog.New(log), src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +403,7 @@ func TestEnvironmentSetsFlagsAndFlagsWin(t *testing.T) {
 		"MARKETFEED_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1",
 		"MARKETFEED_MAX_STALE":       "3s",
 	}
-	cfg, err := parseConfig([]string{"-rate-limit", "7"}, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := parseConfig([]string{"-rate-limit", "7"}, environ(env), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +426,7 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 		{"-spot-file", "/nonexistent/spot.txt"},
 		{"extra-argument"},
 	} {
-		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
+		if _, err := parseConfig(args, nil, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
 		}
 	}
@@ -427,7 +434,7 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 
 func TestRunPrintsTheVersion(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"-version"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+	if err := run(t.Context(), []string{"-version"}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(out.String(), "marketfeed ") {

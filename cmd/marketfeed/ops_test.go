@@ -24,7 +24,7 @@ import (
 func launchApp(t *testing.T, src venue.Venue, args ...string) (api, ops string, a *app) {
 	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	cfg, err := parseConfig(args, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestHealthzAndReadyzSayWhy(t *testing.T) {
 	}
 }
 
-// metricNames are the service's metrics, as the README lists them.
+// metricNames are the service's metrics, as docs/operations.md lists them.
 var metricNames = []string{
 	"marketfeed_build_info",
 	"marketfeed_http_requests_total",

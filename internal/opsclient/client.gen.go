@@ -80,7 +80,7 @@ type ClusterRole struct {
 	// Synced Whether it holds every value the bucket held when its watch began.
 	Synced bool `json:"synced"`
 
-	// Term The term it leads in; 0 unless it leads.
+	// Term The newest term this member has seen: its own while it leads, its leader's while it follows; the same as marketfeed_cluster_term.
 	Term int `json:"term"`
 }
 
@@ -237,8 +237,8 @@ type ClientInterface interface {
 	// GetMetrics Prometheus metrics
 	//
 	// The service's metrics (every name starts with `marketfeed_`) and the Go runtime and
-	// process metrics (`go_*`, `process_*`), in the Prometheus text format. The README lists
-	// them.
+	// process metrics (`go_*`, `process_*`), in the Prometheus text format. `docs/operations.md`
+	// lists them.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -274,8 +274,8 @@ func (c *Client) GetLiveness(ctx context.Context, reqEditors ...RequestEditorFn)
 // GetMetrics Prometheus metrics
 //
 // The service's metrics (every name starts with `marketfeed_`) and the Go runtime and
-// process metrics (`go_*`, `process_*`), in the Prometheus text format. The README lists
-// them.
+// process metrics (`go_*`, `process_*`), in the Prometheus text format. `docs/operations.md`
+// lists them.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -447,8 +447,8 @@ type ClientWithResponsesInterface interface {
 	// GetMetricsWithResponse Prometheus metrics
 	//
 	// The service's metrics (every name starts with `marketfeed_`) and the Go runtime and
-	// process metrics (`go_*`, `process_*`), in the Prometheus text format. The README lists
-	// them.
+	// process metrics (`go_*`, `process_*`), in the Prometheus text format. `docs/operations.md`
+	// lists them.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -637,8 +637,8 @@ func (c *ClientWithResponses) GetLivenessWithResponse(ctx context.Context, reqEd
 // GetMetricsWithResponse Prometheus metrics
 //
 // The service's metrics (every name starts with `marketfeed_`) and the Go runtime and
-// process metrics (`go_*`, `process_*`), in the Prometheus text format. The README lists
-// them.
+// process metrics (`go_*`, `process_*`), in the Prometheus text format. `docs/operations.md`
+// lists them.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The documentation is read from the repository's root, two levels up.
+const repoRoot = "../.."
+
+// flagsPage is the page the README points to for every flag.
+const flagsPage = "docs/configuration.md"
+
+// readDoc returns the text of a file under the repository's root.
+func readDoc(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// docPages lists every Markdown page under docs/, as paths from the root:
+// a page added later is found without a change here.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	var pages []string
+	err := filepath.WalkDir(filepath.Join(repoRoot, "docs"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			rel, _ := filepath.Rel(repoRoot, path)
+			pages = append(pages, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatal("no page under docs/")
+	}
+	return pages
+}
+
+// mdLink is a Markdown link's target, without its text.
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// links returns the targets of the links in a Markdown text.
+func links(text string) []string {
+	var out []string
+	for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// A newcomer finds every page from the README: each page under docs/ is
+// linked from it.
+func TestReadmeLinksEveryDocsPage(t *testing.T) {
+	linked := map[string]bool{}
+	for _, l := range links(readDoc(t, "README.md")) {
+		file, _, _ := strings.Cut(l, "#")
+		linked[filepath.ToSlash(filepath.Clean(file))] = true
+	}
+	for _, page := range docPages(t) {
+		if !linked[page] {
+			t.Errorf("README.md does not link %s", page)
+		}
+	}
+}
+
+// Every flag -h prints is explained where the README says flags are: in
+// the README itself or the page it points to for every flag.
+func TestEveryFlagIsDocumented(t *testing.T) {
+	var help strings.Builder
+	if _, err := parseConfig([]string{"-h"}, nil, &help); err == nil {
+		t.Fatal("-h did not stop")
+	}
+	readme := readDoc(t, "README.md")
+	if !slices.Contains(links(readme), flagsPage) {
+		t.Fatalf("README.md does not point to %s for the flags", flagsPage)
+	}
+	docs := readme + readDoc(t, flagsPage)
+	flagLine := regexp.MustCompile(`(?m)^  (-[a-z0-9-]+)`)
+	flags := flagLine.FindAllStringSubmatch(help.String(), -1)
+	if len(flags) < 20 {
+		t.Fatalf("-h printed %d flags:\n%s", len(flags), help.String())
+	}
+	for _, f := range flags {
+		// The flag as a word: -rate-limit is not documented by -rate-limit-exempt.
+		if !regexp.MustCompile(`(^|[^a-z0-9-])` + regexp.QuoteMeta(f[1]) + `($|[^a-z0-9-])`).MatchString(docs) {
+			t.Errorf("%s is in -h but neither in README.md nor in %s", f[1], flagsPage)
+		}
+	}
+}
+
+// Every link between the README and the pages under docs/ leads somewhere:
+// the file exists and, for a link to a heading, the heading does. Pages
+// were moved out of the README, and a link to a section that moved would
+// otherwise fail only in a reader's browser.
+func TestDocLinksResolve(t *testing.T) {
+	for _, page := range append([]string{"README.md"}, docPages(t)...) {
+		for _, l := range links(readDoc(t, page)) {
+			if strings.Contains(l, "://") || strings.HasPrefix(l, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(l, "#")
+			target := page
+			if file != "" {
+				target = filepath.ToSlash(filepath.Join(filepath.Dir(page), file))
+			}
+			if _, err := os.Stat(filepath.Join(repoRoot, target)); err != nil {
+				t.Errorf("%s links %s: no such file", page, l)
+				continue
+			}
+			if anchor != "" && !slices.Contains(headingAnchors(readDoc(t, target)), anchor) {
+				t.Errorf("%s links %s: %s has no such heading", page, l, target)
+			}
+		}
+	}
+}
+
+// headingAnchors returns the anchors a Markdown renderer gives the headings
+// of text: lower case, spaces as dashes, punctuation dropped.
+func headingAnchors(text string) []string {
+	var out []string
+	inCode := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+		}
+		if inCode || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 0x7f:
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// The README's first screen says what the service is, how to run it, how to
+// use a real venue and where everything else is.
+func TestReadmeFirstScreen(t *testing.T) {
+	readme := readDoc(t, "README.md")
+	lines := strings.Split(readme, "\n")
+	first := strings.Join(lines[:min(60, len(lines))], "\n")
+	for _, want := range []string{"## Quick start", "make run", "## Use a real venue", "-venue binance", "## Documentation", "docs/configuration.md"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the README's first 60 lines do not have %q", want)
+		}
+	}
+}
