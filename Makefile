@@ -56,7 +56,7 @@ cluster:
 
 ## cluster-bench: three members behind nginx round robin on one NATS server, against venuesim with
 ## Binance's weights and 446 pairs: an aggregator every 10 s and a hot client through a steady
-## minute, a leader killed, NATS killed for 40 s, and a client at twice the rate limit; prints
+## minute, a leader killed, NATS killed for 40 s, and clients at 1.5 and twice the rate limit; prints
 ## answers, book age, replication lag, venue weight, rate-limit overshoot, CPU and RSS per member
 ## (about 20 minutes; EXTRA=20 for a short run)
 cluster-bench:

@@ -3,11 +3,17 @@ package cluster
 import (
 	"context"
 	"math/rand/v2"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"marketfeed/internal/natstest"
+	"marketfeed/server"
+	"marketfeed/snapshot"
 )
 
 // fakeRates is a rate limiter that has allowed what a test sets, and
@@ -117,5 +123,124 @@ func TestDamagedRateMessagesChargeNothingFalse(t *testing.T) {
 	}
 	if _, _, err := chargeRates([]byte("junk"), "b", newFakeRates()); err == nil {
 		t.Fatal("a message without the magic byte was taken")
+	}
+}
+
+// signalled passes a member's limiter on, counting the keys it drains and
+// signalling each charge, so that a test knows when a period's counts have
+// arrived.
+type signalled struct {
+	rc      RateCounts
+	drained int
+	charged chan struct{}
+}
+
+func (s *signalled) DrainRateCounts(f func(uint64, uint32)) {
+	s.rc.DrainRateCounts(func(k uint64, n uint32) { s.drained++; f(k, n) })
+}
+
+func (s *signalled) ChargeRate(key uint64, n uint32) {
+	s.rc.ChargeRate(key, n)
+	s.charged <- struct{}{}
+}
+
+// The contract's check across replicas: three members behind a round-robin
+// balancer, one address sending 900 requests evenly over a minute, each
+// member in turn, and the members exchanging their counts over NATS every
+// RateEvery, each on a phase of its own. They answer 600 or a few more
+// (what the client sends in a period, charged late), not 900. The servers
+// are the real ones with their real limiter (only a test joins the two
+// packages); the clock is the test's, moved a millisecond at a time, and
+// each period waits until its counts have been charged at the other
+// members, so the minute takes well under a second and the exchange is
+// as late as it is in production, never later.
+func TestMembersHoldOneAddressToTheLimitInAnyMinute(t *testing.T) {
+	s := natstest.Start(t)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+
+	type replica struct {
+		srv   *server.Server
+		rates *signalled
+		share *rateShare
+		phase int // ms into each period at which it publishes
+	}
+	var replicas []*replica
+	for i, name := range []string{"a", "b", "c"} {
+		store := snapshot.NewStore()
+		pairs := snapshot.NewPairs([]snapshot.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Trading: true}},
+			snapshot.PairsConfig{Venue: "sim", Spot: []string{"BTC_USDT"}}, t0)
+		store.PutPairs(pairs, t0)
+		m, err := Join(t.Context(), Config{Conn: connect(t, s), Member: name, Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &replica{srv: server.New(server.Config{Store: store, RateLimit: 600, Now: now}), phase: i * 83}
+		if !r.srv.ShareRateLimit() {
+			t.Fatal("no rate limit to share")
+		}
+		r.rates = &signalled{rc: r.srv, charged: make(chan struct{}, 16)}
+		if r.share, err = m.shareRates(r.rates); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.share.stop)
+		// A round trip: the server has the subscription before any
+		// member publishes, or it would miss the first period.
+		if err := m.cfg.Conn.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		replicas = append(replicas, r)
+	}
+	// publish is one member's period: the others have charged its
+	// counts when it returns.
+	publish := func(from *replica) {
+		from.rates.drained = 0
+		from.share.publish()
+		for _, to := range replicas {
+			if to == from {
+				continue
+			}
+			for range from.rates.drained {
+				select {
+				case <-to.rates.charged:
+				case <-time.After(10 * time.Second):
+					t.Fatal("a period's counts were not charged within 10s")
+				}
+			}
+		}
+	}
+
+	var req fasthttp.Request
+	req.SetRequestURI("/api/public/pairs")
+	client := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}
+	const sent = 900
+	var answered []time.Duration
+	next := 0 // the next request
+	for ms := range 60_000 {
+		at := time.Duration(ms) * time.Millisecond
+		clock.Store(t0.Add(at).UnixNano())
+		if next < sent && at >= time.Duration(next)*time.Minute/sent {
+			var ctx fasthttp.RequestCtx
+			ctx.Init(&req, client, nil)
+			replicas[next%len(replicas)].srv.Handler(&ctx)
+			if ctx.Response.StatusCode() == 200 {
+				answered = append(answered, at)
+			}
+			next++
+		}
+		for _, r := range replicas {
+			if (ms-r.phase)%int(RateEvery/time.Millisecond) == 0 {
+				publish(r)
+			}
+		}
+	}
+	t.Logf("%d of %d requests, evenly over 60 s round robin over 3 members, answered 200", len(answered), next)
+	if next != sent {
+		t.Fatalf("sent %d, want %d", next, sent)
+	}
+	if n := len(answered); n < 540 || n > 630 {
+		t.Fatalf("%d answered 200, want 540 to 630", n)
 	}
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# make cluster-bench: three marketfeed members behind nginx round robin, on one NATS server,
-# against venuesim with Binance's weights and EXTRA more markets (446 pairs by default), all on
-# loopback. An aggregator reads every pair's book and trades through nginx every 10 s, beside a hot
-# client; the script waits for a warm cluster, then measures the steady state, a leader killed
-# with SIGKILL, the NATS server killed for 40 s, and a client sending 1,200 requests a minute
-# through the balancer. It prints every figure: answers and book age per phase, replication lag,
-# the venue's weight, rate-limit overshoot, CPU and RSS per member. About 20 minutes.
+# make cluster-bench: three marketfeed members behind nginx round robin, on one NATS server, against
+# venuesim with Binance's weights and EXTRA more markets (446 pairs by default), all on loopback. An
+# aggregator reads every pair's book and trades through nginx every 10 s, beside a hot client; the
+# script waits for a warm cluster, then measures the steady state, a leader killed with SIGKILL, the
+# NATS server killed for 40 s, and clients sending 900 requests evenly over a minute and 1,200 a
+# minute for 4 minutes through the balancer. It prints every figure: answers and book age per phase,
+# replication lag, the venue's weight, rate-limit overshoot, CPU and RSS per member. About 20
+# minutes.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 BIN=${BIN:-bin}
@@ -13,7 +14,7 @@ EXTRA=${EXTRA:-400}
 need_nginx cluster-bench
 
 NATS=127.0.0.1:4333 VENUE=127.0.0.1:8511 LB=127.0.0.1:8090
-AGG=10.9.9.9 CLIENT=10.1.1.1 # the addresses the clients say nginx got them from
+AGG=10.9.9.9 CLIENT=10.1.1.1 EVEN=10.1.1.2 # the addresses the clients say nginx got them from
 start_nats() { "$BIN"/nats-server -js -a 127.0.0.1 -p 4333 -sd "$RUN/nats" >>"$RUN/nats.log" 2>&1 & nats_pid=$!; pids+=($nats_pid); }
 start_nats
 "$BIN"/venuesim -listen $VENUE -extra "$EXTRA" >"$RUN/venuesim.log" 2>&1 & pids+=($!)
@@ -82,7 +83,10 @@ sleep 25; start_nats; echo "NATS started again"
 wait $agg
 echo "roles: $(roles)"
 
-phase "one client sends 1,200 requests a minute through nginx for 4 minutes (the limit is 600 a minute)"
 kill "$hot" 2>/dev/null || true
+phase "one client sends 900 requests evenly over 60 s through nginx (the limit is 600 in any minute)"
+"$BIN"/clusterbench rate -targets http://$LB -xff $EVEN -per-minute 900 -for 60s
+
+phase "one client sends 1,200 requests a minute through nginx for 4 minutes (the limit is 600 in any minute)"
 "$BIN"/clusterbench rate -targets http://$LB -xff $CLIENT -per-minute 1200 -for 4m
 echo; echo "CPU and RSS at the end: $(usage)"

@@ -17,9 +17,13 @@ import (
 // addresses; idle keys are evicted; a header from an untrusted peer and the
 // host part of an IPv6 /64 buy no fresh allowance.
 
-// limiterBytesPerKey is the bound the limiter documents: at most about 40
-// bytes a key, so under 40 MiB at the default cap of 1,048,576 keys.
-const limiterBytesPerKey = 40
+// limiterBytesPerKey is the bound the limiter documents: at most about 60
+// bytes a key, so under 60 MiB at the default cap of 1,048,576 keys.
+const limiterBytesPerKey = 60
+
+// idleAfter is how long after its last request a key is idle at most: its
+// bucket has left the span.
+const idleAfter = spanBuckets * bucketWidth
 
 // proxied sends requests from one peer with a chosen X-Forwarded-For value,
 // reusing one request context so that the test measures the limiter, not
@@ -83,11 +87,11 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // TestMillionClientAddressesThroughATrustedProxy sends one request from each
 // of 1,000,000 distinct addresses through a trusted proxy at one instant,
-// then 1,000,000 others a minute later, then lets a minute pass. With the
+// then 1,000,000 others 70 s later, then lets 70 s pass. With the
 // default key cap every address gets its allowance; the limiter holds at
-// most the cap, its memory stays within 40 bytes a key and does not grow
+// most the cap, its memory stays within 60 bytes a key and does not grow
 // with the second million (the idle first million is evicted to make
-// room); after the quiet minute the idle keys are gone.
+// room); after the quiet 70 s the idle keys are gone.
 func TestMillionClientAddressesThroughATrustedProxy(t *testing.T) {
 	n := uint32(1_000_000 / abuseScale)
 	if testing.Short() {
@@ -105,7 +109,7 @@ func TestMillionClientAddressesThroughATrustedProxy(t *testing.T) {
 	first := time.Since(start)
 	keys1, heap1 := f.srv.limit.len(), heapInUse()-before
 
-	f.clock.Advance(time.Minute)
+	f.clock.Advance(idleAfter)
 	for i := range n {
 		if st := p.do(v4(n + i)); st != 200 {
 			t.Fatalf("second wave, address %d: %d, want 200", i, st)
@@ -113,7 +117,7 @@ func TestMillionClientAddressesThroughATrustedProxy(t *testing.T) {
 	}
 	keys2, heap2 := f.srv.limit.len(), heapInUse()-before
 
-	f.clock.Advance(time.Minute)
+	f.clock.Advance(idleAfter)
 	// One request per shard runs its sweep; a thousand fresh addresses
 	// touch every one of the 64 shards.
 	for i := range uint32(1000) {
@@ -125,8 +129,9 @@ func TestMillionClientAddressesThroughATrustedProxy(t *testing.T) {
 	bound := int64(DefaultRateLimitKeys) * limiterBytesPerKey
 	t.Logf("%d addresses through a trusted proxy in %s: %d keys, %s (%.1f bytes a key)",
 		n, first.Round(time.Millisecond), keys1, mib(heap1), float64(heap1)/float64(keys1))
-	t.Logf("a minute later, %d other addresses: %d keys, %s; a quiet minute later: %d keys (%s bound at the default cap of %d keys)",
-		n, keys2, mib(heap2), keys3, mib(bound), DefaultRateLimitKeys)
+	t.Logf("%s later, %d other addresses: %d keys, %s; a quiet %s later: %d keys (%s bound at the default cap of %d keys)",
+		idleAfter,
+		n, keys2, mib(heap2), idleAfter, keys3, mib(bound), DefaultRateLimitKeys)
 	if keys1 != int(n) {
 		t.Errorf("%d keys after %d addresses under a cap of %d: every address should have its own", keys1, n, DefaultRateLimitKeys)
 	}
@@ -140,14 +145,14 @@ func TestMillionClientAddressesThroughATrustedProxy(t *testing.T) {
 		t.Errorf("memory grew from %s to %s with the second wave: idle keys should make room", mib(heap1), mib(heap2))
 	}
 	if keys3 > 1000 {
-		t.Errorf("%d keys after a quiet minute, want only the last 1,000 addresses' (idle keys evicted)", keys3)
+		t.Errorf("%d keys after a quiet %s, want only the last 1,000 addresses' (idle keys evicted)", keys3, idleAfter)
 	}
 }
 
 // TestMillionClientAddressesStayWithinASmallCap: the cap, not the number of
 // addresses, bounds the limiter. 1,000,000 addresses at one instant against
 // a cap of 65,536 keys: every request is still answered, the table never
-// holds more than the cap, and its memory stays within about 40 bytes a key
+// holds more than the cap, and its memory stays within about 60 bytes a key
 // (10 % allowed over: a small table is rounded up to a power of two).
 func TestMillionClientAddressesStayWithinASmallCap(t *testing.T) {
 	const keyCap = 1 << 16

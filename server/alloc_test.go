@@ -57,8 +57,8 @@ func TestZeroAllocsWhenRateLimited(t *testing.T) {
 	if ctx.Response.StatusCode() != 429 {
 		t.Fatalf("status %d, want 429", ctx.Response.StatusCode())
 	}
-	if got := header(&ctx.Response, "Retry-After"); got != "60" {
-		t.Fatalf("Retry-After %q, want 60", got)
+	if got := header(&ctx.Response, "Retry-After"); got != "65" {
+		t.Fatalf("Retry-After %q, want 65", got)
 	}
 	if allocs := testing.AllocsPerRun(1000, serve); allocs != 0 {
 		t.Errorf("%v allocations per 429, want 0", allocs)
@@ -99,8 +99,8 @@ func TestLimiterDefaultBoundHoldsAMillionKeysInMemoryBound(t *testing.T) {
 	}
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("%d keys in %.1f MiB: %.1f bytes a key", n, float64(grown)/(1<<20), float64(grown)/float64(n))
-	if grown > 40<<20 {
-		t.Fatalf("table holds %d MiB, documented bound 40 MiB", grown>>20)
+	if grown > DefaultRateLimitKeys*limiterBytesPerKey {
+		t.Fatalf("table holds %d MiB, documented bound %d MiB", grown>>20, DefaultRateLimitKeys*limiterBytesPerKey>>20)
 	}
 	runtime.KeepAlive(l)
 }

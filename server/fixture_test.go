@@ -32,6 +32,7 @@ func newClock() *fakeClock {
 
 func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
 
 // fakeFeed counts Want and Load. Load runs the test's load function, which
 // can publish into the store, fail or block on ctx. Want records what it was

@@ -64,12 +64,14 @@ type Config struct {
 	// ColdTimeout is how long a request waits on Load. Default 2s.
 	ColdTimeout time.Duration
 
-	// RateLimit is the number of requests a minute allowed per client
-	// address, all of which may be spent at once. 0 or less: no limit.
+	// RateLimit is the number of requests allowed per client address in
+	// any minute (any 60 s window), all of which may be spent at once; see
+	// limiter for how the window is kept. 0 or less: no limit.
 	RateLimit int
 	// RateLimitKeys bounds how many client keys the rate limiter holds, and
-	// so its memory: at most about 40 bytes a key, under 40 MiB at the
-	// default DefaultRateLimitKeys, however many addresses call. When more
+	// so its memory: at most about 60 bytes a key, under 60 MiB at the
+	// default DefaultRateLimitKeys, however many addresses call (about 100
+	// bytes a key with a RateLimit over 65,535). When more
 	// clients are active at once than it holds, arbitrary ones are forgotten
 	// and start afresh.
 	RateLimitKeys int
@@ -137,7 +139,7 @@ type Server struct {
 	maxStale      time.Duration
 	pairsMaxStale time.Duration
 	coldTimeout   time.Duration
-	limit         *limiter // nil: no rate limit
+	limit         rateLimiter // nil: no rate limit
 	exempt        []netip.Prefix
 	ip            clientIP
 	metrics       *serverMetrics
@@ -176,7 +178,7 @@ func (s *Server) DrainRateCounts(f func(key uint64, n uint32)) {
 
 // ChargeRate records n requests of the client key made at another replica
 // (a key DrainRateCounts handed it there), as if this server had allowed
-// them now.
+// them now: they count in the client's current bucket of its window.
 func (s *Server) ChargeRate(key uint64, n uint32) {
 	if s.limit == nil {
 		return

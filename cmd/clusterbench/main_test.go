@@ -33,6 +33,29 @@ func TestSlidingMinutesCountEachWindow(t *testing.T) {
 	}
 }
 
+func TestMostInAMinuteSlidesOverEveryTime(t *testing.T) {
+	// Ten at 0 s, one a second from 1 s to 59 s, ten at 60 s and at 61 s:
+	// the minute from 1 s to 61 s holds 59 + 20.
+	var times []time.Duration
+	for range 10 {
+		times = append(times, 0)
+	}
+	for i := 1; i < 60; i++ {
+		times = append(times, time.Duration(i)*time.Second)
+	}
+	for _, at := range []time.Duration{60 * time.Second, 61 * time.Second} {
+		for range 10 {
+			times = append(times, at)
+		}
+	}
+	if got := mostInAMinute(times); got != 79 {
+		t.Fatalf("most in a minute %d, want 79", got)
+	}
+	if mostInAMinute(nil) != 0 {
+		t.Fatal("most of nothing is not 0")
+	}
+}
+
 func TestShareOf200(t *testing.T) {
 	if got := share200(map[int]int{200: 999, 502: 1}); got != 99.9 {
 		t.Fatalf("share %v, want 99.9", got)
