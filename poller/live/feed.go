@@ -279,6 +279,16 @@ var kinds = [snapshot.NumStreams]kind{
 				// room (see budget.PurposeDeepen).
 				vouched := lp.book.Vouched()
 				switch {
+				case vouched == 0 && lp.shallow:
+					// A book synced from 100 levels that ran dry is
+					// read again from as few, as a book out of
+					// sequence that is served is (tierResync), and
+					// deepens after the syncs (tierDeepen). Dense
+					// books run through 100 levels within a minute: in
+					// a cold start of 446 books, 30 deep reads of
+					// theirs (20 weight each) took the second minute's
+					// weight from the syncs.
+					return lp.book.Recording(), tierResync, vouched
 				case vouched == 0:
 					return lp.book.Recording(), tierDepleted, vouched
 				case s.probeDue(lp, now):

@@ -30,6 +30,9 @@ func newDepletedBehindSync(t *testing.T) (*Source, *fakeREST) {
 	if !s.Current(testID, snapshot.StreamBook) {
 		t.Fatal("the first book is not in sequence after its snapshot")
 	}
+	// Two levels stand in for a book synced deeper than the published
+	// levels: a shallow one that runs dry is read again as a resync.
+	s.byID(testID).shallow = false
 	event(testSymbol, 103, 103, venue.Level{Price: "101", Size: "0"}, venue.Level{Price: "102", Size: "0"})
 	s.askRefreshes()
 	s.Live(snapshot.StreamBook, []string{eth})
@@ -136,5 +139,26 @@ func TestAServedBookOutOfSequenceIsSyncedFirst(t *testing.T) {
 	rest.wait()
 	if want := []startedRead{{budget.PurposeSnapshot, budget.Serving}}; !slices.Equal(rest.starts, want) {
 		t.Fatalf("started %v with the budget for one read, want ETH's resync at budget.Serving (BTC's sync would be at budget.Sync)", rest.starts)
+	}
+}
+
+// A book that holds no more than the published levels (synced from 100)
+// and runs dry is read again from as few, at the priority of a served book
+// out of sequence, not from a deep refresh's weight: it deepens after the
+// syncs.
+func TestAShallowBookRunDryIsReadAgainFromAsFewLevels(t *testing.T) {
+	s, rest := newDepletedBehindSync(t)
+	lp := s.byID(testID)
+	lp.mu.Lock()
+	lp.shallow = true
+	lp.mu.Unlock()
+	s.dispatch(snapshot.StreamBook)
+	rest.wait()
+	want := []startedRead{{budget.PurposeSnapshot, budget.Serving}, {budget.PurposeSnapshot, budget.Requested}}
+	if !slices.Equal(rest.starts, want) {
+		t.Fatalf("started %v, want the dry book's read as a served book's resync first, then the sync a request waits for", rest.starts)
+	}
+	if depth := s.snapshotDepth(tierResync); depth != s.cfg.SyncDepth {
+		t.Fatalf("a served book's resync reads %d levels, want the sync's %d", depth, s.cfg.SyncDepth)
 	}
 }
