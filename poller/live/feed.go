@@ -260,9 +260,10 @@ var kinds = [snapshot.NumStreams]kind{
 		// waits for: its sync may take the part of the book share held
 		// back for requests too, once it would otherwise go unused.
 		// A probe proves a book being served current: it goes before the
-		// syncs, within its own share.
+		// syncs, within its own share, and may take the serving reserve
+		// when a cold start's syncs have spent the rest of the minute.
 		prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierResync: budget.Serving,
-			tierProbe: budget.Sync, tierSync: budget.Sync},
+			tierProbe: budget.Serving, tierSync: budget.Sync},
 		weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 		due: func(s *Source, lp *pair, now time.Time) (bool, int, int) {
 			if !lp.books.live {
