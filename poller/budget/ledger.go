@@ -170,12 +170,12 @@ const (
 	// a fifth back for requests (see Caps.Of).
 	Background Priority = iota
 	// Sync reads every reader of a pair waits for, though no request
-	// waits yet (the snapshot that brings a book into sequence): all of
-	// the class's cap but its serving reserve, as Waiting reads. A cold
-	// start, or a venue-wide loss of sequence, is bound by how fast the
-	// venue's minute lets the books be read: kept back, the fifth for
-	// requests went to the trade backfills they waited for, and a cold
-	// start of 446 books took a third minute's weight.
+	// waits yet (the snapshot that brings a book into sequence): four
+	// fifths, and the fifth kept for requests as well once it would
+	// otherwise go unused: when the whole fifth is free again within
+	// SyncRelease of the read. A cold start then spends the whole budget,
+	// and requests that come during it still jump the queue, at once or
+	// within SyncRelease.
 	Sync
 	// Waiting reads keep the pairs requests read current (the REST polls
 	// of hot pairs): all of the class's cap but its serving reserve (see
@@ -224,6 +224,10 @@ func (b *Ledger) ceiling(caps Caps, class Class, prio Priority) int {
 	return c
 }
 
+// SyncRelease is the longest a request waits because Sync reads took the
+// part of a class's cap kept back for requests.
+const SyncRelease = 15 * time.Second
+
 // Take spends weight for purpose at now if the window's total stays within
 // the limit and the class's spend within its cap of caps for prio, and, for
 // a class that counts towards a parent's share as well, within the parent's
@@ -270,7 +274,7 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	if purpose == PurposeDeepen && prio < Waiting && b.byClass[class]+weight > caps.Of(class, false)-capped(caps[ClassBook])/4 {
 		return false
 	}
-	if (prio < Requested || fixedShare[class]) && !b.withinCaps(weight, class, caps, prio) {
+	if (prio < Requested || fixedShare[class]) && !b.withinCaps(now, weight, class, caps, prio) {
 		return false
 	}
 	b.add(now, weight, class)
@@ -280,9 +284,12 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 // withinCaps reports whether a read of weight of class at prio stays within
 // its class's cap and, for a class that counts towards a parent's share as
 // well, within the parent's cap for background reads.
-func (b *Ledger) withinCaps(weight int, class Class, caps Caps, prio Priority) bool {
+func (b *Ledger) withinCaps(now time.Time, weight int, class Class, caps Caps, prio Priority) bool {
 	all := b.ceiling(caps, class, prio)
-	if b.byClass[class]+weight > min(caps.Of(class, prio >= Sync), all) {
+	switch own := b.byClass[class] + weight; {
+	case own <= min(caps.Of(class, prio >= Waiting), all):
+	case prio == Sync && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all, b.limit).Sub(now) <= SyncRelease:
+	default:
 		return false
 	}
 	p := parentOf[class]
@@ -326,17 +333,29 @@ func (b *Ledger) FreeAt(now time.Time, weight int, caps Caps) time.Time {
 	if weight > limit {
 		return time.Time{}
 	}
-	// The window's entries expire oldest first: the first whose expiry
-	// leaves room is when the read fits.
-	total, at := b.total, now
+	return b.freeLocked(now, 0, weight, ClassBulk, math.MaxInt, limit)
+}
+
+// freeLocked is the earliest time at which weight fits limit and class's
+// classCap again if pending weight is spent at now and nothing after.
+func (b *Ledger) freeLocked(now time.Time, pending, weight int, class Class, classCap, limit int) time.Time {
+	fits := func(total, own int) bool { return total+weight <= limit && own+weight <= classCap }
+	total, own := b.total+pending, b.byClass[class]+pending
+	at := now
 	for _, e := range b.entries {
-		if total+weight <= limit {
+		if fits(total, own) {
 			return at
 		}
 		total -= e.weight
+		if e.class == class || parentOf[e.class] == class {
+			own -= e.weight
+		}
 		at = e.at.Add(window)
 	}
-	return at
+	if fits(total, own) {
+		return at
+	}
+	return now.Add(window) // only once the pending weight expires
 }
 
 // Spent returns the weight spent in the window ending at now.

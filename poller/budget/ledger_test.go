@@ -98,12 +98,12 @@ func TestCapsOf(t *testing.T) {
 	}
 }
 
-// The snapshots that sync books take the whole book share at once but its
-// serving reserve: a cold start is bound by the venue's minute, and a
-// request that comes once the share is spent is held only to the limit
-// (Requested), never to the share. Background reads leave a fifth for
-// requests; the serving reserve is found by a book being served all along.
-func TestSyncsTakeTheWholeShareButTheServingReserve(t *testing.T) {
+// The snapshots that sync books take four fifths of the book share at once
+// and the fifth kept for requests only when it would otherwise go unused:
+// a request that comes meanwhile is read at once, and one that comes after
+// waits at most SyncRelease. Neither takes the serving reserve, which a
+// book being served finds all along.
+func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 	b := NewLedger()
 	b.SetLimit(1000)
 	b.SetServingReserve(true)
@@ -112,29 +112,38 @@ func TestSyncsTakeTheWholeShareButTheServingReserve(t *testing.T) {
 	take := func(at time.Duration, prio Priority) bool {
 		return b.Take(t0.Add(at), 10, PurposeSnapshot, caps, prio)
 	}
-	if !take(0, Background) || b.Take(t0, 95, PurposeSnapshot, caps, Background) {
-		t.Fatal("a background read did not leave the fifth of the share (100 of 125)")
-	}
-	for i := range 11 {
-		if !take(time.Second, Sync) {
-			t.Fatalf("sync %d of a cold start refused within the share less its serving reserve", i+1)
+	for i := range 10 {
+		if !take(0, Sync) {
+			t.Fatalf("sync %d of a cold start refused within four fifths of the share", i+1)
 		}
 	}
-	if take(time.Second, Sync) || take(time.Second, Waiting) {
+	if take(time.Second, Sync) {
+		t.Fatal("a sync took the requests' fifth 59 s before the share frees")
+	}
+	if !take(time.Second, Waiting) {
+		t.Fatal("a request during the cold start did not find the fifth kept for it")
+	}
+	if take(44*time.Second, Sync) {
+		t.Fatal("a sync took the requests' fifth 16 s before the share frees")
+	}
+	if !take(45*time.Second, Sync) {
+		t.Fatal("the requests' fifth went unused 15 s before the share frees")
+	}
+	if take(45*time.Second, Sync) || take(45*time.Second, Waiting) {
 		t.Fatal("a read went past the book share less its serving reserve")
 	}
-	if !b.Take(t0.Add(time.Second), 5, PurposeDepleted, caps, Serving) {
+	if !b.Take(t0.Add(45*time.Second), 5, PurposeDepleted, caps, Serving) {
 		t.Fatal("a refresh of a book being served did not find the serving reserve")
 	}
-	if b.Take(t0.Add(time.Second), 1, PurposeDepleted, caps, Waiting) {
+	if b.Take(t0.Add(45*time.Second), 1, PurposeDepleted, caps, Waiting) {
 		t.Fatal("a read a request does not wait for went past the whole book share")
 	}
 	// A request waiting for its read is held to the limit, not to the
 	// share the last rounds' demand gave its class.
-	if at := b.FreeAt(t0.Add(time.Second), 10, caps); !at.Equal(t0.Add(time.Second)) {
-		t.Fatalf("a request after the syncs took the share waits %v, with the limit's room unspent", at.Sub(t0.Add(time.Second)))
+	if at := b.FreeAt(t0.Add(45*time.Second), 10, caps); !at.Equal(t0.Add(45 * time.Second)) {
+		t.Fatalf("a request after the syncs took the share waits %v, with the limit's room unspent", at.Sub(t0.Add(45*time.Second)))
 	}
-	if !b.Take(t0.Add(time.Second), 10, PurposeSnapshot, caps, Requested) {
+	if !b.Take(t0.Add(45*time.Second), 10, PurposeSnapshot, caps, Requested) {
 		t.Fatal("a request's read was refused by its class's cap with the limit's room unspent")
 	}
 }
@@ -310,8 +319,8 @@ func TestServingReserveOnlyWhenKept(t *testing.T) {
 }
 
 // Probes, which keep books being served answering, find the serving
-// reserve when a cold start's syncs have spent the rest of the minute, and
-// are held to their own share at any priority.
+// reserve when the rest of the minute is spent, and are held to their own
+// share at any priority.
 func TestProbesKeepToTheirOwnShare(t *testing.T) {
 	b := NewLedger()
 	b.SetLimit(1000)
@@ -319,11 +328,11 @@ func TestProbesKeepToTheirOwnShare(t *testing.T) {
 	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 40, ClassProbe: 10}})
 	t0 := time.Unix(1_000_000, 0)
-	for b.Take(t0, 10, PurposeSnapshot, caps, Sync) {
+	for b.Take(t0, 10, PurposeSnapshot, caps, Requested) {
 	}
 	for i := range 5 {
 		if !b.Take(t0, 2, PurposeProbe, caps, Serving) {
-			t.Fatalf("probe %d refused within its share, the syncs having spent all but the serving reserve", i+1)
+			t.Fatalf("probe %d refused within its share, the minute spent but the serving reserve", i+1)
 		}
 	}
 	if b.Take(t0, 2, PurposeProbe, caps, Serving) || b.Take(t0, 2, PurposeProbe, caps, Requested) {

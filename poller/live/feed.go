@@ -261,7 +261,7 @@ var kinds = [snapshot.NumStreams]kind{
 		// back for requests too, once it would otherwise go unused.
 		// A probe proves a book being served current: it goes before the
 		// syncs, within its own share, and may take the serving reserve
-		// when a cold start's syncs have spent the rest of the minute.
+		// when the rest of the minute is spent.
 		prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierResync: budget.Serving,
 			tierProbe: budget.Serving, tierSync: budget.Sync},
 		weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },

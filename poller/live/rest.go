@@ -93,11 +93,22 @@ const (
 
 // snapshotDepth is the depth of a snapshot read of a tier.
 func (s *Source) snapshotDepth(tier int) int {
-	if tier == tierSync || tier == tierResync {
+	switch tier {
+	case tierSync, tierResync:
 		return s.cfg.SyncDepth
+	case tierDeepen:
+		return min(deepenDepth, s.cfg.RefreshDepth)
 	}
 	return s.cfg.RefreshDepth
 }
+
+// deepenDepth is the depth a shallow book deepens to (see pair.shallow):
+// 500 levels at 10 weight rather than 1000 at 20, since every book of a
+// cold start deepens at once, and half the weight has every book serving
+// its 100 levels again twice as soon (446 books: 4,460 weight, about six
+// minutes of three quarters of the book share). The books that then run
+// short are refreshed from 1000 like any other.
+const deepenDepth = 5 * snapshot.MaxDepth
 
 // Sync starts the REST reads stream-fed pairs need: snapshots for the
 // books that are not in sequence or ask for a refresh, then backfills of
