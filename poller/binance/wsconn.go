@@ -24,13 +24,18 @@ type wsConn struct {
 	sl   *slot
 	ws   *websocket.Conn
 	pace pacer
-	done chan struct{} // closed when the reader has ended
-	err  error         // why the reader ended; read after done
+	// opened is when the handshake completed: the venue counts the
+	// connection's age from about then.
+	opened time.Time
+	done   chan struct{} // closed when the reader has ended
+	err    error         // why the reader ended; read after done
+	ended  time.Time     // when the reader ended; read after done
 	// lend holds the reader's depth levels from frame to frame (see
 	// decodeLent); only the reader uses it.
 	lend lender
 
 	retired atomic.Bool // closed on purpose: report nothing
+	broken  atomic.Bool // closed by its slot as broken: the venue did not close it
 
 	mu      sync.Mutex
 	routes  map[string]streamRef // names subscribed (or being subscribed)
@@ -63,6 +68,7 @@ func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 		sl:      sl,
 		ws:      ws,
 		pace:    pacer{every: time.Second / time.Duration(sl.s.preset.ControlPerSecond)},
+		opened:  time.Now(),
 		done:    make(chan struct{}),
 		routes:  make(map[string]streamRef),
 		pending: make(map[int64]chan reply),
@@ -197,6 +203,7 @@ func (c *wsConn) request(ctx context.Context, method string, names []string) (re
 // ends a read in progress as the context would.
 func (c *wsConn) readLoop(sink venue.Sink) {
 	defer close(c.done)
+	defer func() { c.ended = time.Now() }()
 	defer c.s.met.conns.Add(-1)
 	var buf bytes.Buffer
 	for {
