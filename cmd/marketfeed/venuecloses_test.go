@@ -90,6 +90,13 @@ func TestStreamVenueClosesOnItsSchedule(t *testing.T) {
 	if got := after["marketfeed_stream_venue_close_age_seconds"]; got <= 0 || limitOf*got >= age.Seconds() {
 		t.Errorf("learned closing age %vs, want one whose four fifths are under the venue's %s", got, age)
 	}
+	// /readyz says so too.
+	_, body := loadOpsSpec(t).get(t, "http://"+a.ops.Addr().String()+"/readyz")
+	var ready readiness
+	decode(t, body, &ready)
+	if st := ready.Streams; st == nil || st.VenueCloseAge != after["marketfeed_stream_venue_close_age_seconds"] || st.MaxAge > limitOf*st.VenueCloseAge {
+		t.Errorf("/readyz streams %+v, want the learned closing age and a max age four fifths of it: %s", st, body)
+	}
 	c.traffic.mu.Lock()
 	unavailable := c.traffic.byPhase["venue closes at 3 s"][http.StatusBadGateway]
 	c.traffic.mu.Unlock()
