@@ -180,6 +180,9 @@ func TestStreamsReplace(t *testing.T) {
 		if ev := h.v.events(); slices.Contains(ev, fmt.Sprintf("closed %d", oldMarket.n)) {
 			t.Fatalf("events %q: the old connection closed as soon as its replacement was acknowledged", ev)
 		}
+		if got := h.metric(`marketfeed_stream_connections`); got != "2" {
+			t.Errorf("%s connections in service during a replacement, want 2: one a slot", got)
+		}
 		oldMarket.send(t, `{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","E":5,"T":5,"s":"BTCUSDT","a":7,"p":"100","q":"1","m":false}}`)
 		synctest.Wait()
 		wantCalls(t, h.sink.take(), "trade BTCUSDT")

@@ -242,6 +242,7 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backo
 // close of old by the venue meanwhile is learned from like any other (see
 // closedBy).
 func (sl *slot) handOver(ctx context.Context, old *wsConn, d time.Duration) {
+	old.uncount()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -36,6 +36,10 @@ type wsConn struct {
 
 	retired atomic.Bool // closed on purpose: report nothing
 	broken  atomic.Bool // closed by its slot as broken: the venue did not close it
+	// counted is set while the connection counts in
+	// marketfeed_stream_connections: from its dial until its reader ends or
+	// it is replaced.
+	counted atomic.Bool
 
 	mu      sync.Mutex
 	routes  map[string]streamRef // names subscribed (or being subscribed)
@@ -74,6 +78,7 @@ func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 		pending: make(map[int64]chan reply),
 	}
 	sl.s.met.conns.Add(1)
+	c.counted.Store(true)
 	// The slot waits for done before it returns, so this goroutine is owned
 	// by Run like every other.
 	go c.readLoop(sink)
@@ -86,6 +91,15 @@ func (c *wsConn) closeNow() {
 	c.retired.Store(true)
 	_ = c.ws.CloseNow()
 	<-c.done
+}
+
+// uncount takes c out of the connections in service, once: a connection
+// being replaced is not counted beside its replacement, so that the count
+// says how many slots are connected.
+func (c *wsConn) uncount() {
+	if c.counted.CompareAndSwap(true, false) {
+		c.s.met.conns.Add(-1)
+	}
 }
 
 // retire closes a replaced connection politely and waits for its reader.
@@ -204,7 +218,7 @@ func (c *wsConn) request(ctx context.Context, method string, names []string) (re
 func (c *wsConn) readLoop(sink venue.Sink) {
 	defer close(c.done)
 	defer func() { c.ended = time.Now() }()
-	defer c.s.met.conns.Add(-1)
+	defer c.uncount()
 	var buf bytes.Buffer
 	for {
 		_, r, err := c.ws.Reader(context.Background())
