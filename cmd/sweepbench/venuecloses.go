@@ -52,11 +52,7 @@ func phaseCloseAge(maxAge time.Duration) time.Duration {
 func closeOnSchedule(ctx context.Context, cfg *config, env *pair, answers *answerLog) (venueCloses, error) {
 	v := venueCloses{Measured: true, Age: phaseCloseAge(cfg.wsMaxAge)}
 	v.For = venueCloseRounds * v.Age
-	s0, err := scrape(ctx, env.opsAddr)
-	if err != nil {
-		return v, err
-	}
-	ws0, err := venueStreams(ctx, env.venueURL)
+	s0, ws0, err := bothSides(ctx, env)
 	if err != nil {
 		return v, err
 	}
@@ -79,11 +75,7 @@ func closeOnSchedule(ctx context.Context, cfg *config, env *pair, answers *answe
 		return v, err
 	}
 	end := time.Now()
-	s2, err := scrape(ctx, env.opsAddr)
-	if err != nil {
-		return v, err
-	}
-	ws1, err := venueStreams(ctx, env.venueURL)
+	s2, ws1, err := bothSides(ctx, env)
 	if err != nil {
 		return v, err
 	}
@@ -104,16 +96,22 @@ type streamsReport struct {
 	Closes map[string]int64 `json:"closes"` // connections closed, by reason
 }
 
-func venueStreams(ctx context.Context, venueURL string) (streamsReport, error) {
+// bothSides reads marketfeed's metrics and venuesim's report of its stream
+// connections.
+func bothSides(ctx context.Context, env *pair) (metricsScrape, streamsReport, error) {
 	var r streamsReport
-	status, body := get(ctx, newClient(1), venueURL+"/_control/ws")
+	m, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return m, r, err
+	}
+	status, body := get(ctx, newClient(1), env.venueURL+"/_control/ws")
 	if status != http.StatusOK {
-		return r, fmt.Errorf("venuesim streams: status %d", status)
+		return m, r, fmt.Errorf("venuesim streams: status %d", status)
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
-		return r, fmt.Errorf("venuesim streams: %w", err)
+		return m, r, fmt.Errorf("venuesim streams: %w", err)
 	}
-	return r, nil
+	return m, r, nil
 }
 
 // bookAges summarizes the ages of the books answered in [from, to).
