@@ -211,9 +211,10 @@ func (v *fakeStreamVenue) serve(w http.ResponseWriter, r *http.Request) {
 		vc.msgs = append(vc.msgs, m)
 		vc.mu.Unlock()
 		v.mu.Lock()
-		refuse := v.refuse != nil && v.refuse(m.Method, m.Params)
+		hook := v.refuse
 		v.mu.Unlock()
-		if refuse {
+		// Not under mu: a hook may take its time, as a slow venue does.
+		if hook != nil && hook(m.Method, m.Params) {
 			_ = ws.Write(context.Background(), websocket.MessageText,
 				fmt.Appendf(nil, `{"error":{"code":2,"msg":"Invalid request"},"id":%d}`, m.ID))
 			continue

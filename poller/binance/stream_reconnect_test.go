@@ -239,6 +239,40 @@ func TestStreamsReplace(t *testing.T) {
 	})
 }
 
+// A connection the venue closes while its replacement waits for the
+// venue's acknowledgement has lost its streams for that while: they are
+// reported Lost, then Live once the replacement carries them, so that the
+// books hear that they may have missed events, as after any close.
+func TestStreamsReplacedConnectionClosedBeforeItsReplacementIsAcknowledged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start, market := time.Now(), firstTurn(time.Hour, 0, 0)
+		slow := func(method string, _ []string) bool {
+			if method == "SUBSCRIBE" && time.Since(start) >= market {
+				time.Sleep(time.Second) // the replacement's acknowledgement comes late
+			}
+			return false
+		}
+		h := startHarness(t, Binance, []string{"BTCUSDT"}, func(v *fakeStreamVenue) {
+			v.refuse = slow
+			v.maxAge = market + 500*time.Millisecond // the old connections are closed meanwhile
+		}, StreamOptions{MaxAge: time.Hour})
+		defer h.stop()
+		h.setVenueAge(0)
+		h.sink.take()
+		time.Sleep(market + 2*time.Second)
+		synctest.Wait()
+		var trades []string
+		for _, c := range h.sink.take() {
+			if strings.HasSuffix(c, " trades BTCUSDT") {
+				trades = append(trades, c)
+			}
+		}
+		if want := []string{"lost trades BTCUSDT", "live trades BTCUSDT"}; !slices.Equal(trades, want) {
+			t.Errorf("trades reports %q, want %q", trades, want)
+		}
+	})
+}
+
 // TestStreamsWatch: symbols added during Run are subscribed, on new
 // connections when the others are full; removed ones are unsubscribed.
 func TestStreamsWatch(t *testing.T) {

@@ -230,6 +230,16 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backo
 			// back-off and lose events as a failing connection would.
 			old := c
 			c = nc
+			select {
+			case <-old.done:
+				// The venue closed old before its replacement was
+				// acknowledged: its streams may have missed events in
+				// between, which the books must be told, as after any close,
+				// before they hear them live again.
+				old.reportLost(sink)
+				report(c.refs(), sink.Live)
+			default:
+			}
 			sl.handOver(ctx, old, handover(sl.s.period(time.Now())))
 		}
 	}

@@ -115,13 +115,18 @@ func (c *wsConn) reportLost(sink venue.Sink) {
 	if c.retired.Load() {
 		return
 	}
+	report(c.refs(), sink.Lost)
+}
+
+// refs returns what the streams routed to c stand for.
+func (c *wsConn) refs() []streamRef {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	refs := make([]streamRef, 0, len(c.routes))
 	for _, r := range c.routes {
 		refs = append(refs, r)
 	}
-	c.mu.Unlock()
-	report(refs, sink.Lost)
+	return refs
 }
 
 func (c *wsConn) names() []string {
