@@ -127,7 +127,8 @@ sweep:
 ## recovery: the same venue and aggregator (every pair every 10 s) through what goes wrong: the
 ## cold start (time, and weight as a share of the budget), a planned rotation of every stream
 ## connection, every connection cut at once (time until 99.9 % of the books are newer than the
-## cut, resyncs by cause, weight), CPU and RSS; 446 and 846 pairs, about 25 minutes.
+## cut, resyncs by cause, weight), the venue closing every connection at 20 s of age for a minute
+## (200 share, book age), CPU and RSS; 446 and 846 pairs, about 25 minutes.
 ## RECOVERY_ARGS passes flags, e.g. RECOVERY_ARGS="-extra 400".
 recovery:
 	$(GO) run ./cmd/sweepbench -recovery $(RECOVERY_ARGS)

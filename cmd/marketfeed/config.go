@@ -37,9 +37,10 @@ type Config struct {
 	// market streams. Empty means the venue's public stream URL; for
 	// binance the /public and /market paths are derived from it.
 	VenueWSURL string
-	// VenueWSMaxAge is -venue-ws-max-age: how long a market-stream
-	// connection serves before it is replaced. Zero means the venue's own
-	// limit (24 h on binance and aster) less 30 minutes.
+	// VenueWSMaxAge is -venue-ws-max-age: the oldest a market-stream
+	// connection grows before it is replaced. Zero means the venue's own
+	// limit (24 h on binance and aster) less 30 minutes. A venue seen
+	// closing connections younger has them replaced before its age.
 	VenueWSMaxAge time.Duration
 	// VenueWSLines is -venue-ws-lines: how many connections carry each
 	// market stream, 1, or 2 so that a dropped or replaced connection
@@ -171,7 +172,7 @@ func parseFlags(args []string, environ []string, stderr io.Writer) (*Config, err
 	fs.StringVar(&c.opsListen, "ops-listen", "127.0.0.1:9090", "`address` of /metrics /healthz /readyz /debug/pprof; empty: off")
 	fs.StringVar(&c.venue, "venue", simVenue, "venue `name`: "+strings.Join(venueNames(), " | "))
 	fs.StringVar(&c.venueURL, "venue-url", "", "base `URL` (http or https) of a Binance-compatible venue (default: that venue's public URL)")
-	durationVar(fs, &c.VenueWSMaxAge, "venue-ws-max-age", 0, "replace each market-stream connection after this `duration` (default: the venue's 24 h limit less 30 minutes; shorter for a proxy that closes sooner)")
+	durationVar(fs, &c.VenueWSMaxAge, "venue-ws-max-age", 0, "replace each market-stream connection by this age `duration` (default: the venue's 24 h limit less 30 minutes); a venue or proxy seen closing connections younger has them replaced before its own age")
 	intVar(fs, &c.VenueWSLines, "venue-ws-lines", 2, "`1|2` connections carrying each market stream: 2 keeps every event through the drop of any one connection, at twice the connections and about twice the frames read")
 	fs.StringVar(&c.VenueWSURL, "venue-ws-url", "", "base `URL` (ws or wss) of the venue's market streams (default: the -venue-url host when that is set, else that venue's public stream URL; binance: the /public and /market paths are derived from it)")
 	onOffVar(fs, &c.VenueStreams, "venue-streams", true, "read market streams, `on|off` (binance and aster; the simulated venue feeds the same path)")

@@ -39,6 +39,7 @@ import (
 
 	"marketfeed/cluster"
 	"marketfeed/poller"
+	"marketfeed/poller/binance"
 	"marketfeed/poller/live"
 	"marketfeed/poller/sim"
 	"marketfeed/poller/standby"
@@ -148,6 +149,19 @@ type app struct {
 
 	spotMu sync.Mutex
 	spot   []string // the spot list, for the poller running and the next
+
+	// rotation reports how the market streams replace their connections,
+	// for /readyz; nil without streams that say.
+	rotation atomic.Pointer[func() binance.Rotation]
+}
+
+// keepRotation keeps what st reports of how it replaces its connections,
+// when it does (the Binance-compatible venues' streams).
+func (a *app) keepRotation(st venue.Streams) {
+	if r, ok := st.(interface{ Rotation() binance.Rotation }); ok {
+		f := r.Rotation
+		a.rotation.Store(&f)
+	}
 }
 
 // ingest is a poller and the metrics it registers. A process alone has one
@@ -195,6 +209,7 @@ func (a *app) newIngest(share float64) *ingest {
 		pc.Streams, pc.Seed, pc.DepthEvery = a.relay.Streams(), a.seed, depthEvery
 	} else {
 		pc.Streams = newStreams(cfg, a.venue, a.log, set)
+		a.keepRotation(pc.Streams)
 	}
 	return &ingest{set: set, p: poller.New(pc)}
 }
@@ -634,8 +649,22 @@ type readiness struct {
 	// Sources says where books, trades and tickers come from while the
 	// venue's market streams are read.
 	Sources *poller.Sources `json:"sources,omitempty"`
+	// Streams says how the market streams' connections are replaced,
+	// while they are read.
+	Streams *streamRotation `json:"streams,omitempty"`
 	// Cluster says this member's part, with -cluster.
 	Cluster *clusterRole `json:"cluster,omitempty"`
+}
+
+// streamRotation is how the market streams replace their connections, in
+// /readyz.
+type streamRotation struct {
+	// MaxAge is the oldest a connection grows before it is replaced:
+	// -venue-ws-max-age, or less before the venue's own close.
+	MaxAge float64 `json:"max_age_seconds"`
+	// VenueCloseAge is the age at which the venue was seen closing
+	// connections on its own schedule; 0 when it was not, lately.
+	VenueCloseAge float64 `json:"venue_close_age_seconds"`
 }
 
 // clusterRole is a cluster member's part in /readyz.
@@ -664,6 +693,10 @@ func (a *app) readiness() readiness {
 		} else {
 			r.Ready, r.Reason = true, "ok"
 		}
+	}
+	if f := a.rotation.Load(); f != nil {
+		rot := (*f)()
+		r.Streams = &streamRotation{MaxAge: rot.MaxAge.Seconds(), VenueCloseAge: rot.VenueCloseAge.Seconds()}
 	}
 	if m := a.member; m != nil {
 		r.Cluster = &clusterRole{Role: "follower", Term: m.NewestTerm(), Leader: m.Leader(), Synced: m.Synced(), Members: m.Members()}
@@ -708,6 +741,7 @@ func (a *app) joinCluster() error {
 	a.nats, a.member = nc, m
 	if streams := newStreams(cfg, a.venue, a.log, a.metrics); streams != nil {
 		a.relay = standby.New(streams, a.held, a.metrics)
+		a.keepRotation(streams)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ var modeOnly = []struct {
 	// the embedded simulator has none.
 	{[]string{"marketfeed_stream_connections", "marketfeed_stream_per_connection", "marketfeed_stream_events_total",
 		"marketfeed_stream_duplicates_total", "marketfeed_stream_reconnects_total", "marketfeed_stream_subscribe_errors_total",
-		"marketfeed_stream_bad_frames_total"}, []string{modeSingle}},
+		"marketfeed_stream_bad_frames_total", "marketfeed_stream_venue_close_age_seconds", "marketfeed_stream_max_age_seconds"}, []string{modeSingle}},
 	// The poller's: a process alone, or a member that leads (or reads alone
 	// while NATS is away). A follower runs no poller.
 	{[]string{"marketfeed_venue_", "marketfeed_snapshot_age_seconds", "marketfeed_hot_pairs", "marketfeed_cold_load",

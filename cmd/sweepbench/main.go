@@ -94,7 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.venuesimBin, "venuesim-bin", "", "venuesim `binary` to run instead of building ./cmd/venuesim")
 	fs.StringVar(&c.marketfeedBin, "marketfeed-bin", "", "marketfeed `binary` to run instead of building ./cmd/marketfeed")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory with the binaries and both processes' logs")
-	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped (streams on; -round defaults to 10s, -duration to 2m30s)")
+	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped, the venue closing every connection young (streams on; -round defaults to 10s, -duration to 2m30s)")
 	fs.DurationVar(&c.wsMaxAge, "ws-max-age", 2*time.Minute, "with -recovery: marketfeed's -venue-ws-max-age, so that every connection is replaced within -duration")
 	fs.IntVar(&c.lines, "lines", 2, "with -recovery: marketfeed's -venue-ws-lines, `1|2` (its default, 2); with 2, one line's connections are also dropped")
 	fs.DurationVar(&c.outage, "outage", 0, "with -recovery: also cut every connection and have venuesim refuse new ones this long, so that every market misses events (0: not)")

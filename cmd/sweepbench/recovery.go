@@ -72,6 +72,9 @@ type recoveryResult struct {
 	// Outage is every connection cut and new ones refused for a while
 	// (-outage): every market then misses events.
 	Outage cut
+
+	// Closes is the venue closing every connection at an age of its own.
+	Closes venueCloses
 }
 
 // cut is what cutting every market-stream connection cost, from the cut
@@ -156,6 +159,7 @@ type answer struct {
 	pair   string
 	kind   string
 	status int
+	age    time.Duration // a book answered: its age; -1 for anything else
 }
 
 // answerLog keeps every answer of the recovery run's aggregator.
@@ -164,9 +168,15 @@ type answerLog struct {
 	all []answer
 }
 
-func (l *answerLog) record(kind, pair string, status int, _ []byte, at time.Time) {
+func (l *answerLog) record(kind, pair string, status int, body []byte, at time.Time) {
+	a := answer{at: at, pair: pair, kind: kind, status: status, age: -1}
+	if status == http.StatusOK && kind == "orderbook" {
+		if age, _, err := bookAge(body, at); err == nil {
+			a.age = age
+		}
+	}
 	l.mu.Lock()
-	l.all = append(l.all, answer{at: at, pair: pair, kind: kind, status: status})
+	l.all = append(l.all, a)
 	l.mu.Unlock()
 }
 
@@ -454,6 +464,11 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 		}
 	}
 
+	fmt.Fprintf(cfg.stdout, "  the venue closing every connection at %v of age\n", phaseCloseAge(cfg.wsMaxAge))
+	if res.Closes, err = closeOnSchedule(ctx, cfg, env, answers); err != nil {
+		return res, err
+	}
+
 	calls, err := fetchCalls(ctx, env.venueURL, env.t0)
 	if err != nil {
 		return res, err
@@ -652,6 +667,7 @@ func recoveryRows(r recoveryResult) []row {
 	out = append(out, lineRows(r.Line)...)
 	out = append(out, cutRows("every connection dropped", r.Pairs, r.Budget, r.Drop)...)
 	out = append(out, cutRows(fmt.Sprintf("every connection dropped, refused for %v", r.Outage.Outage), r.Pairs, r.Budget, r.Outage)...)
+	out = append(out, venueCloseRows(r.Closes)...)
 	return out
 }
 

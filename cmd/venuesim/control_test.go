@@ -166,12 +166,23 @@ func TestControlMarketNeedsSymbolAndListed(t *testing.T) {
 
 func postControl(t *testing.T, url string) {
 	t.Helper()
-	resp, err := http.Post(url, "", nil)
+	sendControl(t, http.MethodPost, url)
+}
+
+// sendControl sends a control request and fails the test unless it is
+// answered 204.
+func sendControl(t *testing.T, method, url string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("POST %s: %d", url, resp.StatusCode)
+		t.Fatalf("%s %s: %d", method, url, resp.StatusCode)
 	}
 }

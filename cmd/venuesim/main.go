@@ -30,6 +30,9 @@
 //	                                                     for: then refuse new connections that long)
 //	POST   /_control/gap?symbol=BTCUSDT[&events=1]      (skip depth events: the next pu does not chain)
 //	POST   /_control/silence?stream=btcusdt@aggTrade&for=30s
+//	POST   /_control/max-age?age=20s[&for=60s]           (close every connection at that age, open ones
+//	                                                     too, as -ws-max-age; for: then the flag's again)
+//	DELETE /_control/max-age                            (the flag's age again)
 //	GET    /_control/book?symbol=BTCUSDT&update_id=N&depth=100   (the true book at an update id)
 package main
 

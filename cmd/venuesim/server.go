@@ -221,6 +221,9 @@ func (s *venueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/_control/ws", "/_control/drop", "/_control/gap", "/_control/garble", "/_control/silence", "/_control/book":
 		s.streamControl(w, r)
 		return
+	case "/_control/max-age":
+		s.maxAgeControl(w, r)
+		return
 	}
 	if isStreamPath(r.URL.Path) {
 		if s.restOnly {
@@ -727,6 +730,35 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, depthBody(b))
 	}
+}
+
+// maxAgeControl sets the age at which the venue closes stream connections
+// (POST ?age=20s[&for=60s]) or restores the configured one (DELETE).
+func (s *venueServer) maxAgeControl(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+		q := r.URL.Query()
+		age, err := time.ParseDuration(q.Get("age"))
+		if err != nil || age <= 0 {
+			http.Error(w, "age: want a positive duration", http.StatusBadRequest)
+			return
+		}
+		var lasting time.Duration
+		if v := q.Get("for"); v != "" {
+			if lasting, err = time.ParseDuration(v); err != nil || lasting <= 0 {
+				http.Error(w, "for: want a positive duration", http.StatusBadRequest)
+				return
+			}
+		}
+		s.hub.setMaxAge(age, lasting)
+	case http.MethodDelete:
+		s.hub.setMaxAge(0, 0)
+	default:
+		w.Header().Set("Allow", "POST, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

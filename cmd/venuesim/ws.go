@@ -120,6 +120,13 @@ type wsHub struct {
 	opened      int64
 	skipped     int64
 	closes      map[string]int64
+	// age is the connection age the venue closes at when set at run time
+	// (see setMaxAge; zero: cfg.MaxAge), until ageUntil (zero: until told
+	// otherwise). ageChanged is closed and replaced whenever it changes, so
+	// that every connection's writer takes the new age at once.
+	age        time.Duration
+	ageUntil   time.Time
+	ageChanged chan struct{}
 
 	sent atomic.Int64 // frames written to connections
 
@@ -134,7 +141,7 @@ func newWSHub(cfg wsConfig, log *slog.Logger, hidden func(string) bool) *wsHub {
 		cfg: cfg, log: log, now: time.Now, hidden: hidden,
 		subs: make(map[string]map[*wsConn]struct{}), conns: make(map[int64]*wsConn),
 		silenced: make(map[string]time.Time), mute: make(map[string]time.Time), gaps: make(map[string]int), garbled: make(map[string]int),
-		slow: make(map[string]*depthAgg), closes: make(map[string]int64),
+		slow: make(map[string]*depthAgg), closes: make(map[string]int64), ageChanged: make(chan struct{}),
 	}
 }
 
@@ -319,11 +326,28 @@ func (h *wsHub) read(ws *websocket.Conn, c *wsConn, count func()) {
 	}
 }
 
-// write sends queued frames, closes the connection at its maximum age and
-// sends the close frame when the connection is killed.
+// write sends queued frames, closes the connection when it reaches the
+// venue's maximum age and sends the close frame when the connection is
+// killed.
 func (h *wsHub) write(ws *websocket.Conn, c *wsConn) {
-	age := time.NewTimer(h.cfg.MaxAge)
+	// age fires at the connection's maximum age; ruleEnds when an age set
+	// at run time lapses, and changed when another is set: either way the
+	// age in force is read again.
+	age, ruleEnds := time.NewTimer(time.Hour), time.NewTimer(time.Hour)
 	defer age.Stop()
+	defer ruleEnds.Stop()
+	var changed <-chan struct{}
+	arm := func() {
+		maxAge, until, ch := h.maxAge()
+		changed = ch
+		now := h.now()
+		age.Reset(max(c.opened.Add(maxAge).Sub(now), 0))
+		ruleEnds.Stop()
+		if !until.IsZero() {
+			ruleEnds.Reset(max(until.Sub(now), 0))
+		}
+	}
+	arm()
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -335,6 +359,10 @@ func (h *wsHub) write(ws *websocket.Conn, c *wsConn) {
 			return
 		case <-age.C:
 			c.kill(closeMaxAge)
+		case <-changed:
+			arm()
+		case <-ruleEnds.C:
+			arm()
 		case b := <-c.send:
 			// Not c.done: a write cut short by a kill would cut the
 			// connection before the close frame that says why.
@@ -856,6 +884,34 @@ func (h *wsHub) drop(id int64, line string, outage time.Duration) int {
 	return n
 }
 
+// setMaxAge makes the venue close every stream connection, those open and
+// those opened later, when it reaches age, as -ws-max-age does: one already
+// older is closed at once. After lasting (zero: until told otherwise) the
+// configured age is in force again; an age of zero restores it now. This is
+// a venue, or a proxy in front of it, whose connections live shorter than
+// its clients expect.
+func (h *wsHub) setMaxAge(age, lasting time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.age, h.ageUntil = age, time.Time{}
+	if age > 0 && lasting > 0 {
+		h.ageUntil = h.now().Add(lasting)
+	}
+	close(h.ageChanged)
+	h.ageChanged = make(chan struct{})
+}
+
+// maxAge returns the connection age in force, when it lapses (zero: it
+// does not), and a channel closed when another is set.
+func (h *wsHub) maxAge() (age time.Duration, until time.Time, changed <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.age > 0 && (h.ageUntil.IsZero() || h.now().Before(h.ageUntil)) {
+		return h.age, h.ageUntil, h.ageChanged
+	}
+	return h.cfg.MaxAge, time.Time{}, h.ageChanged
+}
+
 // shutdown closes every connection as the server stops.
 func (h *wsHub) shutdown() {
 	h.mu.Lock()
@@ -934,17 +990,19 @@ type wsStats struct {
 	Opened        int64            `json:"opened"`
 	Subscriptions int              `json:"subscriptions"`
 	Sent          int64            `json:"messages_sent"`
+	MaxAgeMs      int64            `json:"max_age_ms"` // the age at which connections are closed now
 	SkippedDepth  int64            `json:"skipped_depth_events"`
 	Closes        map[string]int64 `json:"closes"`
 	Conns         []wsConnStats    `json:"conns"`
 }
 
 func (h *wsHub) stats() wsStats {
+	age, _, _ := h.maxAge()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
 	st := wsStats{Connections: len(h.conns), Opened: h.opened, Sent: h.sent.Load(),
-		SkippedDepth: h.skipped, Closes: make(map[string]int64, len(h.closes)), Conns: []wsConnStats{}}
+		SkippedDepth: h.skipped, MaxAgeMs: age.Milliseconds(), Closes: make(map[string]int64, len(h.closes)), Conns: []wsConnStats{}}
 	for k, v := range h.closes {
 		st.Closes[k] = v
 	}

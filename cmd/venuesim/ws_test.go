@@ -761,7 +761,8 @@ func TestStreamControlsRejectBadParameters(t *testing.T) {
 	st := newStreamTest(t, defaultWSConfig())
 	for _, path := range []string{"/_control/drop?conn=x", "/_control/drop?for=0s", "/_control/drop?for=soon", "/_control/gap", "/_control/gap?symbol=BTCUSDT&events=0",
 		"/_control/silence?stream=btcusdt@aggTrade", "/_control/silence?for=1s", "/_control/silence?stream=a&for=soon",
-		"/_control/silence?symbol=BTCUSDT", "/_control/silence?stream=a&symbol=BTCUSDT&for=1s"} {
+		"/_control/silence?symbol=BTCUSDT", "/_control/silence?stream=a&symbol=BTCUSDT&for=1s",
+		"/_control/max-age", "/_control/max-age?age=0s", "/_control/max-age?age=soon", "/_control/max-age?age=1s&for=-1s"} {
 		resp, err := http.Post(st.url+path, "", nil)
 		if err != nil {
 			t.Fatal(err)

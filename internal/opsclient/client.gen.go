@@ -120,6 +120,9 @@ type Readiness struct {
 
 	// Sources Where each part of the data comes from; present while the venue's market streams are read.
 	Sources *Sources `json:"sources,omitempty"`
+
+	// Streams How the market-stream connections are replaced; present while the venue's market streams are read.
+	Streams *StreamRotation `json:"streams,omitempty"`
 }
 
 // SourceCounts A count of listed pairs by where their data comes from.
@@ -151,6 +154,15 @@ type Sources struct {
 
 // SourcesTickers `stream` while the tickers stream flows, `rest` otherwise.
 type SourcesTickers string
+
+// StreamRotation How the market-stream connections are replaced; present while the venue's market streams are read.
+type StreamRotation struct {
+	// MaxAgeSeconds The oldest a connection grows before it is replaced, make-before-break: `-venue-ws-max-age`, or four fifths of `venue_close_age_seconds` when that is shorter.
+	MaxAgeSeconds float32 `json:"max_age_seconds"`
+
+	// VenueCloseAgeSeconds The age at which the venue (or a proxy in front of it) was seen closing connections on its own schedule, from two of its closes that agree; 0 when it was not in the last 10 minutes.
+	VenueCloseAgeSeconds float32 `json:"venue_close_age_seconds"`
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,18 +30,23 @@ import (
 // reported Live once the venue acknowledged it, and Lost when its connection
 // closes, the venue refuses it, or one of its events cannot be used.
 //
-// Each connection is replaced before the venue's own daily close: a new
-// connection subscribes the same names and is acknowledged before the old
-// one is closed, so a replacement loses nothing and reports no Lost. The
-// first replacement of each connection comes at a different fraction of
-// MaxAge, so that replacements never coincide.
+// Each connection is replaced before the venue's own close: the daily one,
+// or a shorter one the venue's closes have shown (a proxy in front of it,
+// or a venue whose limit is shorter than documented: see rotation.go). A
+// new connection subscribes the same names and is acknowledged before the
+// old one is closed, a moment later (see slot.handOver), so a replacement
+// loses nothing and reports no Lost. Each connection's replacements come on
+// its own turn of the rotation period, so that replacements never
+// coincide, and a connection the venue closes on its schedule is dialled
+// again at once.
 //
 // With two lines (StreamOptions.Lines), every stream is carried by two
-// connections, one of each line, whose ages are staggered like any two
-// connections'. A symbol's event is delivered once, by whichever line
-// brings it first; the other copy is dropped after its ids are compared,
-// before its levels are read. A stream is reported Lost only when both its
-// connections lost it, so a line that drops or is replaced costs nothing.
+// connections, one of each line, whose turns are half a period apart. A
+// symbol's event is delivered once, by whichever line brings it first; the
+// other copy is dropped after its ids are compared, before its levels are
+// read. A stream is reported Lost only when both its connections lost it,
+// so a line that drops, is replaced or is closed by the venue costs
+// nothing.
 //
 // Its fields are the settings from New, the connections' bookkeeping under
 // mu (what the lines carry and what was delivered lock themselves), and
@@ -57,10 +61,15 @@ type Streams struct {
 	throttle *logthrottle.Throttle
 	met      *streamMetrics
 
-	nextID   atomic.Int64 // control message ids, unique across connections
-	nextSlot atomic.Int64 // staggers the connections' first replacement
-	carried  carriers     // which lines carry each stream live
-	dups     dedup        // what each symbol last delivered: copies are dropped
+	nextID  atomic.Int64 // control message ids, unique across connections
+	carried carriers     // which lines carry each stream live
+	dups    dedup        // what each symbol last delivered: copies are dropped
+	// epoch is where the slots' turns of the rotation period are counted
+	// from; closes what the venue's closes taught, and learnedAge the
+	// closing age last learned from them, in nanoseconds (0: none).
+	epoch      time.Time
+	closes     closeAges
+	learnedAge atomic.Int64
 
 	mu sync.Mutex
 	// perConn is the most streams a connection is given: the preset's
@@ -104,8 +113,9 @@ type StreamOptions struct {
 	// Metrics is where the stream metrics are registered; nil means a
 	// private set. A set holds the metrics of one Streams only.
 	Metrics *metrics.Set
-	// MaxAge is how long a connection serves before it is replaced; zero or
-	// negative means the preset's Lifetime less 30 minutes.
+	// MaxAge is the oldest a connection grows before it is replaced; zero
+	// or negative means the preset's Lifetime less 30 minutes. A venue seen
+	// closing connections younger has them replaced sooner.
 	MaxAge time.Duration
 	// Dial gives the options each connection is dialled with; nil means
 	// the defaults.
@@ -175,6 +185,7 @@ func NewStreams(p Preset, opts StreamOptions) *Streams {
 		log:      logger.With("component", "streams", "venue", p.Name),
 		dialOpts: dial,
 		throttle: logthrottle.New(time.Minute),
+		epoch:    time.Now(),
 		perConn:  sp.PerConn,
 		symbols:  make(map[string]bool),
 	}
@@ -188,6 +199,10 @@ func NewStreams(p Preset, opts StreamOptions) *Streams {
 		defer s.mu.Unlock()
 		return float64(s.perConn)
 	})
+	set.NewGauge(`marketfeed_stream_venue_close_age_seconds`, func() float64 {
+		return time.Duration(s.learnedAge.Load()).Seconds()
+	})
+	set.NewGauge(`marketfeed_stream_max_age_seconds`, func() float64 { return s.Rotation().MaxAge.Seconds() })
 	return s
 }
 
@@ -421,25 +436,31 @@ func (s *Streams) newSlot(l *line, g group) *slot {
 		path = s.preset.MarketPath
 	}
 	return &slot{
-		s:        s,
-		line:     l,
-		group:    g,
-		url:      s.base + path,
-		firstAge: staggeredAge(s.maxAge, s.nextSlot.Add(1)-1),
-		want:     make(map[string]streamRef),
-		resub:    make(map[string]bool),
-		wake:     make(chan struct{}, 1),
+		s:     s,
+		line:  l,
+		group: g,
+		url:   s.base + path,
+		phase: slotPhase(l.n, len(l.groups[groupDepth])+len(l.groups[groupMarket])),
+		want:  make(map[string]streamRef),
+		resub: make(map[string]bool),
+		wake:  make(chan struct{}, 1),
 	}
 }
 
-// staggeredAge is the age at which connection i is first replaced:
-// MaxAge less a fraction of up to half of it, the fractions following the
-// golden-ratio sequence, which never repeats and spreads any number of
-// connections evenly. Later replacements come a full MaxAge apart, so the
-// connections keep their spacing.
-func staggeredAge(maxAge time.Duration, i int64) time.Duration {
-	_, frac := math.Modf(float64(i) * (math.Sqrt(5) - 1) / 2)
-	return maxAge - time.Duration(frac*float64(maxAge)/2)
+// Rotation is how the streams replace their connections.
+type Rotation struct {
+	// VenueCloseAge is the age at which the venue was seen closing
+	// connections on its own schedule; zero when it was not (lately).
+	VenueCloseAge time.Duration
+	// MaxAge is the oldest a connection grows before it is replaced:
+	// StreamOptions.MaxAge, or less before a VenueCloseAge.
+	MaxAge time.Duration
+}
+
+// Rotation reports how the streams replace their connections now.
+func (s *Streams) Rotation() Rotation {
+	age := time.Duration(s.learnedAge.Load())
+	return Rotation{VenueCloseAge: age, MaxAge: rotationLimit(s.maxAge, age)}
 }
 
 // warn logs a problem of the streams at most once a minute per key, with

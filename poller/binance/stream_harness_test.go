@@ -63,13 +63,14 @@ type ctlMsg struct {
 
 // venueConn is one connection as the fake venue sees it.
 type venueConn struct {
-	n    int // order of acceptance, from 1
-	path string
-	ua   string // the User-Agent it was opened with
-	ws   *websocket.Conn
-	mu   sync.Mutex
-	msgs []ctlMsg
-	subs map[string]bool
+	n      int // order of acceptance, from 1
+	path   string
+	ua     string    // the User-Agent it was opened with
+	opened time.Time // when it was accepted
+	ws     *websocket.Conn
+	mu     sync.Mutex
+	msgs   []ctlMsg
+	subs   map[string]bool
 }
 
 func (vc *venueConn) messages() []ctlMsg {
@@ -99,7 +100,8 @@ func (vc *venueConn) send(t *testing.T, frame string) {
 
 // fakeStreamVenue speaks the venue's stream protocol: it accepts connections on
 // any path, acknowledges SUBSCRIBE and UNSUBSCRIBE unless refuse says
-// otherwise, and logs what happened in order.
+// otherwise, closes those it accepts while maxAge is set at that age, and
+// logs what happened in order.
 type fakeStreamVenue struct {
 	t   *testing.T
 	l   *pipeListener
@@ -111,7 +113,8 @@ type fakeStreamVenue struct {
 	conns  []*venueConn
 	log    []string // "acked 3", "closed 1": the order of events
 	refuse func(method string, params []string) bool
-	reject bool // answer every handshake with 503
+	reject bool          // answer every handshake with 503
+	maxAge time.Duration // close a connection at this age, as 1001 "max age"; 0: never
 }
 
 func newFakeStreamVenue(t *testing.T) *fakeStreamVenue {
@@ -181,9 +184,17 @@ func (v *fakeStreamVenue) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.mu.Lock()
-	vc := &venueConn{n: len(v.conns) + 1, path: r.URL.Path, ua: r.Header.Get("User-Agent"), ws: ws, subs: map[string]bool{}}
+	vc := &venueConn{n: len(v.conns) + 1, path: r.URL.Path, ua: r.Header.Get("User-Agent"), opened: time.Now(), ws: ws, subs: map[string]bool{}}
 	v.conns = append(v.conns, vc)
+	maxAge := v.maxAge
 	v.mu.Unlock()
+	if maxAge > 0 {
+		aged := time.AfterFunc(maxAge, func() {
+			v.note("aged %d", vc.n)
+			_ = ws.Close(websocket.StatusGoingAway, "max age")
+		})
+		defer aged.Stop()
+	}
 	for {
 		_, b, err := ws.Read(context.Background())
 		if err != nil {
@@ -200,9 +211,10 @@ func (v *fakeStreamVenue) serve(w http.ResponseWriter, r *http.Request) {
 		vc.msgs = append(vc.msgs, m)
 		vc.mu.Unlock()
 		v.mu.Lock()
-		refuse := v.refuse != nil && v.refuse(m.Method, m.Params)
+		hook := v.refuse
 		v.mu.Unlock()
-		if refuse {
+		// Not under mu: a hook may take its time, as a slow venue does.
+		if hook != nil && hook(m.Method, m.Params) {
 			_ = ws.Write(context.Background(), websocket.MessageText,
 				fmt.Appendf(nil, `{"error":{"code":2,"msg":"Invalid request"},"id":%d}`, m.ID))
 			continue
@@ -297,17 +309,22 @@ func startStreams(t *testing.T, p Preset, maxAge time.Duration, symbols []string
 // startStreamsWith starts Streams against a venue that refuses the control
 // messages refuse picks.
 func startStreamsWith(t *testing.T, p Preset, maxAge time.Duration, symbols []string, refuse func(string, []string) bool) *harness {
-	return startHarness(t, p, symbols, refuse, StreamOptions{MaxAge: maxAge})
+	return startHarness(t, p, symbols, func(v *fakeStreamVenue) { v.refuse = refuse }, StreamOptions{MaxAge: maxAge})
 }
 
-// startHarness starts Streams with the options o (its venue, logger and
-// metrics set by the harness).
-func startHarness(t *testing.T, p Preset, symbols []string, refuse func(string, []string) bool, o StreamOptions) *harness {
+// startHarness starts Streams with the options o (its venue and metrics set
+// by the harness, and its logger unless o has one) against a venue that
+// setup, when not nil, prepares.
+func startHarness(t *testing.T, p Preset, symbols []string, setup func(*fakeStreamVenue), o StreamOptions) *harness {
 	v := newFakeStreamVenue(t)
-	v.refuse = refuse
+	if setup != nil {
+		setup(v)
+	}
 	h := &harness{t: t, v: v, sink: &recordSink{}, set: metrics.NewSet(), done: make(chan error, 1)}
 	o.BaseURL = "ws://venue"
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	o.Metrics = h.set
 	o.Dial = func() DialOptions { return DialOptions{HTTPClient: v.hc} }
 	h.s = NewStreams(p, o)

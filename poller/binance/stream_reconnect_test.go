@@ -103,7 +103,7 @@ func TestStreamsReconnectAtOnceAfterARotation(t *testing.T) {
 		h := startStreams(t, Binance, maxAge, []string{"BTCUSDT"})
 		defer h.stop()
 		old := h.conn("/public/stream", "btcusdt@depth@100ms")
-		time.Sleep(staggeredAge(maxAge, 1) + time.Second)
+		time.Sleep(firstTurn(maxAge, 0, 1) + time.Second) // the depth slot is line A's second
 		synctest.Wait()
 		h.sink.take()
 		rotated := h.conn("/public/stream", "btcusdt@depth@100ms")
@@ -146,9 +146,10 @@ func TestStreamsRefused(t *testing.T) {
 	})
 }
 
-// TestStreamsReplace: at MaxAge a connection is replaced: the new one is
-// acknowledged before the old one is closed, nothing is reported Lost, and
-// connections are replaced at different times.
+// TestStreamsReplace: a connection is replaced on its slot's turn, within
+// MaxAge: the new one is acknowledged before the old one is closed, nothing
+// is reported Lost, connections are replaced at different times, and each
+// again a rotation period later.
 func TestStreamsReplace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startStreams(t, Binance, time.Hour, []string{"BTCUSDT", "ETHUSDT"})
@@ -157,18 +158,47 @@ func TestStreamsReplace(t *testing.T) {
 		oldDepth := h.conn("/public/stream", "btcusdt@depth@100ms")
 		oldMarket := h.conn("/market/stream", "btcusdt@aggTrade")
 
-		// The market connection was made first and is replaced at MaxAge;
-		// the depth connection earlier, at MaxAge less a fraction.
-		time.Sleep(staggeredAge(time.Hour, 1) - time.Second)
+		// The market slot was made first (it carries the ticker stream) and
+		// its turn comes first; the depth slot's a fraction later.
+		market, depth := firstTurn(time.Hour, 0, 0), firstTurn(time.Hour, 0, 1)
+		if market >= depth || depth > time.Hour {
+			t.Fatalf("turns at %s and %s: want the market slot's first, both within MaxAge", market, depth)
+		}
+		time.Sleep(market - time.Second)
 		synctest.Wait()
 		if n := len(h.v.connections()); n != 2 {
 			t.Fatalf("%d connections before the first replacement", n)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if c := h.conn("/market/stream", "btcusdt@aggTrade"); c == oldMarket {
+			t.Fatal("market connection not replaced on its turn")
+		}
+		// The old connection is kept beside its replacement for a moment:
+		// what the venue sent it before the replacement was acknowledged
+		// is still delivered.
+		if ev := h.v.events(); slices.Contains(ev, fmt.Sprintf("closed %d", oldMarket.n)) {
+			t.Fatalf("events %q: the old connection closed as soon as its replacement was acknowledged", ev)
+		}
+		if got := h.metric(`marketfeed_stream_connections`); got != "2" {
+			t.Errorf("%s connections in service during a replacement, want 2: one a slot", got)
+		}
+		oldMarket.send(t, `{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","E":5,"T":5,"s":"BTCUSDT","a":7,"p":"100","q":"1","m":false}}`)
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "trade BTCUSDT")
+		time.Sleep(maxHandover)
+		synctest.Wait()
+		if ev := h.v.events(); !slices.Contains(ev, fmt.Sprintf("closed %d", oldMarket.n)) {
+			t.Fatalf("events %q: the old connection still open after the handover", ev)
+		}
+		if c := h.conn("/public/stream", "btcusdt@depth@100ms"); c != oldDepth {
+			t.Error("depth connection replaced at the same time")
+		}
+		time.Sleep(depth - market)
 		synctest.Wait()
 		newDepth := h.conn("/public/stream", "btcusdt@depth@100ms")
 		if newDepth == oldDepth {
-			t.Fatal("depth connection not replaced")
+			t.Fatal("depth connection not replaced on its turn")
 		}
 		if got := newDepth.streams(); !slices.Equal(got, []string{"btcusdt@depth@100ms", "ethusdt@depth@100ms"}) {
 			t.Errorf("new depth streams %v", got)
@@ -182,30 +212,63 @@ func TestStreamsReplace(t *testing.T) {
 		if calls := h.sink.take(); len(calls) != 0 {
 			t.Errorf("sink calls during a replacement: %q", calls)
 		}
-		if c := h.conn("/market/stream", "btcusdt@aggTrade"); c != oldMarket {
-			t.Error("market connection replaced at the same time")
-		}
 		// Events flow on the new connection.
 		newDepth.send(t, `{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[],"a":[["2","1"]]}}`)
 		synctest.Wait()
 		wantCalls(t, h.sink.take(), "depth BTCUSDT")
 
-		time.Sleep(time.Hour - staggeredAge(time.Hour, 1))
+		// A rotation period later, each is replaced again.
+		period := time.Duration(periodOfLimit * float64(time.Hour))
+		time.Sleep(period)
 		synctest.Wait()
-		if c := h.conn("/market/stream", "btcusdt@aggTrade"); c == oldMarket {
-			t.Error("market connection not replaced at MaxAge")
+		if c := h.conn("/public/stream", "btcusdt@depth@100ms"); c == newDepth {
+			t.Error("depth connection not replaced a period after its first replacement")
 		}
 		if calls := h.sink.take(); len(calls) != 0 {
 			t.Errorf("sink calls during a replacement: %q", calls)
 		}
 		for name, want := range map[string]string{
-			`marketfeed_stream_reconnects_total{reason="rotated"}`: "2",
+			`marketfeed_stream_reconnects_total{reason="rotated"}`: "4",
 			`marketfeed_stream_reconnects_total{reason="closed"}`:  "0",
 			`marketfeed_stream_connections`:                        "2",
 		} {
 			if got := h.metric(name); got != want {
 				t.Errorf("%s = %s, want %s", name, got, want)
 			}
+		}
+	})
+}
+
+// A connection the venue closes while its replacement waits for the
+// venue's acknowledgement has lost its streams for that while: they are
+// reported Lost, then Live once the replacement carries them, so that the
+// books hear that they may have missed events, as after any close.
+func TestStreamsReplacedConnectionClosedBeforeItsReplacementIsAcknowledged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start, market := time.Now(), firstTurn(time.Hour, 0, 0)
+		slow := func(method string, _ []string) bool {
+			if method == "SUBSCRIBE" && time.Since(start) >= market {
+				time.Sleep(time.Second) // the replacement's acknowledgement comes late
+			}
+			return false
+		}
+		h := startHarness(t, Binance, []string{"BTCUSDT"}, func(v *fakeStreamVenue) {
+			v.refuse = slow
+			v.maxAge = market + 500*time.Millisecond // the old connections are closed meanwhile
+		}, StreamOptions{MaxAge: time.Hour})
+		defer h.stop()
+		h.setVenueAge(0)
+		h.sink.take()
+		time.Sleep(market + 2*time.Second)
+		synctest.Wait()
+		var trades []string
+		for _, c := range h.sink.take() {
+			if strings.HasSuffix(c, " trades BTCUSDT") {
+				trades = append(trades, c)
+			}
+		}
+		if want := []string{"lost trades BTCUSDT", "live trades BTCUSDT"}; !slices.Equal(trades, want) {
+			t.Errorf("trades reports %q, want %q", trades, want)
 		}
 	})
 }

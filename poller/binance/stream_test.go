@@ -118,21 +118,6 @@ func TestPacer(t *testing.T) {
 	})
 }
 
-func TestStaggeredAge(t *testing.T) {
-	const maxAge = 23*time.Hour + 30*time.Minute
-	seen := map[time.Duration]bool{}
-	for i := range int64(64) {
-		a := staggeredAge(maxAge, i)
-		if a > maxAge || a < maxAge/2 || seen[a] {
-			t.Fatalf("connection %d first replaced at %v (seen before: %v)", i, a, seen[a])
-		}
-		seen[a] = true
-	}
-	if a := staggeredAge(maxAge, 0); a != maxAge {
-		t.Errorf("first connection at %v, want %v", a, maxAge)
-	}
-}
-
 // conn returns the newest connection on path that carries name.
 func (h *harness) conn(path, name string) *venueConn {
 	h.t.Helper()

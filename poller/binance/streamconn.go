@@ -16,18 +16,20 @@ import (
 
 // slot is one connection's worth of streams: the names it should carry and
 // the goroutine that keeps a connection carrying them, reconnecting after a
-// close and replacing the connection before the venue's daily close.
+// close and replacing the connection before the venue's close.
 type slot struct {
-	s        *Streams
-	line     *line
-	group    group
-	url      string
-	firstAge time.Duration
+	s     *Streams
+	line  *line
+	group group
+	url   string
+	phase float64 // where in the rotation period its turns fall (see slotPhase)
 
 	mu    sync.Mutex
 	want  map[string]streamRef
 	resub map[string]bool // names to unsubscribe and subscribe again
-	wake  chan struct{}   // holds a token when want or resub changed
+	// wake holds a token when want or resub changed, or the rotation
+	// period did.
+	wake chan struct{}
 
 	// blocked holds names the venue refused, not retried before the retry
 	// timer fires. Only the slot's goroutine uses it.
@@ -115,7 +117,6 @@ func (sl *slot) takeResubs() []string {
 func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 	sink = lineSink{Sink: sink, s: sl.s, line: sl.line.n}
 	bo := reconnects()
-	age := sl.firstAge
 	for ctx.Err() == nil {
 		if sl.size() == 0 {
 			select {
@@ -135,12 +136,12 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 			_ = backoff.Sleep(ctx, bo.Next())
 			continue
 		}
-		healthy := sl.serve(ctx, c, age, sink, &bo)
-		age = sl.s.maxAge
-		// A connection that had been healthy is dialled again at once: its
-		// books are suspended, and each heartbeat of waiting is one more
-		// chance that a book misses an update and needs a snapshot. A
-		// connection that keeps failing backs off.
+		healthy := sl.serve(ctx, c, sink, &bo)
+		// A connection that had been healthy, or that the venue closed on
+		// its schedule, is dialled again at once: its books are suspended,
+		// and each heartbeat of waiting is one more chance that a book
+		// misses an update and needs a snapshot. A connection that keeps
+		// failing backs off.
 		if ctx.Err() == nil && !healthy {
 			_ = backoff.Sleep(ctx, bo.Next())
 		}
@@ -151,10 +152,15 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 // slot's names until the connection closes or ctx is done, and returns once
 // its reader has ended. A closed connection's streams are reported Lost.
 // healthy reports a connection (with the ones it replaced as planned) that
-// served longer than backoffMax before the venue closed it.
-func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink venue.Sink, bo *backoff.Retries) (healthy bool) {
+// served longer than backoffMax before the venue closed it, or that the
+// venue closed on its schedule.
+func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backoff.Retries) (healthy bool) {
 	since := time.Now()
-	ageTimer := time.NewTimer(age)
+	// The replacement is due at the slot's turn (see replaceAt), which moves
+	// when the venue's closes teach a closing age; after a replacement
+	// failed, not before retryAt. armed is when ageTimer fires.
+	var armed, retryAt time.Time
+	ageTimer := time.NewTimer(time.Hour)
 	defer ageTimer.Stop()
 	rotate := reconnects()
 	var retry <-chan time.Time
@@ -166,20 +172,28 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 		switch {
 		case err != nil && ctx.Err() == nil:
 			sl.s.warn("sync "+sl.url, "market stream connection broken", "url", sl.url, "err", err)
+			c.broken.Store(true)
 			_ = c.ws.CloseNow()
 		case refused && retry == nil:
 			retry = time.After(refusals.Next())
 		case !refused && retry == nil:
 			refusals.Reset()
 		}
+		now := time.Now()
+		if at := later(sl.s.replaceAt(sl, c.opened, now), retryAt); !at.Equal(armed) {
+			armed = at
+			ageTimer.Reset(at.Sub(now))
+		}
 		select {
 		case <-ctx.Done():
 			c.closeNow()
 			return false
 		case <-c.done:
-			// A connection that lived long enough was healthy: the next one
-			// starts the back-off afresh.
-			if healthy = time.Since(since) > backoffMax; healthy {
+			// A connection that lived long enough was healthy, and so was one
+			// the venue closed on its schedule: the next one starts the
+			// back-off afresh. One the slot broke itself teaches nothing.
+			scheduled := sl.s.closedBy(c)
+			if healthy = scheduled || time.Since(since) > backoffMax; healthy {
 				bo.Reset()
 			}
 			sl.s.met.closed.Inc()
@@ -196,6 +210,7 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 			retry = nil
 			clear(sl.blocked)
 		case <-ageTimer.C:
+			armed = time.Time{}
 			nc, err := sl.replace(ctx, c, sink)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -203,10 +218,11 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 				}
 				sl.s.met.refused.Inc()
 				sl.s.warn("replace "+sl.url, "market stream replacement failed; keeping the old connection", "url", sl.url, "err", err)
-				ageTimer.Reset(rotate.Next())
+				retryAt = time.Now().Add(rotate.Next())
 				continue
 			}
 			rotate.Reset()
+			retryAt = time.Time{}
 			sl.s.met.rotated.Inc()
 			// The replacement carries on the same service without a break:
 			// its age for the back-off is the slot's, not its own, or a
@@ -214,10 +230,40 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, age time.Duration, sink ve
 			// back-off and lose events as a failing connection would.
 			old := c
 			c = nc
-			old.retire()
-			ageTimer.Reset(sl.s.maxAge)
+			select {
+			case <-old.done:
+				// The venue closed old before its replacement was
+				// acknowledged: its streams may have missed events in
+				// between, which the books must be told, as after any close,
+				// before they hear them live again.
+				old.reportLost(sink)
+				report(c.refs(), sink.Live)
+			default:
+			}
+			sl.handOver(ctx, old, handover(sl.s.period(time.Now())))
 		}
 	}
+}
+
+// handOver closes old, just replaced, after keeping it beside its
+// replacement for d: the replacement delivers from the moment the venue
+// acknowledged it, while old may still hold events the venue sent it
+// before, which the books need and, with one line, nothing else brings. A
+// close of old by the venue meanwhile is learned from like any other (see
+// closedBy).
+func (sl *slot) handOver(ctx context.Context, old *wsConn, d time.Duration) {
+	old.uncount()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		old.closeNow()
+		return
+	case <-old.done:
+		sl.s.closedBy(old)
+	}
+	old.retire()
 }
 
 // sync brings c's subscriptions in line with the slot: names no longer
@@ -318,6 +364,14 @@ func (sl *slot) replace(ctx context.Context, old *wsConn, sink venue.Sink) (*wsC
 	}
 	report(fresh, sink.Live)
 	return nc, nil
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // report calls fn once per stream kind with the symbols of refs; the

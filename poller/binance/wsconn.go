@@ -24,13 +24,22 @@ type wsConn struct {
 	sl   *slot
 	ws   *websocket.Conn
 	pace pacer
-	done chan struct{} // closed when the reader has ended
-	err  error         // why the reader ended; read after done
+	// opened is when the handshake completed: the venue counts the
+	// connection's age from about then.
+	opened time.Time
+	done   chan struct{} // closed when the reader has ended
+	err    error         // why the reader ended; read after done
+	ended  time.Time     // when the reader ended; read after done
 	// lend holds the reader's depth levels from frame to frame (see
 	// decodeLent); only the reader uses it.
 	lend lender
 
 	retired atomic.Bool // closed on purpose: report nothing
+	broken  atomic.Bool // closed by its slot as broken: the venue did not close it
+	// counted is set while the connection counts in
+	// marketfeed_stream_connections: from its dial until its reader ends or
+	// it is replaced.
+	counted atomic.Bool
 
 	mu      sync.Mutex
 	routes  map[string]streamRef // names subscribed (or being subscribed)
@@ -63,11 +72,13 @@ func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 		sl:      sl,
 		ws:      ws,
 		pace:    pacer{every: time.Second / time.Duration(sl.s.preset.ControlPerSecond)},
+		opened:  time.Now(),
 		done:    make(chan struct{}),
 		routes:  make(map[string]streamRef),
 		pending: make(map[int64]chan reply),
 	}
 	sl.s.met.conns.Add(1)
+	c.counted.Store(true)
 	// The slot waits for done before it returns, so this goroutine is owned
 	// by Run like every other.
 	go c.readLoop(sink)
@@ -80,6 +91,15 @@ func (c *wsConn) closeNow() {
 	c.retired.Store(true)
 	_ = c.ws.CloseNow()
 	<-c.done
+}
+
+// uncount takes c out of the connections in service, once: a connection
+// being replaced is not counted beside its replacement, so that the count
+// says how many slots are connected.
+func (c *wsConn) uncount() {
+	if c.counted.CompareAndSwap(true, false) {
+		c.s.met.conns.Add(-1)
+	}
 }
 
 // retire closes a replaced connection politely and waits for its reader.
@@ -95,13 +115,18 @@ func (c *wsConn) reportLost(sink venue.Sink) {
 	if c.retired.Load() {
 		return
 	}
+	report(c.refs(), sink.Lost)
+}
+
+// refs returns what the streams routed to c stand for.
+func (c *wsConn) refs() []streamRef {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	refs := make([]streamRef, 0, len(c.routes))
 	for _, r := range c.routes {
 		refs = append(refs, r)
 	}
-	c.mu.Unlock()
-	report(refs, sink.Lost)
+	return refs
 }
 
 func (c *wsConn) names() []string {
@@ -197,7 +222,8 @@ func (c *wsConn) request(ctx context.Context, method string, names []string) (re
 // ends a read in progress as the context would.
 func (c *wsConn) readLoop(sink venue.Sink) {
 	defer close(c.done)
-	defer c.s.met.conns.Add(-1)
+	defer func() { c.ended = time.Now() }()
+	defer c.uncount()
 	var buf bytes.Buffer
 	for {
 		_, r, err := c.ws.Reader(context.Background())
