@@ -20,6 +20,7 @@ import (
 	"marketfeed/internal/promtext"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
+	"marketfeed/snapshot"
 )
 
 // member is one replica under test.
@@ -270,13 +271,20 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 	// Each follower holds the depth of every book and the events since it:
 	// the leader publishes them every few seconds, and the next one starts
 	// its books there. (The first depth of a pair may find the events up
-	// to a later book gone; the next one will not.)
-	deadline := time.Now().Add(3 * depthEvery)
+	// to a later book gone; the next one will not.) The leader's books
+	// start from 100 levels and deepen once all are in sequence: the
+	// depths a new leader starts from are those of books deepened, as a
+	// leader that has run a while holds.
+	deep := func(d *snapshot.Depth) bool {
+		bids, asks := d.Sides()
+		return min(len(bids), len(asks)) > snapshot.MaxDepth
+	}
+	deadline := time.Now().Add(6 * depthEvery)
 	for _, m := range rest {
 		for _, p := range leader.a.store.Pairs().List() {
-			for d := m.a.store.Depth([]byte(p.TickerID)); d == nil || !m.a.relay.Continues(p.TickerID, d.Seq()); d = m.a.store.Depth([]byte(p.TickerID)) {
+			for d := m.a.store.Depth([]byte(p.TickerID)); d == nil || !deep(d) || !m.a.relay.Continues(p.TickerID, d.Seq()); d = m.a.store.Depth([]byte(p.TickerID)) {
 				if time.Now().After(deadline) {
-					t.Fatalf("%s holds no depth of %s that its events go on from after %s", m.name, p.TickerID, 3*depthEvery)
+					t.Fatalf("%s holds no deepened depth of %s that its events go on from after %s", m.name, p.TickerID, 6*depthEvery)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
