@@ -10,24 +10,35 @@ import (
 	"marketfeed/snapshot"
 )
 
+// probeMaxStale is the probe tests' max-stale: a book is probed after 2 s
+// of quiet.
+const probeMaxStale = 6 * time.Second
+
+// newProbeWorld is a stream world of n books at probeMaxStale, each synced
+// and a few events in.
+func newProbeWorld(t *testing.T, n int, cfg Config) *streamWorld {
+	cfg.MaxStale = probeMaxStale
+	w := newStreamWorld(t, n, cfg)
+	w.goLive(2400, 5)
+	for range 5 {
+		w.tick()
+	}
+	return w
+}
+
 // A quiet book that requests read goes on answering: every few seconds a
 // probe of a few levels proves it current, and it is published as read at
 // the probe. A quiet book nobody reads is not probed and ages out; the
 // first request for it waits for its probe and is answered.
 func TestQuietBookIsProvenCurrentByProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const maxStale = 6 * time.Second // probes after 2 s of quiet
-		w := newStreamWorld(t, 2, Config{MaxStale: maxStale})
+		w := newProbeWorld(t, 2, Config{})
 		defer w.stop()
-		w.goLive(2400, 5)
-		for range 5 {
-			w.tick()
-		}
 		read, quiet := pairID(1), pairID(2)
 		w.p.Want([]byte(read), snapshot.StreamBook)
-		time.Sleep(3 * maxStale) // the market is quiet: no event
+		time.Sleep(3 * probeMaxStale) // the market is quiet: no event
 		synctest.Wait()
-		if !w.store.FreshAt(snapshot.StreamBook, []byte(read), time.Now().UnixNano(), maxStale) {
+		if !w.store.FreshAt(snapshot.StreamBook, []byte(read), time.Now().UnixNano(), probeMaxStale) {
 			t.Fatal("a quiet book that requests read aged out: no probe proved it current")
 		}
 		b := w.book(0)
@@ -43,15 +54,15 @@ func TestQuietBookIsProvenCurrentByProbes(t *testing.T) {
 		if n := w.v.probes(w.symbols[1]); n != 0 {
 			t.Fatalf("%d probes of a book nobody reads", n)
 		}
-		if w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), maxStale) {
+		if w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), probeMaxStale) {
 			t.Fatal("a quiet book nobody reads is still fresh with nothing to prove it")
 		}
 		if err := w.p.Load(t.Context(), quiet, snapshot.StreamBook); err != nil {
 			t.Fatalf("first request for a quiet book: %v", err)
 		}
-		if !w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), maxStale) || w.v.probes(w.symbols[1]) != 1 {
+		if !w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), probeMaxStale) || w.v.probes(w.symbols[1]) != 1 {
 			t.Fatalf("after its request: fresh %v with %d probes, want fresh after one",
-				w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), maxStale), w.v.probes(w.symbols[1]))
+				w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), probeMaxStale), w.v.probes(w.symbols[1]))
 		}
 		if n := w.v.syncs(""); n != 2 {
 			t.Fatalf("%d syncs, want one a book", n)
@@ -65,13 +76,8 @@ func TestQuietBookIsProvenCurrentByProbes(t *testing.T) {
 // of the venue's book, never the silent stream's stale one.
 func TestSilentSubscriptionIsFoundOutByAProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const maxStale = 6 * time.Second
-		w := newStreamWorld(t, 2, Config{MaxStale: maxStale})
+		w := newProbeWorld(t, 2, Config{})
 		defer w.stop()
-		w.goLive(2400, 5)
-		for range 5 {
-			w.tick()
-		}
 		id, sym := pairID(1), w.symbols[0]
 		w.p.Want([]byte(id), snapshot.StreamBook)
 		silentAt := w.book(0).Time()
@@ -98,9 +104,9 @@ func TestSilentSubscriptionIsFoundOutByAProbe(t *testing.T) {
 			w.tick(sym)
 		}
 		b := w.book(0)
-		if b.Time() <= silentAt || !w.store.FreshAt(snapshot.StreamBook, []byte(id), time.Now().UnixNano(), maxStale) {
+		if b.Time() <= silentAt || !w.store.FreshAt(snapshot.StreamBook, []byte(id), time.Now().UnixNano(), probeMaxStale) {
 			t.Fatalf("served a book of venue time %d (the silence began at %d), fresh %v: want REST reads of the venue's book",
-				b.Time(), silentAt, w.store.FreshAt(snapshot.StreamBook, []byte(id), time.Now().UnixNano(), maxStale))
+				b.Time(), silentAt, w.store.FreshAt(snapshot.StreamBook, []byte(id), time.Now().UnixNano(), probeMaxStale))
 		}
 		// The stream delivers again: the book syncs and the stream keeps it.
 		for range 20 {
@@ -117,14 +123,9 @@ func TestSilentSubscriptionIsFoundOutByAProbe(t *testing.T) {
 // the bulk quotes stand in for it.
 func TestQuietSpotBookIsProbedForItsTicker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const maxStale = 6 * time.Second
-		w := newStreamWorld(t, 2, Config{MaxStale: maxStale, Spot: []string{pairID(1)}})
+		w := newProbeWorld(t, 2, Config{Spot: []string{pairID(1)}})
 		defer w.stop()
-		w.goLive(2400, 5)
-		for range 5 {
-			w.tick()
-		}
-		time.Sleep(3 * maxStale)
+		time.Sleep(3 * probeMaxStale)
 		synctest.Wait()
 		if n := w.v.probes(w.symbols[0]); n < 7 {
 			t.Fatalf("%d probes of the quiet spot book in 18 s, want one every 2 s", n)
@@ -146,13 +147,8 @@ func TestQuietSpotBookIsProbedForItsTicker(t *testing.T) {
 // sequence with no resync and no resubscription.
 func TestLaggingStreamIsNotTakenForASilentOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const maxStale = 6 * time.Second
-		w := newStreamWorld(t, 1, Config{MaxStale: maxStale})
+		w := newProbeWorld(t, 1, Config{})
 		defer w.stop()
-		w.goLive(2400, 5)
-		for range 5 {
-			w.tick()
-		}
 		id, m := pairID(1), w.models[0]
 		w.p.Want([]byte(id), snapshot.StreamBook)
 		var late []venue.DepthUpdate
