@@ -156,17 +156,11 @@ func turn(epoch, opened time.Time, period time.Duration, phase float64) time.Tim
 }
 
 // maxHandover bounds how long a replaced connection is kept beside its
-// replacement (see slot.handOver). A variable only so that documentation
-// and tests can name it.
+// replacement while it reads what the venue had sent it (see
+// slot.handOver). Should the venue close it meanwhile, at the closing age
+// learned, nothing more is lost than if it had been closed. A variable
+// only so that documentation and tests can name it.
 var maxHandover = time.Second
-
-// handover is how long a replaced connection is kept beside its
-// replacement: maxHandover, or an eighth of a short rotation period, so
-// that the old connection still goes before the venue's close (a period
-// and a quarter and an eighth is 88 % of a learned closing age).
-func handover(period time.Duration) time.Duration {
-	return min(maxHandover, period/8)
-}
 
 // period is the rotation period as of now.
 func (s *Streams) period(now time.Time) time.Duration {

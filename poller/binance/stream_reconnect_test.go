@@ -239,6 +239,41 @@ func TestStreamsReplace(t *testing.T) {
 	})
 }
 
+// A replaced connection goes as soon as it has read an event stamped after
+// its replacement was acknowledged: whatever the venue sent it before is
+// then read, and keeping it longer would only bring copies.
+func TestStreamsReplacedConnectionGoesOnceItHasCaughtUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startStreams(t, Binance, time.Hour, []string{"BTCUSDT"})
+		defer h.stop()
+		old := h.conn("/market/stream", "btcusdt@aggTrade")
+		time.Sleep(firstTurn(time.Hour, 0, 0))
+		synctest.Wait()
+		if c := h.conn("/market/stream", "btcusdt@aggTrade"); c == old {
+			t.Fatal("market connection not replaced on its turn")
+		}
+		behind := `{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","E":%d,"T":%d,"s":"BTCUSDT","a":%d,"p":"100","q":"1","m":false}}`
+		before := time.Now().Add(-time.Second).UnixMilli()
+		old.send(t, fmt.Sprintf(behind, before, before, 1))
+		synctest.Wait()
+		if slices.Contains(h.v.events(), fmt.Sprintf("closed %d", old.n)) {
+			t.Fatal("the old connection closed on an event sent before its replacement")
+		}
+		now := time.Now().UnixMilli()
+		old.send(t, fmt.Sprintf(behind, now, now, 2))
+		synctest.Wait() // no time passes
+		if !slices.Contains(h.v.events(), fmt.Sprintf("closed %d", old.n)) {
+			t.Fatal("the old connection still open once it read an event stamped after its replacement")
+		}
+		h.sink.mu.Lock()
+		n := len(h.sink.trades)
+		h.sink.mu.Unlock()
+		if n != 2 {
+			t.Errorf("%d trades delivered from the old connection, want both", n)
+		}
+	})
+}
+
 // A connection the venue closes while its replacement waits for the
 // venue's acknowledgement has lost its streams for that while: they are
 // reported Lost, then Live once the replacement carries them, so that the

@@ -230,6 +230,7 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backo
 			// back-off and lose events as a failing connection would.
 			old := c
 			c = nc
+			old.catchUp(time.Now())
 			select {
 			case <-old.done:
 				// The venue closed old before its replacement was
@@ -240,22 +241,25 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backo
 				report(c.refs(), sink.Live)
 			default:
 			}
-			sl.handOver(ctx, old, handover(sl.s.period(time.Now())))
+			sl.handOver(ctx, old)
 		}
 	}
 }
 
-// handOver closes old, just replaced, after keeping it beside its
-// replacement for d: the replacement delivers from the moment the venue
+// handOver closes old, just replaced, once it has read what the venue sent
+// it before its replacement was acknowledged (an event stamped after that),
+// or after maxHandover: the replacement delivers from the moment the venue
 // acknowledged it, while old may still hold events the venue sent it
 // before, which the books need and, with one line, nothing else brings. A
+// reader running behind, on a loaded machine, may hold a second of them. A
 // close of old by the venue meanwhile is learned from like any other (see
 // closedBy).
-func (sl *slot) handOver(ctx context.Context, old *wsConn, d time.Duration) {
+func (sl *slot) handOver(ctx context.Context, old *wsConn) {
 	old.uncount()
-	t := time.NewTimer(d)
+	t := time.NewTimer(maxHandover)
 	defer t.Stop()
 	select {
+	case <-old.caughtUp:
 	case <-t.C:
 	case <-ctx.Done():
 		old.closeNow()

@@ -40,6 +40,16 @@ type wsConn struct {
 	// marketfeed_stream_connections: from its dial until its reader ends or
 	// it is replaced.
 	counted atomic.Bool
+	// Once the connection is replaced, catchUpAt is when its replacement
+	// was acknowledged (Unix ms; 0 before), and caughtUp is closed once it
+	// has read an event stamped at or after that: what the venue had sent
+	// it before is read (see slot.handOver).
+	catchUpAt  atomic.Int64
+	caughtUp   chan struct{}
+	caughtOnce sync.Once
+	// known is the decoder's check for a copy (dedup.known), which also
+	// sees every depth event's time for catchUpAt.
+	known knownFunc
 
 	mu      sync.Mutex
 	routes  map[string]streamRef // names subscribed (or being subscribed)
@@ -68,14 +78,19 @@ func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 	}
 	ws.SetReadLimit(maxFrame)
 	c := &wsConn{
-		s:       sl.s,
-		sl:      sl,
-		ws:      ws,
-		pace:    pacer{every: time.Second / time.Duration(sl.s.preset.ControlPerSecond)},
-		opened:  time.Now(),
-		done:    make(chan struct{}),
-		routes:  make(map[string]streamRef),
-		pending: make(map[int64]chan reply),
+		s:        sl.s,
+		sl:       sl,
+		ws:       ws,
+		pace:     pacer{every: time.Second / time.Duration(sl.s.preset.ControlPerSecond)},
+		opened:   time.Now(),
+		done:     make(chan struct{}),
+		caughtUp: make(chan struct{}),
+		routes:   make(map[string]streamRef),
+		pending:  make(map[int64]chan reply),
+	}
+	c.known = func(symbol string, last, time int64) bool {
+		c.reached(time)
+		return c.s.dups.known(symbol, last, time)
 	}
 	sl.s.met.conns.Add(1)
 	c.counted.Store(true)
@@ -91,6 +106,19 @@ func (c *wsConn) closeNow() {
 	c.retired.Store(true)
 	_ = c.ws.CloseNow()
 	<-c.done
+}
+
+// catchUp has c watch for an event stamped at or after at: it has then
+// read what the venue sent it before at.
+func (c *wsConn) catchUp(at time.Time) {
+	c.catchUpAt.Store(max(at.UnixMilli(), 1))
+}
+
+// reached notes that c read an event stamped t (Unix ms).
+func (c *wsConn) reached(t int64) {
+	if at := c.catchUpAt.Load(); at != 0 && t >= at {
+		c.caughtOnce.Do(func() { close(c.caughtUp) })
+	}
 }
 
 // uncount takes c out of the connections in service, once: a connection
@@ -249,7 +277,7 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 	// What the frame decodes to is lent: b's bytes and c.lend's levels,
 	// valid until the next frame, so nothing here keeps any of it, and the
 	// sink copies what it keeps of a depth event (venue.DepthUpdate).
-	f, err := decodeLent(b, c.s.dups.known, &c.lend)
+	f, err := decodeLent(b, c.known, &c.lend)
 	m := c.s.met
 	if err == nil && f.kind == frameReply {
 		c.mu.Lock()
@@ -296,6 +324,9 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 			c.sl.resubscribe(strings.Clone(f.name))
 			return
 		}
+		if f.kind == frameTrade {
+			c.reached(f.trade.Time)
+		}
 		// Events count once, when delivered; copies another line
 		// delivered first count as duplicates.
 		switch {
@@ -312,6 +343,7 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 			c.s.warn("bad event tickers", "unusable all-market ticker frame", "bytes", len(b), "err", err)
 			return
 		}
+		c.reached(f.tickersTime)
 		if !c.s.dups.newTickers(f.tickersTime) {
 			m.duplicates.Inc()
 			return
