@@ -48,7 +48,8 @@ type pair struct {
 	// deliver (see readOn).
 	tradesSuspect bool
 	// shallow is set while the book holds no more levels than are
-	// published: those of a seed (see Seed), or of the 100-level snapshot
+	// published: those of a seed of the published book or of a shallow
+	// depth (see Seed), or of the 100-level snapshot
 	// that synced it (the cheapest that answers with every level). Once
 	// it serves fewer, its deeper view is read from the book share, after
 	// the books to sync (tierDeepen), not from the refresh share, which is

@@ -56,7 +56,11 @@ func (s *Source) seed(lp *pair) {
 		snap.Bids, snap.Asks = snap.Bids[:n], snap.Asks[:n]
 		if lp.book.Sync(snap, n) == nil {
 			lp.book.Suspend()
-			lp.shallow = true
+			// A depth's hundreds of levels a side hold more than are
+			// published: such a seed is as deep as a refresh, and a
+			// side of it that runs dry is refreshed (tierDepleted), not
+			// read again from 100 levels as a book synced from them.
+			lp.shallow = n <= snapshot.MaxDepth
 			s.metrics.seeded[snapshot.StreamBook].Inc()
 		}
 	}

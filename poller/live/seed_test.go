@@ -144,6 +144,31 @@ func TestDepthSeedNeedsNoRead(t *testing.T) {
 	}
 }
 
+// A book seeded from a depth deeper than the published levels is as deep
+// as one refreshed: a side that runs dry is refreshed like any deep book's,
+// not read again from 100 levels as a book that was synced from them, and
+// a member taking over reads no snapshot to sync a book it was seeded.
+func TestDeepSeedRunDryIsRefreshedNotResynced(t *testing.T) {
+	seed := seedOf(t, 3)
+	seed.Depth = depthOf(t, 300)
+	s, rest, _ := newListedSource(t, seeded(seed))
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	gone := make([]venue.Level, 300)
+	for i := range gone {
+		gone[i] = venue.Level{Price: fmt.Sprint(1001 + i), Size: "0"}
+	}
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 181, Last: 190, Prev: 180, Time: 1250, Asks: gone})
+	if !s.Current(testID, snapshot.StreamBook) {
+		t.Fatal("the book seeded from the depth is not in sequence after the event that continues it")
+	}
+	s.askRefreshes()
+	s.Sync()
+	rest.wait()
+	if want := []startedRead{{budget.PurposeDepleted, budget.Serving}}; !slices.Equal(rest.starts, want) {
+		t.Fatalf("started %v for a deep seed whose asks ran dry, want its refresh %v", rest.starts, want)
+	}
+}
+
 // A depth whose chain the stream does not continue (its events are no
 // longer held) is not served, even though the book seed would have gone
 // on: the book syncs from REST, as any book whose seed broke.
