@@ -45,6 +45,11 @@ type Weights struct {
 	// Trades is one aggregate-trades read (/fapi/v1/aggTrades or the
 	// preset's AggTradesPath), whatever its limit: Binance documents 20.
 	Trades int
+	// Contracts is /fapi/v1/premiumIndex for all symbols: Binance
+	// documents 10 (1 for one symbol, which the client never reads).
+	Contracts int
+	// OpenInterest is /fapi/v1/openInterest for one symbol.
+	OpenInterest int
 }
 
 // Preset describes one Binance-compatible venue.
@@ -91,7 +96,7 @@ var Binance = Preset{
 	Name:          "binance",
 	URL:           "https://fapi.binance.com",
 	AggTradesPath: "/fapi/v1/aggTrades",
-	Weights:       Weights{Catalog: 1, Stats: 40, Quotes: 5, Book: 5, Trades: 20},
+	Weights:       Weights{Catalog: 1, Stats: 40, Quotes: 5, Book: 5, Trades: 20, Contracts: 10, OpenInterest: 1},
 	Streams: StreamPreset{
 		URL:        "wss://fstream.binance.com",
 		DepthPath:  "/public/stream",
@@ -111,8 +116,9 @@ var Aster = Preset{
 	Name:          "aster",
 	URL:           "https://fapi.asterdex.com",
 	AggTradesPath: "/fapi/v3/aggTrades",
-	// Aster publishes no aggTrades weight of its own; Binance's is assumed.
-	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 2, Book: 5, Trades: 20},
+	// Aster publishes no aggTrades or premiumIndex weight of its own;
+	// Binance's are assumed.
+	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 2, Book: 5, Trades: 20, Contracts: 10, OpenInterest: 1},
 	Streams: StreamPreset{
 		URL:               "wss://fstream.asterdex.com",
 		DepthPath:         "/stream",
