@@ -1,12 +1,14 @@
-// Command venuesim serves the simulated venue of package sim over the five
-// calls of a Binance USDⓈ-M compatible REST API, so that marketfeed's real
-// adapter path (-venue binance -venue-url ...) can run offline. It counts
-// request weight per minute as the venue does, answers X-MBX-USED-WEIGHT-1M,
-// refuses with 429 past its limit, and injects faults on request: an error
-// status with or without Retry-After, a delay, a garbage or truncated body,
-// a body that drips one byte a second, or a connection reset; for the next
-// N calls only, or flapping on and off on a period. A market can be delisted
-// and listed again.
+// Command venuesim serves the simulated venue of package sim over the calls
+// of a Binance USDⓈ-M compatible REST API (exchangeInfo, ticker/24hr,
+// ticker/bookTicker, depth, trades, aggTrades, premiumIndex and
+// openInterest), so that marketfeed's real adapter path (-venue binance
+// -venue-url ...) can run offline. It counts request weight per minute as
+// the venue does, answers X-MBX-USED-WEIGHT-1M, refuses with 429 past its
+// limit, and injects faults on request: an error status with or without
+// Retry-After, a delay, a garbage or truncated body, a body that drips one
+// byte a second, or a connection reset; for the next N calls only, or
+// flapping on and off on a period. A market can be delisted and listed
+// again.
 //
 // Faults are set with flags at start or at run time through the control
 // endpoint:
@@ -20,10 +22,12 @@
 //	GET    /_control/calls?since_us=N                   (each call since N µs after the epoch)
 //
 // It also serves the venue's market streams over WebSocket in Binance's
-// protocol: depth on /public/stream, aggregate trades and the all-market
-// ticker on /market/stream (or every stream on /stream with -ws-split=false,
-// as Aster), bare payloads on /ws/<name>, SUBSCRIBE, UNSUBSCRIBE and
-// LIST_SUBSCRIPTIONS, and the venue's connection limits. Stream switches:
+// protocol: depth on /public/stream, aggregate trades, the all-market
+// ticker and the mark price streams (!markPrice@arr@1s and
+// <s>@markPrice@1s, once a second) on /market/stream (or every stream on
+// /stream with -ws-split=false, as Aster), bare payloads on /ws/<name>,
+// SUBSCRIBE, UNSUBSCRIBE and LIST_SUBSCRIPTIONS, and the venue's connection
+// limits. Stream switches:
 //
 //	GET    /_control/ws                                 (connections, subscriptions, frames sent, closes by reason)
 //	POST   /_control/drop[?conn=ID|line=B][&for=5s]     (cut every connection, one, or a client's line;
@@ -122,6 +126,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var wg sync.WaitGroup
 	streamErr := make(chan error, 1)
 	wg.Go(func() { streamErr <- v.hub.run(streamCtx, venue.Streams(), symbols) })
+	wg.Go(func() { v.hub.runMarkPrices(streamCtx, venue.ContractsAt, markPriceEvery) })
 	defer func() {
 		stopStreams()
 		v.hub.shutdown()

@@ -82,6 +82,12 @@ func weight(path string, q url.Values) (int, bool) {
 		return rawTradesWeight, true
 	case "/fapi/v1/aggTrades", "/fapi/v3/aggTrades": // Binance's path, Aster's
 		return w.Trades, true
+	case "/fapi/v1/premiumIndex":
+		// Binance documents 10 for all symbols and 1 for one; the
+		// simulator charges 10 either way, as the adapter plans for.
+		return w.Contracts, true
+	case "/fapi/v1/openInterest":
+		return w.OpenInterest, true
 	}
 	return 0, false
 }
@@ -339,6 +345,14 @@ func (s *venueServer) answer(r *http.Request) ([]byte, int) {
 		v, err = s.stats(ctx)
 	case "/fapi/v1/ticker/bookTicker":
 		v, err = s.quotes(ctx)
+	case "/fapi/v1/premiumIndex":
+		v, err = s.premiumIndex(ctx, q)
+	case "/fapi/v1/openInterest":
+		if symbol := q.Get("symbol"); s.isHidden(symbol) {
+			err = errDelisted
+		} else {
+			v, err = s.openInterest(ctx, symbol)
+		}
 	case "/fapi/v1/depth", "/fapi/v1/trades", "/fapi/v1/aggTrades", "/fapi/v3/aggTrades":
 		symbol := q.Get("symbol")
 		switch {

@@ -17,18 +17,20 @@ import (
 
 	"github.com/coder/websocket"
 
+	"marketfeed/poller/binance"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
 // route is the class of streams a path delivers: since its split Binance
-// serves depth on /public and trades and tickers on /market, and a stream
-// subscribed on the other path is acknowledged and never delivers.
+// serves depth on /public and trades, tickers and mark prices on /market,
+// and a stream subscribed on the other path is acknowledged and never
+// delivers.
 type route uint8
 
 const (
 	routePublic route = 1 << iota // depth and book tickers
-	routeMarket                   // aggregate trades and tickers
+	routeMarket                   // aggregate trades, tickers and mark prices
 	routeAll    = routePublic | routeMarket
 )
 
@@ -41,7 +43,8 @@ func streamRoute(name string) route {
 		name == "!bookTicker":
 		return routePublic
 	case strings.HasSuffix(name, "@aggTrade"), strings.HasSuffix(name, "@ticker"),
-		strings.HasSuffix(name, "@miniTicker"), name == "!ticker@arr", name == "!miniTicker@arr":
+		strings.HasSuffix(name, "@miniTicker"), name == "!ticker@arr", name == "!miniTicker@arr",
+		strings.HasSuffix(name, binance.MarkPriceSuffix), name == binance.MarkPriceStream:
 		return routeMarket
 	}
 	return 0
