@@ -27,9 +27,11 @@ import (
 // update id are still held; those who hold events for a takeover (see
 // standby.Held) hold them from the depth's update id for that reason.
 type Seed struct {
-	Book   *snapshot.Book   // nil: none; one without an update id is not used
-	Depth  *snapshot.Depth  // nil: none; preferred to Book
-	Trades *snapshot.Trades // nil: none
+	// Values are the pair's values by stream kind, nil for none: a
+	// *snapshot.Book (one without an update id is not used) and a
+	// *snapshot.Trades.
+	Values [snapshot.NumStreams]snapshot.PairValue
+	Depth  *snapshot.Depth // nil: none; preferred to the book
 }
 
 // seed starts a new pair from cfg.Seed's values, if any. Called before the
@@ -40,7 +42,8 @@ func (s *Source) seed(lp *pair) {
 	}
 	seed := s.cfg.Seed(lp.tickerID)
 	var snap venue.Book
-	switch d, b := seed.Depth, seed.Book; {
+	b, _ := seed.Values[snapshot.StreamBook].(*snapshot.Book)
+	switch d := seed.Depth; {
 	case d != nil:
 		snap.Bids, snap.Asks = d.Sides()
 		snap.Time, snap.LastUpdateID = d.Time(), d.Seq()
@@ -64,7 +67,7 @@ func (s *Source) seed(lp *pair) {
 			s.metrics.seeded[snapshot.StreamBook].Inc()
 		}
 	}
-	if t := seed.Trades; t != nil {
+	if t, _ := seed.Values[snapshot.StreamTrades].(*snapshot.Trades); t != nil {
 		if trades, err := t.VenueTrades(); err == nil && len(trades) > 0 {
 			lp.window.merge(trades)
 			// The next publication numbers the trades it shares with
