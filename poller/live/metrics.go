@@ -94,9 +94,9 @@ func (s *Source) counts() (n [snapshot.NumStreams][numSources]int) {
 		for k, row := range kinds {
 			src := sourceREST
 			switch {
-			case row.current(lp):
+			case row.of(lp).current():
 				src = sourceStream
-			case row.stream(lp).delivering():
+			case row.of(lp).feed().delivering():
 				src = sourceSyncing
 			}
 			n[k][src]++
