@@ -317,12 +317,12 @@ func (r *Relay) Depth(u venue.DepthUpdate) {
 	// Held even while a poller takes it: the events past the member's
 	// last value are what the next poller (this one's term may end at
 	// any moment) needs, and this one cannot give them back.
-	hold(r, snapshot.StreamBook, u.Symbol, func(h *events[venue.DepthUpdate], covered int64) {
+	if h, covered, ok := heldOf[venue.DepthUpdate](r, snapshot.StreamBook, u.Symbol); ok {
 		if u.Last > covered {
 			u = u.Clone() // the sink's event is the connection's to reuse
 		}
 		h.hold(u, covered)
-	})
+	}
 }
 
 // Trade passes a trade on to the poller that has the pair, and holds it if
@@ -333,17 +333,21 @@ func (r *Relay) Trade(symbol string, tr venue.Trade) {
 	if r.sink != nil && r.given[symbol] {
 		r.sink.Trade(symbol, tr) // and held, as a depth event is
 	}
-	hold(r, snapshot.StreamTrades, symbol, func(h *events[venue.Trade], covered int64) { h.hold(tr, covered) })
+	if h, covered, ok := heldOf[venue.Trade](r, snapshot.StreamTrades, symbol); ok {
+		h.hold(tr, covered)
+	}
 }
 
-// hold has keep hold an event of a symbol's stream of kind, given what the
-// member's values cover, while the stream is live. Called with r.mu held.
-func hold[E any](r *Relay, kind snapshot.Stream, symbol string, keep func(h *events[E], covered int64)) {
+// heldOf returns what is held of a symbol's stream of kind, whose events
+// are of type E, and what the member's values cover of it; ok is false
+// while the stream is not live, when nothing is held. Called with r.mu
+// held.
+func heldOf[E any](r *Relay, kind snapshot.Stream, symbol string) (h *events[E], covered int64, ok bool) {
 	p := r.pair(symbol)
 	if !p.live[kind] {
-		return
+		return nil, 0, false
 	}
-	keep(p.held[kind].(*events[E]), r.held(kind, r.ids[symbol]))
+	return p.held[kind].(*events[E]), r.held(kind, r.ids[symbol]), true
 }
 
 // Tickers passes the all-market ticker stream on while a poller runs; a
