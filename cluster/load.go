@@ -57,10 +57,10 @@ func (m *Member) Load(ctx context.Context, tickerID string, s snapshot.Stream) e
 	if term == 0 || m.Leading() {
 		return errNoLeader
 	}
-	key := keyOfStream(s, tickerID)
-	if key == "" {
+	if s < 0 || s >= snapshot.NumStreams {
 		return fmt.Errorf("cluster: no key for stream %v", s)
 	}
+	key := keyOfStream(s, tickerID)
 	applied := m.loads.await(key)
 	defer m.loads.forget(key, applied)
 	answer, err := m.cfg.Conn.RequestWithContext(ctx, leaderSubject(m.cfg.Name, term), []byte(loadPrefix+s.String()+" "+tickerID))
@@ -80,17 +80,6 @@ func (m *Member) Load(ctx context.Context, tickerID string, s snapshot.Stream) e
 		m.metrics.loads[loadFailed].Inc()
 		return ctx.Err()
 	}
-}
-
-// keyOfStream is the key a pair's stream is published under.
-func keyOfStream(s snapshot.Stream, tickerID string) string {
-	switch s {
-	case snapshot.StreamBook:
-		return keyBookPrefix + tickerID
-	case snapshot.StreamTrades:
-		return keyTradePrefix + tickerID
-	}
-	return ""
 }
 
 // answer is the handler of the leader's term subject: a ping is answered at

@@ -79,18 +79,21 @@ func (m *Member) forgetPuts(list *snapshot.Pairs) {
 }
 
 // Replicated reports whether every member seen within the lease's TTL has
-// applied the book and the trades of the pair id that this member, leading,
-// first put in its term: a new pair may then be listed on every member.
-// False before both puts are acknowledged.
+// applied the value of every stream of the pair id that this member,
+// leading, first put in its term: a new pair may then be listed on every
+// member. False before every stream's put is acknowledged.
 func (m *Member) Replicated(id string) bool {
+	var need uint64
 	m.putsMu.Lock()
-	book, hasBook := m.firstPut[keyBookPrefix+id]
-	trades, hasTrades := m.firstPut[keyTradePrefix+id]
-	m.putsMu.Unlock()
-	if !hasBook || !hasTrades {
-		return false
+	for s := range snapshot.NumStreams {
+		rev, ok := m.firstPut[keyOfStream(s, id)]
+		if !ok {
+			m.putsMu.Unlock()
+			return false
+		}
+		need = max(need, rev)
 	}
-	need := max(book, trades)
+	m.putsMu.Unlock()
 	m.seenMu.Lock()
 	defer m.seenMu.Unlock()
 	for name, s := range m.seen {

@@ -168,35 +168,44 @@ func parseValueV2(v []byte) (header, []byte, error) {
 	return header{term: term, venueTime: at / int64(time.Millisecond), publishedAt: at}, append(wire[:len(wire):len(wire)], 0), nil
 }
 
-// The keys of the snapshot bucket: one per pair and stream, one per pair
-// for its depth (see snapshot.Depth), and one each for the pair list and
-// the tickers. A ticker_id is letters, digits and one underscore, all
-// valid in a key.
+// The keys of the snapshot bucket: one per pair and stream (the stream's
+// snapshot.Stream.KeyPrefix, then the ticker_id), one per pair for its
+// depth (see snapshot.Depth), and one each for the pair list and the
+// tickers. A ticker_id is letters, digits and one underscore, all valid in
+// a key.
 const (
 	keyPairs       = "pairs"
 	keyTickers     = "tickers"
-	keyBookPrefix  = "book."
-	keyTradePrefix = "trades."
 	keyDepthPrefix = "depth."
 )
 
 // pairOfKey returns the ticker_id a per-pair key names.
 func pairOfKey(key string) (id string, ok bool) {
-	for _, prefix := range []string{keyBookPrefix, keyTradePrefix, keyDepthPrefix} {
-		if id, ok := strings.CutPrefix(key, prefix); ok {
-			return id, true
+	if _, id, ok := streamOfKey(key); ok {
+		return id, true
+	}
+	return strings.CutPrefix(key, keyDepthPrefix)
+}
+
+// streamOfKey returns the stream and the ticker_id a key of a pair's
+// stream names.
+func streamOfKey(key string) (s snapshot.Stream, id string, ok bool) {
+	for s := range snapshot.NumStreams {
+		if id, ok := strings.CutPrefix(key, s.KeyPrefix()); ok {
+			return s, id, true
 		}
 	}
-	return "", false
+	return 0, "", false
 }
+
+// keyOfStream is the key a pair's stream is published under.
+func keyOfStream(s snapshot.Stream, tickerID string) string { return s.KeyPrefix() + tickerID }
 
 // keyOf returns the key a published snapshot goes under.
 func keyOf(v snapshot.Published) string {
 	switch v := v.(type) {
-	case *snapshot.Book:
-		return keyBookPrefix + v.TickerID()
-	case *snapshot.Trades:
-		return keyTradePrefix + v.TickerID()
+	case snapshot.PairValue:
+		return keyOfStream(v.Stream(), v.TickerID())
 	case *snapshot.Depth:
 		return keyDepthPrefix + v.TickerID()
 	case *snapshot.Pairs:
@@ -225,25 +234,21 @@ func applyWire(store *snapshot.Store, key string, wire []byte, now int64) error 
 		}
 		store.PutTickers(t)
 		return nil
-	case strings.HasPrefix(key, keyBookPrefix):
-		return applyPair(store, snapshot.StreamBook, store.PutBook, snapshot.DecodeBook, key[len(keyBookPrefix):], wire)
-	case strings.HasPrefix(key, keyTradePrefix):
-		return applyPair(store, snapshot.StreamTrades, store.PutTrades, snapshot.DecodeTrades, key[len(keyTradePrefix):], wire)
 	case strings.HasPrefix(key, keyDepthPrefix):
 		return applyDepth(store, key[len(keyDepthPrefix):], wire)
+	}
+	if st, id, ok := streamOfKey(key); ok {
+		return applyPair(store, st, id, wire)
 	}
 	return fmt.Errorf("%w: key %q", errForeign, key)
 }
 
-// applyPair decodes one pair's snapshot of st and publishes it with put,
-// if it is the pair id its key names, the pair is listed, and it was read
-// no earlier than what the store holds: a member that read the venue alone
-// while NATS was away holds newer values than the bucket it finds again.
-func applyPair[V interface {
-	TickerID() string
-	ReadAt() int64
-}](store *snapshot.Store, st snapshot.Stream, put func(V) bool, decode func([]byte) (V, error), id string, wire []byte) error {
-	v, err := decode(wire)
+// applyPair decodes one pair's snapshot of st and publishes it, if it is
+// the pair id its key names, the pair is listed, and it was read no earlier
+// than what the store holds: a member that read the venue alone while NATS
+// was away holds newer values than the bucket it finds again.
+func applyPair(store *snapshot.Store, st snapshot.Stream, id string, wire []byte) error {
+	v, err := st.Decode(wire)
 	if err != nil {
 		return err
 	}
@@ -253,7 +258,7 @@ func applyPair[V interface {
 	if held, _ := store.ReadAt(st, []byte(id)); v.ReadAt() < held {
 		return fmt.Errorf("%w: %s read at %d, the store's at %d", errOlder, id, v.ReadAt(), held)
 	}
-	if !put(v) {
+	if !store.Put(v) {
 		return errUnlisted
 	}
 	return nil

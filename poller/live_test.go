@@ -281,7 +281,8 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 		if !w.src.Current(pairID(2), snapshot.StreamBook) {
 			t.Fatal("the other market lost its stream source")
 		}
-		books, _ := w.src.Sources()
+		pairs, _ := w.src.Sources()
+		books := pairs[snapshot.StreamBook]
 		if books["rest"] != 1 || books["stream"] != 1 {
 			t.Fatalf("book sources %v, want one stream and one REST", books)
 		}

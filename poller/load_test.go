@@ -108,7 +108,7 @@ func TestColdLoadIsNotRefusedByAClassCapWhileTheLimitHasRoom(t *testing.T) {
 		for i := 1; i <= 8; i++ {
 			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
-		p.RefreshBooks(t.Context()) // eight pairs' books are polled: all the demand is books'
+		p.Refresh(t.Context(), snapshot.StreamBook) // eight pairs' books are polled: all the demand is books'
 		for i := 1; i <= 8; i++ {
 			id := pairID(i)
 			p.Want([]byte(id), snapshot.StreamTrades)

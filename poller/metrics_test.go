@@ -61,7 +61,7 @@ func TestMetricsCountVenueCallsByOutcome(t *testing.T) {
 		for i := 1; i <= 3; i++ {
 			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		got := scrape(t, set)
 		want(t, got, map[string]float64{
 			`marketfeed_venue_calls_total{call="catalog",outcome="ok"}`:             1,
@@ -109,7 +109,7 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 		v.weights[venue.CallCatalog], v.weights[venue.CallBook] = 1, 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 0.5})
 		p.Want([]byte(pairID(1)), snapshot.StreamBook)
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		want(t, scrape(t, set), map[string]float64{
 			`marketfeed_venue_weight_limit`:                      2400,
 			`marketfeed_venue_weight_budget`:                     1200,
@@ -125,7 +125,7 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 			return err
 		})
 		time.Sleep(350 * time.Millisecond)
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		want(t, scrape(t, set), map[string]float64{
 			`marketfeed_venue_calls_total{call="book",outcome="rate_limited"}`: 1,
 			`marketfeed_venue_paused`:                            1,
@@ -267,7 +267,7 @@ func TestMetricsCountReadsTheBudgetDeferred(t *testing.T) {
 		for i := 1; i <= 5; i++ {
 			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		got := scrape(t, set)
 		read := got[`marketfeed_venue_calls_total{call="book",outcome="ok"}`]
 		deferred := got[`marketfeed_venue_reads_deferred_total{stream="book"}`]

@@ -324,8 +324,9 @@ func (p *Poller) Run(ctx context.Context) error {
 		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
 	}
 	every(tickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
-	every(p.cfg.BookEvery, overlapping, p.RefreshBooks)
-	every(p.cfg.TradesEvery, overlapping, p.RefreshTrades)
+	for k, row := range streamRows {
+		every(row.every(&p.cfg), overlapping, func(ctx context.Context) { p.Refresh(ctx, snapshot.Stream(k)) })
+	}
 	p.src.Schedule(scheduler{p, func(d time.Duration, f func(context.Context)) { every(d, single, f) }})
 	c.Start()
 	<-ctx.Done()

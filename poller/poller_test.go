@@ -60,8 +60,8 @@ func TestRoundReadsOnlyHotPairs(t *testing.T) {
 		v := newFakeVenue(5)
 		p, store := newTestPoller(v, Config{})
 		p.Want([]byte(pairID(1)), snapshot.StreamBook)
-		p.RefreshBooks(t.Context())
-		p.RefreshTrades(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
+		p.Refresh(t.Context(), snapshot.StreamTrades)
 		if n := v.count(venue.CallBook, ""); n != 1 {
 			t.Fatalf("book calls = %d, want 1 (only the wanted pair)", n)
 		}
@@ -82,13 +82,13 @@ func TestHotPairCoolsAfterQuietPeriod(t *testing.T) {
 		v := newFakeVenue(2)
 		p, _ := newTestPoller(v, Config{HotTTL: time.Minute})
 		p.Want([]byte(pairID(1)), snapshot.StreamBook)
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		time.Sleep(61 * time.Second)
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		if n := v.count(venue.CallBook, ""); n != 1 {
 			t.Fatalf("book calls = %d, want 1: a pair nobody asked for in 61 s must not be read", n)
 		}
-		if hot := p.Status().HotBooks; hot != 0 {
+		if hot := p.Status().Hot[snapshot.StreamBook]; hot != 0 {
 			t.Fatalf("hot books = %d after the quiet period, want 0", hot)
 		}
 	})
@@ -138,7 +138,7 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 		p, store := newTestPoller(v, Config{})
 		id := []byte(pairID(1))
 		p.Want(id, snapshot.StreamBook)
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		good, _ := store.Book(id, time.Now().UnixNano())
 		if good == nil {
 			t.Fatal("no book after the first read")
@@ -150,7 +150,7 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 			v.setFail(func(venue.Call, string) error { return fail })
 			time.Sleep(350 * time.Millisecond)
 			before := v.count(venue.CallBook, "")
-			p.RefreshBooks(t.Context())
+			p.Refresh(t.Context(), snapshot.StreamBook)
 			if v.count(venue.CallBook, "") != before+1 {
 				t.Fatalf("%v: no read was attempted", fail)
 			}
@@ -178,7 +178,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				id := []byte(pairID(1))
 				p.Want(id, snapshot.StreamBook)
 				p.Want(id, snapshot.StreamTrades)
-				p.RefreshBooks(t.Context())
+				p.Refresh(t.Context(), snapshot.StreamBook)
 				good, _ := store.Book(id, time.Now().UnixNano())
 
 				time.Sleep(350 * time.Millisecond)
@@ -188,13 +188,13 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 					once.Do(func() { err = tc.err })
 					return err
 				})
-				p.RefreshBooks(t.Context()) // answered with the rate-limit status
+				p.Refresh(t.Context(), snapshot.StreamBook) // answered with the rate-limit status
 				pausedAt := time.Now()
 				calls := len(v.log())
 				for time.Since(pausedAt) < tc.pause-time.Millisecond {
 					p.Want(id, snapshot.StreamBook)
-					p.RefreshBooks(t.Context())
-					p.RefreshTrades(t.Context())
+					p.Refresh(t.Context(), snapshot.StreamBook)
+					p.Refresh(t.Context(), snapshot.StreamTrades)
 					_ = p.RefreshTickers(t.Context())
 					_ = p.RefreshCatalog(t.Context())
 					if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook); !errors.Is(err, venue.ErrPaused) {
@@ -209,7 +209,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 					t.Fatal("the pause dropped or replaced the last good book")
 				}
 				time.Sleep(tc.pause - time.Since(pausedAt) + 350*time.Millisecond)
-				p.RefreshBooks(t.Context())
+				p.Refresh(t.Context(), snapshot.StreamBook)
 				if n := len(v.log()) - calls; n == 0 {
 					t.Fatal("no venue call after the pause ended")
 				}
@@ -317,7 +317,7 @@ func TestBudgetReconcilesWithTheVenuesCount(t *testing.T) {
 		for i := 1; i <= 3; i++ {
 			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		if n := v.count(venue.CallBook, ""); n != 1 {
 			t.Fatalf("book calls = %d, want 1: the venue already counted 1195 of our 1200, room for one weight-5 read", n)
 		}
@@ -345,7 +345,7 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 		v := newFakeVenue(2)
 		p, store := newTestPoller(v, Config{})
 		p.Want([]byte(pairID(2)), snapshot.StreamBook)
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		v.mu.Lock()
 		v.markets = v.markets[:1]
 		v.mu.Unlock()
@@ -361,11 +361,11 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		before := v.count(venue.CallBook, "")
-		p.RefreshBooks(t.Context())
+		p.Refresh(t.Context(), snapshot.StreamBook)
 		if v.count(venue.CallBook, "") != before {
 			t.Fatal("a pair that left the catalog is still read")
 		}
-		if p.Status().HotBooks != 0 {
+		if p.Status().Hot[snapshot.StreamBook] != 0 {
 			t.Fatal("a pair that left the catalog is still hot")
 		}
 		time.Sleep(snapshot.CacheMaxAge - time.Second)

@@ -16,14 +16,11 @@ import (
 	"marketfeed/snapshot"
 )
 
-// RefreshBooks runs one round of book reads over the hot pairs.
-func (p *Poller) RefreshBooks(ctx context.Context) { p.round(ctx, snapshot.StreamBook) }
+// Refresh runs one round of REST reads of stream s over the hot pairs.
+func (p *Poller) Refresh(ctx context.Context, s snapshot.Stream) { p.round(ctx, s) }
 
-// RefreshTrades runs one round of trade reads over the hot pairs.
-func (p *Poller) RefreshTrades(ctx context.Context) { p.round(ctx, snapshot.StreamTrades) }
-
-// streamRow is what differs between a pair's book and its trades on the
-// REST path: one row each, so that the steps are written once.
+// streamRow is what differs between a pair's stream kinds on the REST
+// path: one row each, so that the steps are written once.
 type streamRow struct {
 	call venue.Call
 	part string // the label of the stream's metrics by part

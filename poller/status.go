@@ -1,6 +1,8 @@
 package poller
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"time"
 
@@ -9,12 +11,11 @@ import (
 
 // Status is what the poller reports to operators.
 type Status struct {
-	Ready       bool   // pairs and tickers loaded and the venue not refusing us for good
-	Reason      string // why not ready, or "ok"
-	HotBooks    int
-	HotTrades   int
-	BudgetLimit int // weight per minute the poller may spend; 0: unlimited
-	BudgetSpent int // weight spent in the last minute
+	Ready       bool                     // pairs and tickers loaded and the venue not refusing us for good
+	Reason      string                   // why not ready, or "ok"
+	Hot         [snapshot.NumStreams]int // hot pairs by stream kind
+	BudgetLimit int                      // weight per minute the poller may spend; 0: unlimited
+	BudgetSpent int                      // weight spent in the last minute
 	Stretched   int64
 	Pauses      int
 	Omitted     int64 // spot tickers left out of the last build
@@ -24,14 +25,71 @@ type Status struct {
 }
 
 // Sources says where each part of the data comes from while the poller
-// reads market streams.
+// reads market streams. In JSON, each stream kind's counts go under its
+// part's name (see streamRows): "books", "trades".
 type Sources struct {
-	Tickers string         `json:"tickers"` // "stream" or "rest"
-	Books   map[string]int `json:"books"`   // pairs by source: stream, syncing, rest
-	Trades  map[string]int `json:"trades"`  // the same for trades
+	Tickers string // "stream" or "rest"
+	// Pairs counts the pairs of each stream kind by source: stream,
+	// syncing, rest.
+	Pairs [snapshot.NumStreams]map[string]int
 	// BookSync is how the books waiting for a snapshot come back; nil
 	// while none waits.
-	BookSync *BookSync `json:"book_sync,omitempty"`
+	BookSync *BookSync
+}
+
+// MarshalJSON writes the tickers' source, then each kind's counts under
+// its part's name, then the book sync, if any.
+func (s Sources) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(s.Tickers)
+	if err != nil {
+		return nil, err
+	}
+	b = append([]byte(`{"tickers":`), b...)
+	for k, row := range streamRows {
+		counts, err := json.Marshal(s.Pairs[k])
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(append(b, `,"`...), row.part...), `":`...), counts...)
+	}
+	if s.BookSync != nil {
+		sync, err := json.Marshal(s.BookSync)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"book_sync":`...), sync...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; a member it does not know
+// is an error, as for a struct decoded with unknown fields disallowed.
+func (s *Sources) UnmarshalJSON(b []byte) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return err
+	}
+	*s = Sources{}
+	for name, raw := range members {
+		var err error
+		switch name {
+		case "tickers":
+			err = json.Unmarshal(raw, &s.Tickers)
+		case "book_sync":
+			err = json.Unmarshal(raw, &s.BookSync)
+		default:
+			err = fmt.Errorf("sources: unknown member %q", name)
+			for k, row := range streamRows {
+				if row.part == name {
+					err = json.Unmarshal(raw, &s.Pairs[k])
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BookSync is the progress of the books out of sequence: a cold start, or
@@ -45,16 +103,17 @@ type BookSync struct {
 // Status returns the poller's current state.
 func (p *Poller) Status() Status {
 	st := Status{
-		HotBooks:    p.hot[snapshot.StreamBook].Len(),
-		HotTrades:   p.hot[snapshot.StreamTrades].Len(),
 		BudgetLimit: p.ledger.Limit(),
 		BudgetSpent: p.ledger.Spent(time.Now()),
 		Stretched:   p.stretched.Load(),
 		Pauses:      p.gate.Pauses(),
 		Omitted:     p.omitted.Load(),
 	}
-	if books, trades := p.src.Sources(); books != nil {
-		src := &Sources{Tickers: "rest", Books: books, Trades: trades}
+	for k := range st.Hot {
+		st.Hot[k] = p.hot[k].Len()
+	}
+	if pairs, ok := p.src.Sources(); ok {
+		src := &Sources{Tickers: "rest", Pairs: pairs}
 		if p.src.TickersFlowing(time.Now()) {
 			src.Tickers = "stream"
 		}

@@ -34,9 +34,9 @@ type source interface {
 	// each was current, and whether all are recent enough that the bulk
 	// quotes need not stand in.
 	Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool)
-	// Sources counts the pairs by where their books and trades come from;
-	// nil without streams.
-	Sources() (books, trades map[string]int)
+	// Sources counts the pairs of each stream kind by where they come
+	// from; ok is false without streams.
+	Sources() (pairs [snapshot.NumStreams]map[string]int, ok bool)
 	// SyncProgress reports how the books out of sequence come back; zero
 	// without streams.
 	SyncProgress() live.SyncProgress
@@ -62,10 +62,12 @@ func (restOnly) SeedTickers([]venue.Stat)                                    {}
 func (restOnly) Quotes([]snapshot.Pair, time.Time) ([]venue.Quote, []time.Time, bool) {
 	return nil, nil, false
 }
-func (restOnly) Sources() (books, trades map[string]int) { return nil, nil }
-func (restOnly) KeepsTickers() bool                      { return false }
-func (restOnly) SyncProgress() live.SyncProgress         { return live.SyncProgress{} }
-func (restOnly) Schedule(live.Scheduler)                 {}
+func (restOnly) Sources() ([snapshot.NumStreams]map[string]int, bool) {
+	return [snapshot.NumStreams]map[string]int{}, false
+}
+func (restOnly) KeepsTickers() bool              { return false }
+func (restOnly) SyncProgress() live.SyncProgress { return live.SyncProgress{} }
+func (restOnly) Schedule(live.Scheduler)         {}
 
 // liveREST is the poller as the stream-fed source sees it: its call path,
 // budget, read slots and lifetime, and what requests ask for.

@@ -64,7 +64,7 @@ func TestRepeatedVenueFailuresAreLoggedOncePerInterval(t *testing.T) {
 		rounds := 0
 		for time.Since(start) < 3*time.Minute {
 			p.Want([]byte(pairID(1)), snapshot.StreamBook)
-			p.RefreshBooks(t.Context())
+			p.Refresh(t.Context(), snapshot.StreamBook)
 			rounds++
 			time.Sleep(350 * time.Millisecond)
 		}

@@ -533,28 +533,18 @@ func gzipFor(ctx *fasthttp.RequestCtx, gz gzipForm) gzipForm {
 // sideSuffix names a trade side in entity tags.
 var sideSuffix = [...]string{snapshot.SideAll: "", snapshot.SideBuy: "-b", snapshot.SideSell: "-s"}
 
-// perPairSnapshot is what the per-pair path needs of a book or trades
-// snapshot; the route's handler asserts it back to its concrete type. A nil
-// pointer inside it means no snapshot yet, which FreshAt reports as stale.
-type perPairSnapshot interface {
-	FreshAt(now int64, maxStale time.Duration) bool
-}
-
-// pairRoute is what differs between the per-pair routes: which stream
-// they serve, how to read it from the store and which 502 they give.
+// pairRoute is what differs between the per-pair routes, one row per
+// stream kind they serve: everything else about the kind (how the store
+// holds it, when it is fresh) is the kind's value's (see
+// snapshot.PairValue), so the lookup path is written once.
 type pairRoute struct {
 	stream      snapshot.Stream
-	get         func(st *snapshot.Store, id []byte, now int64) (perPairSnapshot, bool)
-	unavailable *apiError
+	unavailable *apiError // the 502 of a pair the venue could not be read for
 }
 
 var (
-	bookRoute = pairRoute{snapshot.StreamBook, func(st *snapshot.Store, id []byte, now int64) (perPairSnapshot, bool) {
-		return st.Book(id, now)
-	}, errNoBook}
-	tradesRoute = pairRoute{snapshot.StreamTrades, func(st *snapshot.Store, id []byte, now int64) (perPairSnapshot, bool) {
-		return st.Trades(id, now)
-	}, errNoTrades}
+	bookRoute   = pairRoute{snapshot.StreamBook, errNoBook}
+	tradesRoute = pairRoute{snapshot.StreamTrades, errNoTrades}
 )
 
 // perPair is the one lookup path of /orderbook and the trade routes: the
@@ -563,11 +553,12 @@ var (
 // is read again after the load: the store, not the load's error, says
 // whether there is something to serve, and the pair may have been delisted
 // meanwhile.
-func (s *Server) perPair(r *pairRoute, id []byte, now int64) (perPairSnapshot, *apiError) {
+// The route's handler asserts the value back to its kind's type.
+func (s *Server) perPair(r *pairRoute, id []byte, now int64) (snapshot.PairValue, *apiError) {
 	if s.store.Pairs() == nil {
 		return nil, errNoCatalog // no catalog: listed or not is unknown
 	}
-	snap, listed := r.get(s.store, id, now)
+	snap, listed := s.store.Pair(r.stream, id, now)
 	if !listed {
 		return nil, errUnknownTicker
 	}
@@ -578,7 +569,7 @@ func (s *Server) perPair(r *pairRoute, id []byte, now int64) (perPairSnapshot, *
 		return snap, nil
 	}
 	s.load(id, r.stream)
-	if snap, listed = r.get(s.store, id, now); !listed {
+	if snap, listed = s.store.Pair(r.stream, id, now); !listed {
 		return nil, errUnknownTicker
 	}
 	if !snap.FreshAt(now, s.maxStale) {

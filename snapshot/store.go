@@ -212,42 +212,6 @@ func (s *Store) Depth(id []byte) *Depth {
 	return c.depth.Load()
 }
 
-// Stream names one of a pair's per-pair snapshots: the ones a request can make
-// hot and the poller refreshes per pair.
-type Stream int
-
-// The per-pair streams.
-const (
-	StreamBook   Stream = iota // the order book
-	StreamTrades               // the recent trades
-	// NumStreams is the number of streams, for tables indexed by Stream.
-	NumStreams
-)
-
-// streamRows is what differs between the streams' snapshot values in a
-// pair's cell: one row each, so that the questions every stream answers
-// alike (when was it read, may it still be served) are asked by Stream.
-var streamRows = [NumStreams]struct {
-	name string
-	// readAt returns when the cell's snapshot was read; ok is false
-	// before the first.
-	readAt func(c *cell) (at int64, ok bool)
-}{
-	StreamBook: {"book", func(c *cell) (int64, bool) {
-		return ptrReadAt(c.book.Load(), (*Book).ReadAt)
-	}},
-	StreamTrades: {"trades", func(c *cell) (int64, bool) {
-		return ptrReadAt(c.trades.Load(), (*Trades).ReadAt)
-	}},
-}
-
-func ptrReadAt[V any](v *V, readAt func(*V) int64) (int64, bool) {
-	if v == nil {
-		return 0, false
-	}
-	return readAt(v), true
-}
-
 // ReadAt returns when the pair's snapshot of st was read (Unix ns; 0 while
 // none was) and whether the pair is listed.
 func (s *Store) ReadAt(st Stream, id []byte) (at int64, listed bool) {
@@ -255,7 +219,7 @@ func (s *Store) ReadAt(st Stream, id []byte) (at int64, listed bool) {
 	if c == nil {
 		return 0, false
 	}
-	at, _ = streamRows[st].readAt(c)
+	at, _ = st.row().readAt(c)
 	return at, true
 }
 
@@ -266,13 +230,6 @@ func (s *Store) FreshAt(st Stream, id []byte, now int64, maxStale time.Duration)
 	if c == nil {
 		return false
 	}
-	at, ok := streamRows[st].readAt(c)
+	at, ok := st.row().readAt(c)
 	return ok && freshAt(at, now, maxStale)
-}
-
-func (s Stream) String() string {
-	if s < 0 || s >= NumStreams {
-		return "stream(?)"
-	}
-	return streamRows[s].name
 }

@@ -8,6 +8,7 @@ import (
 
 	"marketfeed/internal/wire"
 	"marketfeed/poller/sim"
+	"marketfeed/snapshot"
 )
 
 // The contract's promises through the venue faults that venuesim's happy
@@ -133,7 +134,7 @@ func TestSilentSymbolIsNeverServedStale(t *testing.T) {
 	if m[`marketfeed_stream_silences_total{stream="trades",action="rest"}`] < 1 {
 		t.Error("the trade window's check did not find the trade stream silent")
 	}
-	if !waitFor(30*time.Second, func() bool { return a.poller().Status().Sources.Books["rest"] == 0 }) {
+	if !waitFor(30*time.Second, func() bool { return a.poller().Status().Sources.Pairs[snapshot.StreamBook]["rest"] == 0 }) {
 		t.Fatalf("the stream does not keep the book again after the silence: %+v", a.poller().Status().Sources)
 	}
 }

@@ -233,11 +233,10 @@ func (a *app) seed(id string) live.Seed {
 	if d := a.store.Depth([]byte(id)); d != nil && a.relay.Continues(id, d.Seq()) {
 		seed.Depth = d
 	}
-	if a.store.FreshAt(snapshot.StreamBook, []byte(id), now, a.cfg.maxStale) {
-		seed.Book, _ = a.store.Book([]byte(id), now)
-	}
-	if a.store.FreshAt(snapshot.StreamTrades, []byte(id), now, a.cfg.maxStale) {
-		seed.Trades, _ = a.store.Trades([]byte(id), now)
+	for k := range snapshot.NumStreams {
+		if a.store.FreshAt(k, []byte(id), now, a.cfg.maxStale) {
+			seed.Values[k], _ = a.store.Pair(k, []byte(id), now)
+		}
 	}
 	return seed
 }
@@ -246,21 +245,7 @@ func (a *app) seed(id string) live.Seed {
 // standby.Held): for a book, its depth's update id when there is one, since
 // a book is seeded from that (see seed).
 func (a *app) held(k snapshot.Stream, id string) int64 {
-	now := time.Now().UnixNano()
-	switch k {
-	case snapshot.StreamBook:
-		if d := a.store.Depth([]byte(id)); d != nil {
-			return d.Seq()
-		}
-		if b, _ := a.store.Book([]byte(id), now); b != nil {
-			return b.Seq()
-		}
-	case snapshot.StreamTrades:
-		if t, _ := a.store.Trades([]byte(id), now); t != nil {
-			return t.NewestVenueID()
-		}
-	}
-	return 0
+	return a.store.Covered(k, []byte(id), time.Now().UnixNano())
 }
 
 // follow keeps the relay's subscriptions on the pairs the store lists

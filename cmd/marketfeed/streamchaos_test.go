@@ -93,8 +93,8 @@ func allStreamed(t *testing.T, a *app, limit time.Duration) time.Duration {
 	start := time.Now()
 	if !waitFor(limit, func() bool {
 		src := a.poller().Status().Sources
-		return src != nil && src.Books["syncing"] == 0 && src.Books["rest"] == 0 && src.Books["stream"] > 0 &&
-			src.Trades["syncing"] == 0 && src.Trades["rest"] == 0
+		return src != nil && src.Pairs[snapshot.StreamBook]["syncing"] == 0 && src.Pairs[snapshot.StreamBook]["rest"] == 0 && src.Pairs[snapshot.StreamBook]["stream"] > 0 &&
+			src.Pairs[snapshot.StreamTrades]["syncing"] == 0 && src.Pairs[snapshot.StreamTrades]["rest"] == 0
 	}) {
 		t.Fatalf("pairs not all stream-fed after %s: %+v", limit, a.poller().Status().Sources)
 	}
@@ -189,7 +189,7 @@ func TestStreamFaults(t *testing.T) {
 	// resubscribed, then the pair is served by REST until it delivers.
 	c.traffic.setPhase("silent depth stream")
 	c.venue.control(http.MethodPost, "/_control/silence?stream=ethusdt@depth@100ms&for=20s")
-	if !waitFor(20*time.Second, func() bool { return a.poller().Status().Sources.Books["rest"] >= 1 }) {
+	if !waitFor(20*time.Second, func() bool { return a.poller().Status().Sources.Pairs[snapshot.StreamBook]["rest"] >= 1 }) {
 		t.Fatalf("a silent depth stream was never given up for REST: %+v", a.poller().Status().Sources)
 	}
 	c.figure("%-28s pair served by REST after the watchdog gave up on it", "silent depth stream")

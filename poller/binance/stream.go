@@ -3,6 +3,7 @@ package binance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -243,14 +244,47 @@ type streamRef struct {
 	ticker bool // the all-market ticker stream, which has no kind
 }
 
+// kinds is what differs between a symbol's streams, one row per stream
+// kind: the suffix of its name, the path group its connections go to, and
+// the kind of frame it carries (which says how its events are read and
+// deduplicated: see dedup). A kind without a row is refused (see kindOf),
+// never taken for another: a guess would subscribe, or resubscribe, a
+// stream of the wrong kind.
+var kinds = [snapshot.NumStreams]streamKind{
+	snapshot.StreamBook:   {depthSuffix, groupDepth, frameDepth},
+	snapshot.StreamTrades: {tradeSuffix, groupMarket, frameTrade},
+}
+
+// streamKind is a row of kinds.
+type streamKind struct {
+	suffix string
+	group  group
+	frame  frameKind
+}
+
+// allKinds is every stream kind, in the order a symbol's streams are
+// placed.
+var allKinds = func() []snapshot.Stream {
+	all := make([]snapshot.Stream, snapshot.NumStreams)
+	for k := range all {
+		all[k] = snapshot.Stream(k)
+	}
+	return all
+}()
+
+// kindOf returns kind's row. A kind with no row panics: it is a
+// programming error, caught by the package's tests.
+func kindOf(kind snapshot.Stream) streamKind {
+	if kind < 0 || kind >= snapshot.NumStreams || kinds[kind].suffix == "" {
+		panic(fmt.Sprintf("binance: no stream of kind %v", kind))
+	}
+	return kinds[kind]
+}
+
 // streamName returns the name of a symbol's stream of kind, lower case as
 // the venue requires.
 func streamName(kind snapshot.Stream, symbol string) string {
-	s := strings.ToLower(symbol)
-	if kind == snapshot.StreamBook {
-		return s + depthSuffix
-	}
-	return s + tradeSuffix
+	return strings.ToLower(symbol) + kindOf(kind).suffix
 }
 
 // usableSymbol reports whether a symbol can be part of a stream name: the
@@ -259,12 +293,7 @@ func usableSymbol(sym string) bool {
 	return sym != "" && !strings.ContainsAny(sym, "@/ \t\r\n\"\\")
 }
 
-func groupOf(kind snapshot.Stream) group {
-	if kind == snapshot.StreamBook {
-		return groupDepth
-	}
-	return groupMarket
-}
+func groupOf(kind snapshot.Stream) group { return kindOf(kind).group }
 
 // Watch sets the symbols whose depth and trade streams are kept. New
 // symbols are subscribed on connections with room, or on new connections;
@@ -286,7 +315,7 @@ func (s *Streams) Watch(symbols []string) {
 		}
 		delete(s.symbols, sym)
 		removed = append(removed, sym)
-		for _, kind := range []snapshot.Stream{snapshot.StreamBook, snapshot.StreamTrades} {
+		for _, kind := range allKinds {
 			name := streamName(kind, sym)
 			for _, l := range s.lines {
 				if sl := l.where[name]; sl != nil {
@@ -308,7 +337,7 @@ func (s *Streams) Watch(symbols []string) {
 	// longer watched.
 	s.dups.watch(s.symbols)
 	for _, sym := range added {
-		for _, kind := range []snapshot.Stream{snapshot.StreamBook, snapshot.StreamTrades} {
+		for _, kind := range allKinds {
 			for _, l := range s.lines {
 				s.place(l, streamName(kind, sym), streamRef{kind: kind, symbol: sym}, groupOf(kind))
 			}

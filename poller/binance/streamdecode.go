@@ -249,13 +249,13 @@ func (e *envelope) frame() (frame, error) {
 
 // classify returns the kind of event a stream name carries.
 func classify(name string) frameKind {
-	switch {
-	case strings.HasSuffix(name, depthSuffix):
-		return frameDepth
-	case strings.HasSuffix(name, tradeSuffix):
-		return frameTrade
-	case name == tickerName:
+	if name == tickerName {
 		return frameTickers
+	}
+	for _, k := range kinds {
+		if k.suffix != "" && strings.HasSuffix(name, k.suffix) {
+			return k.frame
+		}
 	}
 	return frameUnknown
 }

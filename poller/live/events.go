@@ -1,11 +1,9 @@
 package live
 
 import (
-	"errors"
 	"log/slog"
 	"time"
 
-	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -22,64 +20,6 @@ const (
 )
 
 var resyncCauses = []string{causeGap, causeLost, causeShort, causeDepleted, causeStale, causeBadData, causeSilent}
-
-// Depth applies one diff event to the pair's local book.
-func (s *Source) Depth(u venue.DepthUpdate) {
-	lp := s.pair(u.Symbol)
-	if lp == nil {
-		return // not listed, or delisted meanwhile
-	}
-	now := time.Now()
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	lp.books.at = now
-	lp.books.silent = silence{}
-	wasSynced, suspended, before := lp.book.Synced(), lp.book.Suspended(), lp.book.LastUpdateID()
-	err := lp.book.Apply(u)
-	if err == nil && lp.book.Synced() && lp.book.LastUpdateID() > before {
-		// The venue vouched for the book up to this event, and the
-		// stream delivers.
-		lp.heardAt, lp.behindAt = now, time.Time{}
-	}
-	if err != nil {
-		cause := causeGap
-		switch {
-		case errors.Is(err, orderbook.ErrBadLevel):
-			cause = causeBadData
-		case suspended:
-			cause = causeLost // updates were missed while the stream was down
-		}
-		s.resynced(lp, cause, err)
-	} else if !wasSynced && lp.book.Buffered() == 1 {
-		s.poke()
-	}
-}
-
-// Trade adds one aggregate trade to the pair's window.
-func (s *Source) Trade(symbol string, tr venue.Trade) {
-	lp := s.pair(symbol)
-	if lp == nil {
-		return
-	}
-	now := time.Now()
-	lp.mu.Lock()
-	lp.trades.at, lp.tradedAt = now, now
-	lp.trades.silent = silence{}
-	if lp.tradesLost && lp.trades.live && tr.ID > lp.window.newest() {
-		if lp.resumeTrades(tr.ID) {
-			s.metrics.tradeGaps.Inc()
-		}
-	}
-	// A trade into an empty window cannot leave a hole behind it: the
-	// window answers from then on (see pair.tradesCurrent).
-	if lp.trades.live && lp.window.empty() {
-		lp.streamed = true
-	}
-	if lp.window.add(tr) {
-		lp.windowChanged = true
-	}
-	lp.mu.Unlock()
-}
 
 // Tickers merges rows of the all-market ticker stream. Rows for symbols
 // outside the catalog (other margin kinds, dated contracts) are dropped. A
@@ -114,7 +54,7 @@ func (s *Source) Tickers(rows []venue.Stat) {
 func (s *Source) Live(k snapshot.Stream, symbols []string) {
 	now := time.Now()
 	s.eachOf(symbols, func(lp *pair) {
-		st := kinds[k].stream(lp)
+		st := lp.kind(k).feed()
 		st.live, st.at = true, now
 	})
 }
@@ -126,8 +66,8 @@ func (s *Source) Live(k snapshot.Stream, symbols []string) {
 // first trade after the stream is back, or a read, says whether it did.
 func (s *Source) Lost(k snapshot.Stream, symbols []string) {
 	s.eachOf(symbols, func(lp *pair) {
-		kinds[k].stream(lp).live = false
-		kinds[k].lose(s, lp, causeLost)
+		lp.kind(k).feed().live = false
+		lp.kind(k).lose(s, lp, causeLost)
 	})
 }
 

@@ -21,7 +21,7 @@ func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, 
 	if lp == nil {
 		return false, nil
 	}
-	waiting := &kinds[k].stream(lp).waiting
+	waiting := &lp.kind(k).feed().waiting
 	waiting.Store(time.Now().UnixNano())
 	defer waiting.Store(0)
 	for {
@@ -33,7 +33,7 @@ func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, 
 			lp.mu.Unlock()
 			return false, nil
 		}
-		next := kinds[k].stream(lp).next()
+		next := lp.kind(k).feed().next()
 		lp.mu.Unlock()
 		s.poke() // start its read now, not at the next tick
 		select {

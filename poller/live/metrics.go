@@ -94,9 +94,9 @@ func (s *Source) counts() (n [snapshot.NumStreams][numSources]int) {
 		for k, row := range kinds {
 			src := sourceREST
 			switch {
-			case row.current(lp):
+			case row.of(lp).current():
 				src = sourceStream
-			case row.stream(lp).delivering():
+			case row.of(lp).feed().delivering():
 				src = sourceSyncing
 			}
 			n[k][src]++
@@ -105,16 +105,16 @@ func (s *Source) counts() (n [snapshot.NumStreams][numSources]int) {
 	return n
 }
 
-// Sources counts the pairs by where their books and their trades come from:
-// "stream", "syncing" or "rest".
-func (s *Source) Sources() (books, trades map[string]int) {
-	n := s.counts()
-	books, trades = make(map[string]int, numSources), make(map[string]int, numSources)
-	for src, name := range sourceNames {
-		books[name] = n[snapshot.StreamBook][src]
-		trades[name] = n[snapshot.StreamTrades][src]
+// Sources counts the pairs of each stream kind by where they come from:
+// "stream", "syncing" or "rest". ok is always true: a source reads streams.
+func (s *Source) Sources() (pairs [snapshot.NumStreams]map[string]int, ok bool) {
+	for k, n := range s.counts() {
+		pairs[k] = make(map[string]int, numSources)
+		for src, name := range sourceNames {
+			pairs[k][name] = n[src]
+		}
 	}
-	return books, trades
+	return pairs, true
 }
 
 // holes counts the trade windows holding a hole: serving only the trades

@@ -15,8 +15,8 @@ import (
 // the refreshes books need, then publishes every book and trade window.
 func (s *Source) publishPeriod() {
 	s.askRefreshes()
-	s.publish(time.Now(), 0, 1, s.publishBook)
-	s.publish(time.Now(), 0, 1, s.publishTrades)
+	s.publish(time.Now(), 0, 1, func(lp *pair, now time.Time) func() { return lp.bookState.publish(s, lp, now) })
+	s.publish(time.Now(), 0, 1, func(lp *pair, now time.Time) func() { return lp.tradesState.publish(s, lp, now) })
 }
 
 // jobs is a Scheduler that runs nothing by itself: the test runs the jobs.

@@ -3,7 +3,6 @@ package live
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"marketfeed/internal/backoff"
 	"marketfeed/poller/budget"
-	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -102,7 +100,7 @@ func (s *Source) snapshotDepth(tier int) int {
 	return s.cfg.RefreshDepth
 }
 
-// deepenDepth is the depth a shallow book deepens to (see pair.shallow):
+// deepenDepth is the depth a shallow book deepens to (see bookState.shallow):
 // 500 levels at 10 weight rather than 1000 at 20, since every book of a
 // cold start deepens at once, and half the weight has every book serving
 // its 100 levels again twice as soon (446 books: 4,460 weight, about six
@@ -114,29 +112,13 @@ const deepenDepth = 5 * snapshot.MaxDepth
 // books that are not in sequence or ask for a refresh, then backfills of
 // the trade windows that are not complete. It does not wait for them.
 func (s *Source) Sync() {
-	s.dispatch(snapshot.StreamBook)
-	s.booksBehind.Store(s.booksWaiting(time.Now()))
-	s.dispatch(snapshot.StreamTrades)
+	for k, row := range kinds {
+		s.dispatch(snapshot.Stream(k))
+		if row.dispatched != nil {
+			row.dispatched(s)
+		}
+	}
 }
-
-// booksWaiting reports whether a book out of sequence waits for its
-// snapshot: one whose read is in flight, or is still to be made, or whose
-// stream has just been acknowledged and has had no event yet to buffer. A
-// round's own count of books left over would not be enough: it misses the
-// reads another round has in flight, and the books whose first events are
-// still on the way, and a backfill started then would spend the weight
-// their snapshots need. A stream quiet for ackGrace after its
-// acknowledgement no longer counts, so that a market with no depth changes
-// holds nothing back.
-func (s *Source) booksWaiting(now time.Time) bool {
-	return s.count(func(lp *pair) bool {
-		return lp.books.delivering() && !lp.book.Synced() && (lp.book.Buffered() > 0 || now.Sub(lp.books.at) < ackGrace)
-	}) > 0
-}
-
-// ackGrace is how long a depth stream acknowledged without an event yet is
-// taken as about to deliver the events its book's sync starts from.
-const ackGrace = 2 * time.Second
 
 // dispatcher runs the dispatches of one stream kind one at a time.
 type dispatcher struct {
@@ -184,9 +166,9 @@ func (s *Source) dispatchRound(k snapshot.Stream) {
 	}
 	var due []queued
 	s.each(func(lp *pair) {
-		if r.stream(lp).rest.ready(now) {
-			if ok, tier, order := r.due(s, lp, now); ok {
-				q := queued{lp: lp, tier: tier, order: order, prio: r.prio[tier], waiting: r.stream(lp).waiting.Load()}
+		if st := lp.kind(k); st.feed().rest.ready(now) {
+			if ok, tier, order := st.due(s, lp, now); ok {
+				q := queued{lp: lp, tier: tier, order: order, prio: r.prio[tier], waiting: st.feed().waiting.Load()}
 				if q.waiting != 0 {
 					q.prio = max(q.prio, budget.Requested)
 				}
@@ -226,7 +208,7 @@ func (s *Source) dispatchRound(k snapshot.Stream) {
 		lp, tier := q.lp, q.tier
 		class := r.purpose[tier].Class()
 		if !refused[class] {
-			if !s.claim(r, lp, tier) {
+			if !s.claim(lp.kind(k), lp, tier) {
 				continue
 			}
 			if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), q.prio, func(ctx context.Context) {
@@ -235,7 +217,7 @@ func (s *Source) dispatchRound(k snapshot.Stream) {
 				continue
 			}
 			lp.mu.Lock()
-			r.stream(lp).rest.inFlight = false
+			lp.kind(k).feed().rest.inFlight = false
 			lp.mu.Unlock()
 			refused[class] = true
 		}
@@ -250,14 +232,14 @@ func (s *Source) dispatchRound(k snapshot.Stream) {
 
 // claim marks the pair's read in flight if it is still ready and due in the
 // same tier; it reports whether it did.
-func (s *Source) claim(r *kind, lp *pair, tier int) bool {
+func (s *Source) claim(state kind, lp *pair, tier int) bool {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
-	st := &r.stream(lp).rest
+	st := &state.feed().rest
 	if !st.ready(time.Now()) {
 		return false
 	}
-	if ok, t, _ := r.due(s, lp, time.Now()); !ok || t != tier {
+	if ok, t, _ := state.due(s, lp, time.Now()); !ok || t != tier {
 		return false
 	}
 	st.inFlight = true
@@ -279,11 +261,11 @@ func trueFirst(a, b bool) int {
 // failed read is logged and retried after the pair's back-off, a good one
 // applied under the pair's lock and what it changed published after.
 func (s *Source) run(ctx context.Context, k snapshot.Stream, lp *pair, tier int) {
-	r := &kinds[k]
-	apply, err := r.fetch(s, ctx, lp, tier)
+	r, state := &kinds[k], lp.kind(k)
+	apply, err := state.fetch(ctx, s, lp, tier)
 	now := time.Now()
 	lp.mu.Lock()
-	st := &r.stream(lp).rest
+	st := &state.feed().rest
 	st.inFlight = false
 	if err != nil {
 		st.failures++
@@ -295,189 +277,11 @@ func (s *Source) run(ctx context.Context, k snapshot.Stream, lp *pair, tier int)
 	}
 	st.failures = 0
 	var build func()
-	if apply(now) && r.current(lp) {
-		build = r.take(s, lp, now)
+	if apply(now) && state.current() {
+		build = state.take(s, lp, now)
 	}
 	lp.mu.Unlock()
 	if build != nil {
 		build()
 	}
-}
-
-// fetchSnapshot reads one snapshot, which syncs the pair's book or is laid
-// under a book in sequence that asked for a deeper view, or proves a quiet
-// book current (see fetchProbe).
-func (s *Source) fetchSnapshot(ctx context.Context, lp *pair, tier int) (func(time.Time) bool, error) {
-	if tier == tierProbe {
-		return s.fetchProbe(ctx, lp)
-	}
-	lp.mu.Lock()
-	shallow := lp.shallow
-	lp.mu.Unlock()
-	if tier == tierDepleted && !shallow {
-		s.metrics.resyncs[causeDepleted].Inc()
-	}
-	depth := s.snapshotDepth(tier)
-	snap, err := s.cfg.REST.Book(ctx, lp.symbol, depth)
-	return func(now time.Time) bool {
-		if err := lp.book.Refresh(snap, depth); err != nil {
-			cause := causeStale
-			if !errors.Is(err, orderbook.ErrStaleSnapshot) {
-				cause = causeBadData
-			}
-			if lp.book.Synced() {
-				// A refresh that came too late: the book is still in
-				// sequence and served; try again in a moment.
-				lp.books.rest.after = now.Add(time.Second)
-			}
-			s.resynced(lp, cause, err)
-			return false
-		}
-		lp.shallow = depth <= snapshot.MaxDepth
-		lp.heardAt = now
-		return true
-	}, err
-}
-
-// ProbeDepth is the depth of a probe's read: the fewest levels the venue
-// serves, at its lowest weight (Binance: 2 up to 50 levels, against 5 for
-// the 100 a sync reads). Only the read's update id is used.
-const ProbeDepth = 5
-
-// probeAfter is how long a book in sequence may hear nothing from its
-// stream before a probe must prove it current: a third of max-stale, at
-// most 3 s, so that a probe that fails or waits for the budget still
-// leaves time for another before the book ages out.
-func (s *Source) probeAfter() time.Duration {
-	return min(3*time.Second, s.cfg.MaxStale/3)
-}
-
-// probeDue reports whether a book in sequence must be proven current by a
-// probe: its stream delivers, has said nothing of it for probeAfter, and a
-// request reads it (within the hot period) or waits for it, or its mid is
-// a spot pair's ticker. A quiet book nobody reads is not probed: it ages
-// out of max-stale, and the first request for it waits for its probe
-// instead, as for any pair's first read. Called with lp.mu held.
-func (s *Source) probeDue(lp *pair, now time.Time) bool {
-	if !lp.books.delivering() || !lp.behindAt.IsZero() || now.Sub(lp.heardAt) < s.probeAfter() {
-		return false
-	}
-	return lp.books.waiting.Load() != 0 || lp.spot.Load() || s.cfg.Demand.Wanted(snapshot.StreamBook, lp.tickerID, now)
-}
-
-// fetchProbe reads ProbeDepth levels of a quiet book's market. The venue's
-// update id at or before the book's proves the book current as of the
-// read: it is published as read when the read started, at the read's
-// venue time. A later id means the venue made updates the stream has not
-// delivered: the book is not confirmed, and unless an event comes within
-// probeAfter (a stream that lags, under a load that held its reader up,
-// rather than one gone silent), the subscription is silent (see Watch and
-// silenced).
-func (s *Source) fetchProbe(ctx context.Context, lp *pair) (func(time.Time) bool, error) {
-	start := time.Now()
-	snap, err := s.cfg.REST.Book(ctx, lp.symbol, ProbeDepth)
-	return func(time.Time) bool {
-		if !lp.book.Synced() {
-			return false // out of sequence meanwhile: its resync says the rest
-		}
-		if lp.book.Confirm(snap.LastUpdateID, snap.Time) {
-			s.metrics.probes[probeConfirmed].Inc()
-			lp.heardAt = later(lp.heardAt, start)
-			return true
-		}
-		s.metrics.probes[probeBehind].Inc()
-		if !lp.heardAt.After(start) {
-			lp.behindAt = start
-		}
-		return false
-	}, err
-}
-
-// silenced handles a pair whose depth subscription a probe found silent:
-// its connection is up and carries other symbols, yet the venue's book
-// moved and the stream said nothing. The book missed updates and syncs
-// again once the stream delivers; meanwhile the stream is subscribed
-// again and the pair is served by REST, as after the watchdog gives a
-// stream up. The pair's trade window may have missed trades too: it
-// answers again once a trade from its stream, or a read of the trades
-// after its newest, says whether it did (see readOn). Called with lp.mu
-// held.
-func (s *Source) silenced(lp *pair, now time.Time) {
-	lp.book.Desync()
-	s.resynced(lp, causeSilent, nil)
-	s.giveUp(lp, snapshot.StreamBook, &lp.books.stream, now)
-	lp.tradesSuspect = true
-	lp.tradesLost, lp.losses = true, lp.losses+1 // see pair.tradesLost
-}
-
-// resumeGrace is how long a window that may have missed trades waits for
-// a trade from its stream, which settles it for free, before a read does.
-const resumeGrace = 2 * time.Second
-
-// fetchTrades reads what a pair's window needs: for a window that may have
-// missed trades while its stream was lost, the trades after its newest
-// (see readOn); for one with a hole, the ids it misses; otherwise, and for
-// a window that never held a trade, the newest trades.
-func (s *Source) fetchTrades(ctx context.Context, lp *pair, _ int) (func(time.Time) bool, error) {
-	lp.mu.Lock()
-	lost, losses, newest := lp.tradesLost, lp.losses, lp.window.newest()
-	hole, read, fill := lp.window.holeRead()
-	lp.mu.Unlock()
-	switch {
-	case lost && newest != 0:
-		return s.readOn(ctx, lp, newest+1, losses)
-	case fill && !lost:
-		s.metrics.gapReads.Inc()
-		trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, read.from, int(read.to-read.from))
-		return func(time.Time) bool {
-			if lp.window.fill(hole, read, trades) {
-				// The venue has no such ids: what it has is read
-				// again as the window's backfill.
-				s.metrics.gapsCut.Inc()
-				lp.backfilled = false
-			}
-			return true
-		}, err
-	}
-	trades, err := s.cfg.REST.Trades(ctx, lp.symbol, snapshot.MaxTrades)
-	return func(time.Time) bool {
-		if lost && lp.tradesLost && losses == lp.losses {
-			lp.tradesLost = false // the window held nothing to miss trades after
-		}
-		lp.window.merge(trades)
-		lp.backfilled = true
-		return true
-	}, err
-}
-
-// readOn settles a window that may have missed trades while its stream was
-// lost, and that no trade from the stream has settled since it came back:
-// it reads the trades from id from, right after the window's newest, on.
-// None: nothing was missed. The ids from from on: those the window missed,
-// now filled in. A first id further on: a hole the venue cannot fill (see
-// pair.resumeTrades). A full read may be followed by more trades the window
-// missed: it stays unsettled, and the next read goes on from the last. A
-// read started before a later loss settles nothing.
-func (s *Source) readOn(ctx context.Context, lp *pair, from int64, losses int) (func(time.Time) bool, error) {
-	trades, err := s.cfg.REST.TradesFrom(ctx, lp.symbol, from, snapshot.MaxTrades)
-	return func(now time.Time) bool {
-		if lp.tradesSuspect && len(trades) > 0 {
-			// Trades the stream never delivered, though it had time
-			// to: its subscription is silent too.
-			s.giveUp(lp, snapshot.StreamTrades, &lp.trades.stream, now)
-		}
-		lp.tradesSuspect = false
-		if lp.tradesLost && losses == lp.losses {
-			first := from
-			if len(trades) > 0 {
-				first = trades[0].ID
-			}
-			if lp.resumeTrades(first) {
-				s.metrics.tradeGaps.Inc()
-			}
-			lp.tradesLost = len(trades) == snapshot.MaxTrades
-		}
-		lp.window.merge(trades)
-		return true
-	}, err
 }

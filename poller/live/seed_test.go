@@ -37,7 +37,7 @@ func seedOf(t *testing.T, n int) Seed {
 	if tr, err = snapshot.DecodeTrades(tr.AppendWire(nil)); err != nil {
 		t.Fatal(err)
 	}
-	return Seed{Book: book, Trades: tr}
+	return Seed{Values: [snapshot.NumStreams]snapshot.PairValue{snapshot.StreamBook: book, snapshot.StreamTrades: tr}}
 }
 
 func seeded(seed Seed) func(string) Seed {
@@ -216,7 +216,7 @@ func TestUnusableBookSeedIsIgnored(t *testing.T) {
 		"no update id": snapshot.NewCheckedBook(testID, 1, 0, []venue.Level{{Price: "1", Size: "1"}}, []venue.Level{{Price: "2", Size: "1"}}, time.Now()),
 		"no asks":      snapshot.NewCheckedBook(testID, 1, 200, []venue.Level{{Price: "1", Size: "1"}}, nil, time.Now()),
 	} {
-		seed.Book = b
+		seed.Values[snapshot.StreamBook] = b
 		s, _, _ := newListedSource(t, seeded(seed))
 		if lp := s.byID(testID); lp.book.LastUpdateID() != 0 || lp.shallow {
 			t.Errorf("%s: the book started from the seed", name)
@@ -243,7 +243,7 @@ func TestSeededTradesGoOnFromTheSeed(t *testing.T) {
 	if got == nil {
 		t.Fatal("no trades published")
 	}
-	body, seedBody := string(got.Body(snapshot.SideAll)), string(seed.Trades.Body(snapshot.SideAll))
+	body, seedBody := string(got.Body(snapshot.SideAll)), string(seed.Values[snapshot.StreamTrades].(*snapshot.Trades).Body(snapshot.SideAll))
 	if !strings.HasSuffix(body, seedBody[1:]) || strings.Count(body, `"trade_id"`) != 11 {
 		t.Fatalf("published %s; want the new trade before the seed's items as they were: %s", body, seedBody)
 	}

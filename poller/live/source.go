@@ -205,7 +205,7 @@ func (s *Source) SetPairs(pairs *snapshot.Pairs) {
 	for _, p := range pairs.List() {
 		lp := old[p.Symbol]
 		if lp == nil || lp.tickerID != p.TickerID {
-			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, book: orderbook.New(), slot: s.nextSlot}
+			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, slot: s.nextSlot, bookState: bookState{book: orderbook.New()}}
 			s.nextSlot++
 			s.seed(lp)
 		}
@@ -266,7 +266,7 @@ func (s *Source) Streaming(id string, k snapshot.Stream) bool {
 // Current reports whether the stream keeps the pair's snapshot of k
 // current: synced (or backfilled), in sequence and not silent.
 func (s *Source) Current(id string, k snapshot.Stream) bool {
-	return s.test(id, func(lp *pair) bool { return kinds[k].current(lp) })
+	return s.test(id, func(lp *pair) bool { return lp.kind(k).current() })
 }
 
 // test reports what f, called with the lock held, says of the pair with

@@ -211,7 +211,7 @@ func TestConfirmationNeverReplacesANewerBook(t *testing.T) {
 	// A publisher (a sync, say) takes the newer state and builds it ...
 	lp := s.byID(testID)
 	lp.mu.Lock()
-	newer := s.takeBook(lp, time.Now())
+	newer := lp.bookState.take(s, lp, time.Now())
 	lp.mu.Unlock()
 	// ... and finishes while the schedule's confirmation of the older
 	// book is on its way to the store.
@@ -239,12 +239,12 @@ func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
 	rest.wait()
 	lp := s.byID(testID)
 	lp.mu.Lock()
-	older := s.takeBook(lp, time.Now())
+	older := lp.bookState.take(s, lp, time.Now())
 	lp.mu.Unlock()
 	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 103, Last: 103, Prev: 102,
 		Bids: []venue.Level{{Price: "99", Size: "7"}}})
 	lp.mu.Lock()
-	newer := s.takeBook(lp, time.Now())
+	newer := lp.bookState.take(s, lp, time.Now())
 	lp.mu.Unlock()
 	newer()
 	older()

@@ -51,7 +51,7 @@ func (s *Source) SeedTickers(stats []venue.Stat) {
 // Quotes returns the best bid and ask of the spot pairs from their local
 // books, each with when it was current: the perpetual's mid the tickers
 // publish. A book in sequence gives its current top, current when the venue
-// last vouched for it (see pair.heardAt); a book resyncing gives
+// last vouched for it (see bookState.heardAt); a book resyncing gives
 // the top it last published while that is younger than max-stale, so a
 // resync does not take a ticker away. all reports whether every spot pair
 // has a quote recent enough (see Config.Fresh) that the bulk quotes need not

@@ -27,8 +27,8 @@ func (s *Source) Watch() {
 	now := time.Now()
 	s.each(func(lp *pair) {
 		for k, row := range kinds {
-			if s.check(lp, snapshot.Stream(k), row.stream(lp), row.active(lp), now) {
-				row.lose(s, lp, causeSilent)
+			if st := row.of(lp); s.check(lp, snapshot.Stream(k), st.feed(), st.active(lp), now) {
+				st.lose(s, lp, causeSilent)
 			}
 		}
 		// A probe found the venue's book past this one, and no event

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -30,7 +31,7 @@ type Streams struct {
 
 	mu      sync.Mutex
 	watched []*market // sorted by symbol; replaced, never changed in place
-	live    [2][]string
+	live    [snapshot.NumStreams][]string
 	lost    []string
 }
 
@@ -62,8 +63,9 @@ func (s *Streams) Watch(symbols []string) {
 		}
 		watched = append(watched, m)
 		if !was[m] {
-			s.live[snapshot.StreamBook] = append(s.live[snapshot.StreamBook], sym)
-			s.live[snapshot.StreamTrades] = append(s.live[snapshot.StreamTrades], sym)
+			for k := range s.live {
+				s.live[k] = append(s.live[k], sym)
+			}
 		}
 	}
 	s.watched = watched
@@ -73,9 +75,7 @@ func (s *Streams) Watch(symbols []string) {
 // heartbeat; the simulated streams never go silent, so there is nothing
 // else to redo. An unwatched symbol is ignored.
 func (s *Streams) Resubscribe(kind snapshot.Stream, symbol string) {
-	if kind != snapshot.StreamBook && kind != snapshot.StreamTrades {
-		return
-	}
+	kindOf(kind) // a kind with no row is a programming error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range s.watched {
@@ -106,7 +106,9 @@ func (s *Streams) Run(ctx context.Context, sink venue.Sink) error {
 	for i, m := range s.watched {
 		syms[i] = m.info.Symbol
 	}
-	s.live = [2][]string{syms, slices.Clone(syms)}
+	for k := range s.live {
+		s.live[k] = slices.Clone(syms)
+	}
 	s.mu.Unlock()
 	s.report(sink)
 	for {
@@ -129,11 +131,12 @@ func (s *Streams) Run(ctx context.Context, sink venue.Sink) error {
 func (s *Streams) report(sink venue.Sink) {
 	s.mu.Lock()
 	live, lost := s.live, s.lost
-	s.live, s.lost = [2][]string{}, nil
+	s.live, s.lost = [snapshot.NumStreams][]string{}, nil
 	s.mu.Unlock()
 	if len(lost) > 0 {
-		sink.Lost(snapshot.StreamBook, lost)
-		sink.Lost(snapshot.StreamTrades, lost)
+		for k := range snapshot.NumStreams {
+			sink.Lost(k, lost)
+		}
 	}
 	for kind, syms := range live {
 		if len(syms) > 0 {
@@ -148,21 +151,15 @@ func (s *Streams) deliver(sink venue.Sink, last, k, now int64) {
 	s.mu.Lock()
 	watched := s.watched
 	s.mu.Unlock()
-	from := last
 	if k-last > maxCatchUp {
-		for _, m := range watched {
-			sink.Depth(m.depthUpdate(last, k))
-		}
-		from = k - maxCatchUp
-		for b := from; b < k; b++ {
-			s.trades(sink, watched, b)
+		for _, row := range kinds {
+			row.deliver(sink, watched, last, k)
 		}
 	} else {
 		for j := last + 1; j <= k; j++ {
-			for _, m := range watched {
-				sink.Depth(m.depthUpdate(j-1, j))
+			for _, row := range kinds {
+				row.deliver(sink, watched, j-1, j)
 			}
-			s.trades(sink, watched, j-1)
 		}
 	}
 	if floorDiv(k, tickerEvery) > floorDiv(last, tickerEvery) {
@@ -170,11 +167,36 @@ func (s *Streams) deliver(sink venue.Sink, last, k, now int64) {
 	}
 }
 
-// trades sends the trades of heartbeat b of every watched market.
-func (s *Streams) trades(sink venue.Sink, watched []*market, b int64) {
-	for _, m := range watched {
-		for _, tr := range m.bucketTrades(b) {
-			sink.Trade(m.info.Symbol, tr)
+// kinds is what differs between a market's streams, one row per stream
+// kind: what it delivers of the heartbeats after from up to to. A kind with
+// no row is refused (see kindOf), never taken for another.
+var kinds = [snapshot.NumStreams]struct {
+	deliver func(sink venue.Sink, watched []*market, from, to int64)
+}{
+	// One diff event per market, however many heartbeats it spans: the
+	// chain goes on as a venue's does.
+	snapshot.StreamBook: {func(sink venue.Sink, watched []*market, from, to int64) {
+		for _, m := range watched {
+			sink.Depth(m.depthUpdate(from, to))
 		}
+	}},
+	// The trades of each heartbeat, of the last maxCatchUp at most: a
+	// venue's stream does not replay minutes of trades either.
+	snapshot.StreamTrades: {func(sink venue.Sink, watched []*market, from, to int64) {
+		for b := max(from, to-maxCatchUp); b < to; b++ {
+			for _, m := range watched {
+				for _, tr := range m.bucketTrades(b) {
+					sink.Trade(m.info.Symbol, tr)
+				}
+			}
+		}
+	}},
+}
+
+// kindOf checks that kind has a row, and panics if not: it is a
+// programming error, caught by the package's tests.
+func kindOf(kind snapshot.Stream) {
+	if kind < 0 || kind >= snapshot.NumStreams || kinds[kind].deliver == nil {
+		panic(fmt.Sprintf("sim: no stream of kind %v", kind))
 	}
 }

@@ -39,10 +39,9 @@ import (
 // seeded book syncs from REST instead.
 const maxHeld = 200
 
-// Held returns the id the member's values of a pair already cover: for
-// snapshot.StreamBook, the update id of its book; for snapshot.StreamTrades,
-// the venue id of its newest trade; 0 for none. What the streams deliver
-// up to it is not held.
+// Held returns the id the member's values of a pair already cover (see
+// snapshot.Store.Covered), 0 for none. What the streams deliver up to it
+// is not held.
 type Held func(kind snapshot.Stream, tickerID string) int64
 
 // Relay is a venue's market streams run for a member's life: the events of
@@ -65,9 +64,69 @@ type Relay struct {
 
 // pair is what the relay holds of one symbol's streams.
 type pair struct {
-	live   [snapshot.NumStreams]bool // acknowledged and not lost since
-	depth  []venue.DepthUpdate       // clones, oldest first
-	trades []venue.Trade
+	live [snapshot.NumStreams]bool // acknowledged and not lost since
+	held [snapshot.NumStreams]held // the events past the member's values
+}
+
+// held is what is held of one stream's events, oldest first, whatever
+// their type.
+type held interface {
+	len() int
+	drop()
+	// hand passes the events past covered on to sink, and drops them all.
+	hand(sink venue.Sink, symbol string, covered int64)
+}
+
+// events holds one stream's events of type E.
+type events[E any] struct {
+	list []E
+	// id is the venue id an event takes its stream to: what the member's
+	// values cover is compared with it.
+	id   func(E) int64
+	pass func(sink venue.Sink, symbol string, e E)
+}
+
+func (h *events[E]) len() int { return len(h.list) }
+func (h *events[E]) drop()    { h.list = nil }
+
+func (h *events[E]) hand(sink venue.Sink, symbol string, covered int64) {
+	for _, e := range h.list {
+		if h.id(e) > covered {
+			h.pass(sink, symbol, e)
+		}
+	}
+	h.list = nil
+}
+
+// hold keeps e, dropping what covered makes useless, if e is past it.
+func (h *events[E]) hold(e E, covered int64) {
+	h.list = slices.DeleteFunc(h.list, func(held E) bool { return h.id(held) <= covered })
+	if h.id(e) > covered {
+		if len(h.list) == maxHeld {
+			h.list = append(h.list[:0], h.list[1:]...)
+		}
+		h.list = append(h.list, e)
+	}
+}
+
+// kinds is what differs between the streams a relay holds, one row per
+// stream kind: the label of its gauges, and its events.
+var kinds = [snapshot.NumStreams]struct {
+	label string
+	held  func() held
+}{
+	snapshot.StreamBook: {"depth", func() held {
+		return &events[venue.DepthUpdate]{
+			id:   func(u venue.DepthUpdate) int64 { return u.Last },
+			pass: func(sink venue.Sink, _ string, u venue.DepthUpdate) { sink.Depth(u) },
+		}
+	}},
+	snapshot.StreamTrades: {"trades", func() held {
+		return &events[venue.Trade]{
+			id:   func(tr venue.Trade) int64 { return tr.ID },
+			pass: func(sink venue.Sink, symbol string, tr venue.Trade) { sink.Trade(symbol, tr) },
+		}
+	}},
 }
 
 var _ venue.Sink = (*Relay)(nil)
@@ -78,7 +137,8 @@ var _ venue.Sink = (*Relay)(nil)
 func New(streams venue.Streams, held Held, set *metrics.Set) *Relay {
 	r := &Relay{streams: streams, held: held, ids: map[string]string{}, pairs: map[string]*pair{}, given: map[string]bool{}}
 	if set != nil {
-		for k, name := range map[snapshot.Stream]string{snapshot.StreamBook: "depth", snapshot.StreamTrades: "trades"} {
+		for k, row := range kinds {
+			k, name := snapshot.Stream(k), row.label
 			set.NewGauge(`marketfeed_standby_streams_live{stream="`+name+`"}`, func() float64 { return float64(r.count(k).live) })
 			set.NewGauge(`marketfeed_standby_events_held{stream="`+name+`"}`, func() float64 { return float64(r.count(k).held) })
 		}
@@ -95,12 +155,7 @@ func (r *Relay) count(kind snapshot.Stream) (n struct{ live, held int }) {
 		if p.live[kind] {
 			n.live++
 		}
-		switch kind {
-		case snapshot.StreamBook:
-			n.held += len(p.depth)
-		case snapshot.StreamTrades:
-			n.held += len(p.trades)
-		}
+		n.held += p.held[kind].len()
 	}
 	return n
 }
@@ -198,25 +253,13 @@ func (r *Relay) hand(symbols []string) {
 			continue
 		}
 		one := []string{sym}
-		if p.live[snapshot.StreamBook] {
-			r.sink.Live(snapshot.StreamBook, one)
-			covered := r.held(snapshot.StreamBook, r.ids[sym])
-			for _, u := range p.depth {
-				if u.Last > covered {
-					r.sink.Depth(u)
-				}
+		for k := range snapshot.NumStreams {
+			if p.live[k] {
+				r.sink.Live(k, one)
+				p.held[k].hand(r.sink, sym, r.held(k, r.ids[sym]))
 			}
+			p.held[k].drop()
 		}
-		if p.live[snapshot.StreamTrades] {
-			r.sink.Live(snapshot.StreamTrades, one)
-			covered := r.held(snapshot.StreamTrades, r.ids[sym])
-			for _, tr := range p.trades {
-				if tr.ID > covered {
-					r.sink.Trade(sym, tr)
-				}
-			}
-		}
-		p.depth, p.trades = nil, nil
 	}
 }
 
@@ -227,6 +270,9 @@ func (r *Relay) pair(sym string) *pair {
 	p := r.pairs[sym]
 	if p == nil {
 		p = &pair{}
+		for k, row := range kinds {
+			p.held[k] = row.held()
+		}
 		r.pairs[sym] = p
 	}
 	return p
@@ -250,7 +296,7 @@ func (r *Relay) Continues(tickerID string, seq int64) bool {
 		if p == nil || !p.live[snapshot.StreamBook] {
 			return false
 		}
-		for _, u := range p.depth {
+		for _, u := range p.held[snapshot.StreamBook].(*events[venue.DepthUpdate]).list {
 			if u.Last > seq {
 				return u.First <= seq+1
 			}
@@ -271,14 +317,11 @@ func (r *Relay) Depth(u venue.DepthUpdate) {
 	// Held even while a poller takes it: the events past the member's
 	// last value are what the next poller (this one's term may end at
 	// any moment) needs, and this one cannot give them back.
-	p := r.pair(u.Symbol)
-	if !p.live[snapshot.StreamBook] {
-		return
-	}
-	covered := r.held(snapshot.StreamBook, r.ids[u.Symbol])
-	p.depth = slices.DeleteFunc(p.depth, func(e venue.DepthUpdate) bool { return e.Last <= covered })
-	if u.Last > covered {
-		p.depth = appendBounded(p.depth, u.Clone())
+	if h, covered, ok := heldOf[venue.DepthUpdate](r, snapshot.StreamBook, u.Symbol); ok {
+		if u.Last > covered {
+			u = u.Clone() // the sink's event is the connection's to reuse
+		}
+		h.hold(u, covered)
 	}
 }
 
@@ -290,22 +333,21 @@ func (r *Relay) Trade(symbol string, tr venue.Trade) {
 	if r.sink != nil && r.given[symbol] {
 		r.sink.Trade(symbol, tr) // and held, as a depth event is
 	}
-	p := r.pair(symbol)
-	if !p.live[snapshot.StreamTrades] {
-		return
-	}
-	covered := r.held(snapshot.StreamTrades, r.ids[symbol])
-	p.trades = slices.DeleteFunc(p.trades, func(t venue.Trade) bool { return t.ID <= covered })
-	if tr.ID > covered {
-		p.trades = appendBounded(p.trades, tr)
+	if h, covered, ok := heldOf[venue.Trade](r, snapshot.StreamTrades, symbol); ok {
+		h.hold(tr, covered)
 	}
 }
 
-func appendBounded[T any](held []T, v T) []T {
-	if len(held) == maxHeld {
-		held = append(held[:0], held[1:]...)
+// heldOf returns what is held of a symbol's stream of kind, whose events
+// are of type E, and what the member's values cover of it; ok is false
+// while the stream is not live, when nothing is held. Called with r.mu
+// held.
+func heldOf[E any](r *Relay, kind snapshot.Stream, symbol string) (h *events[E], covered int64, ok bool) {
+	p := r.pair(symbol)
+	if !p.live[kind] {
+		return nil, 0, false
 	}
-	return append(held, v)
+	return p.held[kind].(*events[E]), r.held(kind, r.ids[symbol]), true
 }
 
 // Tickers passes the all-market ticker stream on while a poller runs; a
@@ -340,12 +382,7 @@ func (r *Relay) mark(kind snapshot.Stream, symbols []string, live bool) {
 		p := r.pair(sym)
 		p.live[kind] = live
 		if !live {
-			switch kind {
-			case snapshot.StreamBook:
-				p.depth = nil
-			case snapshot.StreamTrades:
-				p.trades = nil
-			}
+			p.held[kind].drop()
 		}
 	}
 	switch {

@@ -1,0 +1,70 @@
+package snapshot
+
+import (
+	"testing"
+	"time"
+)
+
+// Each kind's row takes its own values through the store and the wire, and
+// a value goes to its own kind whatever the caller holds it as.
+func TestStreamRows(t *testing.T) {
+	s := NewStore()
+	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	id := []byte("BTC_USDT")
+	values := [NumStreams]PairValue{StreamBook: bookFor(t, "BTC_USDT"), StreamTrades: tradesFor(t, "BTC_USDT")}
+	prefixes := map[string]bool{}
+	for k := range NumStreams {
+		v := values[k]
+		if v.Stream() != k {
+			t.Fatalf("%v: the value says it is of %v", k, v.Stream())
+		}
+		if prefixes[k.KeyPrefix()] {
+			t.Errorf("%v: key prefix %q is another kind's", k, k.KeyPrefix())
+		}
+		prefixes[k.KeyPrefix()] = true
+		now := readAt.UnixNano()
+		if got, listed := s.Pair(k, id, now); !listed || got.FreshAt(now, time.Second) {
+			t.Errorf("%v: before a put: listed %v, fresh %v", k, listed, listed && got.FreshAt(now, time.Second))
+		}
+		decoded, err := k.Decode(v.AppendWire(nil))
+		if err != nil {
+			t.Fatalf("%v: %v", k, err)
+		}
+		if !s.Put(decoded) {
+			t.Fatalf("%v: not put", k)
+		}
+		if got, _ := s.Pair(k, id, now); got.ReadAt() != v.ReadAt() || !got.FreshAt(now, time.Second) {
+			t.Errorf("%v: the store holds a value read at %d, want %d", k, got.ReadAt(), v.ReadAt())
+		}
+		if at, _ := s.ReadAt(k, id); at != v.ReadAt() {
+			t.Errorf("%v: ReadAt %d, want %d", k, at, v.ReadAt())
+		}
+		if _, err := k.Decode(values[(k+1)%NumStreams].AppendWire(nil)); err == nil {
+			t.Errorf("%v: decoded another kind's wire form", k)
+		}
+	}
+	if got := s.Covered(StreamTrades, id, readAt.UnixNano()); got != values[StreamTrades].(*Trades).NewestVenueID() {
+		t.Errorf("trades cover %d", got)
+	}
+	if got := s.Covered(StreamBook, id, readAt.UnixNano()); got != values[StreamBook].(*Book).Seq() {
+		t.Errorf("book covers %d", got)
+	}
+}
+
+// A Stream that names no kind panics where it is used: a guess would serve
+// one kind's snapshot for another's.
+func TestUnknownStreamPanics(t *testing.T) {
+	for _, k := range []Stream{-1, NumStreams} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("stream %d has a key prefix", int(k))
+				}
+			}()
+			_ = k.KeyPrefix()
+		}()
+		if k.String() != "stream(?)" {
+			t.Errorf("stream %d is named %q", int(k), k)
+		}
+	}
+}
