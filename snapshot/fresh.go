@@ -23,6 +23,16 @@ func (t *Tickers) FreshAt(now int64, maxStale time.Duration) bool {
 	return t != nil && freshAt(t.readAt, now, maxStale)
 }
 
+// FreshAt reports whether c may still be served at now.
+func (c *Contracts) FreshAt(now int64, maxStale time.Duration) bool {
+	return c != nil && freshAt(c.readAt, now, maxStale)
+}
+
+// FreshAt reports whether s may still be served at now.
+func (s *ContractSpecs) FreshAt(now int64, maxStale time.Duration) bool {
+	return s != nil && freshAt(s.readAt, now, maxStale)
+}
+
 // FreshAt reports whether p may still be served at now.
 func (p *Pairs) FreshAt(now int64, maxStale time.Duration) bool {
 	return p != nil && freshAt(p.readAt, now, maxStale)

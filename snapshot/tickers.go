@@ -7,14 +7,7 @@ import (
 
 // Tickers is the /tickers response: one item per published spot pair, in
 // ticker_id order. It is never mutated after Store publishes it.
-type Tickers struct {
-	body    []byte
-	gzipped []byte
-	tag     []byte
-	count   int
-	readAt  int64
-	version uint64
-}
+type Tickers struct{ document }
 
 // Omission says why a spot pair has no ticker in a Tickers value.
 type Omission struct {
@@ -58,9 +51,7 @@ func NewTickers(pairs *Pairs, stats []Stat, quotes []Quote, readAt time.Time) (*
 		count++
 	}
 	body = append(body, ']')
-	version := nextVersion()
-	return &Tickers{body: body, gzipped: compress(body), tag: appendTag(nil, body), count: count,
-		readAt: readAt.UnixNano(), version: version}, omitted
+	return &Tickers{newDocument(body, count, readAt.UnixNano())}, omitted
 }
 
 func tickerItem(p Pair, st *Stat, q *Quote, ms int64) ([]byte, error) {
@@ -70,13 +61,6 @@ func tickerItem(p Pair, st *Stat, q *Quote, ms int64) ([]byte, error) {
 	if q == nil {
 		return nil, fmt.Errorf("no best bid and ask for %s", p.Symbol)
 	}
-	for _, f := range [...]struct{ name, v string }{
-		{"last price", st.LastPrice}, {"high", st.High}, {"low", st.Low}, {"quote volume", st.QuoteVolume},
-	} {
-		if !IsPlain(f.v) {
-			return nil, fmt.Errorf("%s %q is not a plain decimal", f.name, f.v)
-		}
-	}
 	if !isPositive(q.Bid) || !isPositive(q.Ask) {
 		return nil, fmt.Errorf("no mid: bid %q, ask %q", q.Bid, q.Ask)
 	}
@@ -84,23 +68,10 @@ func tickerItem(p Pair, st *Stat, q *Quote, ms int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	baseVolume := st.BaseVolume
-	switch {
-	case baseVolume == "":
-		if baseVolume, err = BaseVolumeFallback(st.QuoteVolume, st.LastPrice); err != nil {
-			return nil, fmt.Errorf("base volume fallback: %w", err)
-		}
-	case !IsPlain(baseVolume):
-		return nil, fmt.Errorf("base volume %q is not a plain decimal", baseVolume)
+	b, err := appendStatHead(make([]byte, 0, 320), p, st)
+	if err != nil {
+		return nil, err
 	}
-	b := make([]byte, 0, 320)
-	b = append(b, '{')
-	b = appendStringField(b, "ticker_id", p.TickerID, true)
-	b = appendStringField(b, "base_currency", p.Base, false)
-	b = appendStringField(b, "target_currency", p.Target, false)
-	b = appendStringField(b, "last_price", st.LastPrice, false)
-	b = appendStringField(b, "base_volume", baseVolume, false)
-	b = appendStringField(b, "target_volume", st.QuoteVolume, false)
 	b = appendStringField(b, "bid", mid, false)
 	b = appendStringField(b, "ask", mid, false)
 	b = appendStringField(b, "high", st.High, false)
@@ -109,20 +80,37 @@ func tickerItem(p Pair, st *Stat, q *Quote, ms int64) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// Body is the /tickers response.
-func (t *Tickers) Body() []byte { return t.body }
+// appendStatHead checks a pair's 24 h statistics and appends the fields a
+// ticker and a contract begin with, from '{' to target_volume: the
+// venue's base volume, or the fallback when it sends none. A price or
+// volume that is not a plain decimal, or is negative, is refused.
+func appendStatHead(b []byte, p Pair, st *Stat) ([]byte, error) {
+	for _, f := range [...]struct{ name, v string }{
+		{"last price", st.LastPrice}, {"high", st.High}, {"low", st.Low}, {"quote volume", st.QuoteVolume},
+	} {
+		if !isNonNegative(f.v) {
+			return nil, fmt.Errorf("%s %q is not a non-negative plain decimal", f.name, f.v)
+		}
+	}
+	baseVolume := st.BaseVolume
+	switch {
+	case baseVolume == "":
+		var err error
+		if baseVolume, err = BaseVolumeFallback(st.QuoteVolume, st.LastPrice); err != nil {
+			return nil, fmt.Errorf("base volume fallback: %w", err)
+		}
+	case !isNonNegative(baseVolume):
+		return nil, fmt.Errorf("base volume %q is not a non-negative plain decimal", baseVolume)
+	}
+	b = append(b, '{')
+	b = appendStringField(b, "ticker_id", p.TickerID, true)
+	b = appendStringField(b, "base_currency", p.Base, false)
+	b = appendStringField(b, "target_currency", p.Target, false)
+	b = appendStringField(b, "last_price", st.LastPrice, false)
+	b = appendStringField(b, "base_volume", baseVolume, false)
+	return appendStringField(b, "target_volume", st.QuoteVolume, false), nil
+}
 
-// Gzip is Body compressed with gzip.
-func (t *Tickers) Gzip() []byte { return t.gzipped }
-
-// Tag is the entity tag of this value, unquoted.
-func (t *Tickers) Tag() []byte { return t.tag }
-
-// Len is how many tickers the value holds.
-func (t *Tickers) Len() int { return t.count }
-
-// ReadAt is when the venue was read, in Unix nanoseconds.
-func (t *Tickers) ReadAt() int64 { return t.readAt }
-
-// Version identifies this value among every value the process has built.
-func (t *Tickers) Version() uint64 { return t.version }
+// isNonNegative reports whether s is a plain decimal not below zero ("-0"
+// is not: a venue that sends it sends something odd).
+func isNonNegative(s string) bool { return IsPlain(s) && s[0] != '-' }

@@ -133,6 +133,9 @@ func TestTickersOmissions(t *testing.T) {
 		{"quoted quote volume", func(s []Stat, q []Quote) ([]Stat, []Quote) { s[1].QuoteVolume = `"10"`; return s, q }},
 		{"exponent base volume", func(s []Stat, q []Quote) ([]Stat, []Quote) { s[1].BaseVolume = "1E2"; return s, q }},
 		{"padded base volume", func(s []Stat, q []Quote) ([]Stat, []Quote) { s[1].BaseVolume = " 1"; return s, q }},
+		{"negative quote volume", func(s []Stat, q []Quote) ([]Stat, []Quote) { s[1].QuoteVolume = "-10"; return s, q }},
+		{"negative base volume", func(s []Stat, q []Quote) ([]Stat, []Quote) { s[1].BaseVolume = "-1"; return s, q }},
+		{"negative last price", func(s []Stat, q []Quote) ([]Stat, []Quote) { s[1].LastPrice = "-3"; return s, q }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stats, quotes := c.spoil(tickerStats(), tickerQuotes())

@@ -24,15 +24,16 @@ import (
 // The kinds of wire form, each form's first byte: a form of one kind is
 // never taken for another.
 const (
-	wireBook    = 'B'
-	wireDepth   = 'D'
-	wireTrades  = 'T'
-	wirePairs   = 'P'
-	wireTickers = 'K'
+	wireBook      = 'B'
+	wireDepth     = 'D'
+	wireTrades    = 'T'
+	wirePairs     = 'P'
+	wireTickers   = 'K'
+	wireContracts = 'C'
 )
 
 // wireNames name the kinds in errors.
-var wireNames = map[byte]string{wireBook: "book", wireDepth: "depth", wireTrades: "trade list", wirePairs: "pair list", wireTickers: "ticker list"}
+var wireNames = map[byte]string{wireBook: "book", wireDepth: "depth", wireTrades: "trade list", wirePairs: "pair list", wireTickers: "ticker list", wireContracts: "contract list"}
 
 // ErrBadWire reports a wire form that cannot be decoded into a value.
 var ErrBadWire = errors.New("unusable wire form")
@@ -415,10 +416,5 @@ func DecodeTickers(data []byte) (*Tickers, error) {
 	if len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']' || strings.Count(string(body), `{"ticker_id":`) != count {
 		return nil, fmt.Errorf("%w: the body is not an array of %d tickers", ErrBadWire, count)
 	}
-	body = slices.Clone(body)
-	if gz == nil {
-		gz = compress(body)
-	}
-	return &Tickers{body: body, gzipped: gz, tag: appendTag(nil, body), count: count,
-		readAt: readAt, version: nextVersion()}, nil
+	return &Tickers{wireDocument(body, gz, count, readAt)}, nil
 }

@@ -136,6 +136,10 @@ func tickersResponses(tk *Tickers) [][]byte {
 	return [][]byte{tk.Body(), tk.Tag(), tk.Gzip(), tk.AppendWire(nil)}
 }
 
+func contractsResponses(c *Contracts) [][]byte {
+	return [][]byte{c.Body(), c.Tag(), c.Gzip(), c.Specs().Body(), c.Specs().Tag(), c.Specs().Gzip(), c.AppendWire(nil)}
+}
+
 // decodeTo decodes a wire form and returns the value's responses.
 func decodeTo[V any](decode func([]byte) (V, error), responses func(V) [][]byte) func([]byte) ([][]byte, error) {
 	return func(data []byte) ([][]byte, error) {
@@ -155,10 +159,11 @@ type wireCase struct {
 }
 
 var (
-	decodeBook    = decodeTo(DecodeBook, bookResponses)
-	decodeTrades  = decodeTo(DecodeTrades, tradesResponses)
-	decodePairs   = decodeTo(DecodePairs, pairsResponses)
-	decodeTickers = decodeTo(DecodeTickers, tickersResponses)
+	decodeBook      = decodeTo(DecodeBook, bookResponses)
+	decodeTrades    = decodeTo(DecodeTrades, tradesResponses)
+	decodePairs     = decodeTo(DecodePairs, pairsResponses)
+	decodeTickers   = decodeTo(DecodeTickers, tickersResponses)
+	decodeContracts = decodeTo(DecodeContracts, contractsResponses)
 )
 
 func wireCases(t testing.TB) []wireCase {
@@ -179,7 +184,12 @@ func wireCases(t testing.TB) []wireCase {
 		cases = append(cases, wireCase{"pairs", p.AppendWire(nil), pairsResponses(p), decodePairs})
 	}
 	tk, _ := NewTickers(tickerPairs(), tickerStats(), tickerQuotes(), readAt)
-	return append(cases, wireCase{"tickers", tk.AppendWire(nil), tickersResponses(tk), decodeTickers})
+	cases = append(cases, wireCase{"tickers", tk.AppendWire(nil), tickersResponses(tk), decodeTickers})
+	for _, p := range []*Pairs{contractPairs(), pairsOf()} {
+		c, _ := NewContracts(p, contractInput())
+		cases = append(cases, wireCase{"contracts", c.AppendWire(nil), contractsResponses(c), decodeContracts})
+	}
+	return cases
 }
 
 // A value decoded from its wire form answers every request with the bytes
@@ -243,7 +253,7 @@ func TestWireFormOfAnotherKindIsRefused(t *testing.T) {
 // form that decodes again. The damage is random from a fixed seed, so a
 // failure repeats.
 func TestWireFormDamagedIsRefusedOrServes(t *testing.T) {
-	decoders := []func([]byte) ([][]byte, error){decodeBook, decodeTrades, decodePairs, decodeTickers}
+	decoders := []func([]byte) ([][]byte, error){decodeBook, decodeTrades, decodePairs, decodeTickers, decodeContracts}
 	cases := wireCases(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	decoded := 0
