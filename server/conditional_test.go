@@ -30,7 +30,7 @@ func gunzipBody(t *testing.T, b []byte) []byte {
 func TestGzipServedForDefaultBodiesWhenAccepted(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, uri := range []string{
-		"/api/public/pairs", "/api/public/tickers",
+		"/api/public/pairs", "/api/public/tickers", "/api/public/contracts", "/api/public/contract_specs",
 		"/api/public/orderbook?ticker_id=BTC_USDT", "/api/public/orderbook?ticker_id=BTC_USDT&depth=100",
 		"/api/public/trades?ticker_id=BTC_USDT", "/api/public/historical_trades?ticker_id=BTC_USDT&limit=0",
 	} {

@@ -61,6 +61,33 @@ func TestPairsServesEveryPublishedPair(t *testing.T) {
 	golden.Check(t, "pairs", resp.Body())
 }
 
+// /contracts and /contract_specs serve the published bytes as they are,
+// from one publication: the same contracts, in the same order.
+func TestContractsServeThePublishedContracts(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.store.Contracts()
+	for uri, want := range map[string][]byte{"/api/public/contracts": c.Body(), "/api/public/contract_specs": c.Specs().Body()} {
+		resp := f.get(t, uri)
+		wantStatus(t, resp, 200)
+		if !bytes.Equal(resp.Body(), want) {
+			t.Fatalf("%s: body %s is not the publication's", uri, resp.Body())
+		}
+		if got := header(resp, "Cache-Control"); got != "public, max-age=5" {
+			t.Errorf("%s: Cache-Control %q", uri, got)
+		}
+	}
+	var items []map[string]any
+	if err := json.Unmarshal(f.get(t, "/api/public/contracts").Body(), &items); err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 || items[0]["ticker_id"] != "BTC_USDT" || items[0]["bid"] != "50000.5" || items[0]["ask"] != "50001.5" ||
+		items[0]["funding_rate"] != "0.012" || items[0]["open_interest_usd"] != "406180923.456" {
+		t.Fatalf("contracts %v, want BTC_USDT's with its book's two sides, funding in percent and its open interest in dollars", items)
+	}
+	golden.Check(t, "contracts", f.get(t, "/api/public/contracts").Body())
+	golden.Check(t, "contract_specs", f.get(t, "/api/public/contract_specs").Body())
+}
+
 func TestTickersServesSpotPairsOnly(t *testing.T) {
 	f := newFixture(t, nil)
 	resp := f.get(t, "/api/public/tickers")

@@ -159,6 +159,21 @@ func fixtureTickers(p *snapshot.Pairs, readAt time.Time) *snapshot.Tickers {
 	return tk
 }
 
+// fixtureContracts holds BTC_USDT's contract: the only pair of the fixture
+// with statistics; the others are left out.
+func fixtureContracts(p *snapshot.Pairs, readAt time.Time) *snapshot.Contracts {
+	c, _ := snapshot.NewContracts(p, snapshot.ContractsInput{
+		Stats: []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000.5", High: "51000", Low: "49000.25", BaseVolume: "1234.5", QuoteVolume: "61728000.75"}},
+		Books: []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "50000.5", Ask: "50001.5"}},
+		Marks: []snapshot.Mark{{Symbol: "BTCUSDT", MarkPrice: "50001", IndexPrice: "49998.7", FundingRate: "0.00012",
+			NextFundingTime: 1767340800000, Time: 1767323045000}},
+		Interest: []snapshot.Interest{{Symbol: "BTCUSDT", OpenInterest: "8123.456", Time: 1767323040000}},
+		Onboard:  map[string]int64{"BTCUSDT": 1569398400000},
+		ReadAt:   readAt,
+	})
+	return c
+}
+
 // fixture is a server over a fully loaded store, a fake feed and a fake
 // clock.
 type fixture struct {
@@ -176,6 +191,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	pairs := snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, t0)
 	f.store.PutPairs(pairs, t0)
 	f.store.PutTickers(fixtureTickers(pairs, t0))
+	f.store.PutContracts(fixtureContracts(pairs, t0))
 	for _, ok := range []bool{
 		f.store.PutBook(btcBook(t, t0)),
 		f.store.PutBook(ethBook(t, t0)),
@@ -348,6 +364,24 @@ func checkShape(t testing.TB, uri string, status int, body []byte) {
 				"bid": "decimal", "ask": "decimal", "high": "decimal", "low": "decimal", "timestamp": "int",
 			})
 		}
+	case routeContracts:
+		for _, it := range array(t, v) {
+			fields(t, it, map[string]string{
+				"ticker_id": "id", "base_currency": "string", "target_currency": "string",
+				"last_price": "decimal", "base_volume": "decimal", "target_volume": "decimal",
+				"bid": "decimal", "ask": "decimal", "high": "decimal", "low": "decimal", "product_type": "string",
+				"open_interest": "decimal?", "open_interest_usd": "decimal?", "open_interest_timestamp": "int?",
+				"index_price": "decimal", "index_name": "string", "index_currency": "string",
+				"start_timestamp": "int?", "end_timestamp": "int?", "funding_rate": "decimal",
+				"next_funding_rate": "decimal", "next_funding_rate_timestamp": "int", "contract_type": "string",
+				"contract_price": "decimal", "contract_price_currency": "string", "timestamp": "int",
+			})
+		}
+	case routeContractSpecs:
+		for _, it := range array(t, v) {
+			fields(t, it, map[string]string{"ticker_id": "id", "contract_type": "string", "contract_price": "decimal",
+				"contract_price_currency": "string"})
+		}
 	case routeBook:
 		obj := fields(t, v, map[string]string{"ticker_id": "id", "timestamp": "int", "bids": "array", "asks": "array"})
 		for _, side := range []string{"bids", "asks"} {
@@ -440,6 +474,12 @@ func keys(m map[string]any) []string {
 
 func checkField(t testing.TB, name string, x any, kind string) {
 	t.Helper()
+	if k, nullable := strings.CutSuffix(kind, "?"); nullable { // "decimal?": a decimal or null
+		if x == nil {
+			return
+		}
+		kind = k
+	}
 	switch kind {
 	case "int", "429":
 		n, ok := x.(json.Number)

@@ -21,6 +21,8 @@ func TestNoCatalogIs502(t *testing.T) {
 	for uri, want := range map[string]*apiError{
 		"/api/public/pairs":                             errNoCatalog,
 		"/api/public/tickers":                           errNoTickers,
+		"/api/public/contracts":                         errNoContracts,
+		"/api/public/contract_specs":                    errNoContracts,
 		"/api/public/orderbook?ticker_id=BTC_USDT":      errNoCatalog,
 		"/api/public/trades?ticker_id=BTC_USDT":         errNoCatalog,
 		"/api/public/historical_trades?ticker_id=AB_CD": errNoCatalog,
@@ -62,6 +64,25 @@ func TestTickersMissingOrOlderThanMaxStaleIs502(t *testing.T) {
 	store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, t0), t0)
 	srv := New(Config{Store: store, Now: newClock().Now})
 	wantError(t, serveOne(srv, request{uri: "/api/public/tickers"}), errNoTickers)
+}
+
+// /contracts and /contract_specs are one publication: both are served
+// while it is within max-stale, both are 502 once it is older, and neither
+// asks the venue for anything.
+func TestContractsMissingOrOlderThanMaxStaleIs502(t *testing.T) {
+	f := newFixture(t, nil)
+	f.clock.Advance(DefaultMaxStale)
+	for _, uri := range []string{"/api/public/contracts", "/api/public/contract_specs"} {
+		wantStatus(t, f.get(t, uri), 200)
+	}
+	f.clock.Advance(time.Nanosecond)
+	for _, uri := range []string{"/api/public/contracts", "/api/public/contract_specs"} {
+		wantError(t, f.get(t, uri), errNoContracts)
+	}
+	golden.Check(t, "error_contracts_unavailable", f.get(t, "/api/public/contracts").Body())
+	if n := f.feed.loads.Load(); n != 0 {
+		t.Errorf("%d loads for contracts, want none: they are published in bulk", n)
+	}
 }
 
 func TestStaleSnapshotTriesOneLoadThen502(t *testing.T) {

@@ -44,7 +44,7 @@ func FuzzQuery(f *testing.F) {
 }
 
 // FuzzRoute sends arbitrary paths, with any method. A path the router
-// accepts is one of the five routes with at most one trailing slash; every
+// accepts is one of the seven routes with at most one trailing slash; every
 // other path is 404; no path panics.
 func FuzzRoute(f *testing.F) {
 	for _, seed := range []string{
@@ -64,7 +64,7 @@ func FuzzRoute(f *testing.F) {
 			name, _ := strings.CutPrefix(path, "/api/public/")
 			name = strings.TrimSuffix(name, "/")
 			switch name {
-			case "pairs", "tickers", "orderbook", "trades", "historical_trades":
+			case "pairs", "tickers", "orderbook", "trades", "historical_trades", "contracts", "contract_specs":
 			default:
 				t.Fatalf("routeOf(%q) = %v", path, r)
 			}

@@ -22,16 +22,20 @@ const (
 	labelOrderbook
 	labelTrades
 	labelHistorical
+	labelContracts
+	labelContractSpecs
 	numRouteLabels
 )
 
 var routeLabels = [numRouteLabels]string{
-	labelOther:      "other",
-	labelPairs:      "pairs",
-	labelTickers:    "tickers",
-	labelOrderbook:  "orderbook",
-	labelTrades:     "trades",
-	labelHistorical: "historical_trades",
+	labelOther:         "other",
+	labelPairs:         "pairs",
+	labelTickers:       "tickers",
+	labelOrderbook:     "orderbook",
+	labelTrades:        "trades",
+	labelHistorical:    "historical_trades",
+	labelContracts:     "contracts",
+	labelContractSpecs: "contract_specs",
 }
 
 var historicalName = []byte("historical_trades")
@@ -46,6 +50,10 @@ func labelOf(r route, path []byte) int {
 		return labelPairs
 	case routeTickers:
 		return labelTickers
+	case routeContracts:
+		return labelContracts
+	case routeContractSpecs:
+		return labelContractSpecs
 	case routeBook:
 		return labelOrderbook
 	case routeTrades:

@@ -96,6 +96,8 @@ func (c *specCheck) check(ln *fasthttputil.InmemoryListener, e specRequest, stat
 var specRoutes = []struct{ path, query string }{
 	{"/api/public/pairs", ""},
 	{"/api/public/tickers", ""},
+	{"/api/public/contracts", ""},
+	{"/api/public/contract_specs", ""},
 	{"/api/public/orderbook", "?ticker_id=BTC_USDT"},
 	{"/api/public/trades", "?ticker_id=BTC_USDT"},
 	{"/api/public/historical_trades", "?ticker_id=ETH_USDT"},
@@ -161,7 +163,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	// A pair listed but never read, whose venue read fails: 502.
 	c.check(ln, specRequest{uri: "/api/public/orderbook?ticker_id=SOL_USDT"}, 502)
 	f.feed.panicOnWant.Store(true)
-	for _, r := range specRoutes[2:] {
+	for _, r := range specRoutes[4:] { // the per-pair routes
 		c.check(ln, specRequest{uri: r.path + r.query}, 500)
 	}
 
@@ -209,8 +211,10 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	c.check(ln, specRequest{uri: "/api/public/fees"}, 503)
 
 	if missing := c.spec.Unseen("/api/public/", map[string]string{
-		"GET /api/public/pairs 500":   "no fault to inject: the route calls nothing that can fail",
-		"GET /api/public/tickers 500": "no fault to inject: the route calls nothing that can fail",
+		"GET /api/public/pairs 500":          "no fault to inject: the route calls nothing that can fail",
+		"GET /api/public/tickers 500":        "no fault to inject: the route calls nothing that can fail",
+		"GET /api/public/contracts 500":      "no fault to inject: the route calls nothing that can fail",
+		"GET /api/public/contract_specs 500": "no fault to inject: the route calls nothing that can fail",
 	}); len(missing) > 0 {
 		t.Errorf("documented responses no request produced (document them out, or test them):\n%s", strings.Join(missing, "\n"))
 	}

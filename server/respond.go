@@ -88,6 +88,7 @@ var (
 	errNoCatalog      = upstream("the pair list has not been read from the venue yet")
 	errCatalogStale   = upstream("the pair list could not be refreshed from the venue")
 	errNoTickers      = upstream("tickers could not be read from the venue")
+	errNoContracts    = upstream("contracts could not be read from the venue")
 	errNoBook         = upstream("the order book could not be read from the venue")
 	errNoTrades       = upstream("trades could not be read from the venue")
 	errBadRequest     = coded(fasthttp.StatusBadRequest, "BAD_REQUEST", "the request could not be parsed")

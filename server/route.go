@@ -11,6 +11,8 @@ const (
 	routeTickers
 	routeBook
 	routeTrades // /trades and /historical_trades: one handler, one cache
+	routeContracts
+	routeContractSpecs
 )
 
 var apiPrefix = []byte("/api/public/")
@@ -36,6 +38,10 @@ func routeOf(path []byte) route {
 		return routeBook
 	case "trades", "historical_trades":
 		return routeTrades
+	case "contracts":
+		return routeContracts
+	case "contract_specs":
+		return routeContractSpecs
 	}
 	return routeNone
 }

@@ -416,6 +416,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, label *int) {
 		s.book(ctx, now)
 	case routeTrades:
 		s.trades(ctx, now)
+	case routeContracts:
+		s.contracts(ctx, now, false)
+	case routeContractSpecs:
+		s.contracts(ctx, now, true)
 	}
 }
 
@@ -454,6 +458,30 @@ func (s *Server) tickers(ctx *fasthttp.RequestCtx, now int64) {
 	if answer(ctx, t.Tag(), nil, gzipFor(ctx, t)) {
 		ctx.Response.SetBodyRaw(t.Body())
 	}
+}
+
+// contracts answers /contracts, or with specs /contract_specs, from the
+// same publication: the two lists always describe the same contracts.
+func (s *Server) contracts(ctx *fasthttp.RequestCtx, now int64, specs bool) {
+	c := s.store.Contracts()
+	if !c.FreshAt(now, s.maxStale) {
+		fail(&ctx.Response, errNoContracts)
+		return
+	}
+	var doc wholeBody = c
+	if specs {
+		doc = c.Specs()
+	}
+	if answer(ctx, doc.Tag(), nil, gzipFor(ctx, doc)) {
+		ctx.Response.SetBodyRaw(doc.Body())
+	}
+}
+
+// wholeBody is a response served whole, as published.
+type wholeBody interface {
+	Body() []byte
+	Gzip() []byte
+	Tag() []byte
 }
 
 func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {

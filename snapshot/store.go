@@ -12,12 +12,13 @@ import (
 type Store struct {
 	pairs     atomic.Pointer[Pairs]
 	tickers   atomic.Pointer[Tickers]
+	contracts atomic.Pointer[Contracts]
 	mu        sync.Mutex // serialises PutPairs, which carries cells over
 	published func(Published)
 }
 
 // Published is a value a Store publishes: *Book, *Trades, *Pairs,
-// *Tickers or *Depth, each with a wire form another process can serve it from.
+// *Tickers, *Contracts or *Depth, each with a wire form another process can serve it from.
 type Published interface {
 	AppendWire(dst []byte) []byte
 }
@@ -41,6 +42,10 @@ func (s *Store) Pairs() *Pairs { return s.pairs.Load() }
 
 // Tickers returns the current tickers, or nil before the first read.
 func (s *Store) Tickers() *Tickers { return s.tickers.Load() }
+
+// Contracts returns the current contracts, or nil before the first
+// publication.
+func (s *Store) Contracts() *Contracts { return s.contracts.Load() }
 
 // CacheMaxAge is how long a cache may keep a 2xx answer, the max-age of its
 // Cache-Control: a pair list a CDN serves may be this old.
@@ -106,6 +111,12 @@ func (c *cell) untilOrZero() int64 {
 func (s *Store) PutTickers(t *Tickers) {
 	s.tickers.Store(t)
 	s.notify(t)
+}
+
+// PutContracts publishes new contracts.
+func (s *Store) PutContracts(c *Contracts) {
+	s.contracts.Store(c)
+	s.notify(c)
 }
 
 // cell returns the cell of a pair listed, or unlisted less than

@@ -15,6 +15,36 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ContractProductType.
+const (
+	Perpetual ContractProductType = "Perpetual"
+)
+
+// Valid indicates whether the value is a known member of the ContractProductType enum.
+func (e ContractProductType) Valid() bool {
+	switch e {
+	case Perpetual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ContractType.
+const (
+	Vanilla ContractType = "Vanilla"
+)
+
+// Valid indicates whether the value is a known member of the ContractType enum.
+func (e ContractType) Valid() bool {
+	switch e {
+	case Vanilla:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorCode.
 const (
 	ErrorCodeBadRequest          ErrorCode = "BAD_REQUEST"
@@ -95,6 +125,127 @@ func (e Side) Valid() bool {
 		return false
 	}
 }
+
+// Contract defines model for Contract.
+type Contract struct {
+	// Ask The perpetual's best ask in the service's book.
+	Ask Decimal `json:"ask"`
+
+	// BaseCurrency The base currency (the part of ticker_id before `_`).
+	BaseCurrency string `json:"base_currency"`
+
+	// BaseVolume 24 h volume in the base currency as the venue publishes it; only when the venue
+	// sends none, target_volume / last_price truncated to 8 decimals.
+	BaseVolume Decimal `json:"base_volume"`
+
+	// Bid The perpetual's best bid in the service's book (unlike /tickers, not the mid).
+	Bid Decimal `json:"bid"`
+
+	// ContractPrice The price of one contract (one unit of base) in contract_price_currency; the mark price.
+	ContractPrice Decimal `json:"contract_price"`
+
+	// ContractPriceCurrency The currency contract_price is in (the target currency).
+	ContractPriceCurrency string `json:"contract_price_currency"`
+
+	// ContractType `Vanilla`: a linear contract of one unit of base, margined and settled in the target currency.
+	ContractType ContractType `json:"contract_type"`
+
+	// EndTimestamp Always null: a perpetual does not expire.
+	EndTimestamp *Millis `json:"end_timestamp"`
+
+	// FundingRate The funding rate of the interval now running, settled at
+	// next_funding_rate_timestamp, as a percentage of the position per funding interval
+	// (the venue's fraction × 100: `0.01` is 0.01 %); negative when shorts pay longs.
+	FundingRate Decimal `json:"funding_rate"`
+
+	// High The highest traded price in the venue's rolling 24 h window.
+	High Decimal `json:"high"`
+
+	// IndexCurrency The currency of the index price (the target currency).
+	IndexCurrency string `json:"index_currency"`
+
+	// IndexName The index, named `BASE-TARGET`.
+	//
+	// Example: BTC-USDT
+	IndexName string `json:"index_name"`
+
+	// IndexPrice The venue's index price of the underlying.
+	IndexPrice Decimal `json:"index_price"`
+
+	// LastPrice The last traded price of the perpetual, from the venue's 24 h statistics.
+	LastPrice Decimal `json:"last_price"`
+
+	// Low The lowest traded price in the venue's rolling 24 h window.
+	Low Decimal `json:"low"`
+
+	// NextFundingRate The rate the venue currently expects for the next settlement, in the same unit;
+	// the venue publishes one estimate, so it equals funding_rate.
+	NextFundingRate Decimal `json:"next_funding_rate"`
+
+	// NextFundingRateTimestamp When the next funding is settled.
+	NextFundingRateTimestamp Millis `json:"next_funding_rate_timestamp"`
+
+	// OpenInterest Open interest in units of the base currency, as the venue counts it; null until the
+	// service has read it. See open_interest_timestamp for its age.
+	OpenInterest *Decimal `json:"open_interest"`
+
+	// OpenInterestTimestamp The venue's time of its open-interest count (ms); null while open_interest is null.
+	// Open interest is read with the budget's idle weight: in steady state it is at most
+	// a minute old, during a recovery older.
+	OpenInterestTimestamp *Millis `json:"open_interest_timestamp"`
+
+	// OpenInterestUsd open_interest × the mark price, when the target currency is the US dollar or a
+	// dollar stablecoin (USD, USDT, USDC, FDUSD, BUSD, TUSD); null otherwise, or while
+	// open_interest is null.
+	OpenInterestUsd *Decimal            `json:"open_interest_usd"`
+	ProductType     ContractProductType `json:"product_type"`
+
+	// StartTimestamp When the venue listed the contract (ms), or null when the venue does not say.
+	StartTimestamp *Millis `json:"start_timestamp"`
+
+	// TargetCurrency The target (quote) currency, in which the contract is margined and settled.
+	TargetCurrency string `json:"target_currency"`
+
+	// TargetVolume 24 h volume in the target currency, as the venue publishes it.
+	TargetVolume Decimal `json:"target_volume"`
+
+	// TickerId `BASE_TARGET`: base, underscore, target, each 2 to 15 uppercase letters or digits.
+	//
+	// Example: BTC_USDT
+	TickerId TickerId `json:"ticker_id"`
+
+	// Timestamp The venue's time of the mark, index and funding values.
+	Timestamp Millis `json:"timestamp"`
+}
+
+// ContractProductType defines model for Contract.ProductType.
+type ContractProductType string
+
+// ContractList One contract per published pair.
+type ContractList = []Contract
+
+// ContractSpec defines model for ContractSpec.
+type ContractSpec struct {
+	// ContractPrice The price of one contract (one unit of base); the mark price.
+	ContractPrice Decimal `json:"contract_price"`
+
+	// ContractPriceCurrency The currency contract_price is in (the target currency).
+	ContractPriceCurrency string `json:"contract_price_currency"`
+
+	// ContractType `Vanilla`: a linear contract of one unit of base, margined and settled in the target currency.
+	ContractType ContractType `json:"contract_type"`
+
+	// TickerId `BASE_TARGET`: base, underscore, target, each 2 to 15 uppercase letters or digits.
+	//
+	// Example: BTC_USDT
+	TickerId TickerId `json:"ticker_id"`
+}
+
+// ContractSpecList The specification of each contract of /contracts, in the same order.
+type ContractSpecList = []ContractSpec
+
+// ContractType `Vanilla`: a linear contract of one unit of base, margined and settled in the target currency.
+type ContractType string
 
 // Decimal A decimal number in plain notation.
 //
@@ -293,6 +444,12 @@ type Limit = int
 // BadRequest An error answer. `code` is for programs, `message` for people.
 type BadRequest = Error
 
+// ContractSpecs The specification of each contract of /contracts, in the same order.
+type ContractSpecs = ContractSpecList
+
+// Contracts One contract per published pair.
+type Contracts = ContractList
+
 // InternalError An error answer. `code` is for programs, `message` for people.
 type InternalError = Error
 
@@ -319,6 +476,18 @@ type UnreadableRequest = Error
 
 // UpstreamUnavailable An error answer. `code` is for programs, `message` for people.
 type UpstreamUnavailable = Error
+
+// GetContractSpecsParams defines parameters for GetContractSpecs.
+type GetContractSpecsParams struct {
+	// IfNoneMatch Entity tags the client holds; a match (weak comparison, or `*`) answers 304.
+	IfNoneMatch *IfNoneMatch `json:"If-None-Match,omitempty"`
+}
+
+// GetContractsParams defines parameters for GetContracts.
+type GetContractsParams struct {
+	// IfNoneMatch Entity tags the client holds; a match (weak comparison, or `*`) answers 304.
+	IfNoneMatch *IfNoneMatch `json:"If-None-Match,omitempty"`
+}
 
 // GetHistoricalTradesParams defines parameters for GetHistoricalTrades.
 type GetHistoricalTradesParams struct {
@@ -466,6 +635,25 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetContractSpecs The specification of each contract of /contracts
+	//
+	// The same contracts as /contracts, from the same publication, with what prices one
+	// contract and how.
+	//
+	// Corresponds with GET /api/public/contract_specs (the `GetContractSpecs` operationId).
+	GetContractSpecs(ctx context.Context, params *GetContractSpecsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetContracts One perpetual contract per pair, for derivatives aggregators
+	//
+	// Every published pair, spot or perp, is priced by a perpetual contract; this lists
+	// that contract once per pair, under the pair's ticker_id, in the layout derivatives
+	// aggregators read. Published at most once a second and only when it changed. A
+	// contract whose venue values are unusable is left out until the venue sends usable
+	// ones; a pair that leaves /pairs leaves this list in the same publication.
+	//
+	// Corresponds with GET /api/public/contracts (the `GetContracts` operationId).
+	GetContracts(ctx context.Context, params *GetContractsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetHistoricalTrades The same as /trades, same bytes
 	//
 	// /trades under the name some aggregators ask for: the same parameters, answers and
@@ -510,6 +698,45 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/public/trades (the `GetTrades` operationId).
 	GetTrades(ctx context.Context, params *GetTradesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetContractSpecs The specification of each contract of /contracts
+//
+// The same contracts as /contracts, from the same publication, with what prices one
+// contract and how.
+//
+// Corresponds with GET /api/public/contract_specs (the `GetContractSpecs` operationId).
+func (c *Client) GetContractSpecs(ctx context.Context, params *GetContractSpecsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetContractSpecsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetContracts One perpetual contract per pair, for derivatives aggregators
+//
+// Every published pair, spot or perp, is priced by a perpetual contract; this lists
+// that contract once per pair, under the pair's ticker_id, in the layout derivatives
+// aggregators read. Published at most once a second and only when it changed. A
+// contract whose venue values are unusable is left out until the venue sends usable
+// ones; a pair that leaves /pairs leaves this list in the same publication.
+//
+// Corresponds with GET /api/public/contracts (the `GetContracts` operationId).
+func (c *Client) GetContracts(ctx context.Context, params *GetContractsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetContractsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetHistoricalTrades The same as /trades, same bytes
@@ -605,6 +832,90 @@ func (c *Client) GetTrades(ctx context.Context, params *GetTradesParams, reqEdit
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetContractSpecsRequest constructs an http.Request for the GetContractSpecs method
+func NewGetContractSpecsRequest(server string, params *GetContractSpecsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/public/contract_specs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfNoneMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-None-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetContractsRequest constructs an http.Request for the GetContracts method
+func NewGetContractsRequest(server string, params *GetContractsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/public/contracts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfNoneMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-None-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
 }
 
 // NewGetHistoricalTradesRequest constructs an http.Request for the GetHistoricalTrades method
@@ -990,6 +1301,29 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetContractSpecsWithResponse The specification of each contract of /contracts
+	//
+	// The same contracts as /contracts, from the same publication, with what prices one
+	// contract and how.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/public/contract_specs (the `GetContractSpecs` operationId).
+	GetContractSpecsWithResponse(ctx context.Context, params *GetContractSpecsParams, reqEditors ...RequestEditorFn) (*GetContractSpecsResponse, error)
+
+	// GetContractsWithResponse One perpetual contract per pair, for derivatives aggregators
+	//
+	// Every published pair, spot or perp, is priced by a perpetual contract; this lists
+	// that contract once per pair, under the pair's ticker_id, in the layout derivatives
+	// aggregators read. Published at most once a second and only when it changed. A
+	// contract whose venue values are unusable is left out until the venue sends usable
+	// ones; a pair that leaves /pairs leaves this list in the same publication.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/public/contracts (the `GetContracts` operationId).
+	GetContractsWithResponse(ctx context.Context, params *GetContractsParams, reqEditors ...RequestEditorFn) (*GetContractsResponse, error)
+
 	// GetHistoricalTradesWithResponse The same as /trades, same bytes
 	//
 	// /trades under the name some aggregators ask for: the same parameters, answers and
@@ -1044,6 +1378,284 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/public/trades (the `GetTrades` operationId).
 	GetTradesWithResponse(ctx context.Context, params *GetTradesParams, reqEditors ...RequestEditorFn) (*GetTradesResponse, error)
+}
+
+// GetContractSpecsResponse200Headers the declared response headers of an HTTP 200 response for GetContractSpecs
+type GetContractSpecsResponse200Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+	ContentEncoding          *string
+	ETag                     string
+	Vary                     string
+}
+
+// GetContractSpecsResponse304Headers the declared response headers of an HTTP 304 response for GetContractSpecs
+type GetContractSpecsResponse304Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+	ETag                     string
+	Vary                     string
+}
+
+// GetContractSpecsResponse429Headers the declared response headers of an HTTP 429 response for GetContractSpecs
+type GetContractSpecsResponse429Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+	RetryAfter               int
+}
+
+// GetContractSpecsResponse500Headers the declared response headers of an HTTP 500 response for GetContractSpecs
+type GetContractSpecsResponse500Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+}
+
+// GetContractSpecsResponse502Headers the declared response headers of an HTTP 502 response for GetContractSpecs
+type GetContractSpecsResponse502Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+}
+
+// GetContractSpecsResponse503Headers the declared response headers of an HTTP 503 response for GetContractSpecs
+type GetContractSpecsResponse503Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+	RetryAfter               int
+}
+
+// GetContractSpecsResponseDefaultHeaders the declared response headers of an HTTP default response for GetContractSpecs
+type GetContractSpecsResponseDefaultHeaders struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+}
+
+type GetContractSpecsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ContractSpecs
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *UpstreamUnavailable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Overloaded
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *UnreadableRequest
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetContractSpecsResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *GetContractSpecsResponse304Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetContractSpecsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetContractSpecsResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *GetContractSpecsResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetContractSpecsResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetContractSpecsResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetContractSpecsResponse) GetJSON200() *ContractSpecs {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetContractSpecsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetContractSpecsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetContractSpecsResponse) GetJSON502() *UpstreamUnavailable {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetContractSpecsResponse) GetJSON503() *Overloaded {
+	return r.JSON503
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetContractSpecsResponse) GetJSONDefault() *UnreadableRequest {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetContractSpecsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetContractSpecsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetContractSpecsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetContractSpecsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetContractsResponse200Headers the declared response headers of an HTTP 200 response for GetContracts
+type GetContractsResponse200Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+	ContentEncoding          *string
+	ETag                     string
+	Vary                     string
+}
+
+// GetContractsResponse304Headers the declared response headers of an HTTP 304 response for GetContracts
+type GetContractsResponse304Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+	ETag                     string
+	Vary                     string
+}
+
+// GetContractsResponse429Headers the declared response headers of an HTTP 429 response for GetContracts
+type GetContractsResponse429Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+	RetryAfter               int
+}
+
+// GetContractsResponse500Headers the declared response headers of an HTTP 500 response for GetContracts
+type GetContractsResponse500Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+}
+
+// GetContractsResponse502Headers the declared response headers of an HTTP 502 response for GetContracts
+type GetContractsResponse502Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+}
+
+// GetContractsResponse503Headers the declared response headers of an HTTP 503 response for GetContracts
+type GetContractsResponse503Headers struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+	RetryAfter               int
+}
+
+// GetContractsResponseDefaultHeaders the declared response headers of an HTTP default response for GetContracts
+type GetContractsResponseDefaultHeaders struct {
+	AccessControlAllowOrigin string
+	CacheControl             string
+}
+
+type GetContractsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Contracts
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *UpstreamUnavailable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Overloaded
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *UnreadableRequest
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetContractsResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *GetContractsResponse304Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetContractsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetContractsResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *GetContractsResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetContractsResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetContractsResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetContractsResponse) GetJSON200() *Contracts {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetContractsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetContractsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetContractsResponse) GetJSON502() *UpstreamUnavailable {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetContractsResponse) GetJSON503() *Overloaded {
+	return r.JSON503
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetContractsResponse) GetJSONDefault() *UnreadableRequest {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetContractsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetContractsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetContractsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetContractsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // GetHistoricalTradesResponse200Headers the declared response headers of an HTTP 200 response for GetHistoricalTrades
@@ -1831,6 +2443,41 @@ func (r GetTradesResponse) ContentType() string {
 	return ""
 }
 
+// GetContractSpecsWithResponse The specification of each contract of /contracts
+//
+// The same contracts as /contracts, from the same publication, with what prices one
+// contract and how.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/public/contract_specs (the `GetContractSpecs` operationId).
+func (c *ClientWithResponses) GetContractSpecsWithResponse(ctx context.Context, params *GetContractSpecsParams, reqEditors ...RequestEditorFn) (*GetContractSpecsResponse, error) {
+	rsp, err := c.GetContractSpecs(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetContractSpecsResponse(rsp)
+}
+
+// GetContractsWithResponse One perpetual contract per pair, for derivatives aggregators
+//
+// Every published pair, spot or perp, is priced by a perpetual contract; this lists
+// that contract once per pair, under the pair's ticker_id, in the layout derivatives
+// aggregators read. Published at most once a second and only when it changed. A
+// contract whose venue values are unusable is left out until the venue sends usable
+// ones; a pair that leaves /pairs leaves this list in the same publication.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/public/contracts (the `GetContracts` operationId).
+func (c *ClientWithResponses) GetContractsWithResponse(ctx context.Context, params *GetContractsParams, reqEditors ...RequestEditorFn) (*GetContractsResponse, error) {
+	rsp, err := c.GetContracts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetContractsResponse(rsp)
+}
+
 // GetHistoricalTradesWithResponse The same as /trades, same bytes
 //
 // /trades under the name some aggregators ask for: the same parameters, answers and
@@ -1914,6 +2561,476 @@ func (c *ClientWithResponses) GetTradesWithResponse(ctx context.Context, params 
 		return nil, err
 	}
 	return ParseGetTradesResponse(rsp)
+}
+
+// ParseGetContractSpecsResponse parses an HTTP response from a GetContractSpecsWithResponse call
+func ParseGetContractSpecsResponse(rsp *http.Response) (*GetContractSpecsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetContractSpecsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ContractSpecs
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest UpstreamUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Overloaded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnreadableRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetContractSpecsResponse200Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Content-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentEncoding = &value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		if values := rsp.Header.Values("Vary"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Vary", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Vary = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers GetContractSpecsResponse304Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		if values := rsp.Header.Values("Vary"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Vary", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Vary = value
+		}
+		response.Headers304 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetContractSpecsResponse429Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetContractSpecsResponse500Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers GetContractSpecsResponse502Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetContractSpecsResponse503Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	case true:
+		var headers GetContractSpecsResponseDefaultHeaders
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetContractsResponse parses an HTTP response from a GetContractsWithResponse call
+func ParseGetContractsResponse(rsp *http.Response) (*GetContractsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetContractsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Contracts
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest UpstreamUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Overloaded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnreadableRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetContractsResponse200Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Content-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentEncoding = &value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		if values := rsp.Header.Values("Vary"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Vary", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Vary = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers GetContractsResponse304Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		if values := rsp.Header.Values("Vary"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Vary", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Vary = value
+		}
+		response.Headers304 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetContractsResponse429Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetContractsResponse500Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers GetContractsResponse502Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetContractsResponse503Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	case true:
+		var headers GetContractsResponseDefaultHeaders
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
 }
 
 // ParseGetHistoricalTradesResponse parses an HTTP response from a GetHistoricalTradesWithResponse call
