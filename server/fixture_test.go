@@ -165,9 +165,9 @@ func fixtureContracts(p *snapshot.Pairs, readAt time.Time) *snapshot.Contracts {
 	c, _ := snapshot.NewContracts(p, snapshot.ContractsInput{
 		Stats: []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000.5", High: "51000", Low: "49000.25", BaseVolume: "1234.5", QuoteVolume: "61728000.75"}},
 		Books: []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "50000.5", Ask: "50001.5"}},
-		Marks: []snapshot.Mark{{Symbol: "BTCUSDT", MarkPrice: "50001", IndexPrice: "49998.7", FundingRate: "0.00012",
-			NextFundingTime: 1767340800000, Time: 1767323045000}},
-		Interest: []snapshot.Interest{{Symbol: "BTCUSDT", OpenInterest: "8123.456", Time: 1767323040000}},
+		Marks: []snapshot.Contract{{Symbol: "BTCUSDT", MarkPrice: "50001", IndexPrice: "49998.7", FundingRate: "0.00012",
+			NextFunding: 1767340800000, Time: 1767323045000}},
+		Interest: []snapshot.OpenInterest{{Symbol: "BTCUSDT", Amount: "8123.456", Time: 1767323040000}},
 		Onboard:  map[string]int64{"BTCUSDT": 1569398400000},
 		ReadAt:   readAt,
 	})

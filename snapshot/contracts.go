@@ -16,28 +16,6 @@ const (
 	ContractVanilla  = "Vanilla"
 )
 
-// Mark is one perpetual's mark price, index price and funding as the venue
-// streams them for every symbol once a second.
-type Mark struct {
-	Symbol     string
-	MarkPrice  string
-	IndexPrice string
-	// FundingRate is the rate of the funding settled at NextFundingTime, a
-	// fraction per funding interval as the venue sends it (0.0001 is
-	// 0.01 %); it may be negative.
-	FundingRate     string
-	NextFundingTime int64 // ms
-	Time            int64 // the venue's time of the reading, ms
-}
-
-// Interest is one perpetual's open interest in units of base, and when the
-// venue counted it.
-type Interest struct {
-	Symbol       string
-	OpenInterest string
-	Time         int64 // ms
-}
-
 // ContractsInput is what a /contracts publication is built from: the
 // venue's 24 h statistics, the local books' best bid and ask (the real
 // sides, not the tickers' mid), the marks, and the open interest read so
@@ -45,8 +23,8 @@ type Interest struct {
 type ContractsInput struct {
 	Stats    []Stat
 	Books    []Quote
-	Marks    []Mark
-	Interest []Interest
+	Marks    []Contract
+	Interest []OpenInterest
 	// Onboard is when each perpetual was listed on the venue (ms); a symbol
 	// without one has a null start_timestamp.
 	Onboard map[string]int64
@@ -84,8 +62,8 @@ func (c *Contracts) Specs() *ContractSpecs { return &c.specs }
 func NewContracts(pairs *Pairs, in ContractsInput) (*Contracts, []Omission) {
 	statOf := index(in.Stats, func(s *Stat) string { return s.Symbol })
 	quoteOf := index(in.Books, func(q *Quote) string { return q.Symbol })
-	markOf := index(in.Marks, func(m *Mark) string { return m.Symbol })
-	interestOf := index(in.Interest, func(i *Interest) string { return i.Symbol })
+	markOf := index(in.Marks, func(m *Contract) string { return m.Symbol })
+	interestOf := index(in.Interest, func(i *OpenInterest) string { return i.Symbol })
 	var omitted []Omission
 	body, specs := []byte{'['}, []byte{'['}
 	count := 0
@@ -123,8 +101,8 @@ type contract struct {
 	pair     Pair
 	stat     *Stat
 	quote    *Quote
-	mark     *Mark
-	interest *Interest
+	mark     *Contract
+	interest *OpenInterest
 	onboard  int64
 	listed   bool
 }
@@ -150,7 +128,7 @@ func (c *contract) items() (item, spec []byte, err error) {
 	if !isPositive(m.MarkPrice) {
 		return nil, nil, fmt.Errorf("mark price %q is not positive", m.MarkPrice)
 	}
-	if m.NextFundingTime <= 0 {
+	if m.NextFunding <= 0 {
 		return nil, nil, fmt.Errorf("no next funding time for %s", c.pair.Symbol)
 	}
 	funding, err := Percent(m.FundingRate)
@@ -181,7 +159,7 @@ func (c *contract) items() (item, spec []byte, err error) {
 	b = append(b, `,"end_timestamp":null`...)
 	b = appendStringField(b, "funding_rate", funding, false)
 	b = appendStringField(b, "next_funding_rate", funding, false)
-	b = appendIntField(b, "next_funding_rate_timestamp", m.NextFundingTime, false)
+	b = appendIntField(b, "next_funding_rate_timestamp", m.NextFunding, false)
 	itemEnd := len(b)
 	b = appendStringField(b, "contract_type", ContractVanilla, false)
 	b = appendStringField(b, "contract_price", m.MarkPrice, false)
@@ -205,12 +183,12 @@ func (c *contract) appendInterest(b []byte) ([]byte, error) {
 	if oi == nil {
 		return append(b, `,"open_interest":null,"open_interest_usd":null,"open_interest_timestamp":null`...), nil
 	}
-	if !isNonNegative(oi.OpenInterest) {
-		return nil, fmt.Errorf("open interest %q is not a non-negative plain decimal", oi.OpenInterest)
+	if !isNonNegative(oi.Amount) {
+		return nil, fmt.Errorf("open interest %q is not a non-negative plain decimal", oi.Amount)
 	}
-	b = appendStringField(b, "open_interest", oi.OpenInterest, false)
+	b = appendStringField(b, "open_interest", oi.Amount, false)
 	if usdQuotes[c.pair.Target] {
-		usd, err := Product(oi.OpenInterest, c.mark.MarkPrice)
+		usd, err := Product(oi.Amount, c.mark.MarkPrice)
 		if err != nil {
 			return nil, fmt.Errorf("open interest in dollars: %w", err)
 		}

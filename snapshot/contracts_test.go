@@ -63,15 +63,15 @@ func contractInput() ContractsInput {
 	return ContractsInput{
 		Stats: stats,
 		Books: books,
-		Marks: []Mark{
-			{Symbol: "BTCUSDT", MarkPrice: "65000.05", IndexPrice: "64990.1", FundingRate: "0.00010000", NextFundingTime: 1767254400000, Time: 1767225600000},
-			{Symbol: "ETHUSDT", MarkPrice: "3100.15", IndexPrice: "3100", FundingRate: "-0.00025", NextFundingTime: 1767254400000, Time: 1767225600000},
-			{Symbol: "1000PEPEUSDT", MarkPrice: "0.0123", IndexPrice: "0.01231", FundingRate: "0", NextFundingTime: 1767254400000, Time: 1767225600000},
-			{Symbol: "ETHBTC", MarkPrice: "0.05", IndexPrice: "0.0501", FundingRate: "0.0001", NextFundingTime: 1767254400000, Time: 1767225600000},
+		Marks: []Contract{
+			{Symbol: "BTCUSDT", MarkPrice: "65000.05", IndexPrice: "64990.1", FundingRate: "0.00010000", NextFunding: 1767254400000, Time: 1767225600000},
+			{Symbol: "ETHUSDT", MarkPrice: "3100.15", IndexPrice: "3100", FundingRate: "-0.00025", NextFunding: 1767254400000, Time: 1767225600000},
+			{Symbol: "1000PEPEUSDT", MarkPrice: "0.0123", IndexPrice: "0.01231", FundingRate: "0", NextFunding: 1767254400000, Time: 1767225600000},
+			{Symbol: "ETHBTC", MarkPrice: "0.05", IndexPrice: "0.0501", FundingRate: "0.0001", NextFunding: 1767254400000, Time: 1767225600000},
 		},
-		Interest: []Interest{
-			{Symbol: "BTCUSDT", OpenInterest: "81234.567", Time: 1767225590000},
-			{Symbol: "ETHBTC", OpenInterest: "12.5", Time: 1767225595000},
+		Interest: []OpenInterest{
+			{Symbol: "BTCUSDT", Amount: "81234.567", Time: 1767225590000},
+			{Symbol: "ETHBTC", Amount: "12.5", Time: 1767225595000},
 		},
 		Onboard: map[string]int64{"BTCUSDT": 1569398400000},
 		ReadAt:  readAt,
@@ -160,9 +160,9 @@ func TestContractWithABadVenueRowIsLeftOut(t *testing.T) {
 		{"negative index", func(in *ContractsInput) { in.Marks[0].IndexPrice = "-1" }, "index price"},
 		{"empty index", func(in *ContractsInput) { in.Marks[0].IndexPrice = "" }, "index price"},
 		{"funding not a decimal", func(in *ContractsInput) { in.Marks[0].FundingRate = "NaN" }, "funding rate"},
-		{"no next funding time", func(in *ContractsInput) { in.Marks[0].NextFundingTime = 0 }, "next funding time"},
-		{"negative open interest", func(in *ContractsInput) { in.Interest[0].OpenInterest = "-3" }, "open interest"},
-		{"open interest not a decimal", func(in *ContractsInput) { in.Interest[0].OpenInterest = "many" }, "open interest"},
+		{"no next funding time", func(in *ContractsInput) { in.Marks[0].NextFunding = 0 }, "next funding time"},
+		{"negative open interest", func(in *ContractsInput) { in.Interest[0].Amount = "-3" }, "open interest"},
+		{"open interest not a decimal", func(in *ContractsInput) { in.Interest[0].Amount = "many" }, "open interest"},
 		{"negative volume", func(in *ContractsInput) { in.Stats[0].QuoteVolume = "-5" }, "quote volume"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
