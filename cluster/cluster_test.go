@@ -65,6 +65,14 @@ func (f *feeder) lead(store *snapshot.Store) func(ctx context.Context) {
 		tk, _ := snapshot.NewTickers(pairs, []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000", High: "51000", Low: "49000",
 			BaseVolume: "10", QuoteVolume: "500000"}}, []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "49999", Ask: "50001"}}, now)
 		store.PutTickers(tk)
+		c, _ := snapshot.NewContracts(pairs, snapshot.ContractsInput{
+			Stats: []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000", High: "51000", Low: "49000", BaseVolume: "10", QuoteVolume: "500000"}},
+			Books: []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "49999", Ask: "50001"}},
+			Marks: []snapshot.Contract{{Symbol: "BTCUSDT", MarkPrice: "50000.5", IndexPrice: "49990", FundingRate: "0.0001",
+				NextFunding: now.UnixMilli() + 3600_000, Time: now.UnixMilli()}},
+			ReadAt: now,
+		})
+		store.PutContracts(c)
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -155,6 +163,9 @@ func served(s *snapshot.Store) string {
 	}
 	if tk := s.Tickers(); tk != nil {
 		fmt.Fprintf(&b, "tickers %s %s\n", tk.Tag(), tk.Body())
+	}
+	if c := s.Contracts(); c != nil {
+		fmt.Fprintf(&b, "contracts %s %s %s %s\n", c.Tag(), c.Body(), c.Specs().Tag(), c.Specs().Body())
 	}
 	for _, id := range testPairs {
 		if bk, _ := s.Book([]byte(id), now); bk != nil {

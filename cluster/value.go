@@ -170,12 +170,13 @@ func parseValueV2(v []byte) (header, []byte, error) {
 
 // The keys of the snapshot bucket: one per pair and stream (the stream's
 // snapshot.Stream.KeyPrefix, then the ticker_id), one per pair for its
-// depth (see snapshot.Depth), and one each for the pair list and the
-// tickers. A ticker_id is letters, digits and one underscore, all valid in
-// a key.
+// depth (see snapshot.Depth), and one each for the pair list, the tickers
+// and the contracts. A ticker_id is letters, digits and one underscore,
+// all valid in a key.
 const (
 	keyPairs       = "pairs"
 	keyTickers     = "tickers"
+	keyContracts   = "contracts"
 	keyDepthPrefix = "depth."
 )
 
@@ -212,6 +213,8 @@ func keyOf(v snapshot.Published) string {
 		return keyPairs
 	case *snapshot.Tickers:
 		return keyTickers
+	case *snapshot.Contracts:
+		return keyContracts
 	}
 	return ""
 }
@@ -233,6 +236,13 @@ func applyWire(store *snapshot.Store, key string, wire []byte, now int64) error 
 			return err
 		}
 		store.PutTickers(t)
+		return nil
+	case key == keyContracts:
+		c, err := snapshot.DecodeContracts(wire)
+		if err != nil {
+			return err
+		}
+		store.PutContracts(c)
 		return nil
 	case strings.HasPrefix(key, keyDepthPrefix):
 		return applyDepth(store, key[len(keyDepthPrefix):], wire)

@@ -24,6 +24,9 @@ type bulkPlan struct {
 	// catalogReserve is the part of bulkReserve the catalog needs; the
 	// rest is for tickers, which a live ticker stream makes unnecessary.
 	catalogReserve int
+	// contractsReserve is the part the premiumIndex read needs while the
+	// mark price stream is quiet: once every half max-stale.
+	contractsReserve int
 	// staleUnmet is set when the bulk calls cannot run often enough within
 	// their share of the budget to honour max-stale.
 	staleUnmet bool
@@ -56,20 +59,30 @@ func (p *Poller) plan(limit int) {
 		return int(math.Ceil(float64(weight) * float64(time.Minute) / float64(every)))
 	}
 	p.planned.catalogReserve = perMinute(p.venue.Weight(venue.CallCatalog), p.cfg.CatalogEvery)
+	p.planned.contractsReserve = 0
+	if _, ok := p.venue.(venue.ContractReader); ok {
+		p.planned.contractsReserve = perMinute(p.venue.Weight(venue.CallContracts), p.fresher())
+	}
 	p.planned.bulkReserve = perMinute(p.venue.Weight(venue.CallStats), p.planned.statsEvery) +
-		perMinute(p.venue.Weight(venue.CallQuotes), p.planned.quotesEvery) + p.planned.catalogReserve
+		perMinute(p.venue.Weight(venue.CallQuotes), p.planned.quotesEvery) + p.planned.catalogReserve +
+		p.planned.contractsReserve
 }
 
 // reserve is the weight a minute held back for the bulk calls: only the
-// catalog's while the ticker stream delivers the statistics.
+// catalog's while the ticker stream delivers the statistics, and the
+// premiumIndex read's too while the mark price stream does not deliver.
 func (p *Poller) reserve() int {
 	p.planned.mu.Lock()
-	all, catalog := p.planned.bulkReserve, p.planned.catalogReserve
+	all, catalog, contracts := p.planned.bulkReserve, p.planned.catalogReserve, p.planned.contractsReserve
 	p.planned.mu.Unlock()
-	if p.src.TickersFlowing(time.Now()) {
+	now := time.Now()
+	switch {
+	case !p.src.TickersFlowing(now):
+		return all
+	case p.src.ContractsFlowing(now):
 		return catalog
 	}
-	return all
+	return catalog + contracts
 }
 
 // caps returns every class's cap: per-pair book and trade reads split what
@@ -151,11 +164,16 @@ func bulk[T any](ctx context.Context, p *Poller, c venue.Call, fn func(context.C
 	if p.gate.Blocked(time.Now()) {
 		return v, fmt.Errorf("%s: %w", c, venue.ErrPaused)
 	}
-	purpose := budget.PurposeTickers
-	if c == venue.CallCatalog {
+	purpose, prio := budget.PurposeTickers, budget.Waiting
+	switch c {
+	case venue.CallCatalog:
 		purpose = budget.PurposeCatalog
+	case venue.CallContracts:
+		purpose = budget.PurposeContracts
+	case venue.CallOpenInterest:
+		purpose, prio = budget.PurposeOpenInterest, budget.Background
 	}
-	if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, p.caps(), budget.Waiting) {
+	if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, p.caps(), prio) {
 		return v, fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
 	}
 	p.metrics.weight[purpose].Add(p.venue.Weight(c))

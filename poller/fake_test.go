@@ -262,7 +262,7 @@ func (v *fakeVenue) TradesFrom(ctx context.Context, symbol string, from int64, l
 }
 
 // newTestPoller returns a poller over v with its catalog already read.
-func newTestPoller(v *fakeVenue, cfg Config) (*Poller, *snapshot.Store) {
+func newTestPoller(v venue.Venue, cfg Config) (*Poller, *snapshot.Store) {
 	store := snapshot.NewStore()
 	cfg.Venue, cfg.Store = v, store
 	p := New(cfg)

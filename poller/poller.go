@@ -198,10 +198,13 @@ type Poller struct {
 	arrivals   map[string]time.Time
 	planned    bulkPlan
 	tk         tickerReads
+	ct         contractReads
 
-	stretched  atomic.Int64 // reads a round could not afford
-	omitted    atomic.Int64 // spot tickers left out of the last build
-	venueLimit atomic.Int64 // the venue's weight limit per minute; 0: none
+	stretched atomic.Int64 // reads a round could not afford
+	omitted   atomic.Int64 // spot tickers left out of the last build
+	// contractsOmitted is how many contracts the last build left out.
+	contractsOmitted atomic.Int64
+	venueLimit       atomic.Int64 // the venue's weight limit per minute; 0: none
 }
 
 // lifetime is the poller's one lifetime: every goroutine it starts runs
@@ -324,6 +327,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
 	}
 	every(tickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
+	every(time.Second, single, func(ctx context.Context) { _ = p.RefreshContracts(ctx) })
 	for k, row := range streamRows {
 		every(row.every(&p.cfg), overlapping, func(ctx context.Context) { p.Refresh(ctx, snapshot.Stream(k)) })
 	}

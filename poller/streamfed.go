@@ -28,6 +28,12 @@ type source interface {
 	// StreamTickers returns the ticker stream's rows and when they last
 	// arrived; ok is false before any did.
 	StreamTickers() (rows []venue.Stat, at time.Time, ok bool)
+	// ContractsFlowing reports whether the mark price stream makes the
+	// premiumIndex read unnecessary.
+	ContractsFlowing(now time.Time) bool
+	// StreamContracts returns the mark price stream's rows and when they
+	// last arrived; ok is false before any did.
+	StreamContracts() (rows []venue.Contract, at time.Time, ok bool)
 	// SeedTickers gives the stream's rows the bulk statistics as a base.
 	SeedTickers(stats []venue.Stat)
 	// Quotes returns the spot pairs' quotes from their local books, when
@@ -59,6 +65,8 @@ func (restOnly) Load(context.Context, string, snapshot.Stream) (bool, error) { r
 func (restOnly) TickersFlowing(time.Time) bool                               { return false }
 func (restOnly) StreamTickers() ([]venue.Stat, time.Time, bool)              { return nil, time.Time{}, false }
 func (restOnly) SeedTickers([]venue.Stat)                                    {}
+func (restOnly) ContractsFlowing(time.Time) bool                             { return false }
+func (restOnly) StreamContracts() ([]venue.Contract, time.Time, bool)        { return nil, time.Time{}, false }
 func (restOnly) Quotes([]snapshot.Pair, time.Time) ([]venue.Quote, []time.Time, bool) {
 	return nil, nil, false
 }

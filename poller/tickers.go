@@ -52,7 +52,10 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	st.flowing = p.src.TickersFlowing(now)
 	st.quotes, st.at, st.all = p.src.Quotes(pairs.Spot(), now)
 
-	read, err := p.readTickers(ctx, now, !st.all, !st.flowing)
+	p.ct.mu.Lock()
+	contractsWant := p.ct.wantQuotes
+	p.ct.mu.Unlock()
+	read, err := p.readTickers(ctx, now, !st.all || contractsWant, !st.flowing)
 	if err != nil {
 		p.logs.Log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logKeyErr, err.Error()))
 	} else {

@@ -12,6 +12,7 @@ type Market struct {
 	Quote     string // quote asset, e.g. "USDT"
 	Perpetual bool   // a perpetual contract (not dated, not spot)
 	Trading   bool   // currently tradable
+	Onboard   int64  // when the venue listed it, ms since the Unix epoch; 0: the venue does not say
 }
 
 // Level is one order book level.

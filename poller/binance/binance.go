@@ -238,6 +238,10 @@ func (c *Client) Weight(k venue.Call) int {
 		return c.weights.Book
 	case venue.CallTrades:
 		return c.weights.Trades
+	case venue.CallContracts:
+		return c.weights.Contracts
+	case venue.CallOpenInterest:
+		return c.weights.OpenInterest
 	}
 	return 0
 }

@@ -83,13 +83,13 @@ func TestDecodeCatalog(t *testing.T) {
 	want := venue.Catalog{
 		WeightLimit: 2400,
 		Markets: []venue.Market{
-			{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true},
-			{Symbol: "ETHUSDT", Base: "ETH", Quote: "USDT", Perpetual: true, Trading: true},
-			{Symbol: "BTCUSDT_261225", Base: "BTC", Quote: "USDT", Perpetual: false, Trading: true},
-			{Symbol: "1000PEPEUSDT", Base: "1000PEPE", Quote: "USDT", Perpetual: true, Trading: true},
-			{Symbol: "1INCHUSDT", Base: "1INCH", Quote: "USDT", Perpetual: true, Trading: true},
-			{Symbol: "OLDCOINUSDT", Base: "OLDCOIN", Quote: "USDT", Perpetual: true, Trading: false},
-			{Symbol: "ETHBTC", Base: "ETH", Quote: "BTC", Perpetual: true, Trading: false},
+			{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true, Onboard: 1569398400000},
+			{Symbol: "ETHUSDT", Base: "ETH", Quote: "USDT", Perpetual: true, Trading: true, Onboard: 1569398400000},
+			{Symbol: "BTCUSDT_261225", Base: "BTC", Quote: "USDT", Perpetual: false, Trading: true, Onboard: 1766649600000},
+			{Symbol: "1000PEPEUSDT", Base: "1000PEPE", Quote: "USDT", Perpetual: true, Trading: true, Onboard: 1683244800000},
+			{Symbol: "1INCHUSDT", Base: "1INCH", Quote: "USDT", Perpetual: true, Trading: true, Onboard: 1608768000000},
+			{Symbol: "OLDCOINUSDT", Base: "OLDCOIN", Quote: "USDT", Perpetual: true, Trading: false, Onboard: 1640995200000},
+			{Symbol: "ETHBTC", Base: "ETH", Quote: "BTC", Perpetual: true, Trading: false, Onboard: 1640995200000},
 		},
 	}
 	if !reflect.DeepEqual(cat, want) {

@@ -31,6 +31,7 @@ type symbolInfo struct {
 	Status       field `json:"status"`
 	BaseAsset    field `json:"baseAsset"`
 	QuoteAsset   field `json:"quoteAsset"`
+	OnboardDate  field `json:"onboardDate"`
 }
 
 // defaultWeightLimit is the per-minute weight assumed when exchangeInfo
@@ -42,7 +43,8 @@ const defaultWeightLimit = 2400
 //
 // Every symbol entry becomes a Market, tradable or not: Perpetual is
 // contractType PERPETUAL (dated futures such as BTCUSDT_261225 are not),
-// Trading is status TRADING (a delisted perpetual stays listed as SETTLING).
+// Trading is status TRADING (a delisted perpetual stays listed as SETTLING);
+// Onboard is onboardDate, when it is a count of ms.
 // An entry without a symbol, baseAsset or quoteAsset string is skipped:
 // nothing could be published for it. A body with no usable entry is bad
 // data, so that a broken answer never empties the market list.
@@ -64,12 +66,17 @@ func decodeCatalog(body []byte) (venue.Catalog, error) {
 		}
 		contract, _ := s.ContractType.text()
 		status, _ := s.Status.text()
+		onboard, ok := s.OnboardDate.natural()
+		if !ok {
+			onboard = 0 // absent or not a count of ms: not said
+		}
 		markets = append(markets, venue.Market{
 			Symbol:    sym,
 			Base:      base,
 			Quote:     quote,
 			Perpetual: contract == "PERPETUAL",
 			Trading:   status == "TRADING",
+			Onboard:   onboard,
 		})
 	}
 	if len(markets) == 0 {

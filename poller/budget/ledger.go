@@ -47,16 +47,18 @@ type Purpose int
 
 // The purposes of REST calls.
 const (
-	PurposeCatalog    Purpose = iota // the market list
-	PurposeTickers                   // bulk statistics and quotes
-	PurposeSnapshot                  // order book snapshots that sync local books
-	PurposeDepleted                  // the refresh of a book with a side run dry: from the book share
-	PurposeDeepen                    // the refresh of a book started from a seed's few levels: from the book share, leaving a quarter of it
-	PurposeRefresh                   // deeper snapshots laid under local books in sequence
-	PurposeProbe                     // a few levels' read proving a quiet stream-fed book current
-	PurposeBackfill                  // trade reads that fill a stream-fed window
-	PurposePollBook                  // book reads of pairs served by REST
-	PurposePollTrades                // trade reads of pairs served by REST
+	PurposeCatalog      Purpose = iota // the market list
+	PurposeTickers                     // bulk statistics and quotes
+	PurposeSnapshot                    // order book snapshots that sync local books
+	PurposeDepleted                    // the refresh of a book with a side run dry: from the book share
+	PurposeDeepen                      // the refresh of a book started from a seed's few levels: from the book share, leaving a quarter of it
+	PurposeRefresh                     // deeper snapshots laid under local books in sequence
+	PurposeProbe                       // a few levels' read proving a quiet stream-fed book current
+	PurposeBackfill                    // trade reads that fill a stream-fed window
+	PurposePollBook                    // book reads of pairs served by REST
+	PurposePollTrades                  // trade reads of pairs served by REST
+	PurposeContracts                   // every perpetual's mark, index and funding, when their stream is quiet
+	PurposeOpenInterest                // one perpetual's open interest: idle weight only (see Take)
 	// NumPurposes is the number of purposes, for tables indexed by Purpose.
 	NumPurposes
 )
@@ -75,6 +77,10 @@ var purposes = [NumPurposes]struct {
 	PurposeBackfill:   {"backfill", ClassTrades},
 	PurposePollBook:   {"poll", ClassBook},
 	PurposePollTrades: {"poll", ClassTrades},
+	PurposeContracts:  {"contracts", ClassBulk},
+	// Open interest is read one contract at a time, a minute's round of
+	// every contract as heavy as the steady state's every other read.
+	PurposeOpenInterest: {"open_interest", ClassBulk},
 }
 
 // String is the purpose's metric label.
@@ -272,6 +278,13 @@ func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, pri
 	// whose side then ran dry, or one out of sequence, found nothing left
 	// and was served as it was for up to 9 s, near -max-stale.
 	if purpose == PurposeDeepen && prio < Waiting && b.byClass[class]+weight > caps.Of(class, false)-capped(caps[ClassBook])/4 {
+		return false
+	}
+	// Open interest spends only weight nothing else wants: it stops while
+	// the window is half spent, so that a recovery, whose syncs need the
+	// whole window, finds at most half of it taken, and the poller asks
+	// for none while a book waits for its sync (see RefreshContracts).
+	if purpose == PurposeOpenInterest && b.total+weight > b.limit/2 {
 		return false
 	}
 	if (prio < Requested || fixedShare[class]) && !b.withinCaps(now, weight, class, caps, prio) {

@@ -342,3 +342,30 @@ func TestProbesKeepToTheirOwnShare(t *testing.T) {
 		t.Fatal("the probe share did not free with the minute")
 	}
 }
+
+// Open interest spends only idle weight: reads stop once the window is half
+// spent, whatever the class caps would allow, and everything else still
+// finds the other half.
+func TestOpenInterestSpendsOnlyIdleWeight(t *testing.T) {
+	b := NewLedger()
+	b.SetLimit(1000)
+	now := time.Unix(1_000_000, 0)
+	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+		Share: [NumClasses]int{ClassRefresh: 80}})
+	if !b.Take(now, 100, PurposeTickers, caps, Waiting) {
+		t.Fatal("the bulk statistics were refused")
+	}
+	reads := 0
+	for b.Take(now, 1, PurposeOpenInterest, caps, Background) {
+		reads++
+	}
+	if spent := b.Spent(now); spent != 500 || reads != 400 {
+		t.Fatalf("%d open-interest reads took the window to %d, want 400 to half of 1000", reads, spent)
+	}
+	if !b.Take(now, 400, PurposeSnapshot, caps, Requested) {
+		t.Fatal("a sync found the window's other half taken")
+	}
+	if b.Take(now.Add(30*time.Second), 1, PurposeOpenInterest, caps, Background) {
+		t.Fatal("open interest read with the window 900 of 1000 spent")
+	}
+}

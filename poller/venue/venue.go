@@ -87,11 +87,13 @@ const (
 	CallQuotes
 	CallBook
 	CallTrades
+	CallContracts    // every perpetual's mark, index and funding (ContractReader)
+	CallOpenInterest // one perpetual's open interest (ContractReader)
 	// NumCalls is the number of calls, for tables indexed by Call.
 	NumCalls
 )
 
-var callNames = [NumCalls]string{"catalog", "stats", "quotes", "book", "trades"}
+var callNames = [NumCalls]string{"catalog", "stats", "quotes", "book", "trades", "contracts", "open_interest"}
 
 func (c Call) String() string {
 	if c < 0 || c >= NumCalls {

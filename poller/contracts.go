@@ -1,0 +1,229 @@
+package poller
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// contractReads is what /contracts is built from besides the tickers'
+// statistics: the marks the REST call last brought, the open interest read
+// so far, and what was last published.
+type contractReads struct {
+	mu         sync.Mutex
+	marks      []venue.Contract // the last premiumIndex read
+	marksAt    time.Time
+	marksTried time.Time
+	invalid    int // rows of the last read that were unusable
+	// interest is each contract's open interest as last read, by symbol;
+	// order is the symbols in the order they are read again, the oldest
+	// (or never read) first.
+	interest map[string]venue.OpenInterest
+	readAt   map[string]time.Time
+	// tag and from are the body tag and pair-list version of the contracts
+	// last published: a build that changes neither is not published.
+	tag  []byte
+	from uint64
+	// wantQuotes is set while a contract has no local quote, so that the
+	// tickers' round reads the bulk quotes for it.
+	wantQuotes bool
+}
+
+// interestEvery is how old a contract's open interest may grow in steady
+// state: every contract is read once in that time, a few each second.
+const interestEvery = time.Minute
+
+// RefreshContracts publishes /contracts from the marks (the mark price
+// stream, or a premiumIndex read while it is quiet), the tickers'
+// statistics, every pair's best bid and ask (its local book, or the bulk
+// quotes), and the open interest read so far; then reads the open interest
+// due, with weight nothing else wants. It publishes only when the contracts
+// changed. A venue that reads no contract data publishes none.
+func (p *Poller) RefreshContracts(ctx context.Context) error {
+	cr, ok := p.venue.(venue.ContractReader)
+	if !ok {
+		return nil
+	}
+	pairs := p.store.Pairs()
+	if pairs == nil {
+		return errors.New("no pairs yet")
+	}
+	now := time.Now()
+	marks, marksAt, err := p.contractMarks(ctx, cr, now)
+	if err != nil {
+		p.logs.Log(p.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logKeyErr, err.Error()))
+	} else {
+		p.logs.Forget("contracts")
+	}
+	p.tk.mu.Lock()
+	stats, statsAt := p.tk.stats, p.tk.statsAt
+	bulkQuotes, bulkAt := p.tk.quotes, p.tk.quotesAt
+	p.tk.mu.Unlock()
+	if rows, at, have := p.src.StreamTickers(); have && (stats == nil || at.After(statsAt)) {
+		stats, statsAt = rows, at
+	}
+	local, localAt, all := p.src.Quotes(pairs.List(), now)
+	quotes, quotesAt := local, now
+	for _, at := range localAt {
+		quotesAt = earlier(quotesAt, at)
+	}
+	if !all && bulkQuotes != nil && now.Sub(bulkAt) <= p.fresher() {
+		quotes, quotesAt = overlay(bulkQuotes, local), earlier(quotesAt, bulkAt)
+	}
+	p.ct.mu.Lock()
+	p.ct.wantQuotes = !all
+	interest := make([]venue.OpenInterest, 0, len(p.ct.interest))
+	for _, oi := range p.ct.interest {
+		interest = append(interest, oi)
+	}
+	p.ct.mu.Unlock()
+	// Nothing is published before there are marks, statistics and quotes
+	// to build from: a list of every contract left out would be a 200
+	// that says nothing.
+	if marks != nil && stats != nil && quotes != nil {
+		p.publishContracts(pairs, snapshot.ContractsInput{
+			Stats: stats, Books: quotes, Marks: marks, Interest: interest, Onboard: p.onboard(),
+			ReadAt: earlier(marksAt, earlier(statsAt, quotesAt)),
+		})
+	}
+	p.readInterest(ctx, cr, pairs, now)
+	return err
+}
+
+// contractMarks returns the marks to build from: the stream's while it
+// flows, otherwise the last premiumIndex read, read again once it is older
+// than half max-stale.
+func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, now time.Time) ([]venue.Contract, time.Time, error) {
+	rows, at, have := p.src.StreamContracts()
+	p.ct.mu.Lock()
+	marks, marksAt := p.ct.marks, p.ct.marksAt
+	due := !p.src.ContractsFlowing(now) && now.Sub(p.ct.marksTried) >= p.fresher()
+	if due {
+		p.ct.marksTried = now
+	}
+	p.ct.mu.Unlock()
+	var err error
+	if due {
+		var read contractsRead
+		if read, err = bulk(ctx, p, venue.CallContracts, func(ctx context.Context) (contractsRead, error) {
+			rows, invalid, err := cr.Contracts(ctx)
+			return contractsRead{rows, invalid}, err
+		}); err == nil {
+			p.ct.mu.Lock()
+			p.ct.marks, p.ct.marksAt, p.ct.invalid = read.rows, now, read.invalid
+			p.ct.mu.Unlock()
+			marks, marksAt = read.rows, now
+		} else {
+			err = fmt.Errorf("read %s: %w", venue.CallContracts, err)
+		}
+	}
+	if have && (marks == nil || at.After(marksAt)) {
+		marks, marksAt = rows, at
+	}
+	return marks, marksAt, err
+}
+
+// contractsRead is what one premiumIndex read brought.
+type contractsRead struct {
+	rows    []venue.Contract
+	invalid int
+}
+
+// publishContracts builds the contracts and publishes them when they
+// differ from the last published, or the pair list did; it counts the
+// contracts left out.
+func (p *Poller) publishContracts(pairs *snapshot.Pairs, in snapshot.ContractsInput) {
+	c, omitted := snapshot.NewContracts(pairs, in)
+	p.ct.mu.Lock()
+	same := bytes.Equal(c.Tag(), p.ct.tag) && p.ct.from == pairs.Version()
+	if !same {
+		p.ct.tag, p.ct.from = c.Tag(), pairs.Version()
+	}
+	p.ct.mu.Unlock()
+	p.contractsOmitted.Store(int64(len(omitted)))
+	if same {
+		return
+	}
+	p.store.PutContracts(c)
+	if len(omitted) > 0 {
+		p.logs.Log(p.log, slog.LevelWarn, "contracts omitted", "contracts left out",
+			slog.Int("count", len(omitted)), slog.String("first", omitted[0].TickerID+": "+omitted[0].Reason))
+	}
+}
+
+// readInterest reads the open interest of the contracts due: those never
+// read first, then the oldest, as many as keep every contract within
+// interestEvery at one round a second. It reads nothing while a book waits
+// for its sync, and the budget lets it spend only weight nothing else
+// wants (budget.PurposeOpenInterest): during a recovery open interest ages,
+// and /contracts says how old it is.
+func (p *Poller) readInterest(ctx context.Context, cr venue.ContractReader, pairs *snapshot.Pairs, now time.Time) {
+	if p.src.SyncProgress().Behind > 0 {
+		return
+	}
+	list := pairs.List()
+	n := (len(list)*int(time.Second) + int(interestEvery) - 1) / int(interestEvery)
+	p.ct.mu.Lock()
+	if p.ct.readAt == nil {
+		p.ct.readAt, p.ct.interest = map[string]time.Time{}, map[string]venue.OpenInterest{}
+	}
+	due := make([]string, 0, n)
+	seen := make(map[string]bool, len(list))
+	for _, pr := range list {
+		if seen[pr.Symbol] {
+			continue
+		}
+		seen[pr.Symbol] = true
+		if at, ok := p.ct.readAt[pr.Symbol]; !ok || now.Sub(at) >= interestEvery-time.Second {
+			due = append(due, pr.Symbol)
+		}
+	}
+	// The oldest first; never read (the zero time) is oldest of all.
+	slices.SortStableFunc(due, func(a, b string) int { return p.ct.readAt[a].Compare(p.ct.readAt[b]) })
+	due = due[:min(len(due), n)]
+	for _, s := range due {
+		p.ct.readAt[s] = now // tried: a failed read waits its turn again
+	}
+	// A symbol no longer listed is forgotten.
+	for s := range p.ct.readAt {
+		if !seen[s] {
+			delete(p.ct.readAt, s)
+			delete(p.ct.interest, s)
+		}
+	}
+	p.ct.mu.Unlock()
+	for _, s := range due {
+		oi, err := bulk(ctx, p, venue.CallOpenInterest, func(ctx context.Context) (venue.OpenInterest, error) {
+			return cr.OpenInterest(ctx, s)
+		})
+		if err != nil {
+			// Out of idle weight, or the venue failed: the rest wait for
+			// the next round.
+			return
+		}
+		p.ct.mu.Lock()
+		p.ct.interest[s] = oi
+		p.ct.mu.Unlock()
+	}
+}
+
+// onboard is when the venue listed each market, by symbol, where it says.
+func (p *Poller) onboard() map[string]int64 {
+	p.catalogMu.Lock()
+	defer p.catalogMu.Unlock()
+	m := make(map[string]int64, len(p.markets))
+	for _, mk := range p.markets {
+		if mk.Onboard > 0 {
+			m[mk.Symbol] = mk.Onboard
+		}
+	}
+	return m
+}

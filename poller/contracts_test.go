@@ -1,0 +1,207 @@
+package poller
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// contractVenue is a fake venue that reads contract data too: a mark
+// price, index and funding per market, and an open interest per symbol.
+type contractVenue struct {
+	*fakeVenue
+	cmu      sync.Mutex
+	funding  string
+	badIndex string // a symbol whose row carries a negative index price
+	reads    map[string]int
+}
+
+func newContractVenue(n int) *contractVenue {
+	v := &contractVenue{fakeVenue: newFakeVenue(n), funding: "0.0001", reads: map[string]int{}}
+	v.weights[venue.CallStats], v.weights[venue.CallQuotes] = 40, 5
+	v.weights[venue.CallContracts], v.weights[venue.CallOpenInterest] = 10, 1
+	v.limit = 2400
+	return v
+}
+
+func (v *contractVenue) Contracts(context.Context) ([]venue.Contract, int, error) {
+	if err := v.record(venue.CallContracts, ""); err != nil {
+		return nil, 0, err
+	}
+	v.cmu.Lock()
+	defer v.cmu.Unlock()
+	var rows []venue.Contract
+	for _, m := range v.markets {
+		index := "10.49"
+		if m.Symbol == v.badIndex {
+			index = "-1"
+		}
+		rows = append(rows, venue.Contract{Symbol: m.Symbol, MarkPrice: "10.5", IndexPrice: index, SettlePrice: "10.49",
+			FundingRate: v.funding, NextFunding: 1767254400000, Time: 1767225600000})
+	}
+	return rows, 0, nil
+}
+
+func (v *contractVenue) OpenInterest(_ context.Context, symbol string) (venue.OpenInterest, error) {
+	if err := v.record(venue.CallOpenInterest, symbol); err != nil {
+		return venue.OpenInterest{}, err
+	}
+	v.cmu.Lock()
+	defer v.cmu.Unlock()
+	v.reads[symbol]++
+	return venue.OpenInterest{Symbol: symbol, Amount: "1000.5", Time: 1767225590000}, nil
+}
+
+func (v *contractVenue) ContractsWeight() int    { return v.weights[venue.CallContracts] }
+func (v *contractVenue) OpenInterestWeight() int { return v.weights[venue.CallOpenInterest] }
+
+// contractItems decodes the published contracts, by ticker id.
+func contractItems(t *testing.T, store *snapshot.Store) map[string]map[string]any {
+	t.Helper()
+	c := store.Contracts()
+	if c == nil {
+		t.Fatal("no contracts published")
+	}
+	var items []map[string]any
+	if err := json.Unmarshal(c.Body(), &items); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, it := range items {
+		out[it["ticker_id"].(string)] = it
+	}
+	return out
+}
+
+// Over REST alone, every pair's contract is published from one premiumIndex
+// read, the bulk statistics and the bulk quotes (the contracts ask the
+// tickers' round for them, as no pair has a local book), and the open
+// interest is read a few contracts a round, the never read first, until
+// every contract has one.
+func TestContractsOverRESTCoverEveryPair(t *testing.T) {
+	v := newContractVenue(3)
+	p, store := newTestPoller(v, Config{})
+	ctx := t.Context()
+	for range 2 {
+		if err := p.RefreshTickers(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.RefreshContracts(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := contractItems(t, store)
+	if len(items) != 3 {
+		t.Fatalf("%d contracts, want every one of the 3 pairs'", len(items))
+	}
+	for id, it := range items {
+		if it["bid"] != "10.4" || it["ask"] != "10.6" || it["funding_rate"] != "0.01" || it["contract_price"] != "10.5" {
+			t.Errorf("%s: %v", id, it)
+		}
+	}
+	if n := v.count(venue.CallQuotes, ""); n != 1 {
+		t.Errorf("%d bulk quote reads, want 1: asked for by the contracts once no pair had a local quote", n)
+	}
+	if n := v.count(venue.CallContracts, ""); n != 1 {
+		t.Errorf("%d premiumIndex reads in two rounds, want 1: it is read again after half max-stale", n)
+	}
+	// One contract's open interest a round at 3 contracts: the two rounds
+	// read two, never the same twice.
+	if got := v.symbolsOf(venue.CallOpenInterest, 0); len(got) != 2 || got[0] == got[1] {
+		t.Fatalf("open interest read for %v, want two different contracts", got)
+	}
+	for range 2 {
+		if err := p.RefreshContracts(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := v.symbolsOf(venue.CallOpenInterest, 0)
+	if first3 := slices.Sorted(slices.Values(read[:3])); !slices.Equal(first3, []string{"P001USDT", "P002USDT", "P003USDT"}) {
+		t.Errorf("open interest read for %v, want each contract once before any again", read)
+	}
+	for id, it := range contractItems(t, store) {
+		if it["open_interest"] == nil || it["open_interest_timestamp"] == nil || it["open_interest_usd"] == nil {
+			t.Errorf("%s has no open interest after every contract was read: %v", id, it)
+		}
+	}
+}
+
+// A build that changes nothing is not published again; a changed funding
+// rate is, and so is a pair list without a pair, whose contract is gone.
+func TestContractsPublishedOnlyWhenChanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newContractVenue(2)
+		p, store := newTestPoller(v, Config{})
+		ctx := t.Context()
+		_ = p.RefreshContracts(ctx) // asks for the bulk quotes, reads one open interest
+		_ = p.RefreshTickers(ctx)
+		_ = p.RefreshContracts(ctx) // reads the other
+		_ = p.RefreshContracts(ctx) // publishes both
+		first := store.Contracts()
+		if first == nil || first.Len() != 2 {
+			t.Fatalf("contracts %v, want both pairs'", first)
+		}
+		_ = p.RefreshContracts(ctx)
+		if store.Contracts() != first {
+			t.Fatal("the same contracts were published again")
+		}
+		v.cmu.Lock()
+		v.funding = "-0.0002"
+		v.cmu.Unlock()
+		time.Sleep(p.fresher()) // the premiumIndex is read again, and the tickers' bulk reads
+		_ = p.RefreshTickers(ctx)
+		_ = p.RefreshContracts(ctx)
+		if c := store.Contracts(); c == first || contractItems(t, store)[pairID(1)]["funding_rate"] != "-0.02" {
+			t.Fatalf("the new funding rate was not published: %s", c.Body())
+		}
+		v.mu.Lock()
+		v.markets = v.markets[1:]
+		v.mu.Unlock()
+		if err := p.RefreshCatalog(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.RefreshContracts(ctx)
+		items := contractItems(t, store)
+		if _, ok := items[pairID(1)]; ok || len(items) != 1 {
+			t.Fatalf("contracts %v after %s left the pair list, want %s's alone", items, pairID(1), pairID(2))
+		}
+	})
+}
+
+// A contract whose venue row is unusable is left out and counted; the
+// others are published.
+func TestContractWithABadRowIsLeftOutAndCounted(t *testing.T) {
+	v := newContractVenue(3)
+	v.badIndex = "P002USDT"
+	p, store := newTestPoller(v, Config{})
+	_ = p.RefreshContracts(t.Context())
+	_ = p.RefreshTickers(t.Context())
+	_ = p.RefreshContracts(t.Context())
+	items := contractItems(t, store)
+	if _, ok := items[pairID(2)]; ok || len(items) != 2 {
+		t.Fatalf("contracts %v, want P002_USDT's left out", items)
+	}
+	if n := p.contractsOmitted.Load(); n != 1 {
+		t.Errorf("marketfeed_contracts_omitted = %d, want 1", n)
+	}
+}
+
+// A venue that reads no contract data publishes none, and reads nothing
+// for it.
+func TestNoContractsFromAVenueWithoutContractData(t *testing.T) {
+	v := newFakeVenue(2)
+	p, store := newTestPoller(v, Config{})
+	if err := p.RefreshContracts(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if store.Contracts() != nil || len(v.log()) != 1 { // the catalog read
+		t.Fatalf("contracts %v, calls %v", store.Contracts(), v.log())
+	}
+}
