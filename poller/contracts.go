@@ -57,7 +57,7 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 		return errors.New("no pairs yet")
 	}
 	now := time.Now()
-	marks, marksAt, err := p.contractMarks(ctx, cr, now)
+	marks, marksAt, err := p.contractMarks(ctx, cr, pairs, now)
 	if err != nil {
 		p.logs.Log(p.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logKeyErr, err.Error()))
 	} else {
@@ -98,14 +98,22 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 	return err
 }
 
-// contractMarks returns the marks to build from: the stream's while it
-// flows, otherwise the last premiumIndex read, read again once it is older
-// than half max-stale.
-func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, now time.Time) ([]venue.Contract, time.Time, error) {
+// contractMarks returns the marks to build from: the stream's rows, over
+// the last premiumIndex read for the symbols the stream has not brought
+// within max-stale. The premiumIndex is read again, at most every half
+// max-stale, while the stream is quiet or leaves out a listed symbol (one
+// symbol's stream can go silent while the rest flow).
+func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pairs *snapshot.Pairs, now time.Time) ([]venue.Contract, time.Time, error) {
 	rows, at, have := p.src.StreamContracts()
+	streamed := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		streamed[r.Symbol] = true
+	}
+	missing := !have || !p.src.ContractsFlowing(now) ||
+		slices.ContainsFunc(pairs.List(), func(pr snapshot.Pair) bool { return !streamed[pr.Symbol] })
 	p.ct.mu.Lock()
-	marks, marksAt := p.ct.marks, p.ct.marksAt
-	due := !p.src.ContractsFlowing(now) && now.Sub(p.ct.marksTried) >= p.fresher()
+	rest, restAt := p.ct.marks, p.ct.marksAt
+	due := missing && now.Sub(p.ct.marksTried) >= p.fresher()
 	if due {
 		p.ct.marksTried = now
 	}
@@ -120,15 +128,29 @@ func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, now
 			p.ct.mu.Lock()
 			p.ct.marks, p.ct.marksAt, p.ct.invalid = read.rows, now, read.invalid
 			p.ct.mu.Unlock()
-			marks, marksAt = read.rows, now
+			rest, restAt = read.rows, now
 		} else {
 			err = fmt.Errorf("read %s: %w", venue.CallContracts, err)
 		}
 	}
-	if have && (marks == nil || at.After(marksAt)) {
-		marks, marksAt = rows, at
+	if rest == nil || now.Sub(restAt) > p.cfg.MaxStale {
+		if !have {
+			return nil, time.Time{}, err
+		}
+		return rows, at, err
 	}
-	return marks, marksAt, err
+	if !have {
+		return rest, restAt, err
+	}
+	// The stream's rows over the read's: a symbol the stream left out is
+	// the read's, and the publication is as old as the older of the two.
+	marks := rows
+	for _, r := range rest {
+		if !streamed[r.Symbol] {
+			marks = append(marks, r)
+		}
+	}
+	return marks, earlier(at, restAt), err
 }
 
 // contractsRead is what one premiumIndex read brought.

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"marketfeed/poller/live"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -204,4 +205,59 @@ func TestNoContractsFromAVenueWithoutContractData(t *testing.T) {
 	if store.Contracts() != nil || len(v.log()) != 1 { // the catalog read
 		t.Fatalf("contracts %v, calls %v", store.Contracts(), v.log())
 	}
+}
+
+// With the mark price stream flowing for every listed symbol, the marks
+// are the stream's and no premiumIndex is read; a symbol the stream stops
+// sending has its marks from a premiumIndex read once its last row is half
+// max-stale old, the others still the stream's.
+func TestContractsFromTheMarkStreamNeedNoRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newContractVenue(3)
+		store := snapshot.NewStore()
+		p := New(Config{Venue: v, Store: store, Streams: newFakeStreams()})
+		ctx := t.Context()
+		if err := p.RefreshCatalog(ctx); err != nil {
+			t.Fatal(err)
+		}
+		src := p.src.(*live.Source)
+		stream := func(symbols ...string) {
+			var rows []venue.Contract
+			for _, s := range symbols {
+				rows = append(rows, venue.Contract{Symbol: s, MarkPrice: "10.7", IndexPrice: "10.69", SettlePrice: "10.68",
+					FundingRate: "0.0003", NextFunding: 1767254400000, Time: time.Now().UnixMilli()})
+			}
+			src.Contracts(rows)
+		}
+		stream("P001USDT", "P002USDT", "P003USDT")
+		_ = p.RefreshContracts(ctx) // asks for the bulk quotes: no book is in sequence
+		_ = p.RefreshTickers(ctx)
+		_ = p.RefreshContracts(ctx)
+		if n := v.count(venue.CallContracts, ""); n != 0 {
+			t.Fatalf("%d premiumIndex reads while the stream brought every symbol", n)
+		}
+		for id, it := range contractItems(t, store) {
+			if it["contract_price"] != "10.7" || it["funding_rate"] != "0.03" || it["timestamp"] != float64(time.Now().UnixMilli()) {
+				t.Errorf("%s: %v, want the stream's row", id, it)
+			}
+		}
+		// P003USDT's stream goes silent while the others' flow.
+		for range p.fresher()/time.Second + 1 {
+			time.Sleep(time.Second)
+			stream("P001USDT", "P002USDT")
+			_ = p.RefreshTickers(ctx)
+			_ = p.RefreshContracts(ctx)
+		}
+		if n := v.count(venue.CallContracts, ""); n != 1 {
+			t.Fatalf("%d premiumIndex reads once the stream left P003USDT out for %s, want 1", n, p.fresher())
+		}
+		items := contractItems(t, store)
+		if items[pairID(3)]["contract_price"] != "10.5" || items[pairID(1)]["contract_price"] != "10.7" {
+			t.Errorf("P003_USDT %v and P001_USDT %v: want the read's marks for the one the stream left out, the stream's for the other",
+				items[pairID(3)], items[pairID(1)])
+		}
+		if c := store.Contracts(); !c.FreshAt(time.Now().UnixNano(), p.cfg.MaxStale) {
+			t.Error("the contracts went stale while one symbol's stream was silent")
+		}
+	})
 }

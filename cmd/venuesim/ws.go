@@ -663,6 +663,11 @@ func (h *wsHub) Trade(symbol string, tr venue.Trade) {
 	h.publish(strings.ToLower(symbol)+"@aggTrade", func() []byte { return appendAggTrade(nil, symbol, tr, E) })
 }
 
+// Contracts is the simulator's mark prices of a second, which the hub does
+// not take from the simulator's heartbeats: it publishes them on its own
+// once-a-second clock, as the venue does (see runMarkPrices).
+func (h *wsHub) Contracts([]venue.Contract) {}
+
 // Tickers fans the changed rows out to !ticker@arr, leaving out delisted
 // markets.
 func (h *wsHub) Tickers(rows []venue.Stat) {

@@ -68,6 +68,9 @@ var oracleCases = []string{
 	`{"stream":5,"data":` + goodTradeData + `,"stream":"btcusdt@aggTrade"}`,
 	`{"stream":"btcusdt@depth@100ms"}`,
 	`{"stream":"!ticker@arr","data":null}`,
+	`{"data":[{"e":"markPriceUpdate","E":1,"s":"BTCUSDT","p":"100","P":"99","i":"99.5","r":"-0.0001","T":2}],"stream":"!markPrice@arr@1s"}`,
+	`{"stream":"!markPrice@arr@1s","data":[null,{"e":"markPriceUpdate","E":1,"s":"BTCUSDT","p":"1e2"},5]}`,
+	`{"stream":"!markPrice@arr@1s","data":{"e":"markPriceUpdate","E":1,"s":"BTCUSDT","p":"100","P":"99","i":"99.5","r":"0","T":2}}`,
 	`{"stream":"btcusdt@aggTrade","data":` + goodTradeData + `,"data":[]}`,
 	`{"stream":"btcusdt@aggTrade","data":[],"data":` + goodTradeData + `}`,
 	// Keys matched as encoding/json matches them.

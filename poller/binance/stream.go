@@ -213,6 +213,7 @@ type streamMetrics struct {
 	depthEvents   *metrics.Counter
 	tradeEvents   *metrics.Counter
 	tickerEvents  *metrics.Counter
+	markEvents    *metrics.Counter
 	unknownEvents *metrics.Counter
 	duplicates    *metrics.Counter
 	badFrames     *metrics.Counter
@@ -227,6 +228,7 @@ func newStreamMetrics(set *metrics.Set) *streamMetrics {
 		depthEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="depth"}`),
 		tradeEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="trades"}`),
 		tickerEvents:  set.NewCounter(`marketfeed_stream_events_total{kind="tickers"}`),
+		markEvents:    set.NewCounter(`marketfeed_stream_events_total{kind="marks"}`),
 		unknownEvents: set.NewCounter(`marketfeed_stream_events_total{kind="unknown"}`),
 		duplicates:    set.NewCounter(`marketfeed_stream_duplicates_total`),
 		badFrames:     set.NewCounter(`marketfeed_stream_bad_frames_total`),
@@ -239,9 +241,9 @@ func newStreamMetrics(set *metrics.Set) *streamMetrics {
 
 // streamRef is what a stream name stands for.
 type streamRef struct {
-	kind   snapshot.Stream
-	symbol string
-	ticker bool // the all-market ticker stream, which has no kind
+	kind      snapshot.Stream
+	symbol    string
+	allMarket bool // an all-market stream (tickers, mark prices), which has no kind
 }
 
 // kinds is what differs between a symbol's streams, one row per stream
@@ -352,15 +354,22 @@ func (s *Streams) Watch(symbols []string) {
 	}
 }
 
-// ensureTicker places the all-market ticker stream on the first market
+// ensureTicker places the all-market streams (tickers, mark prices) on the first market
 // connection of each line. Called with s.mu held.
 func (s *Streams) ensureTicker() {
 	for _, l := range s.lines {
-		if l.where[tickerName] == nil {
-			s.place(l, tickerName, streamRef{ticker: true}, groupMarket)
+		for _, name := range allMarketStreams {
+			if l.where[name] == nil {
+				s.place(l, name, streamRef{allMarket: true}, groupMarket)
+			}
 		}
 	}
 }
+
+// allMarketStreams are the streams of every market at once that each line
+// carries on its market path: the tickers and the mark prices (which
+// Binance's 2026 split serves on /market with the aggregate trades).
+var allMarketStreams = [...]string{tickerName, MarkPriceStream}
 
 // place puts a stream on the first connection of l's group g with room,
 // making a new one when all are full. Called with s.mu held.

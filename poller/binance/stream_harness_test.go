@@ -239,6 +239,7 @@ type recordSink struct {
 	depth   []venue.DepthUpdate
 	trades  []venue.Trade
 	tickers [][]venue.Stat
+	marks   [][]venue.Contract
 }
 
 func (r *recordSink) add(s string) {
@@ -259,6 +260,13 @@ func (r *recordSink) Trade(symbol string, tr venue.Trade) {
 	r.trades = append(r.trades, tr)
 	r.mu.Unlock()
 	r.add("trade " + symbol)
+}
+
+func (r *recordSink) Contracts(rows []venue.Contract) {
+	r.mu.Lock()
+	r.marks = append(r.marks, rows)
+	r.mu.Unlock()
+	r.add(fmt.Sprintf("contracts %d", len(rows)))
 }
 
 func (r *recordSink) Tickers(rows []venue.Stat) {

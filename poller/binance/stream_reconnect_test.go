@@ -140,7 +140,7 @@ func TestStreamsRefused(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		wantCalls(t, hh.sink.take(), "live trades BTCUSDT")
-		if got := hh.conn("/market/stream", "btcusdt@aggTrade").streams(); !slices.Equal(got, []string{"!ticker@arr", "btcusdt@aggTrade"}) {
+		if got := hh.conn("/market/stream", "btcusdt@aggTrade").streams(); !slices.Equal(got, []string{"!markPrice@arr@1s", "!ticker@arr", "btcusdt@aggTrade"}) {
 			t.Errorf("market streams %v", got)
 		}
 	})
@@ -335,8 +335,9 @@ func TestStreamsWatch(t *testing.T) {
 		if fmt.Sprint(depth) != fmt.Sprint(wantDepth) {
 			t.Errorf("depth connections carry %v, want %v", depth, wantDepth)
 		}
-		// ausdt@aggTrade shared a connection with the ticker and is gone.
-		if fmt.Sprint(market) != fmt.Sprint([][]string{{"!ticker@arr", "cusdt@aggTrade"}, {"busdt@aggTrade", "dusdt@aggTrade"}}) {
+		// The all-market streams fill the first connection; ausdt@aggTrade
+		// shared the second and is gone.
+		if fmt.Sprint(market) != fmt.Sprint([][]string{{"!markPrice@arr@1s", "!ticker@arr"}, {"busdt@aggTrade", "cusdt@aggTrade"}, {"dusdt@aggTrade"}}) {
 			t.Errorf("market connections carry %v", market)
 		}
 		a := h.conn("/public/stream", "busdt@depth@100ms").messages()

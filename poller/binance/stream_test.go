@@ -54,7 +54,7 @@ func TestStreamsSubscribe(t *testing.T) {
 			wantDepth = append(wantDepth, strings.ToLower(s)+"@depth@100ms")
 			wantMarket = append(wantMarket, strings.ToLower(s)+"@aggTrade")
 		}
-		wantMarket = append(wantMarket, "!ticker@arr")
+		wantMarket = append(wantMarket, "!ticker@arr", "!markPrice@arr@1s")
 		if got := sorted(byPath["/public/stream"]); !slices.Equal(got, sorted(wantDepth)) {
 			t.Errorf("depth path carries %d names: %v...", len(got), got[:min(3, len(got))])
 		}

@@ -381,9 +381,9 @@ func later(a, b time.Time) time.Time {
 // report calls fn once per stream kind with the symbols of refs; the
 // all-market ticker stream has no kind and is not reported.
 func report(refs []streamRef, fn func(snapshot.Stream, []string)) {
-	var by [2][]string
+	var by [snapshot.NumStreams][]string
 	for _, r := range refs {
-		if !r.ticker && r.kind >= 0 && int(r.kind) < len(by) {
+		if !r.allMarket && r.kind >= 0 && int(r.kind) < len(by) {
 			by[r.kind] = append(by[r.kind], r.symbol)
 		}
 	}

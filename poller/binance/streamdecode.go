@@ -18,11 +18,12 @@ import (
 type frameKind int
 
 const (
-	frameUnknown frameKind = iota // a stream or reply this client does not use
-	frameDepth                    // a depthUpdate event
-	frameTrade                    // an aggTrade event
-	frameTickers                  // rows of the all-market ticker stream
-	frameReply                    // the answer to a SUBSCRIBE or UNSUBSCRIBE
+	frameUnknown    frameKind = iota // a stream or reply this client does not use
+	frameDepth                       // a depthUpdate event
+	frameTrade                       // an aggTrade event
+	frameTickers                     // rows of the all-market ticker stream
+	frameMarkPrices                  // rows of the all-market mark price stream
+	frameReply                       // the answer to a SUBSCRIBE or UNSUBSCRIBE
 )
 
 // Stream name suffixes and the all-market ticker name, as the venue spells
@@ -45,7 +46,11 @@ type frame struct {
 	// tickersTime is the newest event time (E) of the ticker rows, 0 when
 	// none had one.
 	tickersTime int64
-	reply       reply
+	// marks are the usable rows of a mark price frame, which the frame's
+	// buffer does not hold, and marksTime their newest time.
+	marks     []venue.Contract
+	marksTime int64
+	reply     reply
 }
 
 // knownFunc reports whether a symbol's depth event with last update id
@@ -249,8 +254,11 @@ func (e *envelope) frame() (frame, error) {
 
 // classify returns the kind of event a stream name carries.
 func classify(name string) frameKind {
-	if name == tickerName {
+	switch name {
+	case tickerName:
 		return frameTickers
+	case MarkPriceStream:
+		return frameMarkPrices
 	}
 	for _, k := range kinds {
 		if k.suffix != "" && strings.HasSuffix(name, k.suffix) {

@@ -162,6 +162,15 @@ func decodeFrameThreePass(b []byte) (frame, error) {
 			return f, err
 		}
 		f.symbol, f.trade = sym, tr
+	case frameMarkPrices:
+		mp, err := decodeMarkPrices(w.Data)
+		if err != nil {
+			return f, nil // a payload that is no mark price frame delivers nothing
+		}
+		f.marks = mp.rows
+		for _, r := range mp.rows {
+			f.marksTime = max(f.marksTime, r.Time)
+		}
 	case frameTickers:
 		var rows []wireTickerRow
 		if err := decodeData(w.Data, '[', &rows); err != nil {

@@ -40,6 +40,16 @@ func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (frame
 	case frameTickers:
 		rows, t, err := readTickers(s)
 		return frame{tickers: rows, tickersTime: t}, err
+	case frameMarkPrices:
+		// A row left out as unusable is the venue's to fix, not the
+		// frame's: the others are delivered.
+		rows, _ := readMarkPrices(s)
+		ownContracts(rows)
+		var newest int64
+		for _, r := range rows {
+			newest = max(newest, r.Time)
+		}
+		return frame{marks: rows, marksTime: newest}, nil
 	}
 	s.value()
 	return frame{}, nil

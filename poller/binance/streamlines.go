@@ -170,6 +170,7 @@ type dedup struct {
 	// tickers is the event time of the newest all-market ticker frame
 	// delivered: a frame no newer is another line's copy, or late.
 	tickers atomic.Int64
+	marks   atomic.Int64
 }
 
 // watch keeps the marks of symbols, and only theirs.
@@ -242,13 +243,21 @@ func (d *dedup) trade(symbol string, tr venue.Trade, sink venue.Sink) bool {
 
 // newTickers reports whether a ticker frame of event time t is newer than
 // the last one delivered, and if so takes it as the newest.
-func (d *dedup) newTickers(t int64) bool {
+func (d *dedup) newTickers(t int64) bool { return newer(&d.tickers, t) }
+
+// newMarks is newTickers for the mark price stream.
+func (d *dedup) newMarks(t int64) bool { return newer(&d.marks, t) }
+
+// newer reports whether an all-market frame of event time t is newer than
+// the last one delivered (last), and if so takes it as the newest: the
+// copy the other line brings is dropped.
+func newer(last *atomic.Int64, t int64) bool {
 	for {
-		last := d.tickers.Load()
-		if t != 0 && t <= last {
+		l := last.Load()
+		if t != 0 && t <= l {
 			return false
 		}
-		if d.tickers.CompareAndSwap(last, max(t, last)) {
+		if last.CompareAndSwap(l, max(t, l)) {
 			return true
 		}
 	}

@@ -144,6 +144,51 @@ func TestTwoLinesDeliverEachEventOnce(t *testing.T) {
 	})
 }
 
+// The all-market mark price stream rides both lines' market connections;
+// each second's frame is delivered once, whichever line brings it first,
+// and a frame older than one delivered is dropped, as the tickers' are.
+func TestTwoLinesDeliverEachMarkPriceFrameOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, Binance, []string{"BTCUSDT"}, nil, StreamOptions{Lines: 2})
+		defer h.stop()
+		h.sink.take()
+		market := h.lineConns("/market/stream", "btcusdt@aggTrade")
+		if !slices.Contains(market[0].streams(), MarkPriceStream) || !slices.Contains(market[1].streams(), MarkPriceStream) {
+			t.Fatal("the mark price stream is not carried by both lines")
+		}
+		marks := `{"stream":"!markPrice@arr@1s","data":[{"e":"markPriceUpdate","E":%d,"s":"BTCUSDT","p":"%s","P":"99","i":"99.5","r":"0.0001","T":1767225600000},` +
+			`{"e":"markPriceUpdate","E":%[1]d,"s":"ETHUSDT","p":"-1","P":"1","i":"1","r":"0","T":1767225600000}]}`
+		market[0].send(t, fmt.Sprintf(marks, 2000, "100"))
+		market[1].send(t, fmt.Sprintf(marks, 2000, "100"))
+		market[1].send(t, fmt.Sprintf(marks, 3000, "101"))
+		market[0].send(t, fmt.Sprintf(marks, 3000, "101"))
+		market[0].send(t, fmt.Sprintf(marks, 2500, "99"))
+		synctest.Wait()
+		h.sink.mu.Lock()
+		var got []venue.Contract
+		for _, rows := range h.sink.marks {
+			got = append(got, rows...)
+		}
+		h.sink.mu.Unlock()
+		want := []venue.Contract{
+			{Symbol: "BTCUSDT", MarkPrice: "100", IndexPrice: "99.5", SettlePrice: "99", FundingRate: "0.0001", NextFunding: 1767225600000, Time: 2000},
+			{Symbol: "BTCUSDT", MarkPrice: "101", IndexPrice: "99.5", SettlePrice: "99", FundingRate: "0.0001", NextFunding: 1767225600000, Time: 3000},
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("delivered %+v, want each second's BTCUSDT row once (ETHUSDT's negative mark left out)", got)
+		}
+		for name, want := range map[string]string{
+			`marketfeed_stream_events_total{kind="marks"}`: "2",
+			`marketfeed_stream_duplicates_total`:           "3",
+			`marketfeed_stream_bad_frames_total`:           "0",
+		} {
+			if got := h.metric(name); got != want {
+				t.Errorf("%s = %s, want %s", name, got, want)
+			}
+		}
+	})
+}
+
 // A line whose connection is dropped in the middle of a burst costs
 // nothing: the other line's copies keep the chain whole, nothing is
 // reported Lost, and the dropped line comes back. Only when both lines

@@ -352,6 +352,16 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 		if len(f.tickers) > 0 {
 			sink.Tickers(f.tickers)
 		}
+	case frameMarkPrices:
+		c.reached(f.marksTime)
+		if !c.s.dups.newMarks(f.marksTime) {
+			m.duplicates.Inc()
+			return
+		}
+		m.markEvents.Inc()
+		if len(f.marks) > 0 {
+			sink.Contracts(f.marks)
+		}
 	}
 }
 

@@ -137,6 +137,11 @@ type Source struct {
 	tickersMu sync.Mutex
 	tickers   map[string]venue.Stat // newest row per catalog symbol
 	tickersAt time.Time             // when the last ticker-stream rows arrived
+	// contracts holds the mark price stream's newest row per catalog
+	// symbol, and contractsAt when its last frame arrived.
+	contractsMu sync.Mutex
+	contracts   map[string]contractRow
+	contractsAt time.Time
 
 	// wake starts a sync or backfill round at once when a request waits.
 	wake chan struct{}
@@ -160,7 +165,8 @@ func New(cfg Config) *Source {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
 	}
-	s := &Source{cfg: cfg, tickers: make(map[string]venue.Stat), wake: make(chan struct{}, 1)}
+	s := &Source{cfg: cfg, tickers: make(map[string]venue.Stat),
+		contracts: make(map[string]contractRow), wake: make(chan struct{}, 1)}
 	empty := map[string]*pair{}
 	s.pairs.Store(&empty)
 	s.ids.Store(&empty)

@@ -164,6 +164,7 @@ func (s *Streams) deliver(sink venue.Sink, last, k, now int64) {
 	}
 	if floorDiv(k, tickerEvery) > floorDiv(last, tickerEvery) {
 		sink.Tickers(s.v.stats(now))
+		sink.Contracts(s.v.ContractsAt(now))
 	}
 }
 

@@ -20,13 +20,14 @@ var _ venue.Streams = (*Venue)(nil).Streams()
 // recorder is a sink that keeps what it was given, in order. stall, when
 // set, is how long its first Depth call takes: a slow consumer.
 type recorder struct {
-	mu      sync.Mutex
-	depth   map[string][]venue.DepthUpdate
-	trades  map[string][]venue.Trade
-	tickers [][]venue.Stat
-	live    map[snapshot.Stream][]string
-	lost    map[snapshot.Stream][]string
-	stall   time.Duration
+	mu        sync.Mutex
+	depth     map[string][]venue.DepthUpdate
+	trades    map[string][]venue.Trade
+	tickers   [][]venue.Stat
+	contracts [][]venue.Contract
+	live      map[snapshot.Stream][]string
+	lost      map[snapshot.Stream][]string
+	stall     time.Duration
 }
 
 func newRecorder() *recorder {
@@ -51,6 +52,12 @@ func (r *recorder) Trade(symbol string, tr venue.Trade) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.trades[symbol] = append(r.trades[symbol], tr)
+}
+
+func (r *recorder) Contracts(rows []venue.Contract) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.contracts = append(r.contracts, rows)
 }
 
 func (r *recorder) Tickers(rows []venue.Stat) {

@@ -360,6 +360,16 @@ func (r *Relay) Tickers(rows []venue.Stat) {
 	}
 }
 
+// Contracts passes the mark price stream on while a poller runs; a
+// follower has no use for it (the leader's contracts are replicated).
+func (r *Relay) Contracts(rows []venue.Contract) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sink != nil {
+		r.sink.Contracts(rows)
+	}
+}
+
 // Live marks streams acknowledged, and passes it on for the symbols the
 // sink has.
 func (r *Relay) Live(kind snapshot.Stream, symbols []string) { r.mark(kind, symbols, true) }

@@ -30,6 +30,7 @@ func (c *recorder) add(format string, args ...any) {
 func (c *recorder) Depth(u venue.DepthUpdate)       { c.add("depth %s %d", u.Symbol, u.Last) }
 func (c *recorder) Trade(sym string, t venue.Trade) { c.add("trade %s %d", sym, t.ID) }
 func (c *recorder) Tickers(rows []venue.Stat)       { c.add("tickers %d", len(rows)) }
+func (c *recorder) Contracts(rows []venue.Contract) { c.add("contracts %d", len(rows)) }
 func (c *recorder) Live(k snapshot.Stream, syms []string) {
 	c.add("live %s %v", k, syms)
 }

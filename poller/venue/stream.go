@@ -67,6 +67,10 @@ type Sink interface {
 	// Tickers delivers rows of the all-market ticker stream: only the
 	// symbols that changed, possibly symbols outside the catalog.
 	Tickers(rows []Stat)
+	// Contracts delivers the rows of the all-market mark price stream:
+	// every perpetual's mark, index and funding, once a second, possibly
+	// symbols outside the catalog.
+	Contracts(rows []Contract)
 	// Live reports that the streams of kind for symbols (snapshot.StreamBook:
 	// the depth stream; snapshot.StreamTrades: the aggregate trade stream) are subscribed and
 	// acknowledged on a connection that is reading.
