@@ -211,9 +211,6 @@ func (p *Poller) readInterest(ctx context.Context, cr venue.ContractReader, pair
 	// The oldest first; never read (the zero time) is oldest of all.
 	slices.SortStableFunc(due, func(a, b string) int { return p.ct.readAt[a].Compare(p.ct.readAt[b]) })
 	due = due[:min(len(due), n)]
-	for _, s := range due {
-		p.ct.readAt[s] = now // tried: a failed read waits its turn again
-	}
 	// A symbol no longer listed is forgotten.
 	for s := range p.ct.readAt {
 		if !seen[s] {
@@ -226,14 +223,18 @@ func (p *Poller) readInterest(ctx context.Context, cr venue.ContractReader, pair
 		oi, err := bulk(ctx, p, venue.CallOpenInterest, func(ctx context.Context) (venue.OpenInterest, error) {
 			return cr.OpenInterest(ctx, s)
 		})
-		if err != nil {
-			// Out of idle weight, or the venue failed: the rest wait for
-			// the next round.
-			return
+		if errors.Is(err, venue.ErrNoBudget) || errors.Is(err, venue.ErrPaused) {
+			return // no idle weight, or calls paused: not tried, first again next round
 		}
 		p.ct.mu.Lock()
-		p.ct.interest[s] = oi
+		p.ct.readAt[s] = now // tried: a read the venue failed waits its turn again
+		if err == nil {
+			p.ct.interest[s] = oi
+		}
 		p.ct.mu.Unlock()
+		if err != nil {
+			return
+		}
 	}
 }
 

@@ -261,3 +261,33 @@ func TestContractsFromTheMarkStreamNeedNoRead(t *testing.T) {
 		}
 	})
 }
+
+// Open interest waits while the minute's weight is more than half spent,
+// and a contract passed over for want of weight is first once weight is
+// idle again: passing it over does not count as reading it.
+func TestOpenInterestWaitsForIdleWeight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newContractVenue(2)
+		v.limit = 200 // a budget of 100 a minute: the statistics (40) and a premiumIndex (10) spend half
+		p, store := newTestPoller(v, Config{})
+		ctx := t.Context()
+		_ = p.RefreshTickers(ctx)
+		for range 3 {
+			_ = p.RefreshContracts(ctx)
+			time.Sleep(time.Second)
+		}
+		if n := v.count(venue.CallOpenInterest, ""); n != 0 {
+			t.Fatalf("%d open-interest reads with the minute more than half spent", n)
+		}
+		time.Sleep(time.Minute) // the minute's reads age out; nothing else is due
+		_ = p.RefreshContracts(ctx)
+		if got := v.symbolsOf(venue.CallOpenInterest, 0); !slices.Equal(got, []string{"P001USDT"}) {
+			t.Fatalf("open interest read for %v once weight was idle, want P001USDT, never read", got)
+		}
+		_ = p.RefreshTickers(ctx) // the quotes of a minute ago are too old to publish with
+		_ = p.RefreshContracts(ctx)
+		if it := contractItems(t, store)[pairID(1)]; it["open_interest"] != "1000.5" {
+			t.Errorf("P001_USDT after its read: %v", it)
+		}
+	})
+}
