@@ -19,6 +19,8 @@ type hotCase struct {
 var hotCases = []hotCase{
 	{"pairs", "/api/public/pairs"},
 	{"tickers", "/api/public/tickers"},
+	{"contracts", "/api/public/contracts"},
+	{"contract_specs", "/api/public/contract_specs"},
 	{"orderbook_full", "/api/public/orderbook?ticker_id=BTC_USDT"},
 	{"orderbook_depth5", "/api/public/orderbook?ticker_id=BTC_USDT&depth=5"},
 	{"orderbook_depth1", "/api/public/orderbook?ticker_id=BTC_USDT&depth=1"},
