@@ -196,6 +196,7 @@ func (p *Poller) readInterest(ctx context.Context, cr venue.ContractReader, pair
 	p.ct.mu.Lock()
 	if p.ct.readAt == nil {
 		p.ct.readAt, p.ct.interest = map[string]time.Time{}, map[string]venue.OpenInterest{}
+		p.seedInterest(pairs)
 	}
 	due := make([]string, 0, n)
 	seen := make(map[string]bool, len(list))
@@ -249,4 +250,21 @@ func (p *Poller) onboard() map[string]int64 {
 		}
 	}
 	return m
+}
+
+// seedInterest starts the open interest from what the store publishes: a
+// member that takes over a cluster's ingest holds the last leader's
+// contracts, and /contracts keeps every open interest while it reads them
+// again, the oldest first as the last leader would have. Called with
+// p.ct.mu held, once.
+func (p *Poller) seedInterest(pairs *snapshot.Pairs) {
+	for id, oi := range p.store.Contracts().Interest() {
+		pr, ok := pairs.Lookup(id)
+		if !ok {
+			continue
+		}
+		oi.Symbol = pr.Symbol
+		p.ct.interest[pr.Symbol] = oi
+		p.ct.readAt[pr.Symbol] = time.UnixMilli(oi.Time)
+	}
 }

@@ -291,3 +291,29 @@ func TestOpenInterestWaitsForIdleWeight(t *testing.T) {
 		}
 	})
 }
+
+// A member that takes over starts from the open interest the last leader
+// published: /contracts keeps it, and the contracts it has none for are
+// read first.
+func TestOpenInterestStartsFromThePublishedContracts(t *testing.T) {
+	v := newContractVenue(2)
+	p, store := newTestPoller(v, Config{})
+	last, _ := snapshot.NewContracts(store.Pairs(), snapshot.ContractsInput{
+		Stats:    []snapshot.Stat{{Symbol: "P001USDT", LastPrice: "10", High: "11", Low: "9", QuoteVolume: "100"}},
+		Books:    []snapshot.Quote{{Symbol: "P001USDT", Bid: "9.9", Ask: "10.1"}},
+		Marks:    []snapshot.Contract{{Symbol: "P001USDT", MarkPrice: "10", IndexPrice: "10", FundingRate: "0", NextFunding: 1, Time: 1}},
+		Interest: []snapshot.OpenInterest{{Symbol: "P001USDT", Amount: "77.7", Time: time.Now().UnixMilli()}},
+		ReadAt:   time.Now(),
+	})
+	store.PutContracts(last)
+	ctx := t.Context()
+	_ = p.RefreshContracts(ctx)
+	_ = p.RefreshTickers(ctx)
+	_ = p.RefreshContracts(ctx)
+	if got := v.symbolsOf(venue.CallOpenInterest, 0); !slices.Equal(got, []string{"P002USDT"}) {
+		t.Fatalf("open interest read for %v, want P002USDT's, which the last leader had not published", got)
+	}
+	if it := contractItems(t, store)[pairID(1)]; it["open_interest"] != "77.7" {
+		t.Errorf("P001_USDT %v: want the last leader's open interest", it)
+	}
+}

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -258,4 +259,27 @@ func DecodeContracts(data []byte) (*Contracts, error) {
 	c := &Contracts{document: wireDocument(body, gz, count, readAt)}
 	c.specs.document = wireDocument(specs, specsGz, count, readAt)
 	return c, nil
+}
+
+// Interest returns the open interest c publishes, by ticker_id: what a
+// member that takes over the ingest starts from, so that /contracts keeps
+// every contract's open interest while the new leader reads it again. The
+// Symbol of each is empty; contracts whose open interest is null are not
+// in it. It parses c's body, once per takeover, never on a request.
+func (c *Contracts) Interest() map[string]OpenInterest {
+	var items []struct {
+		TickerID string  `json:"ticker_id"`
+		Amount   *string `json:"open_interest"`
+		Time     *int64  `json:"open_interest_timestamp"`
+	}
+	out := map[string]OpenInterest{}
+	if c == nil || json.Unmarshal(c.body, &items) != nil {
+		return out
+	}
+	for _, it := range items {
+		if it.Amount != nil && it.Time != nil && isNonNegative(*it.Amount) {
+			out[it.TickerID] = OpenInterest{Amount: *it.Amount, Time: *it.Time}
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -193,6 +194,27 @@ func TestContractOfAPairNoLongerListedIsGone(t *testing.T) {
 	decodeStrict(t, c.Specs().Body(), &specs)
 	if len(specs) != 1 {
 		t.Errorf("specs %s", c.Specs().Body())
+	}
+}
+
+// A member taking over reads the open interest the last leader published
+// back from its contracts, through the wire as it holds them.
+func TestContractsInterestReadsBackWhatWasPublished(t *testing.T) {
+	c, _ := NewContracts(contractPairs(), contractInput())
+	d, err := DecodeContracts(c.AppendWire(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.Interest()
+	want := map[string]OpenInterest{
+		"BTC_USDT": {Amount: "81234.567", Time: 1767225590000},
+		"ETH_BTC":  {Amount: "12.5", Time: 1767225595000},
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("interest %v, want %v", got, want)
+	}
+	if n := len((*Contracts)(nil).Interest()); n != 0 {
+		t.Errorf("no contracts: %d values", n)
 	}
 }
 
