@@ -215,7 +215,10 @@ func TestContractsFromTheMarkStreamNeedNoRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newContractVenue(3)
 		store := snapshot.NewStore()
-		p := New(Config{Venue: v, Store: store, Streams: newFakeStreams()})
+		// The pairs are spot, so that the tickers read the bulk quotes
+		// while no book is in sequence: with streams, the contracts ask
+		// for none of their own.
+		p := New(Config{Venue: v, Store: store, Streams: newFakeStreams(), Spot: []string{pairID(1), pairID(2), pairID(3)}})
 		ctx := t.Context()
 		if err := p.RefreshCatalog(ctx); err != nil {
 			t.Fatal(err)
@@ -230,7 +233,6 @@ func TestContractsFromTheMarkStreamNeedNoRead(t *testing.T) {
 			src.Contracts(rows)
 		}
 		stream("P001USDT", "P002USDT", "P003USDT")
-		_ = p.RefreshContracts(ctx) // asks for the bulk quotes: no book is in sequence
 		_ = p.RefreshTickers(ctx)
 		_ = p.RefreshContracts(ctx)
 		if n := v.count(venue.CallContracts, ""); n != 0 {
@@ -315,5 +317,24 @@ func TestOpenInterestStartsFromThePublishedContracts(t *testing.T) {
 	}
 	if it := contractItems(t, store)[pairID(1)]; it["open_interest"] != "77.7" {
 		t.Errorf("P001_USDT %v: want the last leader's open interest", it)
+	}
+}
+
+// With streams, a contract whose book is still syncing waits for its
+// book: the contracts read no bulk quotes, whose weight a cold start's
+// syncs need.
+func TestContractsReadNoBulkQuotesWithStreams(t *testing.T) {
+	v := newContractVenue(3)
+	p := New(Config{Venue: v, Store: snapshot.NewStore(), Streams: newFakeStreams()})
+	ctx := t.Context()
+	if err := p.RefreshCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_ = p.RefreshContracts(ctx)
+		_ = p.RefreshTickers(ctx)
+	}
+	if n := v.count(venue.CallQuotes, ""); n != 0 {
+		t.Errorf("%d bulk quote reads for contracts whose books sync from the streams", n)
 	}
 }
