@@ -260,3 +260,35 @@ func parseExtras(s string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// contractsRead is what one /contracts answer says: how many contracts it
+// lists, each one's mark age (now minus its timestamp), and the open
+// interest it carries: how many have one, and the oldest's age.
+type contractsRead struct {
+	items, withInterest int
+	markAges            []time.Duration
+	oldestInterest      time.Duration
+}
+
+// readContracts decodes a /contracts answer at now.
+func readContracts(body []byte, now time.Time) (contractsRead, error) {
+	var items []struct {
+		Timestamp    *int64 `json:"timestamp"`
+		InterestTime *int64 `json:"open_interest_timestamp"`
+	}
+	if err := json.Unmarshal(body, &items); err != nil {
+		return contractsRead{}, fmt.Errorf("contracts: %w", err)
+	}
+	r := contractsRead{items: len(items), markAges: make([]time.Duration, 0, len(items))}
+	for _, it := range items {
+		if it.Timestamp == nil {
+			return contractsRead{}, errors.New("contracts: an item without a timestamp")
+		}
+		r.markAges = append(r.markAges, ageSince(*it.Timestamp, now))
+		if it.InterestTime != nil {
+			r.withInterest++
+			r.oldestInterest = max(r.oldestInterest, ageSince(*it.InterestTime, now))
+		}
+	}
+	return r, nil
+}

@@ -76,6 +76,25 @@ func TestBookAge(t *testing.T) {
 	}
 }
 
+func TestReadContracts(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	body := `[{"ticker_id":"A_USDT","timestamp":999000,"open_interest":"5","open_interest_timestamp":940000},` +
+		`{"ticker_id":"B_USDT","timestamp":998500,"open_interest":null,"open_interest_timestamp":null}]`
+	r, err := readContracts([]byte(body), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.items != 2 || r.withInterest != 1 || r.oldestInterest != 60*time.Second ||
+		!slices.Equal(r.markAges, []time.Duration{time.Second, 1500 * time.Millisecond}) {
+		t.Errorf("%+v", r)
+	}
+	for _, bad := range []string{`{}`, `[{"ticker_id":"A_USDT"}]`, `nope`} {
+		if _, err := readContracts([]byte(bad), now); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
 func TestTradeLag(t *testing.T) {
 	now := time.UnixMilli(1_795_240_284_000)
 	tests := []struct {

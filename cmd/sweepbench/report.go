@@ -22,6 +22,9 @@ const (
 	// for the cold start's syncs may hold its refreshes a while.
 	coldStaleAge     = 2 * time.Second
 	targetWeightPart = 0.05 // of the venue's weight limit a minute
+	// targetMarkAgeP99 is how old a contract's mark, index and funding
+	// may be: the venue streams them once a second.
+	targetMarkAgeP99 = 2 * time.Second
 )
 
 // row is one line of the table. Verdict is "met", "MISSED", or empty for a
@@ -86,6 +89,12 @@ func rows(r result, weightLimit int) []row {
 		add("trade answers with no trades", fmt.Sprint(r.NoTrades), "", "")
 	}
 	add("hot book age p50 / p99 / max", pct(r.HotBookAge), "", "")
+	if r.Contracts.total() > 0 {
+		share("contracts (every 5 s)", r.Contracts)
+		add("contracts listed, fewest in an answer", fmt.Sprintf("%d of %d pairs", r.FewestContracts, r.Pairs), "", "")
+		add("contract mark age p50 / p99 / max", pct(r.MarkAge), "p99 ≤ "+dur(targetMarkAgeP99), verdict(r.MarkAge.N > 0 && r.MarkAge.P99 <= targetMarkAgeP99))
+		add("open interest at the end: contracts with one, oldest", fmt.Sprintf("%d of %d, %s", r.WithInterest, r.Pairs, dur(r.OldestInterest)), "", "")
+	}
 
 	limit := targetWeightPart * float64(weightLimit)
 	w := r.Steady

@@ -23,8 +23,11 @@ func good() result {
 		HotBookAge: percentiles{N: 4500, P50: ms(50), P99: ms(200), Max: ms(300)},
 		Steady: weightUse{Total: 120, Minutes: []int{40, 40, 40}, PerMin: 40, Calls: 24,
 			ByPath: map[string]int{"/fapi/v1/depth": 40, "/fapi/v1/aggTrades": 40, "/fapi/v1/ticker/24hr": 40}},
-		CPUShare: 0.031,
-		MaxRSS:   48 << 20,
+		Contracts:       statusCount{200: 36},
+		MarkAge:         percentiles{N: 36 * 446, P50: ms(800), P99: ms(1500), Max: ms(1900)},
+		FewestContracts: 446, WithInterest: 446, OldestInterest: 55 * time.Second,
+		CPUShare:        0.031,
+		MaxRSS:          48 << 20,
 	}
 }
 
@@ -63,6 +66,11 @@ func TestRowsVerdicts(t *testing.T) {
 		}, 2400, nil},
 		{"an undecodable 200 is missed", func(r *result) { r.BadBodies = 1 }, 2400,
 			[]string{"200 answers that did not decode"}},
+		{"a mark over 2 s old at p99 is missed", func(r *result) { r.MarkAge.P99 = 2*time.Second + time.Millisecond }, 2400,
+			[]string{"contract mark age p50 / p99 / max"}},
+		{"a 502 of /contracts in a hundred is missed", func(r *result) { r.Contracts = statusCount{200: 99, 502: 1} }, 2400,
+			[]string{"contracts (every 5 s): 200 share"}},
+		{"no /contracts read: not judged", func(r *result) { r.Contracts = statusCount{} }, 2400, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,6 +58,17 @@ type result struct {
 	TradeLag     percentiles
 	HotBookAge   percentiles
 	Steady       weightUse
+	// Contracts counts the statuses of /contracts, read every
+	// contractsEvery; MarkAge is every listed contract's mark age over
+	// them, FewestContracts the fewest contracts an answer listed (-1:
+	// none answered), and WithInterest and OldestInterest how many
+	// contracts of the last answer had an open interest and the oldest's
+	// age.
+	Contracts       statusCount
+	MarkAge         percentiles
+	FewestContracts int
+	WithInterest    int
+	OldestInterest  time.Duration
 
 	CPUShare float64 // marketfeed's CPU time over the measured run / its length
 	MaxRSS   int64   // bytes, sampled over the whole configuration
@@ -74,6 +85,12 @@ type collector struct {
 	bookAges  []time.Duration
 	lags      []time.Duration
 	hotAges   []time.Duration
+	// The derivatives aggregator's reads of /contracts: their statuses,
+	// every item's mark age, and the last answer's reading.
+	contracts     statusCount
+	markAges      []time.Duration
+	fewestItems   int
+	lastContracts contractsRead
 }
 
 // fullDepth is the levels a side of a full book answer holds: the API's
@@ -81,7 +98,52 @@ type collector struct {
 const fullDepth = 100
 
 func newCollector() *collector {
-	return &collector{agg: statusCount{}, hot: statusCount{}}
+	return &collector{agg: statusCount{}, hot: statusCount{}, contracts: statusCount{}, fewestItems: -1}
+}
+
+// recordContracts files one /contracts answer.
+func (c *collector) recordContracts(status int, body []byte, at time.Time) {
+	var r contractsRead
+	var err error
+	if status == http.StatusOK {
+		r, err = readContracts(body, at)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.contracts[status]++
+	switch {
+	case err != nil:
+		c.badBodies++
+	case status == http.StatusOK:
+		c.markAges = append(c.markAges, r.markAges...)
+		if c.fewestItems < 0 || r.items < c.fewestItems {
+			c.fewestItems = r.items
+		}
+		c.lastContracts = r
+	}
+}
+
+// contractsEvery is how often the derivatives aggregator reads /contracts:
+// every pair's contract at once, as a derivatives aggregator polls.
+const contractsEvery = 5 * time.Second
+
+// contractsClient reads /contracts every contractsEvery until end.
+func contractsClient(ctx context.Context, apiURL string, end time.Time, col *collector) {
+	client := newClient(1)
+	tick := time.NewTicker(contractsEvery)
+	defer tick.Stop()
+	for time.Now().Before(end) {
+		status, body := get(ctx, client, apiURL+"/api/public/contracts")
+		if ctx.Err() != nil {
+			return
+		}
+		col.recordContracts(status, body, time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // record files one answer. status is 0 for a transport error.
@@ -219,6 +281,7 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 			col.record(false, kind, status, body, at)
 		})
 	})
+	wg.Go(func() { contractsClient(ctx, apiURL, end, col) })
 	if cfg.hotRate > 0 {
 		hotPair := cfg.hotPair
 		if hotPair == "" {
@@ -255,6 +318,8 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	res.Agg, res.Hot, res.BadBodies, res.NoTrades, res.ShortBooks = col.agg, col.hot, col.badBodies, col.noTrades, col.short
 	res.FewestLevels = col.fewest
 	res.BookAge, res.TradeLag, res.HotBookAge = summarize(col.bookAges), summarize(col.lags), summarize(col.hotAges)
+	res.Contracts, res.MarkAge, res.FewestContracts = col.contracts, summarize(col.markAges), col.fewestItems
+	res.WithInterest, res.OldestInterest = col.lastContracts.withInterest, col.lastContracts.oldestInterest
 	col.mu.Unlock()
 	res.MaxRSS = rss.stop()
 	return res, nil
