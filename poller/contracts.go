@@ -188,12 +188,13 @@ func (p *Poller) publishContracts(pairs *snapshot.Pairs, in snapshot.ContractsIn
 
 // readInterest reads the open interest of the contracts due: those never
 // read first, then the oldest, as many as keep every contract within
-// interestEvery at one round a second. It reads nothing while a book waits
-// for its sync, and the budget lets it spend only weight nothing else
+// interestEvery at one round a second. It reads nothing until the books are
+// settled (every stream delivering, no book waiting for its sync), and the
+// budget lets it spend only weight nothing else
 // wants (budget.PurposeOpenInterest): during a recovery open interest ages,
 // and /contracts says how old it is.
 func (p *Poller) readInterest(ctx context.Context, cr venue.ContractReader, pairs *snapshot.Pairs, now time.Time) {
-	if p.src.SyncProgress().Behind > 0 {
+	if !p.src.Settled(now) {
 		return
 	}
 	list := pairs.List()

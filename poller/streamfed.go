@@ -43,6 +43,9 @@ type source interface {
 	// Sources counts the pairs of each stream kind by where they come
 	// from; ok is false without streams.
 	Sources() (pairs [snapshot.NumStreams]map[string]int, ok bool)
+	// Settled reports whether the books need nothing more of the venue
+	// than their steady state does; always, without streams.
+	Settled(now time.Time) bool
 	// SyncProgress reports how the books out of sequence come back; zero
 	// without streams.
 	SyncProgress() live.SyncProgress
@@ -75,6 +78,7 @@ func (restOnly) Sources() ([snapshot.NumStreams]map[string]int, bool) {
 }
 func (restOnly) KeepsTickers() bool              { return false }
 func (restOnly) SyncProgress() live.SyncProgress { return live.SyncProgress{} }
+func (restOnly) Settled(time.Time) bool          { return true }
 func (restOnly) Schedule(live.Scheduler)         {}
 
 // liveREST is the poller as the stream-fed source sees it: its call path,

@@ -231,6 +231,16 @@ func (s *Source) booksWaiting(now time.Time) bool {
 	}) > 0
 }
 
+// Settled reports whether the books need nothing more of the venue than
+// their steady state does: every depth stream delivers (none is waiting for
+// its subscription or lost), and no book waits for its snapshot. Reads that
+// only spend idle weight (the contracts' open interest) wait until then: a
+// cold start's first seconds, before any stream is acknowledged, have no
+// book out of sequence yet, and every one about to be.
+func (s *Source) Settled(now time.Time) bool {
+	return !s.booksWaiting(now) && s.count(func(lp *pair) bool { return !lp.books.delivering() }) == 0
+}
+
 // ackGrace is how long a depth stream acknowledged without an event yet is
 // taken as about to deliver the events its book's sync starts from.
 const ackGrace = 2 * time.Second

@@ -252,3 +252,24 @@ func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
 		t.Fatalf("served\n%s\nwant the newer state", got)
 	}
 }
+
+// The books are settled only once every depth stream delivers and no book
+// waits for its snapshot: a listed pair whose stream is not acknowledged
+// yet is not, nor one buffering for its sync.
+func TestSettledOnceEveryBookIsInSequence(t *testing.T) {
+	s, rest, _ := newListedSource(t, nil)
+	now := time.Now()
+	if s.Settled(now) {
+		t.Fatal("settled before the pair's depth stream was acknowledged")
+	}
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: 100, Last: 102, Prev: 99})
+	if s.Settled(time.Now()) {
+		t.Fatal("settled while the book waits for its snapshot")
+	}
+	s.Sync()
+	rest.wait()
+	if !s.Current(testID, snapshot.StreamBook) || !s.Settled(time.Now()) {
+		t.Fatal("not settled with the book in sequence")
+	}
+}
