@@ -59,6 +59,9 @@ func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time
 		published = snapshot.NewPairs(markets, cfg, readAt)
 	}
 	p.warnUnlisted(pairs, spot)
+	// The contracts of pairs no longer listed go first: no /contracts
+	// answered after this /pairs lists a pair it does not.
+	p.recontract(published)
 	p.store.PutPairs(published, now)
 	p.src.SetPairs(pairs)
 }

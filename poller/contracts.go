@@ -32,6 +32,9 @@ type contractReads struct {
 	// last published: a build that changes neither is not published.
 	tag  []byte
 	from uint64
+	// last is what the contracts last published were built from, for
+	// rebuilding them against a new pair list before it is published.
+	last *snapshot.ContractsInput
 	// wantQuotes is set while a contract has no local quote and no stream
 	// keeps books, so that the tickers' round reads the bulk quotes for it.
 	wantQuotes bool
@@ -71,13 +74,7 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 		stats, statsAt = rows, at
 	}
 	local, localAt, all := p.src.Quotes(pairs.List(), now)
-	quotes, quotesAt := local, now
-	for _, at := range localAt {
-		quotesAt = earlier(quotesAt, at)
-	}
-	if !all && bulkQuotes != nil && now.Sub(bulkAt) <= p.fresher() {
-		quotes, quotesAt = overlay(bulkQuotes, local), earlier(quotesAt, bulkAt)
-	}
+	quotes, quotesAt, all := contractQuotes(local, localAt, all, bulkQuotes, bulkAt, now, p.fresher())
 	p.ct.mu.Lock()
 	// Over REST alone only the bulk quotes give every contract its bid
 	// and ask. With streams every book gives its own once in sequence:
@@ -93,7 +90,7 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 	// Nothing is published before there are marks, statistics and quotes
 	// to build from: a list of every contract left out would be a 200
 	// that says nothing.
-	if marks != nil && stats != nil && quotes != nil {
+	if marks != nil && stats != nil && len(quotes) > 0 {
 		p.publishContracts(pairs, snapshot.ContractsInput{
 			Stats: stats, Books: quotes, Marks: marks, Interest: interest, Onboard: p.onboard(),
 			ReadAt: earlier(marksAt, earlier(statsAt, quotesAt)),
@@ -170,6 +167,7 @@ type contractsRead struct {
 func (p *Poller) publishContracts(pairs *snapshot.Pairs, in snapshot.ContractsInput) {
 	c, omitted := snapshot.NewContracts(pairs, in)
 	p.ct.mu.Lock()
+	p.ct.last = &in
 	same := bytes.Equal(c.Tag(), p.ct.tag) && p.ct.from == pairs.Version()
 	if !same {
 		p.ct.tag, p.ct.from = c.Tag(), pairs.Version()
@@ -273,4 +271,39 @@ func (p *Poller) seedInterest(pairs *snapshot.Pairs) {
 		p.ct.interest[pr.Symbol] = oi
 		p.ct.readAt[pr.Symbol] = time.UnixMilli(oi.Time)
 	}
+}
+
+// recontract publishes the contracts of pairs, a pair list about to be
+// published, from what the last contracts were built from: a pair that
+// leaves /pairs leaves /contracts in the same step, before the new list is
+// served (and, in a cluster, before it is replicated).
+func (p *Poller) recontract(pairs *snapshot.Pairs) {
+	p.ct.mu.Lock()
+	last := p.ct.last
+	p.ct.mu.Unlock()
+	if last != nil {
+		p.publishContracts(pairs, *last)
+	}
+}
+
+// contractQuotes picks every contract's best bid and ask: the local books'
+// quotes younger than fresh, over the bulk quotes while those are younger
+// than fresh. A book's quote older than that (its book resyncing) is left
+// out rather than aging the whole publication with it; a contract with
+// neither is left out until its book is back. all reports whether every
+// pair had a fresh local quote; at is when the oldest quote used was
+// current.
+func contractQuotes(local []venue.Quote, localAt []time.Time, all bool, bulk []venue.Quote, bulkAt, now time.Time, fresh time.Duration) (quotes []venue.Quote, at time.Time, stillAll bool) {
+	quotes, at = make([]venue.Quote, 0, len(local)), now
+	for i, q := range local {
+		if now.Sub(localAt[i]) > fresh {
+			all = false
+			continue
+		}
+		quotes, at = append(quotes, q), earlier(at, localAt[i])
+	}
+	if !all && bulk != nil && now.Sub(bulkAt) <= fresh {
+		quotes, at = overlay(bulk, quotes), earlier(at, bulkAt)
+	}
+	return quotes, at, all
 }

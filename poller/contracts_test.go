@@ -168,7 +168,7 @@ func TestContractsPublishedOnlyWhenChanged(t *testing.T) {
 		if err := p.RefreshCatalog(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_ = p.RefreshContracts(ctx)
+		// In the same step as the pair list, before it is served.
 		items := contractItems(t, store)
 		if _, ok := items[pairID(1)]; ok || len(items) != 1 {
 			t.Fatalf("contracts %v after %s left the pair list, want %s's alone", items, pairID(1), pairID(2))
@@ -336,5 +336,24 @@ func TestContractsReadNoBulkQuotesWithStreams(t *testing.T) {
 	}
 	if n := v.count(venue.CallQuotes, ""); n != 0 {
 		t.Errorf("%d bulk quote reads for contracts whose books sync from the streams", n)
+	}
+}
+
+// A book's quote gone old (its book resyncing) leaves its contract to the
+// bulk quotes, or out, and never ages the publication: the others are
+// published as fresh as their own quotes.
+func TestContractQuotesLeaveAnOldQuoteOut(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	fresh := 5 * time.Second
+	local := []venue.Quote{{Symbol: "A", Bid: "1", Ask: "2"}, {Symbol: "B", Bid: "3", Ask: "4"}}
+	localAt := []time.Time{now.Add(-time.Second), now.Add(-8 * time.Second)}
+	quotes, at, all := contractQuotes(local, localAt, true, nil, time.Time{}, now, fresh)
+	if !slices.Equal(quotes, local[:1]) || !at.Equal(localAt[0]) || all {
+		t.Fatalf("quotes %v at %v (all %v): want A's alone, a second old", quotes, now.Sub(at), all)
+	}
+	bulk := []venue.Quote{{Symbol: "A", Bid: "0.9", Ask: "2.1"}, {Symbol: "B", Bid: "2.9", Ask: "4.1"}}
+	quotes, at, _ = contractQuotes(local, localAt, true, bulk, now.Add(-2*time.Second), now, fresh)
+	if want := []venue.Quote{bulk[1], local[0]}; !slices.Equal(quotes, want) || !at.Equal(now.Add(-2*time.Second)) {
+		t.Fatalf("quotes %v at %v: want B's from the bulk quotes, A's its book's, 2 s old", quotes, now.Sub(at))
 	}
 }

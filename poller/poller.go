@@ -305,6 +305,9 @@ func (p *Poller) Run(ctx context.Context) error {
 	if err := p.RefreshTickers(ctx); err != nil {
 		p.log.Warn("first tickers read failed; retrying on schedule", logKeyErr, err)
 	}
+	// Over REST alone the contracts can be built at once from the reads
+	// above; with streams they wait for the books' quotes.
+	_ = p.RefreshContracts(ctx)
 	logger := cronLogger{p.log}
 	c := cron.New(cron.WithLogger(logger))
 	// Bulk jobs never overlap themselves. Per-pair rounds may: a round waits
