@@ -193,6 +193,30 @@ func readContracts(t *testing.T, url string, v any) (ok bool, etag string) {
 	return true, resp.Header.Get("ETag")
 }
 
+// waitContracts waits until /contracts under base lists exactly the
+// pairs ids, in their order, and returns that answer and the
+// /contract_specs read after it.
+func waitContracts(t *testing.T, base string, ids []string, limit time.Duration) ([]wire.Contract, []wire.ContractSpec) {
+	t.Helper()
+	var items []wire.Contract
+	if !waitFor(limit, func() bool {
+		resp, body := get(t, base+"/contracts")
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		checkOK(t, resp)
+		decode(t, body, &items)
+		return slices.Equal(contractIDs(items), ids)
+	}) {
+		t.Fatalf("/contracts did not list every pair within %s: %v", limit, contractIDs(items))
+	}
+	resp, body := get(t, base+"/contract_specs")
+	checkOK(t, resp)
+	var specs []wire.ContractSpec
+	decode(t, body, &specs)
+	return items, specs
+}
+
 func contractIDs(items []wire.Contract) []string {
 	ids := make([]string, len(items))
 	for i, it := range items {
@@ -218,17 +242,7 @@ func TestContractsAreTheVenuesContracts(t *testing.T) {
 	api, a, _ := startLoggedApp(t, streamArgs(v.url, contractsMaxStale)...)
 	base := api + "/api/public"
 	start := time.Now()
-	if !waitFor(20*time.Second, func() bool {
-		resp, body := get(t, base+"/contracts")
-		if resp.StatusCode != http.StatusOK {
-			return false
-		}
-		var items []wire.Contract
-		decode(t, body, &items)
-		return slices.Equal(contractIDs(items), listedIDs(t, api))
-	}) {
-		t.Fatal("/contracts never held every listed pair within 20 s")
-	}
+	waitContracts(t, base, listedIDs(t, api), 20*time.Second)
 	t.Logf("every listed pair in /contracts %s after start", time.Since(start).Round(time.Millisecond))
 
 	truth := newContractTruth(t, a.store)
