@@ -260,6 +260,14 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 		t.Fatalf("default depth gave %d bids, %d asks; want 100", len(book.Bids), len(book.Asks))
 	}
 
+	// One contract per pair, and its specification in the other list. Read
+	// last: the first contracts follow readiness by up to a second, and the
+	// books above are read at once.
+	contracts, specs := waitContracts(t, base, listedIDs(t, api), 10*time.Second)
+	if len(specs) != len(contracts) {
+		t.Errorf("%d specifications of %d contracts", len(specs), len(contracts))
+	}
+
 	for _, tc := range []struct {
 		path   string
 		status int
