@@ -180,6 +180,7 @@ var metricNames = []string{
 	"marketfeed_cold_loads_total",
 	"marketfeed_cold_load_wait_seconds_bucket",
 	"marketfeed_tickers_omitted",
+	"marketfeed_contracts_omitted",
 	"marketfeed_ready",
 	"marketfeed_spot_reloads_total",
 }
