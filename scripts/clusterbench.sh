@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # make cluster-bench: three marketfeed members behind nginx round robin, on one NATS server, against
 # venuesim with Binance's weights and EXTRA more markets (446 pairs by default), all on loopback. An
-# aggregator reads every pair's book and trades through nginx every 10 s, beside a hot client; the
-# script waits for a warm cluster, then measures the steady state, a leader killed with SIGKILL, the
-# NATS server killed for 40 s, and clients sending 900 requests evenly over a minute and 1,200 a
-# minute for 4 minutes through the balancer. It prints every figure: answers and book age per phase,
+# aggregator reads every pair's book and trades, and /contracts and /contract_specs, through nginx
+# every 10 s, beside a hot client; the script waits for a warm cluster, then measures the steady
+# state, a leader killed with SIGKILL, the NATS server killed for 40 s, and clients sending 900
+# requests evenly over a minute and 1,200 a minute for 4 minutes through the balancer. It prints every figure: answers and book age per phase,
 # replication lag, the venue's weight, rate-limit overshoot, CPU and RSS per member. About 20
 # minutes.
 set -euo pipefail

@@ -1,8 +1,9 @@
 // Command clusterbench is the client side of make cluster-bench: an
-// aggregator that reads every pair's book and trades from members or a
-// balancer every round, and a client that sends a steady rate of requests
-// to see what a shared rate limit lets through. scripts/clusterbench.sh
-// runs the cluster, the faults and these clients, and prints the figures.
+// aggregator that reads every pair's book and trades, and the contracts,
+// from members or a balancer every round, and a client that sends a steady
+// rate of requests to see what a shared rate limit lets through.
+// scripts/clusterbench.sh runs the cluster, the faults and these clients,
+// and prints the figures.
 //
 //	clusterbench sweep -targets URL[,URL...] -rounds N -every 10s -xff ADDR
 //	clusterbench rate -targets URL[,URL...] -per-minute 900 -for 60s -xff ADDR
@@ -97,8 +98,9 @@ type round struct {
 	ages     []time.Duration // of the books answered 200: now minus their timestamp
 }
 
-// sweep reads every pair's book and trades at each target every round,
-// eight requests at a time, and prints each round and the whole.
+// sweep reads every pair's book and trades, and the contracts and their
+// specifications, at each target every round, eight requests at a time,
+// and prints each round and the whole.
 func sweep(ctx context.Context, c client, bases []string, rounds int, every time.Duration, out io.Writer) error {
 	status, body := c.get(ctx, bases[0]+"/api/public/pairs")
 	var pairs []struct {
@@ -155,6 +157,9 @@ func sweepOnce(ctx context.Context, c client, base string, ids []string) round {
 			}
 		})
 	}
+	// A derivatives aggregator reads both lists once a round.
+	work <- base + "/api/public/contracts"
+	work <- base + "/api/public/contract_specs"
 	for _, id := range ids {
 		work <- base + "/api/public/orderbook?ticker_id=" + id
 		work <- base + "/api/public/trades?ticker_id=" + id

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -78,5 +84,40 @@ func TestBucketQuantilesAreTheBucketsTheyFallIn(t *testing.T) {
 	}
 	if s := within(got[:3]); s != "within 0.001s 8.4 %, within 0.0025s 40.6 %, within 0.005s 100.0 %" {
 		t.Fatalf("within: %q", s)
+	}
+}
+
+// A round reads every pair's book and trades and both contract lists once,
+// and counts every answer by status; the books' ages come from their
+// timestamps.
+func TestSweepRoundReadsEveryRoute(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.RequestURI()]++
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/api/public/orderbook":
+			fmt.Fprintf(w, `{"ticker_id":%q,"timestamp":%d,"bids":[],"asks":[]}`, r.URL.Query().Get("ticker_id"), time.Now().UnixMilli())
+		case "/api/public/contract_specs":
+			w.WriteHeader(http.StatusBadGateway)
+		default:
+			fmt.Fprint(w, `[]`)
+		}
+	}))
+	defer srv.Close()
+	c := client{http: srv.Client()}
+	got := sweepOnce(context.Background(), c, srv.URL, []string{"BTC_USDT", "ETH_USDT"})
+	want := map[string]int{
+		"/api/public/contracts": 1, "/api/public/contract_specs": 1,
+		"/api/public/orderbook?ticker_id=BTC_USDT": 1, "/api/public/trades?ticker_id=BTC_USDT": 1,
+		"/api/public/orderbook?ticker_id=ETH_USDT": 1, "/api/public/trades?ticker_id=ETH_USDT": 1,
+	}
+	if !maps.Equal(seen, want) {
+		t.Errorf("a round read %v, want %v", seen, want)
+	}
+	if got.statuses[200] != 5 || got.statuses[502] != 1 || len(got.ages) != 2 {
+		t.Errorf("a round counted %v with %d book ages, want 5 200s, one 502 and 2 ages", got.statuses, len(got.ages))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"marketfeed/internal/process"
+	"marketfeed/internal/wire"
 )
 
 // The peer is the reference a plain integration stands for: net/http, the
@@ -66,10 +67,12 @@ type peerTrade struct {
 // peerData is everything the peer serves. It is read once and never changed,
 // so handlers share it without locks.
 type peerData struct {
-	pairs   []peerPair
-	tickers []peerTicker
-	books   map[string]peerBook
-	trades  map[string][]peerTrade
+	pairs     []peerPair
+	tickers   []peerTicker
+	contracts []wire.Contract
+	specs     []wire.ContractSpec
+	books     map[string]peerBook
+	trades    map[string][]peerTrade
 }
 
 // runPeer is the peer subcommand: read the data, then serve until ctx is done.
@@ -103,8 +106,8 @@ func runPeer(ctx context.Context, args []string) error {
 	return nil
 }
 
-// loadPeerData reads pairs, tickers and each ticker's full book and trades
-// from marketfeed. Each answer must encode back to exactly the bytes read,
+// loadPeerData reads pairs, tickers, contracts, their specifications and
+// each ticker's full book and trades from marketfeed. Each answer must encode back to exactly the bytes read,
 // which proves the structs carry everything marketfeed wrote and that the
 // peer's answers are the same bytes as marketfeed's.
 func loadPeerData(ctx context.Context, client *http.Client, base string, ids []string) (*peerData, error) {
@@ -113,6 +116,12 @@ func loadPeerData(ctx context.Context, client *http.Client, base string, ids []s
 		return nil, err
 	}
 	if err := fetchDecode(ctx, client, base+"/api/public/tickers", &d.tickers); err != nil {
+		return nil, err
+	}
+	if err := fetchDecode(ctx, client, base+"/api/public/contracts", &d.contracts); err != nil {
+		return nil, err
+	}
+	if err := fetchDecode(ctx, client, base+"/api/public/contract_specs", &d.specs); err != nil {
 		return nil, err
 	}
 	for _, id := range ids {
@@ -167,6 +176,12 @@ func (d *peerData) handler() http.Handler {
 	})
 	mux.HandleFunc("GET /api/public/tickers", func(w http.ResponseWriter, r *http.Request) {
 		writePeerJSON(w, d.tickers)
+	})
+	mux.HandleFunc("GET /api/public/contracts", func(w http.ResponseWriter, r *http.Request) {
+		writePeerJSON(w, d.contracts)
+	})
+	mux.HandleFunc("GET /api/public/contract_specs", func(w http.ResponseWriter, r *http.Request) {
+		writePeerJSON(w, d.specs)
 	})
 	mux.HandleFunc("GET /api/public/orderbook", d.orderbook)
 	mux.HandleFunc("GET /api/public/trades", d.tradeList)
@@ -252,12 +267,18 @@ func (b *bench) startPeer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Readiness covers the pairs and tickers; the contracts the peer reads
+	// too follow at the poller's first contracts round.
+	mf := b.urls[srvMarketfeed]
+	if err := process.WaitHTTP(ctx, b.owners[srvMarketfeed], mf+"/api/public/contracts", 10*time.Second); err != nil {
+		return err
+	}
 	addr, err := process.FreeAddr()
 	if err != nil {
 		return err
 	}
 	p, err := process.Start(srvPeer, filepath.Join(b.dir, "peer.log"), process.Options{Pinned: true, CPU: b.cfg.serverCPU, Env: []string{"GOMAXPROCS=1"}},
-		self, "peer", "-listen", addr, "-from", b.urls[srvMarketfeed], "-ticker", b.cfg.ticker)
+		self, "peer", "-listen", addr, "-from", mf, "-ticker", b.cfg.ticker)
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,18 @@ import (
 
 // Answers in marketfeed's exact encoding.
 const (
-	testPairs   = `[{"ticker_id":"BTC_USDT","base":"BTC","target":"USDT","kind":"spot","price_source":"sim-perp"}]`
-	testTickers = `[{"ticker_id":"BTC_USDT","base_currency":"BTC","target_currency":"USDT","last_price":"64660.30","base_volume":"10.5","target_volume":"678933.15","bid":"64660.30","ask":"64660.40","high":"65000.00","low":"64000.00","timestamp":1795240282097}]`
-	testBook    = `{"ticker_id":"BTC_USDT","timestamp":1795240283774,"bids":[["64660.30","1.434"],["64660.20","1.663"],["64660.10","0.100"]],"asks":[["64660.40","1.207"],["64660.70","1.266"]]}`
-	testTrades  = `[{"trade_id":"a1","price":"1.5","base_volume":"2","target_volume":"3.0","trade_timestamp":3,"type":"buy"},` +
+	testPairs     = `[{"ticker_id":"BTC_USDT","base":"BTC","target":"USDT","kind":"spot","price_source":"sim-perp"}]`
+	testTickers   = `[{"ticker_id":"BTC_USDT","base_currency":"BTC","target_currency":"USDT","last_price":"64660.30","base_volume":"10.5","target_volume":"678933.15","bid":"64660.30","ask":"64660.40","high":"65000.00","low":"64000.00","timestamp":1795240282097}]`
+	testContracts = `[{"ticker_id":"BTC_USDT","base_currency":"BTC","target_currency":"USDT","last_price":"64660.30","base_volume":"10.5","target_volume":"678933.15","bid":"64660.30","ask":"64660.40","high":"65000.00","low":"64000.00","product_type":"Perpetual",` +
+		`"open_interest":"81234.567","open_interest_usd":"5252547837.2601","open_interest_timestamp":1795240282000,"index_price":"64651.1234","index_name":"BTC-USDT","index_currency":"USDT","start_timestamp":1569398400000,"end_timestamp":null,` +
+		`"funding_rate":"0.01","next_funding_rate":"0.01","next_funding_rate_timestamp":1795248000000,"contract_type":"Vanilla","contract_price":"64660.3","contract_price_currency":"USDT","timestamp":1795240282097},` +
+		`{"ticker_id":"ETH_USDT","base_currency":"ETH","target_currency":"USDT","last_price":"3215.12","base_volume":"1","target_volume":"3215.12","bid":"3215.11","ask":"3215.13","high":"3300","low":"3100","product_type":"Perpetual",` +
+		`"open_interest":null,"open_interest_usd":null,"open_interest_timestamp":null,"index_price":"3214.9","index_name":"ETH-USDT","index_currency":"USDT","start_timestamp":null,"end_timestamp":null,` +
+		`"funding_rate":"-0.0025","next_funding_rate":"-0.0025","next_funding_rate_timestamp":1795248000000,"contract_type":"Vanilla","contract_price":"3215.12","contract_price_currency":"USDT","timestamp":1795240282097}]`
+	testSpecs = `[{"ticker_id":"BTC_USDT","contract_type":"Vanilla","contract_price":"64660.3","contract_price_currency":"USDT"},` +
+		`{"ticker_id":"ETH_USDT","contract_type":"Vanilla","contract_price":"3215.12","contract_price_currency":"USDT"}]`
+	testBook   = `{"ticker_id":"BTC_USDT","timestamp":1795240283774,"bids":[["64660.30","1.434"],["64660.20","1.663"],["64660.10","0.100"]],"asks":[["64660.40","1.207"],["64660.70","1.266"]]}`
+	testTrades = `[{"trade_id":"a1","price":"1.5","base_volume":"2","target_volume":"3.0","trade_timestamp":3,"type":"buy"},` +
 		`{"trade_id":"a2","price":"1.4","base_volume":"1","target_volume":"1.4","trade_timestamp":2,"type":"sell"},` +
 		`{"trade_id":"a3","price":"1.3","base_volume":"1","target_volume":"1.3","trade_timestamp":1,"type":"buy"}]`
 )
@@ -22,7 +30,7 @@ func fakeMarketfeed(t *testing.T, book string) *httptest.Server {
 	mux := http.NewServeMux()
 	serve := func(path, body string) {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/api/public/pairs" && r.URL.Path != "/api/public/tickers" && r.URL.Query().Get("ticker_id") != "BTC_USDT" {
+			if r.URL.Query().Has("ticker_id") && r.URL.Query().Get("ticker_id") != "BTC_USDT" {
 				http.NotFound(w, r)
 				return
 			}
@@ -31,6 +39,8 @@ func fakeMarketfeed(t *testing.T, book string) *httptest.Server {
 	}
 	serve("/api/public/pairs", testPairs)
 	serve("/api/public/tickers", testTickers)
+	serve("/api/public/contracts", testContracts)
+	serve("/api/public/contract_specs", testSpecs)
 	serve("/api/public/orderbook", book)
 	serve("/api/public/trades", testTrades)
 	srv := httptest.NewServer(mux)
@@ -51,6 +61,8 @@ func TestPeer(t *testing.T) {
 	}{
 		{"/api/public/pairs", testPairs, 200},
 		{"/api/public/tickers", testTickers, 200},
+		{"/api/public/contracts", testContracts, 200},
+		{"/api/public/contract_specs", testSpecs, 200},
 		{"/api/public/orderbook?ticker_id=BTC_USDT", testBook, 200},
 		{"/api/public/orderbook?ticker_id=BTC_USDT&depth=0", testBook, 200},
 		{"/api/public/orderbook?ticker_id=BTC_USDT&depth=1", `{"ticker_id":"BTC_USDT","timestamp":1795240283774,"bids":[["64660.30","1.434"]],"asks":[["64660.40","1.207"]]}`, 200},

@@ -101,8 +101,9 @@ func startProcess(t *testing.T, bin string, args ...string) (url, ops string, pi
 
 // TestRealBinaryAgainstVenuesim runs marketfeed -venue binance against
 // cmd/venuesim, both real binaries over HTTP, reading REST only: every route
-// answers; during a 429 pause the venue sees no call, a hot pair keeps its
-// last good book and a cold pair is 502; after the pause reads resume. (With
+// answers, /contracts and /contract_specs with one contract per listed pair;
+// during a 429 pause the venue sees no call, a hot pair keeps its last good
+// book and a cold pair is 502; after the pause reads resume. (With
 // streams every book is synced within seconds, so no pair stays cold to
 // test; TestStreamFaults meets a 429 on the stream path.)
 func TestRealBinaryAgainstVenuesim(t *testing.T) {
@@ -133,6 +134,18 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 	decode(t, body, &tickers)
 	if len(tickers) != 3 {
 		t.Fatalf("%d tickers, want one per spot pair (3)", len(tickers))
+	}
+	contracts, specs := waitContracts(t, base, listedIDs(t, api), 10*time.Second)
+	if len(specs) != len(contracts) {
+		t.Fatalf("%d specifications of %d contracts", len(specs), len(contracts))
+	}
+	for i, c := range contracts {
+		if c.ProductType != "Perpetual" || c.ContractPrice == "" || c.Timestamp <= 0 || c.NextFundingRateTimestamp <= c.Timestamp {
+			t.Errorf("contract %+v", c)
+		}
+		if s := specs[i]; s.TickerID != c.TickerID || s.ContractType != "Vanilla" || s.ContractPriceCurrency != c.TargetCurrency {
+			t.Errorf("specification %+v of contract %s", s, c.TickerID)
+		}
 	}
 	for _, route := range []string{"/orderbook?ticker_id=BTC_USDT&depth=3", "/trades?ticker_id=BTC_USDT&limit=3",
 		"/historical_trades?ticker_id=BTC_USDT&type=sell"} {

@@ -162,8 +162,8 @@ func startLoggedApp(t *testing.T, args ...string) (api string, a *app, logs *log
 // target is one URL the traffic reads.
 type target struct {
 	path   string // under /api/public
-	id     string // ticker_id; "" for /pairs and /tickers
-	stream string // pairs | tickers | book | trades
+	id     string // ticker_id; "" for the lists
+	stream string // pairs | tickers | contracts | book | trades
 	may404 bool   // the pair may be delisted during the run
 }
 
@@ -219,6 +219,10 @@ func (tr *traffic) readAt(tg target) int64 {
 	case "tickers":
 		if tk := tr.store.Tickers(); tk != nil {
 			return tk.ReadAt()
+		}
+	case "contracts":
+		if c := tr.store.Contracts(); c != nil {
+			return c.ReadAt()
 		}
 	case "book":
 		if b, _ := tr.store.Book([]byte(tg.id), time.Now().UnixNano()); b != nil {
@@ -374,6 +378,8 @@ func chaosArgs(venueURL string, maxStale time.Duration) []string {
 var chaosTargets = []target{
 	{path: "/pairs", stream: "pairs"},
 	{path: "/tickers", stream: "tickers"},
+	{path: "/contracts", stream: "contracts"},
+	{path: "/contract_specs", stream: "contracts"},
 	bookTarget("BTC_USDT", "&depth=5"),
 	bookTarget("ETH_USDT", ""),
 	tradesTarget("trades", "BTC_USDT", "&limit=10"),

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
@@ -102,6 +103,14 @@ func TestGeneratedClientAgainstTheBinary(t *testing.T) {
 	waitReady(t, limitedOps)
 	waitReady(t, cappedOps)
 	ctx := context.Background()
+	// Readiness waits for the pairs and tickers; the contracts are first
+	// published at the poller's first contracts round, up to a second later.
+	if !waitFor(10*time.Second, func() bool {
+		resp, err := api.GetContractsWithResponse(ctx, nil)
+		return err == nil && statusOf(resp) == http.StatusOK
+	}) {
+		t.Fatal("/contracts did not answer 200 within 10 s")
+	}
 
 	t.Run("every operation", func(t *testing.T) {
 		callEveryOperation(t, api, generatedClients[0].doc)
@@ -135,6 +144,24 @@ func TestGeneratedClientAgainstTheBinary(t *testing.T) {
 		for _, tk := range *tickers.JSON200 {
 			if tk.Bid != tk.Ask || tk.LastPrice == "" || tk.Timestamp <= 0 {
 				t.Errorf("ticker %+v", tk)
+			}
+		}
+		contracts, err := api.GetContractsWithResponse(ctx, nil)
+		expect(t, "contracts", 200)(contracts, err)
+		specs, err := api.GetContractSpecsWithResponse(ctx, nil)
+		expect(t, "contract_specs", 200)(specs, err)
+		if len(*contracts.JSON200) != len(*pairs.JSON200) || len(*specs.JSON200) != len(*contracts.JSON200) {
+			t.Errorf("%d contracts and %d specifications of %d pairs", len(*contracts.JSON200), len(*specs.JSON200), len(*pairs.JSON200))
+		} else {
+			for i, c := range *contracts.JSON200 {
+				s := (*specs.JSON200)[i]
+				if c.TickerId != (*pairs.JSON200)[i].TickerId || !c.ProductType.Valid() || !c.ContractType.Valid() ||
+					c.ContractPrice == "" || (c.OpenInterest == nil) != (c.OpenInterestTimestamp == nil) || c.EndTimestamp != nil {
+					t.Errorf("contract %+v", c)
+				}
+				if s.TickerId != c.TickerId || s.ContractType != c.ContractType || s.ContractPriceCurrency != c.ContractPriceCurrency {
+					t.Errorf("specification %+v of contract %s", s, c.TickerId)
+				}
 			}
 		}
 		book, err := api.GetOrderBookWithResponse(ctx, &apiclient.GetOrderBookParams{TickerId: "BTC_USDT", Depth: ptr(3)})
@@ -174,7 +201,10 @@ func TestGeneratedClientAgainstTheBinary(t *testing.T) {
 				t.Errorf("%s: code %q, want %s", c.name, got.code, apiclient.ErrorCodeValidation)
 			}
 		}
-		for _, r := range reads(ctx, api)[2:] {
+		for _, r := range reads(ctx, api) {
+			if r.ticker == "" {
+				continue // a list: no pair to be unknown
+			}
 			r.ticker = "NOPE_USDT"
 			if got := expect(t, r.name+" of an unlisted pair", 404)(r.call(nil)); got.code != "UNKNOWN_TICKER" {
 				t.Errorf("%s: error %q, want UNKNOWN_TICKER", r.name, got.code)
@@ -277,7 +307,7 @@ type read struct {
 
 func (r read) call(ifNoneMatch *string) (any, error) { return r.do(r.ticker, ifNoneMatch) }
 
-// reads are the five reads; the per-pair ones come last.
+// reads are the seven reads; the per-pair ones come last.
 func reads(ctx context.Context, c *apiclient.ClientWithResponses) []read {
 	return []read{
 		{"pairs", "", func(_ string, inm *string) (any, error) {
@@ -285,6 +315,12 @@ func reads(ctx context.Context, c *apiclient.ClientWithResponses) []read {
 		}},
 		{"tickers", "", func(_ string, inm *string) (any, error) {
 			return c.GetTickersWithResponse(ctx, &apiclient.GetTickersParams{IfNoneMatch: inm})
+		}},
+		{"contracts", "", func(_ string, inm *string) (any, error) {
+			return c.GetContractsWithResponse(ctx, &apiclient.GetContractsParams{IfNoneMatch: inm})
+		}},
+		{"contract_specs", "", func(_ string, inm *string) (any, error) {
+			return c.GetContractSpecsWithResponse(ctx, &apiclient.GetContractSpecsParams{IfNoneMatch: inm})
 		}},
 		{"orderbook", "BTC_USDT", func(id string, inm *string) (any, error) {
 			return c.GetOrderBookWithResponse(ctx, &apiclient.GetOrderBookParams{TickerId: id, IfNoneMatch: inm})

@@ -20,6 +20,7 @@ import (
 	"marketfeed/internal/promtext"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -75,6 +76,23 @@ type streamingVenue struct {
 }
 
 func (v streamingVenue) Streams() *sim.Streams { return v.sim.Streams() }
+
+// streamingVenue reads the simulator's contract data too, each read
+// counted, so that a member publishes /contracts as on the embedded venue.
+var _ venue.ContractReader = streamingVenue{}
+
+func (v streamingVenue) Contracts(ctx context.Context) ([]venue.Contract, int, error) {
+	v.contracts.Add(1)
+	return v.sim.Contracts(ctx)
+}
+
+func (v streamingVenue) OpenInterest(ctx context.Context, symbol string) (venue.OpenInterest, error) {
+	v.contracts.Add(1)
+	return v.sim.OpenInterest(ctx, symbol)
+}
+
+func (v streamingVenue) ContractsWeight() int    { return v.sim.ContractsWeight() }
+func (v streamingVenue) OpenInterestWeight() int { return v.sim.OpenInterestWeight() }
 
 // scrapeMetrics reads a member's /metrics.
 func scrapeMetrics(t *testing.T, m *member) map[string]float64 {
@@ -164,7 +182,7 @@ func warm(t *testing.T, members []*member) {
 
 // clusterURIs are a request of every route and variant.
 var clusterURIs = []string{
-	"/api/public/pairs", "/api/public/tickers",
+	"/api/public/pairs", "/api/public/tickers", "/api/public/contracts", "/api/public/contract_specs",
 	"/api/public/orderbook?ticker_id=BTC_USDT", "/api/public/orderbook?ticker_id=ETH_USDT&depth=5",
 	"/api/public/trades?ticker_id=BTC_USDT", "/api/public/trades?ticker_id=SOL_USDT&type=sell&limit=10",
 	"/api/public/historical_trades?ticker_id=ETH_USDT&limit=3",
@@ -206,7 +224,7 @@ func TestClusterMembersAnswerAsOne(t *testing.T) {
 			t.Errorf("the leader %s never read the catalog", m.name)
 		}
 		if m != leader && catalogs+perPair != 0 {
-			t.Errorf("follower %s read the venue: %d catalogs, %d per-pair reads", m.name, catalogs, perPair)
+			t.Errorf("follower %s read the venue: %d catalogs, %d per-pair and contract reads", m.name, catalogs, perPair)
 		}
 	}
 	for _, uri := range clusterURIs {
@@ -645,7 +663,7 @@ func TestClusterFollowersColdRequestIsReadByTheLeader(t *testing.T) {
 		t.Errorf("the follower asked %v loads and the leader served %v: the book did not come through the leader's read", asked, served)
 	}
 	if catalogs, perPair := follower.venue.catalogs.Load(), follower.venue.perPair(); catalogs+perPair != 0 {
-		t.Errorf("the follower read the venue: %d catalogs, %d per-pair reads", catalogs, perPair)
+		t.Errorf("the follower read the venue: %d catalogs, %d per-pair and contract reads", catalogs, perPair)
 	}
 	// The leader keeps the pair hot, read at full cadence, as if the
 	// request had come to it.

@@ -28,7 +28,10 @@ type countingVenue struct {
 	venue.Venue
 	catalogs      atomic.Int64
 	books, trades sync.Map // symbol → *atomic.Int64
-	hidden        sync.Map // symbol → struct{}: left out of the catalog, as a delisting does
+	// contracts counts the contract data reads (marks and open interest)
+	// of a venue that has them (see streamingVenue).
+	contracts atomic.Int64
+	hidden    sync.Map // symbol → struct{}: left out of the catalog, as a delisting does
 	// bookDepths counts the book reads by depth: a sync reads the poller's
 	// sync depth, a refresh under a book in sequence its refresh depth.
 	bookDepths sync.Map // depth → *atomic.Int64
@@ -52,9 +55,10 @@ func (c *countingVenue) Catalog(ctx context.Context) (venue.Catalog, error) {
 	return cat, err
 }
 
-// perPair returns how many per-pair reads reached the venue.
+// perPair returns how many per-pair reads reached the venue, and contract
+// data reads: every read but the catalog's that only a leader makes.
 func (c *countingVenue) perPair() int64 {
-	var n int64
+	n := c.contracts.Load()
 	for _, m := range []*sync.Map{&c.books, &c.trades} {
 		m.Range(func(_, v any) bool { n += v.(*atomic.Int64).Load(); return true })
 	}
@@ -254,6 +258,14 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 	decode(t, body, &book)
 	if len(book.Bids) != 100 || len(book.Asks) != 100 {
 		t.Fatalf("default depth gave %d bids, %d asks; want 100", len(book.Bids), len(book.Asks))
+	}
+
+	// One contract per pair, and its specification in the other list. Read
+	// last: the first contracts follow readiness by up to a second, and the
+	// books above are read at once.
+	contracts, specs := waitContracts(t, base, listedIDs(t, api), 10*time.Second)
+	if len(specs) != len(contracts) {
+		t.Errorf("%d specifications of %d contracts", len(specs), len(contracts))
 	}
 
 	for _, tc := range []struct {

@@ -42,8 +42,8 @@ var modeOnly = []struct {
 	// The poller's: a process alone, or a member that leads (or reads alone
 	// while NATS is away). A follower runs no poller.
 	{[]string{"marketfeed_venue_", "marketfeed_snapshot_age_seconds", "marketfeed_hot_pairs", "marketfeed_cold_load",
-		"marketfeed_tickers_omitted", "marketfeed_contracts_omitted", "marketfeed_pairs", "marketfeed_book", "marketfeed_trade_window_", "marketfeed_seeded_total",
-		"marketfeed_stream_silences_total"}, []string{modeSingle, modeLeader}},
+		"marketfeed_tickers_omitted", "marketfeed_contracts_omitted", "marketfeed_pairs", "marketfeed_book",
+		"marketfeed_trade_window_", "marketfeed_seeded_total", "marketfeed_stream_silences_total"}, []string{modeSingle, modeLeader}},
 	// A cluster member's.
 	{[]string{"marketfeed_cluster_", "marketfeed_standby_"}, []string{modeLeader, modeFollower}},
 }

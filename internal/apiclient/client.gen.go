@@ -151,7 +151,7 @@ type Contract struct {
 	ContractType ContractType `json:"contract_type"`
 
 	// EndTimestamp Always null: a perpetual does not expire.
-	EndTimestamp *Millis `json:"end_timestamp"`
+	EndTimestamp *int64 `json:"end_timestamp"`
 
 	// FundingRate The funding rate of the interval now running, settled at
 	// next_funding_rate_timestamp, as a percentage of the position per funding interval
@@ -187,21 +187,21 @@ type Contract struct {
 
 	// OpenInterest Open interest in units of the base currency, as the venue counts it; null until the
 	// service has read it. See open_interest_timestamp for its age.
-	OpenInterest *Decimal `json:"open_interest"`
+	OpenInterest *string `json:"open_interest"`
 
 	// OpenInterestTimestamp The venue's time of its open-interest count (ms); null while open_interest is null.
 	// Open interest is read with the budget's idle weight: in steady state it is at most
 	// a minute old, during a recovery older.
-	OpenInterestTimestamp *Millis `json:"open_interest_timestamp"`
+	OpenInterestTimestamp *int64 `json:"open_interest_timestamp"`
 
 	// OpenInterestUsd open_interest × the mark price, when the target currency is the US dollar or a
 	// dollar stablecoin (USD, USDT, USDC, FDUSD, BUSD, TUSD); null otherwise, or while
 	// open_interest is null.
-	OpenInterestUsd *Decimal            `json:"open_interest_usd"`
+	OpenInterestUsd *string             `json:"open_interest_usd"`
 	ProductType     ContractProductType `json:"product_type"`
 
 	// StartTimestamp When the venue listed the contract (ms), or null when the venue does not say.
-	StartTimestamp *Millis `json:"start_timestamp"`
+	StartTimestamp *int64 `json:"start_timestamp"`
 
 	// TargetCurrency The target (quote) currency, in which the contract is margined and settled.
 	TargetCurrency string `json:"target_currency"`

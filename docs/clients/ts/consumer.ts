@@ -94,6 +94,28 @@ export async function lastTrades(base: string, id: Schemas["TickerId"], side: Sc
   return trades.filter((t) => t.type === side);
 }
 
+/** Each perpetual's funding rate (percent per interval) and when it is settled. */
+export async function fundingRates(base: string): Promise<Map<string, { rate: Schemas["Decimal"]; at: Date }>> {
+  const contracts = await read(base, "/api/public/contracts");
+  return new Map(contracts.map((c) => [c.ticker_id, { rate: c.funding_rate, at: new Date(c.next_funding_rate_timestamp) }]));
+}
+
+/** Open interest in dollars by pair, for the contracts whose count has been read and whose quote is a dollar. */
+export async function openInterestUSD(base: string): Promise<Map<string, Schemas["Decimal"]>> {
+  const contracts = await read(base, "/api/public/contracts");
+  const usd = new Map<string, Schemas["Decimal"]>();
+  for (const c of contracts) {
+    if (c.open_interest_usd !== null) usd.set(c.ticker_id, c.open_interest_usd);
+  }
+  return usd;
+}
+
+/** The price of one contract by pair, with its currency, from the specifications. */
+export async function contractPrices(base: string): Promise<Map<string, { price: Schemas["Decimal"]; currency: string }>> {
+  const specs = await read(base, "/api/public/contract_specs");
+  return new Map(specs.map((s) => [s.ticker_id, { price: s.contract_price, currency: s.contract_price_currency }]));
+}
+
 /** The spot pairs' ids. */
 export async function spotPairs(base: string): Promise<string[]> {
   const pairs = await read(base, "/api/public/pairs");

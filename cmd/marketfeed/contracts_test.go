@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"math/big"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"marketfeed/internal/wire"
+	"marketfeed/poller/sim"
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// /contracts and /contract_specs end to end: marketfeed in process on the
+// Binance adapter, its REST calls and market streams on venuesim with
+// Binance's weights and weight limit, read as a derivatives aggregator
+// reads them. Every value the venue gives is compared with the simulated
+// venue's own at the item's time: venuesim runs seed 1 with no extra
+// markets, so a sim.Venue of the same seed computes the truth.
+
+const (
+	// contractsMaxStale is the run's -max-stale.
+	contractsMaxStale = 3 * time.Second
+	// contractMarkMaxAge is how old an item's marks (its timestamp) may be
+	// when answered. While they come from a premiumIndex read every half
+	// max-stale that is max-stale; once the mark price stream feeds them
+	// the target is 2 s, and the test logs the oldest age it saw.
+	contractMarkMaxAge = contractsMaxStale
+	// contractInterestMaxAge is how old open interest may be when answered:
+	// every contract is read once a minute, plus a round's second.
+	contractInterestMaxAge = 61 * time.Second
+	// answerSlack is an answer's own way back: an age is judged when the
+	// answer has arrived.
+	answerSlack = 250 * time.Millisecond
+)
+
+// dollarQuotes are the quotes whose open interest /contracts values in
+// dollars (docs/api.md, open_interest_usd).
+var dollarQuotes = []string{"USD", "USDT", "USDC", "FDUSD", "BUSD", "TUSD"}
+
+// contractTruth compares served contracts with the simulated venue's own.
+type contractTruth struct {
+	t     *testing.T
+	store *snapshot.Store
+	world *sim.Venue // the venue's marks and funding, at any instant
+	// interest is the same world whose clock is interestAt, for its open
+	// interest at an instant.
+	interest   *sim.Venue
+	interestAt int64
+	rows       map[int64]map[string]venue.Contract // ContractsAt, by instant and symbol
+
+	items, withInterest int
+	oldestMark          time.Duration
+	oldestInterest      time.Duration
+}
+
+func newContractTruth(t *testing.T, store *snapshot.Store) *contractTruth {
+	c := &contractTruth{t: t, store: store, world: sim.New(sim.Config{Seed: 1}), rows: map[int64]map[string]venue.Contract{}}
+	c.interest = sim.New(sim.Config{Seed: 1, Now: func() time.Time { return time.UnixMilli(c.interestAt) }})
+	return c
+}
+
+// at returns the venue's contract rows at the instant ms, by symbol.
+func (c *contractTruth) at(ms int64) map[string]venue.Contract {
+	if m, ok := c.rows[ms]; ok {
+		return m
+	}
+	m := map[string]venue.Contract{}
+	for _, r := range c.world.ContractsAt(ms) {
+		m[r.Symbol] = r
+	}
+	c.rows[ms] = m
+	return m
+}
+
+// rat parses a plain decimal the API served.
+func (c *contractTruth) rat(what, s string) *big.Rat {
+	c.t.Helper()
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !snapshot.IsPlain(s) {
+		c.t.Errorf("%s %q is not a plain decimal", what, s)
+		return new(big.Rat)
+	}
+	return r
+}
+
+// check compares one item, answered at answered, with the venue's values
+// at its timestamp and at its open interest's.
+func (c *contractTruth) check(got wire.Contract, answered time.Time) {
+	t := c.t
+	t.Helper()
+	id := got.TickerID
+	pair, ok := c.store.Pairs().Lookup(id)
+	if !ok {
+		t.Errorf("%s: an item for a pair not listed", id)
+		return
+	}
+	c.items++
+	if got.BaseCurrency != pair.Base || got.TargetCurrency != pair.Target || got.IndexName != pair.Base+"-"+pair.Target ||
+		got.IndexCurrency != pair.Target || got.ContractPriceCurrency != pair.Target ||
+		got.ProductType != snapshot.ProductPerpetual || got.ContractType != snapshot.ContractVanilla || got.EndTimestamp != nil {
+		t.Errorf("%s: the pair's fixed fields are wrong: %+v", id, got)
+	}
+	age := answered.Sub(time.UnixMilli(got.Timestamp))
+	c.oldestMark = max(c.oldestMark, age)
+	if age > contractMarkMaxAge+answerSlack {
+		t.Errorf("%s: marks %s old when answered, past %s", id, age.Round(time.Millisecond), contractMarkMaxAge)
+	}
+	want, ok := c.at(got.Timestamp)[pair.Symbol]
+	if !ok {
+		t.Errorf("%s: the venue has no contract %s at %d", id, pair.Symbol, got.Timestamp)
+		return
+	}
+	if got.ContractPrice != want.MarkPrice || got.IndexPrice != want.IndexPrice || got.NextFundingRateTimestamp != want.NextFunding {
+		t.Errorf("%s at %d: mark %s index %s next funding %d, the venue's %s %s %d", id, got.Timestamp,
+			got.ContractPrice, got.IndexPrice, got.NextFundingRateTimestamp, want.MarkPrice, want.IndexPrice, want.NextFunding)
+	}
+	// The funding rate is the venue's fraction × 100 exactly, as the
+	// shortest plain decimal.
+	fraction := c.rat("venue funding rate", want.FundingRate)
+	percent, err := snapshot.Percent(want.FundingRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.rat("funding_rate", got.FundingRate).Cmp(new(big.Rat).Mul(fraction, big.NewRat(100, 1))) != 0 ||
+		got.FundingRate != percent || got.NextFundingRate != got.FundingRate {
+		t.Errorf("%s at %d: funding_rate %s next %s, the venue's fraction %s", id, got.Timestamp, got.FundingRate, got.NextFundingRate, want.FundingRate)
+	}
+	bid, ask := c.rat("bid", got.Bid), c.rat("ask", got.Ask)
+	if bid.Sign() <= 0 || bid.Cmp(ask) >= 0 {
+		t.Errorf("%s: bid %s ask %s, want 0 < bid < ask", id, got.Bid, got.Ask)
+	}
+	c.checkInterest(got, pair, answered)
+}
+
+// checkInterest compares an item's open interest with the venue's at its
+// timestamp, and its dollar value with open interest × the mark.
+func (c *contractTruth) checkInterest(got wire.Contract, pair snapshot.Pair, answered time.Time) {
+	t := c.t
+	t.Helper()
+	id := got.TickerID
+	if got.OpenInterest == nil {
+		if got.OpenInterestUSD != nil || got.OpenInterestTimestamp != nil {
+			t.Errorf("%s: open interest null, but not its dollar value or time", id)
+		}
+		return
+	}
+	if got.OpenInterestTimestamp == nil {
+		t.Errorf("%s: open interest without its time", id)
+		return
+	}
+	c.withInterest++
+	at := *got.OpenInterestTimestamp
+	age := answered.Sub(time.UnixMilli(at))
+	c.oldestInterest = max(c.oldestInterest, age)
+	if age > contractInterestMaxAge+answerSlack {
+		t.Errorf("%s: open interest %s old when answered, past %s", id, age.Round(time.Millisecond), contractInterestMaxAge)
+	}
+	c.interestAt = at
+	want, err := c.interest.OpenInterest(context.Background(), pair.Symbol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got.OpenInterest != want.Amount || want.Time != at {
+		t.Errorf("%s: open interest %s at %d, the venue's %s", id, *got.OpenInterest, at, want.Amount)
+	}
+	if !slices.Contains(dollarQuotes, pair.Target) {
+		if got.OpenInterestUSD != nil {
+			t.Errorf("%s: a dollar value %s of open interest in %s", id, *got.OpenInterestUSD, pair.Target)
+		}
+		return
+	}
+	usd := new(big.Rat).Mul(c.rat("open_interest", *got.OpenInterest), c.rat("contract_price", got.ContractPrice))
+	if got.OpenInterestUSD == nil || c.rat("open_interest_usd", *got.OpenInterestUSD).Cmp(usd) != 0 {
+		t.Errorf("%s: open_interest_usd %v, want %s × %s", id, got.OpenInterestUSD, *got.OpenInterest, got.ContractPrice)
+	}
+}
+
+// readContracts reads /contracts or /contract_specs into v; it reports
+// whether the answer was a 200 and its ETag.
+func readContracts(t *testing.T, url string, v any) (ok bool, etag string) {
+	t.Helper()
+	resp, body := get(t, url)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("%s: %d %s", url, resp.StatusCode, body)
+		return false, ""
+	}
+	decode(t, body, v)
+	return true, resp.Header.Get("ETag")
+}
+
+// waitContracts waits until /contracts under base lists exactly the
+// pairs ids, in their order, and returns that answer and the
+// /contract_specs read after it.
+func waitContracts(t *testing.T, base string, ids []string, limit time.Duration) ([]wire.Contract, []wire.ContractSpec) {
+	t.Helper()
+	var items []wire.Contract
+	if !waitFor(limit, func() bool {
+		resp, body := get(t, base+"/contracts")
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		checkOK(t, resp)
+		decode(t, body, &items)
+		return slices.Equal(contractIDs(items), ids)
+	}) {
+		t.Fatalf("/contracts did not list every pair within %s: %v", limit, contractIDs(items))
+	}
+	resp, body := get(t, base+"/contract_specs")
+	checkOK(t, resp)
+	var specs []wire.ContractSpec
+	decode(t, body, &specs)
+	return items, specs
+}
+
+func contractIDs(items []wire.Contract) []string {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.TickerID
+	}
+	return ids
+}
+
+// TestContractsAreTheVenuesContracts reads /pairs, /contracts and
+// /contract_specs every 500 ms as an aggregator does, for 12 s: every
+// answer is a 200; every listed pair has one item, in ticker_id order, and
+// the specifications of one publication list the same contracts at the
+// same price; every item's mark, index and funding are the venue's at its
+// timestamp, within max-stale of the answer; open interest, where read, is
+// the venue's at its time and at most a minute old, valued in dollars at
+// the mark; the best bid is under the best ask. Then a market the venue
+// delists leaves /contracts soon after it leaves /pairs.
+func TestContractsAreTheVenuesContracts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds venuesim and reads it for about 20 s")
+	}
+	v := startVenueSim(t, "-weight-limit", "2400")
+	api, a, _ := startLoggedApp(t, streamArgs(v.url, contractsMaxStale)...)
+	base := api + "/api/public"
+	start := time.Now()
+	waitContracts(t, base, listedIDs(t, api), 20*time.Second)
+	t.Logf("every listed pair in /contracts %s after start", time.Since(start).Round(time.Millisecond))
+
+	truth := newContractTruth(t, a.store)
+	var reads, samePublication int
+	for begin := time.Now(); time.Since(begin) < 12*time.Second; time.Sleep(500 * time.Millisecond) { // an aggregator's pace
+		ids := listedIDs(t, api)
+		var items, again []wire.Contract
+		var specs []wire.ContractSpec
+		ok, tag := readContracts(t, base+"/contracts", &items)
+		answered := time.Now()
+		okSpecs, _ := readContracts(t, base+"/contract_specs", &specs)
+		okAgain, tagAgain := readContracts(t, base+"/contracts", &again)
+		if !ok || !okSpecs || !okAgain {
+			continue
+		}
+		reads++
+		if got := contractIDs(items); !slices.Equal(got, ids) || !slices.IsSorted(got) {
+			t.Errorf("/contracts lists %v, /pairs %v", got, ids)
+		}
+		for _, it := range items {
+			truth.check(it, answered)
+		}
+		specIDs := make([]string, len(specs))
+		for i, s := range specs {
+			specIDs[i] = s.TickerID
+		}
+		if !slices.Equal(specIDs, ids) {
+			t.Errorf("/contract_specs lists %v, /pairs %v", specIDs, ids)
+			continue
+		}
+		// The same /contracts before and after: the specifications read
+		// between are of that publication.
+		if tag == "" || tag != tagAgain {
+			continue
+		}
+		samePublication++
+		for i, s := range specs {
+			it := items[i]
+			if s.ContractPrice != it.ContractPrice || s.ContractType != it.ContractType || s.ContractPriceCurrency != it.ContractPriceCurrency {
+				t.Errorf("%s: specification %+v, contract price %s %s %s", s.TickerID, s, it.ContractType, it.ContractPrice, it.ContractPriceCurrency)
+			}
+		}
+	}
+	t.Logf("%d reads (%d with /contract_specs of the same publication), %d items checked, %d with open interest; "+
+		"oldest marks %s (bound %s, 2 s wanted with the mark stream), oldest open interest %s (bound %s)",
+		reads, samePublication, truth.items, truth.withInterest, truth.oldestMark.Round(time.Millisecond), contractMarkMaxAge,
+		truth.oldestInterest.Round(time.Millisecond), contractInterestMaxAge)
+	if samePublication == 0 || truth.withInterest == 0 {
+		t.Errorf("no /contract_specs compared with its publication (%d), or no open interest read (%d)", samePublication, truth.withInterest)
+	}
+
+	delistLeavesContracts(t, v, a, api)
+}
+
+// contractsDelistLag is how long /contracts and /contract_specs may still
+// list a pair after /pairs has dropped it. The aim is none, the pair gone
+// from all three in one publication; today the pair list is published on
+// its own and the contracts are built against it at their next round, once
+// a second, so a pair lingers in them for up to that round.
+const contractsDelistLag = time.Second + cycleSlack
+
+// delistLeavesContracts delists DOGEUSDT at the venue and has the catalog
+// read at once (rather than on the minute): once /pairs no longer lists
+// DOGE_USDT, /contracts and /contract_specs drop it within
+// contractsDelistLag, and the test logs how long they still listed it.
+func delistLeavesContracts(t *testing.T, v *venueSim, a *app, api string) {
+	const id, symbol = "DOGE_USDT", "DOGEUSDT"
+	if !slices.Contains(listedIDs(t, api), id) {
+		t.Fatalf("%s is not listed to begin with", id)
+	}
+	clearOfCatalogRead(3 * time.Second)
+	v.list(symbol, false)
+	if err := a.poller().RefreshCatalog(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dropped := time.Now()
+	if slices.Contains(listedIDs(t, api), id) {
+		t.Fatalf("/pairs still lists %s after a catalog read without it", id)
+	}
+	routes := []string{"/contracts", "/contract_specs"}
+	stillListed := map[string]bool{} // by the first answer after /pairs dropped it
+	gone := map[string]time.Duration{}
+	for first := true; len(gone) < len(routes); first = false {
+		if time.Since(dropped) > contractsDelistLag+time.Second {
+			t.Fatalf("%s still listed %s after /pairs dropped it: %v", id, routes, time.Since(dropped).Round(time.Millisecond))
+		}
+		for _, route := range routes {
+			if _, ok := gone[route]; ok {
+				continue
+			}
+			resp, body := get(t, api+"/api/public"+route)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %d %s", route, resp.StatusCode, body)
+			}
+			if !strings.Contains(string(body), `"ticker_id":"`+id+`"`) {
+				gone[route] = time.Since(dropped)
+			} else if first {
+				stillListed[route] = true
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling the running process
+	}
+	for _, route := range routes {
+		t.Logf("%s: the first answer after /pairs dropped %s still listed it: %v; gone %s after /pairs",
+			route, id, stillListed[route], gone[route].Round(time.Millisecond))
+		if gone[route] > contractsDelistLag {
+			t.Errorf("%s listed %s for %s after /pairs dropped it, past %s", route, id, gone[route].Round(time.Millisecond), contractsDelistLag)
+		}
+	}
+}
