@@ -111,8 +111,16 @@ func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pai
 	for _, r := range rows {
 		streamed[r.Symbol] = true
 	}
-	missing := !have || !p.src.ContractsFlowing(now) ||
-		slices.ContainsFunc(pairs.List(), func(pr snapshot.Pair) bool { return !streamed[pr.Symbol] })
+	// The listed symbols the stream has not brought: a read stands in for
+	// those, and for those alone (the read lists every market the venue
+	// has, listed here or not).
+	wanted := make(map[string]bool)
+	for _, pr := range pairs.List() {
+		if !streamed[pr.Symbol] {
+			wanted[pr.Symbol] = true
+		}
+	}
+	missing := !have || !p.src.ContractsFlowing(now) || len(wanted) > 0
 	p.ct.mu.Lock()
 	rest, restAt := p.ct.marks, p.ct.marksAt
 	due := missing && now.Sub(p.ct.marksTried) >= p.fresher()
@@ -145,14 +153,18 @@ func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pai
 		return rest, restAt, err
 	}
 	// The stream's rows over the read's: a symbol the stream left out is
-	// the read's, and the publication is as old as the older of the two.
-	marks := rows
+	// the read's, and the publication is then as old as the older of the
+	// two; a read the stream has since covered entirely does not age it.
+	marks, used := rows, false
 	for _, r := range rest {
-		if !streamed[r.Symbol] {
-			marks = append(marks, r)
+		if wanted[r.Symbol] {
+			marks, used = append(marks, r), true
 		}
 	}
-	return marks, earlier(at, restAt), err
+	if used {
+		at = earlier(at, restAt)
+	}
+	return marks, at, err
 }
 
 // contractsRead is what one premiumIndex read brought.

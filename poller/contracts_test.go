@@ -47,6 +47,10 @@ func (v *contractVenue) Contracts(context.Context) ([]venue.Contract, int, error
 		rows = append(rows, venue.Contract{Symbol: m.Symbol, MarkPrice: "10.5", IndexPrice: index, SettlePrice: "10.49",
 			FundingRate: v.funding, NextFunding: 1767254400000, Time: 1767225600000})
 	}
+	// The read lists every market the venue has, not only those listed
+	// here: a dated contract, say.
+	rows = append(rows, venue.Contract{Symbol: "P001USDT_261225", MarkPrice: "10.6", IndexPrice: "10.49",
+		FundingRate: "0", NextFunding: 1767254400000, Time: 1767225600000})
 	return rows, 0, nil
 }
 
@@ -356,4 +360,43 @@ func TestContractQuotesLeaveAnOldQuoteOut(t *testing.T) {
 	if want := []venue.Quote{bulk[1], local[0]}; !slices.Equal(quotes, want) || !at.Equal(now.Add(-2*time.Second)) {
 		t.Fatalf("quotes %v at %v: want B's from the bulk quotes, A's its book's, 2 s old", quotes, now.Sub(at))
 	}
+}
+
+// A premiumIndex read that stood in before the mark price stream flowed
+// does not age the contracts once the stream brings every symbol: they are
+// no older than what they are built from besides, not as old as the read.
+func TestAReadTheStreamCoversDoesNotAgeTheContracts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newContractVenue(2)
+		store := snapshot.NewStore()
+		p := New(Config{Venue: v, Store: store, Streams: newFakeStreams(), Spot: []string{pairID(1), pairID(2)}})
+		ctx := t.Context()
+		if err := p.RefreshCatalog(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.RefreshTickers(ctx)
+		_ = p.RefreshContracts(ctx) // the stream has said nothing: a read stands in
+		if n := v.count(venue.CallContracts, ""); n != 1 {
+			t.Fatalf("%d premiumIndex reads before the stream flowed, want 1", n)
+		}
+		src := p.src.(*live.Source)
+		for range 7 { // past half max-stale, short of max-stale
+
+			time.Sleep(time.Second)
+			var rows []venue.Contract
+			for _, s := range []string{"P001USDT", "P002USDT"} {
+				rows = append(rows, venue.Contract{Symbol: s, MarkPrice: "10.7", IndexPrice: "10.69", FundingRate: "0",
+					NextFunding: 1767254400000, Time: time.Now().UnixMilli()})
+			}
+			src.Contracts(rows)
+			src.Tickers([]venue.Stat{{Symbol: "P001USDT", LastPrice: "10.5", High: "11", Low: "10", QuoteVolume: "1050"}})
+			_ = p.RefreshTickers(ctx)
+			_ = p.RefreshContracts(ctx)
+		}
+		// The quotes are the bulk read's, of every period of the plan.
+		if c := store.Contracts(); time.Now().UnixNano()-c.ReadAt() > int64(p.fresher()) {
+			t.Errorf("the contracts are %s old with the stream bringing every symbol each second",
+				time.Duration(time.Now().UnixNano()-c.ReadAt()))
+		}
+	})
 }

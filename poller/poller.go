@@ -306,8 +306,12 @@ func (p *Poller) Run(ctx context.Context) error {
 		p.log.Warn("first tickers read failed; retrying on schedule", logKeyErr, err)
 	}
 	// Over REST alone the contracts can be built at once from the reads
-	// above; with streams they wait for the books' quotes.
-	_ = p.RefreshContracts(ctx)
+	// above. With streams they wait for the books' quotes: a first
+	// publication from the bulk quotes would go stale (and /contracts 502)
+	// before the books it then depends on are in sequence.
+	if !p.src.KeepsTickers() {
+		_ = p.RefreshContracts(ctx)
+	}
 	logger := cronLogger{p.log}
 	c := cron.New(cron.WithLogger(logger))
 	// Bulk jobs never overlap themselves. Per-pair rounds may: a round waits

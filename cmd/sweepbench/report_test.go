@@ -26,8 +26,8 @@ func good() result {
 		Contracts:       statusCount{200: 36},
 		MarkAge:         percentiles{N: 36 * 446, P50: ms(800), P99: ms(1500), Max: ms(1900)},
 		FewestContracts: 446, WithInterest: 446, OldestInterest: 55 * time.Second,
-		CPUShare:        0.031,
-		MaxRSS:          48 << 20,
+		CPUShare: 0.031,
+		MaxRSS:   48 << 20,
 	}
 }
 
