@@ -43,6 +43,25 @@ usage() { # CPU seconds and RSS (MB) of each member
 	echo
 }
 phase() { echo; echo "== $*"; }
+# same_contracts: every member still running serves the same /contracts and
+# /contract_specs (a publication a second): the others answer 304 to the
+# leader's ETag, tried until all are read within one publication. Then how
+# many contracts carry an open interest.
+same_contracts() {
+	l=$(leader)
+	others=$(for i in 1 2 3; do [ "$i" != "$l" ] && [ -d "/proc/${member_pid[$i]}" ] && echo -n "$i "; done)
+	for route in contracts contract_specs; do
+		verdict="members differ in 20 tries"
+		for _ in $(seq 1 20); do
+			etag=$(curl -s -D - -o /dev/null "127.0.0.1:808$l/api/public/$route" | awk 'tolower($1) == "etag:" { print $2 }' | tr -d '\r')
+			codes=$(for i in $others; do curl -s -o /dev/null -w '%{http_code} ' -H "If-None-Match: $etag" "127.0.0.1:808$i/api/public/$route"; done)
+			if [ -n "$etag" ] && [ -z "${codes//304 /}" ]; then verdict="members $others answer 304 to the leader's (member-$l) ETag $etag"; break; fi
+			sleep 0.2
+		done
+		echo "/$route: $verdict"
+	done
+	echo "contracts with an open interest: $(curl -s "127.0.0.1:808$l/api/public/contracts" | grep -o '"open_interest":"' | wc -l) of $(curl -s "127.0.0.1:808$l/api/public/contract_specs" | grep -o '"ticker_id"' | wc -l)"
+}
 sweep() { "$BIN"/clusterbench sweep -targets http://$LB -xff $AGG "$@"; }
 
 phase "warming up: every book and trade list stream-fed on the leader, every follower's streams live"
@@ -66,6 +85,7 @@ sweep -rounds 6
 echo "CPU and RSS at the start: $(cat "$RUN/usage0")"; echo "CPU and RSS after 60 s:   $(usage)"
 echo "venue weight used this minute, all members together: $(weight) (before: $w0; Binance's limit 2400)"
 "$BIN"/clusterbench lag -targets http://127.0.0.1:9091,http://127.0.0.1:9092,http://127.0.0.1:9093
+same_contracts
 
 phase "the leader killed with SIGKILL; the aggregator goes on for 90 s"
 l=$(leader); kill -9 "${member_pid[$l]}"; killed=$(date +%s.%N); echo "killed member-$l"
@@ -74,6 +94,7 @@ for _ in $(seq 1 300); do [ -n "$(leader)" ] && break; sleep 0.1; done
 echo "member-$(leader) leads $(awk -v a="$(date +%s.%N)" -v b="$killed" 'BEGIN { printf "%.1f", a - b }') s after the kill"
 wait $agg
 echo "venue weight used this minute: $(weight)"
+same_contracts
 
 phase "the NATS server killed for 40 s, then started again; the aggregator goes on for 100 s"
 sweep -rounds 10 & agg=$!
