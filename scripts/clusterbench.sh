@@ -49,18 +49,20 @@ phase() { echo; echo "== $*"; }
 # many contracts carry an open interest.
 same_contracts() {
 	l=$(leader)
-	others=$(for i in 1 2 3; do [ "$i" != "$l" ] && [ -d "/proc/${member_pid[$i]}" ] && echo -n "$i "; done)
+	# A killed member is gone from the cluster though not yet reaped: the
+	# members are those whose operator listener answers.
+	others=$(for i in 1 2 3; do if [ "$i" != "$l" ] && curl -s -o /dev/null "127.0.0.1:909$i/readyz"; then echo -n "$i "; fi; done)
 	for route in contracts contract_specs; do
 		verdict="members differ in 20 tries"
 		for _ in $(seq 1 20); do
-			etag=$(curl -s -D - -o /dev/null "127.0.0.1:808$l/api/public/$route" | awk 'tolower($1) == "etag:" { print $2 }' | tr -d '\r')
-			codes=$(for i in $others; do curl -s -o /dev/null -w '%{http_code} ' -H "If-None-Match: $etag" "127.0.0.1:808$i/api/public/$route"; done)
+			etag=$(curl -s -D - -o /dev/null "127.0.0.1:808$l/api/public/$route" | awk 'tolower($1) == "etag:" { print $2 }' | tr -d '\r' || true)
+			codes=$(for i in $others; do curl -s -o /dev/null -w '%{http_code} ' -H "If-None-Match: $etag" "127.0.0.1:808$i/api/public/$route" || true; done)
 			if [ -n "$etag" ] && [ -z "${codes//304 /}" ]; then verdict="members $others answer 304 to the leader's (member-$l) ETag $etag"; break; fi
 			sleep 0.2
 		done
 		echo "/$route: $verdict"
 	done
-	echo "contracts with an open interest: $(curl -s "127.0.0.1:808$l/api/public/contracts" | grep -o '"open_interest":"' | wc -l) of $(curl -s "127.0.0.1:808$l/api/public/contract_specs" | grep -o '"ticker_id"' | wc -l)"
+	echo "contracts with an open interest: $(curl -s "127.0.0.1:808$l/api/public/contracts" | grep -o '"open_interest":"' | wc -l || true) of $(curl -s "127.0.0.1:808$l/api/public/contract_specs" | grep -o '"ticker_id"' | wc -l || true)"
 }
 sweep() { "$BIN"/clusterbench sweep -targets http://$LB -xff $AGG "$@"; }
 
