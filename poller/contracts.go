@@ -22,7 +22,6 @@ type contractReads struct {
 	marks      []venue.Contract // the last premiumIndex read
 	marksAt    time.Time
 	marksTried time.Time
-	invalid    int // rows of the last read that were unusable
 	// interest is each contract's open interest as last read, by symbol;
 	// order is the symbols in the order they are read again, the oldest
 	// (or never read) first.
@@ -77,10 +76,9 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 	quotes, quotesAt, all := contractQuotes(local, localAt, all, bulkQuotes, bulkAt, now, p.fresher())
 	p.ct.mu.Lock()
 	// Over REST alone only the bulk quotes give every contract its bid
-	// and ask. With streams every book gives its own once in sequence:
-	// the bulk quotes read for the contracts of books still syncing took
-	// 120 weight a minute from a cold start's syncs, which then took a
-	// third minute.
+	// and ask. With streams every book gives its own once in sequence,
+	// and the bulk quotes' weight (up to 120 a minute) is left to a cold
+	// start's syncs.
 	p.ct.wantQuotes = !all && !p.src.KeepsTickers()
 	interest := make([]venue.OpenInterest, 0, len(p.ct.interest))
 	for _, oi := range p.ct.interest {
@@ -130,15 +128,17 @@ func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pai
 	p.ct.mu.Unlock()
 	var err error
 	if due {
-		var read contractsRead
-		if read, err = bulk(ctx, p, venue.CallContracts, func(ctx context.Context) (contractsRead, error) {
-			rows, invalid, err := cr.Contracts(ctx)
-			return contractsRead{rows, invalid}, err
+		// A row the adapter found unusable is not among them: its
+		// contract is left out of the publication and counted there.
+		var read []venue.Contract
+		if read, err = bulk(ctx, p, venue.CallContracts, func(ctx context.Context) ([]venue.Contract, error) {
+			rows, _, err := cr.Contracts(ctx)
+			return rows, err
 		}); err == nil {
 			p.ct.mu.Lock()
-			p.ct.marks, p.ct.marksAt, p.ct.invalid = read.rows, now, read.invalid
+			p.ct.marks, p.ct.marksAt = read, now
 			p.ct.mu.Unlock()
-			rest, restAt = read.rows, now
+			rest, restAt = read, now
 		} else {
 			err = fmt.Errorf("read %s: %w", venue.CallContracts, err)
 		}
@@ -165,12 +165,6 @@ func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pai
 		at = earlier(at, restAt)
 	}
 	return marks, at, err
-}
-
-// contractsRead is what one premiumIndex read brought.
-type contractsRead struct {
-	rows    []venue.Contract
-	invalid int
 }
 
 // publishContracts builds the contracts and publishes them when they

@@ -238,6 +238,10 @@ func (s *Source) booksWaiting(now time.Time) bool {
 // cold start's first seconds, before any stream is acknowledged, have no
 // book out of sequence yet, and every one about to be.
 func (s *Source) Settled(now time.Time) bool {
+	// A source that follows no pair yet has every book still to come.
+	if len(*s.pairs.Load()) == 0 {
+		return false
+	}
 	return !s.booksWaiting(now) && s.count(func(lp *pair) bool { return !lp.books.delivering() }) == 0
 }
 

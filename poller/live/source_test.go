@@ -257,6 +257,9 @@ func TestOlderPublicationNeverReplacesANewerOne(t *testing.T) {
 // waits for its snapshot: a listed pair whose stream is not acknowledged
 // yet is not, nor one buffering for its sync.
 func TestSettledOnceEveryBookIsInSequence(t *testing.T) {
+	if s, _, _ := newSourceOf(t, Config{}); s.Settled(time.Now()) {
+		t.Fatal("settled while following no pair: every book is still to come")
+	}
 	s, rest, _ := newListedSource(t, nil)
 	now := time.Now()
 	if s.Settled(now) {
