@@ -85,14 +85,15 @@ func (p *Poller) reserve() int {
 	return catalog + contracts
 }
 
-// caps returns every class's cap: per-pair book and trade reads split what
-// the bulk calls leave by the demand of the hot pairs REST reads (see
-// budget.CapsOf), and refreshes are held to their fixed share. A pair its
-// stream keeps puts no demand on REST however often it is asked for: an
-// aggregator reading every pair must not take from the snapshots that sync
-// the books the weight that REST rounds would never spend.
-func (p *Poller) caps() budget.Caps {
-	plan := budget.Plan{Limit: p.ledger.Limit(), Reserve: p.reserve()}
+// capsPlan is the ledger's planner: what every class's cap comes from, but
+// for the limit, which is the ledger's. Per-pair book and trade reads split
+// what the bulk calls leave by the demand of the hot pairs REST reads (see
+// budget.CapsOf), and refreshes and probes are held to their fixed shares.
+// A pair its stream keeps puts no demand on REST however often it is asked
+// for: an aggregator reading every pair must not take from the snapshots
+// that sync the books the weight that REST rounds would never spend.
+func (p *Poller) capsPlan() budget.Plan {
+	plan := budget.Plan{Reserve: p.reserve()}
 	for s, row := range streamRows {
 		c := row.purpose.Class()
 		plan.Split[c] = true
@@ -104,7 +105,7 @@ func (p *Poller) caps() budget.Caps {
 		plan.Share[budget.ClassRefresh] = max(int(p.cfg.RefreshShare*float64(limit)), p.bookWeight(p.cfg.RefreshDepth))
 		plan.Share[budget.ClassProbe] = max(int(probeShare*float64(limit)), p.bookWeight(live.ProbeDepth))
 	}
-	return budget.CapsOf(plan)
+	return plan
 }
 
 // probeShare is the fraction of the venue's weight limit a minute that the
@@ -164,19 +165,19 @@ func bulk[T any](ctx context.Context, p *Poller, c venue.Call, fn func(context.C
 	if p.gate.Blocked(time.Now()) {
 		return v, fmt.Errorf("%s: %w", c, venue.ErrPaused)
 	}
-	purpose, prio := budget.PurposeTickers, budget.Waiting
+	ask := budget.Ask{Purpose: budget.PurposeTickers, Weight: p.venue.Weight(c), Priority: budget.Waiting}
 	switch c {
 	case venue.CallCatalog:
-		purpose = budget.PurposeCatalog
+		ask.Purpose = budget.PurposeCatalog
 	case venue.CallContracts:
-		purpose = budget.PurposeContracts
+		ask.Purpose = budget.PurposeContracts
 	case venue.CallOpenInterest:
-		purpose, prio = budget.PurposeOpenInterest, budget.Background
+		ask.Purpose, ask.Priority = budget.PurposeOpenInterest, budget.Background
 	}
-	if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, p.caps(), prio) {
+	if !p.ledger.Take(time.Now(), ask) {
 		return v, fmt.Errorf("%s: %w", c, venue.ErrNoBudget)
 	}
-	p.metrics.weight[purpose].Add(p.venue.Weight(c))
+	p.metrics.weight[ask.Purpose].Add(ask.Weight)
 	return callFor(ctx, p, c, fn)
 }
 

@@ -32,7 +32,7 @@ type hotSet struct {
 	pairs atomic.Pointer[map[string]*hotPair]
 	// polled is how many hot pairs the last REST round found to read, the
 	// others being kept by their stream: the demand REST reads put on the
-	// budget (see Poller.caps).
+	// budget (see Poller.capsPlan).
 	polled atomic.Int64
 }
 

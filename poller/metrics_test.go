@@ -316,7 +316,7 @@ func TestShortMaxStaleLeavesPerPairReadsTheirShare(t *testing.T) {
 	v.limit = 2400
 	v.weights = [venue.NumCalls]int{venue.CallCatalog: 1, venue.CallStats: 40, venue.CallQuotes: 5, venue.CallBook: 5, venue.CallTrades: 20}
 	p, _ := newTestPoller(v, Config{Metrics: set, MaxStale: 3 * time.Second})
-	caps := p.caps()
+	caps := p.ledger.Caps()
 	book, trades := caps[budget.ClassBook], caps[budget.ClassTrades]
 	if book+trades < 1200/2 {
 		t.Fatalf("per-pair reads may spend %d + %d of a 1200 budget; the bulk calls took more than their shares", book, trades)

@@ -242,7 +242,6 @@ func New(cfg Config) *Poller {
 		venue:     cfg.Venue,
 		store:     cfg.Store,
 		log:       cfg.Logger.With("component", "poller", "venue", cfg.Venue.Name()),
-		ledger:    budget.NewLedger(),
 		gate:      budget.NewGate(),
 		logs:      logthrottle.New(time.Minute),
 		liveSlots: make(chan struct{}, cfg.Parallel),
@@ -255,6 +254,9 @@ func New(cfg Config) *Poller {
 		p.hot[st] = newHotSet()
 		p.slots[st] = make(chan struct{}, cfg.Parallel)
 	}
+	// The ledger asks the poller's one planner for the caps at every
+	// decision: no caller computes caps of its own.
+	p.ledger = budget.NewLedger(p.capsPlan)
 	set := cfg.Metrics
 	if set == nil {
 		set = metrics.NewSet()

@@ -76,7 +76,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	p.hot[s].polled.Store(int64(polled))
 	slices.SortFunc(due, func(a, b *hotPair) int { return cmp.Compare(a.started.Load(), b.started.Load()) })
 
-	c, purpose, caps := row.call, row.purpose, p.caps()
+	c, purpose := row.call, row.purpose
 	var wg sync.WaitGroup
 	slots := p.slots[s]
 dispatch:
@@ -95,7 +95,7 @@ dispatch:
 			<-slots // a cold load started reading it meanwhile
 			continue
 		}
-		if !p.ledger.Take(time.Now(), p.venue.Weight(c), purpose, caps, budget.Waiting) {
+		if !p.ledger.Take(time.Now(), budget.Ask{Purpose: purpose, Weight: p.venue.Weight(c), Priority: budget.Waiting}) {
 			hp.reading.Store(false)
 			<-slots
 			left := len(due) - i
@@ -246,15 +246,14 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	if p.gate.Blocked(time.Now()) {
 		return fmt.Errorf("load %s %s: %w", s, id, venue.ErrPaused)
 	}
-	c, purpose := row.call, row.purpose
+	ask := budget.Ask{Purpose: row.purpose, Weight: p.venue.Weight(row.call), Priority: budget.Requested}
 	for {
-		caps := p.caps()
 		now := time.Now()
-		if p.ledger.Take(now, p.venue.Weight(c), purpose, caps, budget.Requested) {
-			p.metrics.weight[purpose].Add(p.venue.Weight(c))
+		if p.ledger.Take(now, ask) {
+			p.metrics.weight[ask.Purpose].Add(ask.Weight)
 			break
 		}
-		at := p.ledger.FreeAt(now, p.venue.Weight(c), caps)
+		at := p.ledger.FreeAt(now, ask.Weight)
 		if at.IsZero() {
 			return fmt.Errorf("load %s %s: %w", s, id, venue.ErrNoBudget)
 		}

@@ -91,8 +91,8 @@ var (
 )
 
 // Start runs read if a read slot is free, calls are not paused and the
-// budget has weight for purpose, under the poller's lifetime.
-func (r liveREST) Start(purpose budget.Purpose, weight int, prio budget.Priority, read func(ctx context.Context)) bool {
+// budget grants the ask, under the poller's lifetime.
+func (r liveREST) Start(ask budget.Ask, read func(ctx context.Context)) bool {
 	p := r.p
 	if p.gate.Blocked(time.Now()) {
 		return false
@@ -102,7 +102,7 @@ func (r liveREST) Start(purpose budget.Purpose, weight int, prio budget.Priority
 	default:
 		return false
 	}
-	if !p.ledger.Take(time.Now(), weight, purpose, p.caps(), prio) {
+	if !p.ledger.Take(time.Now(), ask) {
 		<-p.liveSlots
 		return false
 	}
@@ -113,7 +113,7 @@ func (r liveREST) Start(purpose budget.Purpose, weight int, prio budget.Priority
 		<-p.liveSlots
 		return false
 	}
-	p.metrics.weight[purpose].Add(weight)
+	p.metrics.weight[ask.Purpose].Add(ask.Weight)
 	return true
 }
 

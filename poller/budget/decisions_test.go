@@ -21,7 +21,7 @@ import (
 func TestDecisionsOverAGridOfStates(t *testing.T) {
 	var out strings.Builder
 	out.WriteString("# plan serving ages | bulk book trades refresh probe spent | most weight taken by purpose, at ")
-	for prio := range numPriorities {
+	for prio := range NumPriorities {
 		fmt.Fprintf(&out, "%s/", priorityNames[prio])
 	}
 	out.WriteString(" | FreeAt of 50 and 300\n#")
@@ -37,7 +37,7 @@ func TestDecisionsOverAGridOfStates(t *testing.T) {
 		out.WriteString(" |")
 		for pu := range NumPurposes {
 			out.WriteString(" ")
-			for prio := range numPriorities {
+			for prio := range NumPriorities {
 				if prio > 0 {
 					out.WriteString("/")
 				}
@@ -82,10 +82,7 @@ func checkLines(t *testing.T, name, got string) {
 	}
 }
 
-// numPriorities is the number of priorities, for the grid.
-const numPriorities = Serving + 1
-
-var priorityNames = [numPriorities]string{"background", "sync", "waiting", "requested", "serving"}
+var priorityNames = [NumPriorities]string{"background", "sync", "waiting", "requested", "serving"}
 
 var purposeNames = [NumPurposes]string{"catalog", "tickers", "snapshot", "depleted", "deepen", "refresh",
 	"probe", "backfill", "poll_book", "poll_trades", "contracts", "open_interest"}
@@ -169,7 +166,8 @@ func decisionGrid() []gridState {
 
 // ledger returns a ledger in the state.
 func (st gridState) ledger() *Ledger {
-	b := NewLedger()
+	plan := gridPlans[st.plan]
+	b := NewLedger(func() Plan { return plan })
 	if st.plan != "unlimited" {
 		b.SetLimit(gridLimit)
 	}
@@ -195,12 +193,12 @@ func (st gridState) ledger() *Ledger {
 
 // take is Take in the state.
 func (st gridState) take(purpose Purpose, prio Priority, weight int) bool {
-	return st.ledger().Take(gridT0, weight, purpose, CapsOf(gridPlans[st.plan]), prio)
+	return st.ledger().Take(gridT0, Ask{purpose, weight, prio})
 }
 
 // freeAt is FreeAt in the state, as a wait.
 func (st gridState) freeAt(weight int) string {
-	at := st.ledger().FreeAt(gridT0, weight, CapsOf(gridPlans[st.plan]))
+	at := st.ledger().FreeAt(gridT0, weight)
 	if at.IsZero() {
 		return "never"
 	}

@@ -1,9 +1,11 @@
 // Package budget decides who may spend how much of the venue's request
 // weight, and when calls may be made at all: the Ledger of what was spent in
 // the last minute, the one classification of spend (Purpose, each in a
-// Class), the one function that turns the limit, the reserves, the demand
-// and the fixed shares into every class's cap (CapsOf), and the Gate that
-// pauses calls when the venue says so or keeps failing.
+// Class, with what it may borrow and what it leaves as data: purposes), the
+// one function that turns the limit, the reserves, the demand and the fixed
+// shares into every class's cap (CapsOf, which the ledger applies to the
+// plan it is given), and the Gate that pauses calls when the venue says so
+// or keeps failing.
 package budget
 
 import (
@@ -41,8 +43,9 @@ var parentOf = [NumClasses]Class{
 }
 
 // Purpose says what REST weight is spent on: the one classification of
-// spend. Each purpose belongs to one class, whose cap it is held to, and has
-// a name for metrics (two purposes may share one).
+// spend. Each purpose belongs to one class, whose cap it is held to, says
+// what it may borrow of the weight kept back and what it leaves unspent,
+// and has a name for metrics (two purposes may share one): see purposes.
 type Purpose int
 
 // The purposes of REST calls.
@@ -58,30 +61,155 @@ const (
 	PurposePollBook                    // book reads of pairs served by REST
 	PurposePollTrades                  // trade reads of pairs served by REST
 	PurposeContracts                   // every perpetual's mark, index and funding, when their stream is quiet
-	PurposeOpenInterest                // one perpetual's open interest: idle weight only (see Take)
+	PurposeOpenInterest                // one perpetual's open interest: idle weight only (see purposes)
 	// NumPurposes is the number of purposes, for tables indexed by Purpose.
 	NumPurposes
 )
 
-var purposes = [NumPurposes]struct {
-	name  string
-	class Class
-}{
-	PurposeCatalog:    {"catalog", ClassBulk},
-	PurposeTickers:    {"tickers", ClassBulk},
-	PurposeSnapshot:   {"snapshot", ClassBook},
-	PurposeDepleted:   {"refresh", ClassBook},
-	PurposeDeepen:     {"refresh", ClassBook},
-	PurposeRefresh:    {"refresh", ClassRefresh},
-	PurposeProbe:      {"probe", ClassProbe},
-	PurposeBackfill:   {"backfill", ClassTrades},
-	PurposePollBook:   {"poll", ClassBook},
-	PurposePollTrades: {"poll", ClassTrades},
-	PurposeContracts:  {"contracts", ClassBulk},
+// purposes is the one table of what each purpose spends, may borrow and
+// leaves; the ledger names no purpose but through it.
+var purposes = [NumPurposes]rule{
+	PurposeCatalog:  {name: "catalog", class: ClassBulk, borrows: borrowAll},
+	PurposeTickers:  {name: "tickers", class: ClassBulk, borrows: borrowAll},
+	PurposeSnapshot: {name: "snapshot", class: ClassBook, borrows: borrowAll},
+	PurposeDepleted: {name: "refresh", class: ClassBook, borrows: borrowAll},
+	// Deepening leaves a quarter of the book class's cap unspent. A member
+	// that takes over a cluster's ingest starts every book from the last
+	// leader's 100 levels and deepens them all at once, which would spend
+	// the whole book share of the minute in its first seconds; a book
+	// whose side then ran dry, or one out of sequence, found nothing left
+	// and was served as it was for up to 9 s, near -max-stale.
+	PurposeDeepen: {name: "refresh", class: ClassBook, borrows: borrowAll,
+		leaves: leave{from: fromClass, part: part{1, 4}, of: sizeOf(ClassBook), upto: Sync}},
+	// Refreshes and probes are held to their class's share whatever the
+	// priority: the shares bound what one kind of read costs (the
+	// refreshes of books in sequence, the probes of quiet ones), however
+	// urgent each read is.
+	PurposeRefresh: {name: "refresh", class: ClassRefresh, borrows: borrowAll &^ borrowShares},
+	PurposeProbe:   {name: "probe", class: ClassProbe, borrows: borrowAll &^ borrowShares},
+	// Backfills leave the refresh share of the window unspent. A backfill
+	// only fills toward 100 trades a window that already answers, while a
+	// book whose side ran dry is served as it was until its refresh lands
+	// and answers 502 past max-stale; with streams keeping every pair,
+	// nothing else bounds the backfills below the limit, and after a cold
+	// start of a few seconds they spent the rest of the minute (680 of
+	// 1,200 at 46 pairs) and a dry book waited out the minute.
+	PurposeBackfill: {name: "backfill", class: ClassTrades, borrows: borrowAll,
+		leaves: leave{from: fromWindow, part: part{1, 1}, of: sizeOf(ClassRefresh), upto: Sync}},
+	PurposePollBook:   {name: "poll", class: ClassBook, borrows: borrowAll},
+	PurposePollTrades: {name: "poll", class: ClassTrades, borrows: borrowAll},
+	PurposeContracts:  {name: "contracts", class: ClassBulk, borrows: borrowAll},
 	// Open interest is read one contract at a time, a minute's round of
-	// every contract as heavy as the steady state's every other read.
-	PurposeOpenInterest: {"open_interest", ClassBulk},
+	// every contract as heavy as the steady state's every other read. It
+	// spends only weight nothing else wants: it stops while the window is
+	// half spent, so that a recovery, whose syncs need the whole window,
+	// finds at most half of it taken, and the poller asks for none while a
+	// book waits for its sync (see RefreshContracts).
+	PurposeOpenInterest: {name: "open_interest", class: ClassBulk, borrows: borrowAll,
+		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Serving}},
 }
+
+// rule is a purpose's row of purposes.
+type rule struct {
+	// name labels the purpose's metrics; two purposes may share one.
+	name string
+	// class is the share the purpose spends: its cap holds the purpose's
+	// reads, and its spend counts them.
+	class Class
+	// borrows is what of the weight kept back from the purpose's class
+	// and the window its reads may spend, as far as their priority allows
+	// (see lends).
+	borrows borrow
+	// leaves is what its reads leave unspent for the others; the zero
+	// leave, nothing.
+	leaves leave
+}
+
+// borrow is a set of the parts of the budget kept back from a read that it
+// may spend all the same: an ask may spend what both its purpose and its
+// priority may borrow.
+type borrow uint8
+
+const (
+	// borrowIdleFifth: the fifth of a class's cap kept back for
+	// requests, once it would otherwise go unused (see Sync).
+	borrowIdleFifth borrow = 1 << iota
+	// borrowFifth: the fifth of a class's cap kept back for requests.
+	borrowFifth
+	// borrowShares: beyond its class's cap, whatever the other classes'
+	// shares leave of the window.
+	borrowShares
+	// borrowServing: the serving reserve (see servingReserve).
+	borrowServing
+
+	borrowAll = borrowIdleFifth | borrowFifth | borrowShares | borrowServing
+)
+
+// lends is what the reads of each priority may borrow (see Priority).
+var lends = [NumPriorities]borrow{
+	Background: 0,
+	Sync:       borrowIdleFifth,
+	Waiting:    borrowFifth,
+	Requested:  borrowFifth | borrowShares,
+	Serving:    borrowFifth | borrowShares | borrowServing,
+}
+
+// leave is what a purpose's reads leave unspent: part of a size, kept from
+// the window's limit or from the background cap of the purpose's class,
+// by the asks of priorities up to upto (those above it spend it).
+type leave struct {
+	from fromWhat
+	part part
+	of   size
+	upto Priority
+}
+
+// fromWhat is what a leave is kept from.
+type fromWhat int
+
+const (
+	fromNothing fromWhat = iota // the zero leave: nothing is left
+	fromWindow                  // the window's limit
+	fromClass                   // the purpose's class's cap for background reads
+)
+
+// part is a fraction, num/den, of a size.
+type part struct{ num, den int }
+
+// of is the part of v, rounded down.
+func (p part) of(v int) int { return v * p.num / p.den }
+
+// size is what a part is of: the window's limit (sizeLimit) or a class's
+// cap (sizeOf).
+type size int
+
+// sizeLimit is the window's limit.
+const sizeLimit size = -1
+
+// sizeOf is class's cap; a class with no cap of its own has none to leave.
+func sizeOf(class Class) size { return size(class) }
+
+// in is the size's weight under caps and limit.
+func (s size) in(caps Caps, limit int) int {
+	if s == sizeLimit {
+		return limit
+	}
+	return capped(caps[Class(s)])
+}
+
+// servingReserve is the weight only asks that may borrow it spend, while
+// the ledger keeps it (SetServingReserve): part of a class's cap, kept from
+// that class's cap and from the window's total; a twenty-fifth of the book
+// class's (47 at Binance's limit and the default budget: two refreshes of
+// 1000 levels, or four syncs). In a cold start's first minute, requests
+// waiting for books not synced yet spent the whole book share within
+// seconds, and the window freed nothing until the minute had passed: a book
+// being served that ran dry or fell out of sequence meanwhile waited for
+// it, answering 502 for most of it.
+var servingReserve = struct {
+	part part
+	of   Class
+}{part{1, 25}, ClassBook}
 
 // String is the purpose's metric label.
 func (p Purpose) String() string { return purposes[p].name }
@@ -94,9 +222,17 @@ func (p Purpose) Class() Class { return purposes[p].class }
 // rather than a token bucket, because a bucket lets a full bucket plus a
 // minute of refill through in one minute, twice the limit, while the venue
 // counts per minute.
+//
+// Callers ask for weight (Ask) and the ledger decides by the purposes
+// table and the caps: it asks its one planner for the plan at every
+// decision, so that no caller computes caps of its own.
 type Ledger struct {
-	mu    sync.Mutex
-	limit int // weight allowed per window; 0: unlimited
+	// planner returns the plan the caps come from, less the limit, which
+	// is the ledger's; nil: every class is held to the limit alone. Called
+	// without mu held, since it may ask the ledger.
+	planner func() Plan
+	mu      sync.Mutex
+	limit   int // weight allowed per window; 0: unlimited
 	// others is the weight per window that other processes on the same
 	// address may spend without it counting against this ledger (see
 	// SetOthers).
@@ -118,8 +254,10 @@ type spend struct {
 // window is the span the venue counts weight over.
 const window = time.Minute
 
-// NewLedger returns an unlimited ledger; SetLimit gives it the venue's.
-func NewLedger() *Ledger { return &Ledger{} }
+// NewLedger returns an unlimited ledger whose caps come from the plans
+// planner returns (nil: every class is held to the limit alone); SetLimit
+// gives it the venue's limit.
+func NewLedger(planner func() Plan) *Ledger { return &Ledger{planner: planner} }
 
 // SetLimit changes the weight allowed per window; 0 means unlimited.
 func (b *Ledger) SetLimit(limit int) {
@@ -129,7 +267,7 @@ func (b *Ledger) SetLimit(limit int) {
 }
 
 // SetServingReserve keeps the serving reserve (see servingReserve) from
-// every read but a Serving one, or no longer. Only a poller with market
+// every read but those that may borrow it (Serving ones), or no longer. Only a poller with market
 // streams reads at Serving (the books being served that are about to stop,
 // see Serving); without them, nothing would ever spend the reserve.
 func (b *Ledger) SetServingReserve(on bool) {
@@ -167,7 +305,9 @@ func (b *Ledger) expire(now time.Time) {
 	}
 }
 
-// Priority is how much of its class's cap a read may spend.
+// Priority is how much of its class's cap a read may spend: what it may
+// borrow of the weight kept back (lends), as far as its purpose allows
+// (purposes).
 type Priority int
 
 // The priorities of reads.
@@ -201,112 +341,126 @@ const (
 	// sequence): what a Requested read may spend, and the serving reserve
 	// too.
 	Serving
+	// NumPriorities is the number of priorities, for tables indexed by
+	// Priority.
+	NumPriorities
 )
 
-// servingReserve is the weight only Serving reads may spend, while the
-// ledger keeps it (SetServingReserve): a twenty-fifth of the book class's
-// cap (47 at Binance's limit and the default budget: two refreshes of 1000
-// levels, or four syncs), kept from the book class's cap (see ceiling) and
-// from the window's total. In a cold start's
-// first minute, requests waiting for books not synced yet spent the whole
-// book share within seconds, and the window freed nothing until the minute
-// had passed: a book being served that ran dry or fell out of sequence
-// meanwhile waited for it, answering 502 for most of it.
-func (b *Ledger) servingReserve(caps Caps) int {
+// reserved is the serving reserve under caps while the ledger keeps it.
+func (b *Ledger) reserved(caps Caps) int {
 	if !b.serving {
 		return 0
 	}
-	return capped(caps[ClassBook]) / 25
-}
-
-// ceiling is the most a read of class at prio may bring its class's spend
-// to: all of the class's cap, less the serving reserve for a book read
-// that is not Serving.
-func (b *Ledger) ceiling(caps Caps, class Class, prio Priority) int {
-	c := caps.Of(class, true)
-	if class == ClassBook && prio < Serving {
-		c -= b.servingReserve(caps)
-	}
-	return c
+	return servingReserve.part.of(capped(caps[servingReserve.of]))
 }
 
 // SyncRelease is the longest a request waits because Sync reads took the
 // part of a class's cap kept back for requests.
 const SyncRelease = 15 * time.Second
 
-// Take spends weight for purpose at now if the window's total stays within
-// the limit and the class's spend within its cap of caps for prio, and, for
-// a class that counts towards a parent's share as well, within the parent's
-// cap for background reads. A backfill or a deepening nobody waits for
-// also leaves part of the window unspent. It reports whether the weight
-// was spent.
-func (b *Ledger) Take(now time.Time, weight int, purpose Purpose, caps Caps, prio Priority) bool {
-	if weight <= 0 {
+// Ask is what a caller asks the ledger for: Weight spent on Purpose, at
+// Priority.
+type Ask struct {
+	Purpose  Purpose
+	Weight   int
+	Priority Priority
+}
+
+// Take spends the ask's weight at now if it fits, and reports whether it
+// did. It fits if the window's total stays within the limit, less the
+// serving reserve unless the ask may borrow it; if it leaves what its
+// purpose leaves (see rule.leaves); and, unless the ask may borrow the
+// other classes' shares, if its class's spend stays within the class's
+// cap (see withinCaps). The caps are the planner's, asked for now.
+func (b *Ledger) Take(now time.Time, a Ask) bool {
+	if a.Weight <= 0 {
 		return true
 	}
-	class := purpose.Class()
+	plan := b.plan()
+	r := &purposes[a.Purpose]
+	may := r.borrows & lends[a.Priority]
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.limit == 0 {
 		return true
 	}
 	b.expire(now)
+	caps := b.capsLocked(plan)
 	// The serving reserve is kept from the window's total as well as from
-	// the book class's cap: a class's cap is what the limit leaves the
-	// bulk calls' plan, which they may have spent.
+	// its class's cap: a class's cap is what the limit leaves the bulk
+	// calls' plan, which they may have spent.
 	reserve := 0
-	if prio < Serving {
-		reserve = b.servingReserve(caps)
+	if may&borrowServing == 0 {
+		reserve = b.reserved(caps)
 	}
-	if b.total+weight > b.limit-reserve {
+	if b.total+a.Weight > b.limit-reserve {
 		return false
 	}
-	// Backfills leave the refresh share of the window unspent. A backfill
-	// only fills toward 100 trades a window that already answers, while a
-	// book whose side ran dry is served as it was until its refresh lands
-	// and answers 502 past max-stale; with streams keeping every pair,
-	// nothing else bounds the backfills below the limit, and after a cold
-	// start of a few seconds they spent the rest of the minute (680 of
-	// 1,200 at 46 pairs) and a dry book waited out the minute.
-	if purpose == PurposeBackfill && prio < Waiting && b.total+weight > b.limit-capped(caps[ClassRefresh]) {
+	if !b.leaves(r.leaves, a.Priority, caps, r.class, a.Weight) {
 		return false
 	}
-	// Deepening leaves a quarter of the book class's cap unspent. A member
-	// that takes over a cluster's ingest starts every book from the last
-	// leader's 100 levels and deepens them all at once, which would spend
-	// the whole book share of the minute in its first seconds; a book
-	// whose side then ran dry, or one out of sequence, found nothing left
-	// and was served as it was for up to 9 s, near -max-stale.
-	if purpose == PurposeDeepen && prio < Waiting && b.byClass[class]+weight > caps.Of(class, false)-capped(caps[ClassBook])/4 {
+	if may&borrowShares == 0 && !b.withinCaps(now, a.Weight, r.class, caps, may) {
 		return false
 	}
-	// Open interest spends only weight nothing else wants: it stops while
-	// the window is half spent, so that a recovery, whose syncs need the
-	// whole window, finds at most half of it taken, and the poller asks
-	// for none while a book waits for its sync (see RefreshContracts).
-	if purpose == PurposeOpenInterest && b.total+weight > b.limit/2 {
-		return false
-	}
-	if (prio < Requested || fixedShare[class]) && !b.withinCaps(now, weight, class, caps, prio) {
-		return false
-	}
-	b.add(now, weight, class)
+	b.add(now, a.Weight, r.class)
 	return true
 }
 
-// withinCaps reports whether a read of weight of class at prio stays within
-// its class's cap and, for a class that counts towards a parent's share as
-// well, within the parent's cap for background reads.
-func (b *Ledger) withinCaps(now time.Time, weight int, class Class, caps Caps, prio Priority) bool {
-	all := b.ceiling(caps, class, prio)
+// leaves reports whether spending weight of class at prio leaves what l
+// keeps.
+func (b *Ledger) leaves(l leave, prio Priority, caps Caps, class Class, weight int) bool {
+	if l.from == fromNothing || prio > l.upto {
+		return true
+	}
+	keep := l.part.of(l.of.in(caps, b.limit))
+	if l.from == fromWindow {
+		return b.total+weight <= b.limit-keep
+	}
+	return b.byClass[class]+weight <= caps.Of(class, false)-keep
+}
+
+// withinCaps reports whether a read of weight of class that may borrow may
+// stays within its class's cap and, for a class that counts towards a
+// parent's share as well, within the parent's cap for background reads.
+// The class's cap is all of it for a read that may borrow the fifth kept
+// for requests, four fifths otherwise, or all of it once the fifth would
+// go unused for one that may borrow it then; less the serving reserve,
+// for the reserve's class, unless the read may borrow that too.
+func (b *Ledger) withinCaps(now time.Time, weight int, class Class, caps Caps, may borrow) bool {
+	all := caps.Of(class, true)
+	if class == servingReserve.of && may&borrowServing == 0 {
+		all -= b.reserved(caps)
+	}
 	switch own := b.byClass[class] + weight; {
-	case own <= min(caps.Of(class, prio >= Waiting), all):
-	case prio == Sync && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all, b.limit).Sub(now) <= SyncRelease:
+	case own <= min(caps.Of(class, may&borrowFifth != 0), all):
+	case may&borrowIdleFifth != 0 && own <= all && b.freeLocked(now, weight, all-caps.Of(class, false), class, all, b.limit).Sub(now) <= SyncRelease:
 	default:
 		return false
 	}
 	p := parentOf[class]
 	return p == class || b.byClass[p]+weight <= caps.Of(p, false)
+}
+
+// plan asks the planner for the plan the caps come from.
+func (b *Ledger) plan() Plan {
+	if b.planner == nil {
+		return Plan{}
+	}
+	return b.planner()
+}
+
+// capsLocked is every class's cap under plan and the ledger's limit.
+func (b *Ledger) capsLocked(plan Plan) Caps {
+	plan.Limit = b.limit
+	return CapsOf(plan)
+}
+
+// Caps returns every class's cap as the ledger holds reads to them now.
+func (b *Ledger) Caps() Caps {
+	plan := b.plan()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.capsLocked(plan)
 }
 
 // capped is a cap, or 0 for none (math.MaxInt): a share left unspent of a
@@ -335,14 +489,18 @@ func (b *Ledger) count(weight int, class Class) {
 
 // FreeAt returns the earliest time at which a Requested Take of weight
 // could succeed if nothing else spends, or the zero time if it never can.
-func (b *Ledger) FreeAt(now time.Time, weight int, caps Caps) time.Time {
+func (b *Ledger) FreeAt(now time.Time, weight int) time.Time {
+	plan := b.plan()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.limit == 0 || weight <= 0 {
 		return now
 	}
 	b.expire(now)
-	limit := b.limit - b.servingReserve(caps)
+	limit := b.limit
+	if lends[Requested]&borrowServing == 0 {
+		limit -= b.reserved(b.capsLocked(plan))
+	}
 	if weight > limit {
 		return time.Time{}
 	}
@@ -406,8 +564,8 @@ var Unlimited = Caps{math.MaxInt, math.MaxInt, math.MaxInt, math.MaxInt, math.Ma
 // Of is the cap a read of class is held to: all of the class's cap for a
 // read a request waits for (or a REST poll of a pair requests keep hot),
 // four fifths of it for a background read, so that requests always find
-// room. A class with a fixed share keeps nothing back: no request waits
-// for its reads.
+// room. A class that keeps nothing back (heldBack) is all of its cap
+// either way: no request waits for its reads.
 func (c Caps) Of(class Class, urgent bool) int {
 	v := c[class]
 	if urgent || v == math.MaxInt || !heldBack[class] {
@@ -415,12 +573,6 @@ func (c Caps) Of(class Class, urgent bool) int {
 	}
 	return v * 4 / 5
 }
-
-// fixedShare says which classes are held to their share whatever the
-// priority: their shares bound what one kind of read costs (the refreshes
-// of books in sequence, the probes of quiet ones), however urgent each
-// read is.
-var fixedShare = [NumClasses]bool{ClassRefresh: true, ClassProbe: true}
 
 // heldBack says which classes keep a fifth of their cap for requests.
 var heldBack = [NumClasses]bool{ClassBook: true, ClassTrades: true}

@@ -10,18 +10,17 @@ import (
 // books waiting to sync may use the book share, and refreshes then wait;
 // what refreshes spend leaves that much less for other book reads.
 func TestRefreshSpendsWithinItsShareAndTheBookShare(t *testing.T) {
-	b := NewLedger()
-	b.SetLimit(1000)
+	b := newLedger(1000, Plan{Share: [NumClasses]int{ClassBook: 125, ClassRefresh: 50}})
 	now := time.Unix(1_000_000, 0)
 	// Urgent book reads may use the whole book cap; refreshes are held
 	// to their share and to the book cap for background reads (4/5).
-	caps := CapsOf(Plan{Limit: 1000, Share: [NumClasses]int{ClassBook: 125, ClassRefresh: 50}})
+	caps := b.Caps()
 	const bookCap = 100
 	if caps.Of(ClassBook, false) != bookCap || caps.Of(ClassRefresh, false) != 50 {
 		t.Fatalf("caps %v: book %d for background reads, refresh %d", caps, caps.Of(ClassBook, false), caps.Of(ClassRefresh, false))
 	}
-	sync := func(at time.Time, w int) bool { return b.Take(at, w, PurposeSnapshot, caps, Background) }
-	refresh := func(at time.Time, w int) bool { return b.Take(at, w, PurposeRefresh, caps, Background) }
+	sync := func(at time.Time, w int) bool { return b.Take(at, Ask{PurposeSnapshot, w, Background}) }
+	refresh := func(at time.Time, w int) bool { return b.Take(at, Ask{PurposeRefresh, w, Background}) }
 	if !sync(now, 80) {
 		t.Fatal("a sync within the book share was refused")
 	}
@@ -104,13 +103,11 @@ func TestCapsOf(t *testing.T) {
 // waits at most SyncRelease. Neither takes the serving reserve, which a
 // book being served finds all along.
 func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
-	b := NewLedger()
-	b.SetLimit(1000)
+	b := newLedger(1000, Plan{Share: [NumClasses]int{ClassBook: 125, ClassTrades: 100}}) // a serving reserve of 5
 	b.SetServingReserve(true)
-	caps := Caps{math.MaxInt, 125, 100, math.MaxInt} // a serving reserve of 5
 	t0 := time.Unix(1_000_000, 0)
 	take := func(at time.Duration, prio Priority) bool {
-		return b.Take(t0.Add(at), 10, PurposeSnapshot, caps, prio)
+		return b.Take(t0.Add(at), Ask{PurposeSnapshot, 10, prio})
 	}
 	for i := range 10 {
 		if !take(0, Sync) {
@@ -132,18 +129,18 @@ func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 	if take(45*time.Second, Sync) || take(45*time.Second, Waiting) {
 		t.Fatal("a read went past the book share less its serving reserve")
 	}
-	if !b.Take(t0.Add(45*time.Second), 5, PurposeDepleted, caps, Serving) {
+	if !b.Take(t0.Add(45*time.Second), Ask{PurposeDepleted, 5, Serving}) {
 		t.Fatal("a refresh of a book being served did not find the serving reserve")
 	}
-	if b.Take(t0.Add(45*time.Second), 1, PurposeDepleted, caps, Waiting) {
+	if b.Take(t0.Add(45*time.Second), Ask{PurposeDepleted, 1, Waiting}) {
 		t.Fatal("a read a request does not wait for went past the whole book share")
 	}
 	// A request waiting for its read is held to the limit, not to the
 	// share the last rounds' demand gave its class.
-	if at := b.FreeAt(t0.Add(45*time.Second), 10, caps); !at.Equal(t0.Add(45 * time.Second)) {
+	if at := b.FreeAt(t0.Add(45*time.Second), 10); !at.Equal(t0.Add(45 * time.Second)) {
 		t.Fatalf("a request after the syncs took the share waits %v, with the limit's room unspent", at.Sub(t0.Add(45*time.Second)))
 	}
-	if !b.Take(t0.Add(45*time.Second), 10, PurposeSnapshot, caps, Requested) {
+	if !b.Take(t0.Add(45*time.Second), Ask{PurposeSnapshot, 10, Requested}) {
 		t.Fatal("a request's read was refused by its class's cap with the limit's room unspent")
 	}
 }
@@ -152,29 +149,27 @@ func TestSyncsTakeTheRequestsFifthOnlyWhenItWouldGoUnused(t *testing.T) {
 // read to the limit less the serving reserve, a book being served to all of
 // it; FreeAt says when the limit has room again.
 func TestRequestedReadsAreHeldToTheLimit(t *testing.T) {
-	b := NewLedger()
-	b.SetLimit(100)
+	b := newLedger(100, Plan{Share: [NumClasses]int{ClassBook: 125, ClassTrades: 10}}) // a serving reserve of 5
 	b.SetServingReserve(true)
-	caps := Caps{math.MaxInt, 125, 10, math.MaxInt} // a serving reserve of 5
 	t0 := time.Unix(1_000_000, 0)
 	for i := range 19 {
-		if !b.Take(t0, 5, PurposeBackfill, caps, Requested) {
+		if !b.Take(t0, Ask{PurposeBackfill, 5, Requested}) {
 			t.Fatalf("requested read %d refused within the limit less the reserve", i+1)
 		}
 	}
-	if b.Take(t0, 5, PurposeBackfill, caps, Requested) {
+	if b.Take(t0, Ask{PurposeBackfill, 5, Requested}) {
 		t.Fatal("a requested read took the serving reserve")
 	}
-	if at := b.FreeAt(t0.Add(time.Second), 5, caps); !at.Equal(t0.Add(time.Minute)) {
+	if at := b.FreeAt(t0.Add(time.Second), 5); !at.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("room for a request at %v, want when the minute's spending expires", at.Sub(t0))
 	}
-	if !b.Take(t0, 5, PurposeDepleted, caps, Serving) {
+	if !b.Take(t0, Ask{PurposeDepleted, 5, Serving}) {
 		t.Fatal("a book being served did not find the serving reserve")
 	}
-	if b.Take(t0, 1, PurposeDepleted, caps, Serving) {
+	if b.Take(t0, Ask{PurposeDepleted, 1, Serving}) {
 		t.Fatal("a read went past the limit")
 	}
-	if at := b.FreeAt(t0, 101, caps); !at.IsZero() {
+	if at := b.FreeAt(t0, 101); !at.IsZero() {
 		t.Fatalf("a read heavier than the limit fits at %v", at)
 	}
 }
@@ -185,35 +180,33 @@ func TestRequestedReadsAreHeldToTheLimit(t *testing.T) {
 // backfill a request waits for may spend it but for the serving reserve,
 // and the refresh itself all of it.
 func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
-	b := NewLedger()
-	b.SetLimit(1000)
 	now := time.Unix(1_000_000, 0)
 	// Streams keep every pair: no demand, so each split class may use all
 	// of what the reserve leaves.
-	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+	b := newLedger(1000, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 80}}) // a serving reserve of 40
 	b.SetServingReserve(true)
 	// A cold start's snapshots took part of the minute.
-	if !b.Take(now, 300, PurposeSnapshot, caps, Sync) {
+	if !b.Take(now, Ask{PurposeSnapshot, 300, Sync}) {
 		t.Fatal("the cold start's snapshots were refused")
 	}
 	backfills := 0
-	for b.Take(now, 20, PurposeBackfill, caps, Background) {
+	for b.Take(now, Ask{PurposeBackfill, 20, Background}) {
 		backfills++
 	}
 	if spent := b.Spent(now); spent > 1000-80 || spent < 1000-80-20 {
 		t.Fatalf("snapshots and backfills spent %d of 1000, want all but the refresh share of 80", spent)
 	}
-	if b.Take(now, 10, PurposeBackfill, caps, Background) {
+	if b.Take(now, Ask{PurposeBackfill, 10, Background}) {
 		t.Fatal("a background backfill spent into the refresh share")
 	}
-	for b.Take(now, 10, PurposeBackfill, caps, Waiting) {
+	for b.Take(now, Ask{PurposeBackfill, 10, Waiting}) {
 	}
 	if spent := b.Spent(now); spent != 1000-40 {
 		t.Fatalf("backfills requests wait for spent the window to %d, want all but the serving reserve of 40", spent)
 	}
 	for i := range 2 {
-		if !b.Take(now, 20, PurposeDepleted, caps, Serving) {
+		if !b.Take(now, Ask{PurposeDepleted, 20, Serving}) {
 			t.Fatalf("the refresh of dry book %d found the window spent by backfills", i+1)
 		}
 	}
@@ -225,13 +218,14 @@ func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 // sequence, finds weight within the minute however many books are still
 // to deepen.
 func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
-	b := NewLedger()
-	b.SetLimit(2400)
-	now := time.Unix(1_000_000, 0)
-	caps := CapsOf(Plan{Limit: 1200, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+	// The bulk calls' reserve leaves the book class 1,200 of a limit
+	// that is not what runs short.
+	b := newLedger(2400, Plan{Reserve: 1200, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 96}})
+	now := time.Unix(1_000_000, 0)
+	caps := b.Caps()
 	deepened := 0
-	for b.Take(now, 20, PurposeDeepen, caps, Background) {
+	for b.Take(now, Ask{PurposeDeepen, 20, Background}) {
 		deepened++
 	}
 	background, reserve := caps.Of(ClassBook, false), caps[ClassBook]/4
@@ -239,13 +233,13 @@ func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
 		t.Fatalf("deepening spent %d of the book class's %d for background reads, want all but its reserve of %d", spent, background, reserve)
 	}
 	dry := 0
-	for b.Take(now, 20, PurposeDepleted, caps, Background) {
+	for b.Take(now, Ask{PurposeDepleted, 20, Background}) {
 		dry++
 	}
 	if dry < reserve/20 {
 		t.Fatalf("%d refreshes of dry books fit after the deepening, want the reserve's %d", dry, reserve/20)
 	}
-	if !b.Take(now, 20, PurposeSnapshot, caps, Waiting) {
+	if !b.Take(now, Ask{PurposeSnapshot, 20, Waiting}) {
 		t.Fatal("a sync a request waits for found no room after the deepening and the dry books")
 	}
 	t.Logf("%d deepened, then %d dry books refreshed, of a book class of %d", deepened, dry, caps[ClassBook])
@@ -257,24 +251,22 @@ func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
 // must not each be held to their third less what the other two spent.
 func TestObservedWeightCountsPastTheOthersParts(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	caps := CapsOf(Plan{Limit: 400, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true}})
+	plan := Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true}}
 	spendable := func(b *Ledger) int {
 		n := 0
-		for b.Take(now, 10, PurposeSnapshot, caps, Waiting) {
+		for b.Take(now, Ask{PurposeSnapshot, 10, Waiting}) {
 			n += 10
 		}
 		return n
 	}
 
-	alone := NewLedger()
-	alone.SetLimit(400)
+	alone := newLedger(400, plan)
 	if got := spendable(alone); got != 400 {
 		t.Fatalf("a fresh ledger of 400 spent %d", got)
 	}
 	// A process alone on its address: whatever else the venue counts was
 	// spent here.
-	single := NewLedger()
-	single.SetLimit(400)
+	single := newLedger(400, plan)
 	single.Observe(now, 300)
 	if got := spendable(single); got != 100 {
 		t.Fatalf("after the venue counted 300 more, a ledger of 400 spent %d, want 100", got)
@@ -282,15 +274,13 @@ func TestObservedWeightCountsPastTheOthersParts(t *testing.T) {
 	// One of three members with a third each (400 of 1,200): the others
 	// spent 700 of their 800, which is theirs; then 900, 100 past their
 	// parts, which counts here.
-	member := NewLedger()
-	member.SetLimit(400)
+	member := newLedger(400, plan)
 	member.SetOthers(800)
 	member.Observe(now, 700)
 	if got := spendable(member); got != 400 {
 		t.Fatalf("with the others within their parts, a member's ledger of 400 spent %d", got)
 	}
-	member = NewLedger()
-	member.SetLimit(400)
+	member = newLedger(400, plan)
 	member.SetOthers(800)
 	member.Observe(now, 900)
 	if got := spendable(member); got != 300 {
@@ -302,14 +292,12 @@ func TestObservedWeightCountsPastTheOthersParts(t *testing.T) {
 // serving reserve, and a read a request waits for may spend the whole book
 // share; with it kept, such a read leaves the reserve.
 func TestServingReserveOnlyWhenKept(t *testing.T) {
-	caps := Caps{math.MaxInt, 125, 100, math.MaxInt} // a serving reserve of 5
 	now := time.Unix(1_000_000, 0)
 	for _, kept := range []bool{false, true} {
-		b := NewLedger()
-		b.SetLimit(1000)
+		b := newLedger(1000, Plan{Share: [NumClasses]int{ClassBook: 125, ClassTrades: 100}}) // a serving reserve of 5
 		b.SetServingReserve(kept)
 		spent := 0
-		for b.Take(now, 5, PurposePollBook, caps, Waiting) {
+		for b.Take(now, Ask{PurposePollBook, 5, Waiting}) {
 			spent += 5
 		}
 		if want := map[bool]int{false: 125, true: 120}[kept]; spent != want {
@@ -322,23 +310,21 @@ func TestServingReserveOnlyWhenKept(t *testing.T) {
 // reserve when the rest of the minute is spent, and are held to their own
 // share at any priority.
 func TestProbesKeepToTheirOwnShare(t *testing.T) {
-	b := NewLedger()
-	b.SetLimit(1000)
-	b.SetServingReserve(true)
-	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+	b := newLedger(1000, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 40, ClassProbe: 10}})
+	b.SetServingReserve(true)
 	t0 := time.Unix(1_000_000, 0)
-	for b.Take(t0, 10, PurposeSnapshot, caps, Requested) {
+	for b.Take(t0, Ask{PurposeSnapshot, 10, Requested}) {
 	}
 	for i := range 5 {
-		if !b.Take(t0, 2, PurposeProbe, caps, Serving) {
+		if !b.Take(t0, Ask{PurposeProbe, 2, Serving}) {
 			t.Fatalf("probe %d refused within its share, the minute spent but the serving reserve", i+1)
 		}
 	}
-	if b.Take(t0, 2, PurposeProbe, caps, Serving) || b.Take(t0, 2, PurposeProbe, caps, Requested) {
+	if b.Take(t0, Ask{PurposeProbe, 2, Serving}) || b.Take(t0, Ask{PurposeProbe, 2, Requested}) {
 		t.Fatal("a probe went past its share")
 	}
-	if !b.Take(t0.Add(time.Minute+time.Second), 2, PurposeProbe, caps, Serving) {
+	if !b.Take(t0.Add(time.Minute+time.Second), Ask{PurposeProbe, 2, Serving}) {
 		t.Fatal("the probe share did not free with the minute")
 	}
 }
@@ -347,25 +333,30 @@ func TestProbesKeepToTheirOwnShare(t *testing.T) {
 // spent, whatever the class caps would allow, and everything else still
 // finds the other half.
 func TestOpenInterestSpendsOnlyIdleWeight(t *testing.T) {
-	b := NewLedger()
-	b.SetLimit(1000)
-	now := time.Unix(1_000_000, 0)
-	caps := CapsOf(Plan{Limit: 1000, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+	b := newLedger(1000, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 80}})
-	if !b.Take(now, 100, PurposeTickers, caps, Waiting) {
+	now := time.Unix(1_000_000, 0)
+	if !b.Take(now, Ask{PurposeTickers, 100, Waiting}) {
 		t.Fatal("the bulk statistics were refused")
 	}
 	reads := 0
-	for b.Take(now, 1, PurposeOpenInterest, caps, Background) {
+	for b.Take(now, Ask{PurposeOpenInterest, 1, Background}) {
 		reads++
 	}
 	if spent := b.Spent(now); spent != 500 || reads != 400 {
 		t.Fatalf("%d open-interest reads took the window to %d, want 400 to half of 1000", reads, spent)
 	}
-	if !b.Take(now, 400, PurposeSnapshot, caps, Requested) {
+	if !b.Take(now, Ask{PurposeSnapshot, 400, Requested}) {
 		t.Fatal("a sync found the window's other half taken")
 	}
-	if b.Take(now.Add(30*time.Second), 1, PurposeOpenInterest, caps, Background) {
+	if b.Take(now.Add(30*time.Second), Ask{PurposeOpenInterest, 1, Background}) {
 		t.Fatal("open interest read with the window 900 of 1000 spent")
 	}
+}
+
+// newLedger returns a ledger of limit whose caps come from plan.
+func newLedger(limit int, plan Plan) *Ledger {
+	b := NewLedger(func() Plan { return plan })
+	b.SetLimit(limit)
+	return b
 }

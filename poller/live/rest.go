@@ -211,7 +211,8 @@ func (s *Source) dispatchRound(k snapshot.Stream) {
 			if !s.claim(lp.kind(k), lp, tier) {
 				continue
 			}
-			if s.cfg.REST.Start(r.purpose[tier], r.weight(s, tier), q.prio, func(ctx context.Context) {
+			ask := budget.Ask{Purpose: r.purpose[tier], Weight: r.weight(s, tier), Priority: q.prio}
+			if s.cfg.REST.Start(ask, func(ctx context.Context) {
 				s.run(ctx, k, lp, tier)
 			}) {
 				continue

@@ -45,9 +45,9 @@ import (
 // within the budget.
 type REST interface {
 	// Start runs read in the background, under the poller's lifetime, if a
-	// read slot is free, calls are not paused and the budget has weight
-	// for purpose at prio; it reports whether it started.
-	Start(purpose budget.Purpose, weight int, prio budget.Priority, read func(ctx context.Context)) bool
+	// read slot is free, calls are not paused and the budget grants the
+	// ask; it reports whether it started.
+	Start(ask budget.Ask, read func(ctx context.Context)) bool
 	// Book reads one snapshot of a market's book, depth levels a side.
 	Book(ctx context.Context, symbol string, depth int) (venue.Book, error)
 	// Trades reads a market's newest aggregate trades.

@@ -46,7 +46,8 @@ type startedRead struct {
 	prio    budget.Priority
 }
 
-func (f *fakeREST) Start(purpose budget.Purpose, _ int, prio budget.Priority, read func(context.Context)) bool {
+func (f *fakeREST) Start(ask budget.Ask, read func(context.Context)) bool {
+	purpose, prio := ask.Purpose, ask.Priority
 	f.mu.Lock()
 	hook := f.onStart
 	f.onStart = nil
