@@ -68,7 +68,7 @@ var bookRow = kindRow{
 	// when the rest of the minute is spent.
 	prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierResync: budget.Serving,
 		tierProbe: budget.Serving, tierSync: budget.Sync},
-	weight: func(s *Source, tier int) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
+	weight: func(s *Source, tier Tier) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 	// The trade backfills wait while books wait for their snapshots.
 	dispatched: func(s *Source) { s.booksBehind.Store(s.booksWaiting(time.Now())) },
 }
@@ -100,7 +100,7 @@ func (b *bookState) lose(s *Source, lp *pair, cause string) {
 }
 
 // due: see the snapshot tiers (tierDepleted and the rest).
-func (b *bookState) due(s *Source, lp *pair, now time.Time) (ok bool, tier, order int) {
+func (b *bookState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tier, order int) {
 	if !lp.books.live {
 		return false, 0, 0
 	}
@@ -352,7 +352,7 @@ func (b *bookState) take(s *Source, lp *pair, _ time.Time) (build func()) {
 // fetch reads one snapshot, which syncs the pair's book or is laid
 // under a book in sequence that asked for a deeper view, or proves a quiet
 // book current (see fetchProbe).
-func (b *bookState) fetch(ctx context.Context, s *Source, lp *pair, tier int) (func(time.Time) bool, error) {
+func (b *bookState) fetch(ctx context.Context, s *Source, lp *pair, tier Tier) (func(time.Time) bool, error) {
 	if tier == tierProbe {
 		return s.fetchProbe(ctx, lp)
 	}

@@ -168,11 +168,11 @@ type kind interface {
 	// due reports whether lp needs the kind's REST read, its tier (lower
 	// tiers go first) and its order within the tier (lower first). Called
 	// only when a read of the kind may start.
-	due(s *Source, lp *pair, now time.Time) (ok bool, tier, order int)
+	due(s *Source, lp *pair, now time.Time) (ok bool, tier Tier, order int)
 	// fetch reads the venue and returns what applies the result with
 	// lp.mu held; that reports whether to publish the snapshot at once,
 	// should it be current, since a request may be waiting for it.
-	fetch(ctx context.Context, s *Source, lp *pair, tier int) (apply func(now time.Time) (publish bool), err error)
+	fetch(ctx context.Context, s *Source, lp *pair, tier Tier) (apply func(now time.Time) (publish bool), err error)
 	// seed starts the new pair's state from seed, if it holds a usable
 	// value of the kind, and reports whether it did. Called before the
 	// pair is shared, so without its lock.
@@ -194,7 +194,7 @@ type kindRow struct {
 	// request waits for the pair.
 	purpose [numTiers]budget.Purpose
 	prio    [numTiers]budget.Priority
-	weight  func(s *Source, tier int) int
+	weight  func(s *Source, tier Tier) int
 	// dispatched, when set, runs after each dispatch of the kind's reads
 	// (see Sync), before the next kind's.
 	dispatched func(s *Source)

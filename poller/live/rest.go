@@ -79,8 +79,12 @@ var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 // share: a book that still serves some levels waits its turn in it, so the
 // share bounds what refreshes cost however fast prices travel, short of
 // running books dry.
+//
+// Which tier goes first is the order here; what each tier's reads may
+// spend is the purpose and priority they ask the budget for, in the stream
+// kind's row (kindRow.purpose and kindRow.prio).
 const (
-	tierDepleted = iota
+	tierDepleted Tier = iota
 	tierResync
 	tierProbe
 	tierSync
@@ -89,8 +93,13 @@ const (
 	numTiers
 )
 
+// Tier ranks the REST reads a stream kind makes of a pair: lower tiers go
+// first, and each tier has the purpose and priority its reads ask the
+// budget for (see kindRow).
+type Tier int
+
 // snapshotDepth is the depth of a snapshot read of a tier.
-func (s *Source) snapshotDepth(tier int) int {
+func (s *Source) snapshotDepth(tier Tier) int {
 	switch tier {
 	case tierSync, tierResync:
 		return s.cfg.SyncDepth
@@ -159,10 +168,11 @@ func (s *Source) dispatch(k snapshot.Stream) {
 func (s *Source) dispatchRound(k snapshot.Stream) {
 	r, now := &kinds[k], time.Now()
 	type queued struct {
-		lp          *pair
-		tier, order int
-		prio        budget.Priority
-		waiting     int64 // since when a request waits for the pair (Unix ns); 0: none
+		lp      *pair
+		tier    Tier
+		order   int
+		prio    budget.Priority
+		waiting int64 // since when a request waits for the pair (Unix ns); 0: none
 	}
 	var due []queued
 	s.each(func(lp *pair) {
@@ -233,7 +243,7 @@ func (s *Source) dispatchRound(k snapshot.Stream) {
 
 // claim marks the pair's read in flight if it is still ready and due in the
 // same tier; it reports whether it did.
-func (s *Source) claim(state kind, lp *pair, tier int) bool {
+func (s *Source) claim(state kind, lp *pair, tier Tier) bool {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	st := &state.feed().rest
@@ -261,7 +271,7 @@ func trueFirst(a, b bool) int {
 // run makes one REST read of a pair's stream kind k and applies it: a
 // failed read is logged and retried after the pair's back-off, a good one
 // applied under the pair's lock and what it changed published after.
-func (s *Source) run(ctx context.Context, k snapshot.Stream, lp *pair, tier int) {
+func (s *Source) run(ctx context.Context, k snapshot.Stream, lp *pair, tier Tier) {
 	r, state := &kinds[k], lp.kind(k)
 	apply, err := state.fetch(ctx, s, lp, tier)
 	now := time.Now()

@@ -51,7 +51,7 @@ var tradesRow = kindRow{
 	of:      func(lp *pair) kind { return &lp.tradesState },
 	every:   func(cfg *Config) time.Duration { return cfg.TradesEvery },
 	purpose: [numTiers]budget.Purpose{0: budget.PurposeBackfill}, // a backfill's due has one tier
-	weight:  func(s *Source, _ int) int { return s.cfg.REST.TradesWeight() },
+	weight:  func(s *Source, _ Tier) int { return s.cfg.REST.TradesWeight() },
 }
 
 // feed is the trade stream's feed.
@@ -75,7 +75,7 @@ func (t *tradesState) lose(*Source, *pair, string) { t.tradesLost, t.losses = tr
 // resumeGrace of the stream's return to say whether it did (the
 // trades after its newest are read); one that did miss trades
 // reads the ids it missed.
-func (t *tradesState) due(s *Source, lp *pair, now time.Time) (ok bool, tier, order int) {
+func (t *tradesState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tier, order int) {
 	switch {
 	case !lp.trades.live:
 		return false, 0, 0
@@ -201,7 +201,7 @@ const resumeGrace = 2 * time.Second
 // missed trades while its stream was lost, the trades after its newest
 // (see readOn); for one with a hole, the ids it misses; otherwise, and for
 // a window that never held a trade, the newest trades.
-func (t *tradesState) fetch(ctx context.Context, s *Source, lp *pair, _ int) (func(time.Time) bool, error) {
+func (t *tradesState) fetch(ctx context.Context, s *Source, lp *pair, _ Tier) (func(time.Time) bool, error) {
 	lp.mu.Lock()
 	lost, losses, newest := lp.tradesLost, lp.losses, lp.window.newest()
 	hole, read, fill := lp.window.holeRead()
