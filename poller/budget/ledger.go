@@ -267,9 +267,10 @@ func (b *Ledger) SetLimit(limit int) {
 }
 
 // SetServingReserve keeps the serving reserve (see servingReserve) from
-// every read but those that may borrow it (Serving ones), or no longer. Only a poller with market
-// streams reads at Serving (the books being served that are about to stop,
-// see Serving); without them, nothing would ever spend the reserve.
+// every read but those that may borrow it (Serving ones), or no longer.
+// Only a poller with market streams reads at Serving (the books being
+// served that are about to stop, see Serving); without them, nothing would
+// ever spend the reserve.
 func (b *Ledger) SetServingReserve(on bool) {
 	b.mu.Lock()
 	b.serving = on
@@ -579,7 +580,8 @@ var heldBack = [NumClasses]bool{ClassBook: true, ClassTrades: true}
 
 // Plan is what every class's cap is computed from.
 type Plan struct {
-	// Limit is the weight a minute the budget allows; 0: unlimited.
+	// Limit is the weight a minute the budget allows; 0: unlimited. A
+	// ledger puts its own limit here, whatever its planner says.
 	Limit int
 	// Reserve is the weight a minute held back for the bulk calls.
 	Reserve int
