@@ -60,7 +60,7 @@ func TestStreamsReconnect(t *testing.T) {
 }
 
 // TestStreamsReconnectAtOnceAfterAHealthyConnection: a connection that
-// lived longer than the longest back-off and is then closed by the venue is
+// served longer than healthyAge (well under a minute) and is then closed by the venue is
 // dialled again at once, not after a back-off of half a second or more:
 // every heartbeat spent waiting is a chance for its suspended books to miss
 // an update. A connection closed again right away backs off as before.
@@ -68,7 +68,7 @@ func TestStreamsReconnectAtOnceAfterAHealthyConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startStreams(t, Binance, 0, []string{"BTCUSDT"})
 		defer h.stop()
-		time.Sleep(backoffMax + time.Second)
+		time.Sleep(healthyAge + time.Second)
 		synctest.Wait()
 		h.sink.take()
 		old := h.conn("/public/stream", "btcusdt@depth@100ms")
