@@ -54,7 +54,7 @@ var bookRow = kindRow{
 	silence: "depth", part: "books",
 	of:    func(lp *pair) kind { return &lp.bookState },
 	every: func(cfg *Config) time.Duration { return cfg.BookEvery },
-	purpose: [numTiers]budget.Purpose{tierDepleted: budget.PurposeDepleted, tierResync: budget.PurposeSnapshot,
+	purpose: [numTiers]budget.Purpose{tierDepleted: budget.PurposeDepleted, tierDry: budget.PurposeDepleted, tierResync: budget.PurposeSnapshot,
 		tierProbe: budget.PurposeProbe, tierSync: budget.PurposeSnapshot, tierDeepen: budget.PurposeDeepen,
 		tierRefresh: budget.PurposeRefresh},
 	// A book about to stop being served to the clients reading it
@@ -66,7 +66,7 @@ var bookRow = kindRow{
 	// A probe proves a book being served current: it goes before the
 	// syncs, within its own share, and may take the serving reserve
 	// when the rest of the minute is spent.
-	prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierResync: budget.Serving,
+	prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierDry: budget.Serving, tierResync: budget.Serving,
 		tierProbe: budget.Serving, tierSync: budget.Sync},
 	weight: func(s *Source, tier Tier) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 	// The trade backfills wait while books wait for their snapshots.
@@ -115,15 +115,18 @@ func (b *bookState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tier,
 		// room (see budget.PurposeDeepen).
 		vouched := lp.book.Vouched()
 		switch {
+		case vouched == 0 && lp.shallow && !s.booksBehind.Load():
+			return lp.book.Recording(), tierDry, vouched
 		case vouched == 0 && lp.shallow:
-			// A book synced from 100 levels that ran dry is
-			// read again from as few, as a book out of
-			// sequence that is served is (tierResync), and
-			// deepens after the syncs (tierDeepen). Dense
-			// books run through 100 levels within a minute: in
-			// a cold start of 446 books, 30 deep reads of
-			// theirs (20 weight each) took the second minute's
-			// weight from the syncs.
+			// A book synced from 100 levels that ran dry
+			// while books wait for their syncs is read again
+			// from as few, as a book out of sequence that is
+			// served is (tierResync), and deepens after the
+			// syncs (tierDeepen, or tierDry when it runs dry
+			// again). Dense books run through 100 levels
+			// within a minute: in a cold start of 446 books,
+			// 30 deep reads of theirs (20 weight each) took
+			// the second minute's weight from the syncs.
 			return lp.book.Recording(), tierResync, vouched
 		case vouched == 0:
 			return lp.book.Recording(), tierDepleted, vouched

@@ -85,6 +85,13 @@ var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 // kind's row (kindRow.purpose and kindRow.prio).
 const (
 	tierDepleted Tier = iota
+	// tierDry is the read of a book synced from few levels (see
+	// bookState.shallow) that ran dry once no book waits for its sync: a
+	// market that runs through 100 levels within a minute is read at the
+	// deepening depth at once, rather than from 100 levels again and again
+	// (every 40 to 60 s, the weight a minute of a tenth of the markets
+	// being as much as every other read's together).
+	tierDry
 	tierResync
 	tierProbe
 	tierSync
@@ -103,7 +110,7 @@ func (s *Source) snapshotDepth(tier Tier) int {
 	switch tier {
 	case tierSync, tierResync:
 		return s.cfg.SyncDepth
-	case tierDeepen:
+	case tierDeepen, tierDry:
 		return min(deepenDepth, s.cfg.RefreshDepth)
 	}
 	return s.cfg.RefreshDepth

@@ -162,3 +162,50 @@ func TestAShallowBookRunDryIsReadAgainFromAsFewLevels(t *testing.T) {
 		t.Fatalf("a served book's resync reads %d levels, want the sync's %d", depth, s.cfg.SyncDepth)
 	}
 }
+
+// A shallow book that runs dry once no book waits for its sync has shown
+// that its market runs through the synced levels quickly: it is read at
+// the deepening depth, at a served book's priority, and is no longer
+// shallow, instead of being read from as few levels again each time.
+func TestAShallowBookRunDryWithNoSyncWaitingDeepens(t *testing.T) {
+	s, rest, _ := newSourceOf(t, Config{SyncDepth: 2, RefreshDepth: 1000}, perpetual(testSymbol, "BTC"))
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	event := func(first, last int64, asks ...venue.Level) {
+		s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: first, Last: last, Prev: first - 1,
+			Bids: []venue.Level{{Price: "99", Size: "3"}}, Asks: asks})
+	}
+	event(100, 102)
+	s.Sync()
+	rest.wait()
+	s.Sync() // a round that sees no book waiting for its sync
+	rest.wait()
+	lp := s.byID(testID)
+	lp.mu.Lock()
+	shallow := lp.shallow
+	lp.mu.Unlock()
+	if !s.Current(testID, snapshot.StreamBook) || !shallow {
+		t.Fatalf("after a sync from 2 levels: in sequence %v, shallow %v; want both", s.Current(testID, snapshot.StreamBook), shallow)
+	}
+	// Both asks the snapshot vouched for are taken: the side runs dry.
+	event(103, 103, venue.Level{Price: "101", Size: "0"}, venue.Level{Price: "102", Size: "0"})
+	s.askRefreshes()
+	rest.mu.Lock()
+	rest.starts, rest.depths = nil, nil
+	// The venue's book now, deeper than the published levels.
+	rest.book = venue.Book{LastUpdateID: 103, Bids: []venue.Level{{Price: "99", Size: "3"}},
+		Asks: []venue.Level{{Price: "103", Size: "1"}, {Price: "104", Size: "1"}}}
+	rest.mu.Unlock()
+	s.Sync()
+	rest.wait()
+	if want := []startedRead{{budget.PurposeDepleted, budget.Serving}}; !slices.Equal(rest.starts, want) {
+		t.Fatalf("started %v, want the dry book's read as a served book's refresh", rest.starts)
+	}
+	if want := []int{deepenDepth}; !slices.Equal(rest.depths, want) {
+		t.Fatalf("read depths %v, want %v (the deepening depth, not the sync's 2)", rest.depths, want)
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if lp.shallow {
+		t.Error("the book is still shallow after a read of the deepening depth")
+	}
+}

@@ -35,6 +35,8 @@ type fakeREST struct {
 	refuse  func(budget.Purpose) bool
 	refused []budget.Purpose
 	starts  []startedRead
+	// depths are the depths of the books read, in order.
+	depths []int
 	// deferred counts the reads the source reported held back.
 	deferred int
 	wg       sync.WaitGroup
@@ -76,9 +78,10 @@ func (f *fakeREST) Start(ask budget.Ask, read func(context.Context)) bool {
 	return true
 }
 
-func (f *fakeREST) Book(context.Context, string, int) (venue.Book, error) {
+func (f *fakeREST) Book(_ context.Context, _ string, depth int) (venue.Book, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.depths = append(f.depths, depth)
 	return f.book, nil
 }
 
