@@ -18,7 +18,6 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"marketfeed/internal/natstest"
 	"marketfeed/snapshot"
@@ -510,7 +509,7 @@ func (w rawWire) AppendWire(dst []byte) []byte { return append(dst, w...) }
 
 // flakyLease fails the lease's renewals while told to.
 type flakyLease struct {
-	jetstream.KeyValue
+	leaseBucket
 	fail   atomic.Int32 // renewals still to fail; -1: every one
 	failed atomic.Int32
 }
@@ -523,7 +522,7 @@ func (l *flakyLease) Update(ctx context.Context, key string, value []byte, rev u
 		l.failed.Add(1)
 		return 0, context.DeadlineExceeded
 	}
-	return l.KeyValue.Update(ctx, key, value, rev)
+	return l.leaseBucket.Update(ctx, key, value, rev)
 }
 
 // One renewal that fails does not end a term: the lease is still held. A
@@ -536,7 +535,7 @@ func TestLeaderKeepsItsTermThroughAFailedRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease := &flakyLease{KeyValue: m.lease}
+	lease := &flakyLease{leaseBucket: m.lease}
 	m.lease = lease
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
@@ -547,7 +546,7 @@ func TestLeaderKeepsItsTermThroughAFailedRenewal(t *testing.T) {
 	lease.fail.Store(1)
 	eventually(t, 5*time.Second, "the renewal never failed", func() bool { return lease.failed.Load() == 1 })
 	revision := func() uint64 {
-		e, err := lease.KeyValue.Get(t.Context(), leaseKey)
+		e, err := lease.leaseBucket.Get(t.Context(), leaseKey)
 		if err != nil {
 			return 0
 		}

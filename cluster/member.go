@@ -71,7 +71,7 @@ type Config struct {
 type Member struct {
 	cfg     Config
 	log     *slog.Logger
-	lease   jetstream.KeyValue
+	lease   leaseBucket
 	snaps   jetstream.KeyValue
 	members jetstream.KeyValue
 	js      jetstream.JetStream
@@ -119,6 +119,34 @@ func (m *Member) LastApplied() int64 { return m.lastApplied.Load() }
 // Join connects a member to its cluster's buckets, creating them if they
 // do not exist. Run makes it take part.
 func Join(ctx context.Context, cfg Config) (*Member, error) {
+	if cfg.Member == "" {
+		return nil, errors.New("cluster: a member needs a name")
+	}
+	m := newMember(cfg)
+	// Puts are asynchronous: the publisher does not wait for one put's
+	// acknowledgement before the next, which would add a round trip to
+	// the lag of every value queued behind it; the handlers count them.
+	js, err := jetstream.New(m.cfg.Conn,
+		jetstream.WithPublishAsyncMaxPending(maxPendingPuts),
+		jetstream.WithPublishAsyncTimeout(m.cfg.LeaseTTL),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, msg *nats.Msg, ack *jetstream.PubAck) {
+			m.metrics.puts.Inc()
+			m.putAcked(msg.Subject, ack.Sequence)
+		}),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { m.metrics.putErrors.Inc() }))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: jetstream: %w", err)
+	}
+	m.js = js
+	if err := m.open(ctx); err != nil {
+		return nil, err
+	}
+	m.cfg.Store.OnPublish(m.published)
+	return m, nil
+}
+
+// newMember is a member of cfg, its defaults taken, bound to no bucket yet.
+func newMember(cfg Config) *Member {
 	if cfg.Name == "" {
 		cfg.Name = "marketfeed"
 	}
@@ -134,33 +162,11 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Member == "" {
-		return nil, errors.New("cluster: a member needs a name")
-	}
 	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member), logs: logthrottle.New(time.Minute),
 		seen: map[string]sighting{}, firstPut: map[string]uint64{}}
 	m.queue.init()
 	m.metrics = newMemberMetrics(cfg.Metrics, m)
-	// Puts are asynchronous: the publisher does not wait for one put's
-	// acknowledgement before the next, which would add a round trip to
-	// the lag of every value queued behind it; the handlers count them.
-	js, err := jetstream.New(cfg.Conn,
-		jetstream.WithPublishAsyncMaxPending(maxPendingPuts),
-		jetstream.WithPublishAsyncTimeout(cfg.LeaseTTL),
-		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, msg *nats.Msg, ack *jetstream.PubAck) {
-			m.metrics.puts.Inc()
-			m.putAcked(msg.Subject, ack.Sequence)
-		}),
-		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { m.metrics.putErrors.Inc() }))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: jetstream: %w", err)
-	}
-	m.js = js
-	if err := m.open(ctx); err != nil {
-		return nil, err
-	}
-	cfg.Store.OnPublish(m.published)
-	return m, nil
+	return m
 }
 
 // open creates the cluster's buckets if they do not exist, and binds the

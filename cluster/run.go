@@ -31,7 +31,7 @@ func (m *Member) Run(ctx context.Context, lead func(ctx context.Context, share f
 	defer wg.Wait()
 	for {
 		m.session(ctx, func(ctx context.Context) { lead(ctx, 1) })
-		var alone *leading
+		var alone *part
 		stopAlone := func() {
 			if alone != nil {
 				alone.stop()
@@ -66,7 +66,7 @@ func (m *Member) Run(ctx context.Context, lead func(ctx context.Context, share f
 				m.log.Warn("cluster unreachable: reading the venue alone", "share", share)
 				m.alone.Store(true)
 				m.metrics.alone.Inc()
-				alone = startLeading(ctx, func(ctx context.Context) { lead(ctx, share) })
+				alone = startPart(ctx, func(ctx context.Context) { lead(ctx, share) })
 			}
 		}
 		stopAlone()
@@ -101,29 +101,38 @@ func (m *Member) session(ctx context.Context, lead func(ctx context.Context)) {
 		m.watch(ctx, w)
 	})
 	wg.Go(func() { m.watchMembers(ctx, mw) })
-	m.campaign(ctx, lead)
+	newCampaign(m, lead).run(ctx)
 	cancel()
 	wg.Wait()
 }
 
-// leading is lead's run while the member holds the lease.
-type leading struct {
+// part is one run of a role, which its owner stops and waits for.
+type part struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startLeading(ctx context.Context, lead func(ctx context.Context)) *leading {
+// startPart runs role until the part is stopped or ctx is done; a nil role
+// is a part that runs nothing.
+func startPart(ctx context.Context, role func(ctx context.Context)) *part {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &leading{cancel: cancel, done: make(chan struct{})}
+	p := &part{cancel: cancel, done: make(chan struct{})}
+	if role == nil {
+		close(p.done)
+		return p
+	}
 	go func() {
-		defer close(l.done)
-		lead(ctx)
+		defer close(p.done)
+		role(ctx)
 	}()
-	return l
+	return p
 }
 
-// stop ends lead's run and waits for it.
-func (l *leading) stop() {
-	l.cancel()
-	<-l.done
+// stop ends the part's run and waits for it; a nil part is not running.
+func (p *part) stop() {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
 }
