@@ -14,10 +14,7 @@ import (
 // are applied pair list first, so that every pair's book and trades find
 // it listed.
 func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
-	// Stopping asks NATS to drop the watch's consumer, which waits out a
-	// request's timeout while NATS is away: it does not hold the session's
-	// end, and with it the member's going alone.
-	defer func() { go func() { _ = w.Stop() }() }()
+	defer m.stopWatch(w)
 	var initial []jetstream.KeyValueEntry
 	for {
 		e, ok := nextEntry(ctx, w)
@@ -100,5 +97,16 @@ func nextEntry(ctx context.Context, w jetstream.KeyWatcher) (jetstream.KeyValueE
 		return nil, false
 	case e, ok := <-w.Updates():
 		return e, ok
+	}
+}
+
+// stopWatch stops a watch of a bucket under the member's run (see
+// Member.Run), not in the watch's goroutine: stopping asks NATS to drop
+// the watch's consumer, which waits out a request's timeout while NATS is
+// away, and must not hold the session's end, and with it the member's
+// going alone.
+func (m *Member) stopWatch(w jetstream.KeyWatcher) {
+	if !m.tasks.Go(func(context.Context) { _ = w.Stop() }) {
+		_ = w.Stop()
 	}
 }

@@ -110,6 +110,10 @@ type Member struct {
 
 	queue   publishQueue
 	metrics memberMetrics
+	// tasks is the work NATS's handlers and the sessions hand off, which
+	// Run waits for: a leader's reads for its followers' loads, and the
+	// stopping of a session's watches.
+	tasks tasks
 }
 
 // LastApplied is when the member last applied a value of another member's,

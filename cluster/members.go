@@ -51,10 +51,7 @@ func (m *Member) member(name string) (seen, known bool) {
 
 // watchMembers records when each member was last seen until ctx is done.
 func (m *Member) watchMembers(ctx context.Context, w jetstream.KeyWatcher) {
-	// Stopping asks NATS to drop the watch's consumer, which waits out a
-	// request's timeout while NATS is away: it does not hold the session's
-	// end, and with it the member's going alone.
-	defer func() { go func() { _ = w.Stop() }() }()
+	defer m.stopWatch(w)
 	m.watching.Store(m.cfg.Now().UnixNano())
 	defer m.watching.Store(0)
 	for {

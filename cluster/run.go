@@ -22,13 +22,16 @@ var errDisconnected = errors.New("disconnected from NATS")
 // member runs lead on its own until it does, with share the inverse of the
 // members it last saw: every member that lost NATS reads the venue itself
 // with its part of one budget, rather than serving what it holds until
-// that is too old to serve. Run returns when ctx is done and lead has
+// that is too old to serve. Run returns when ctx is done and lead, every
+// read for a follower's load and every stop of a watch it began have
 // returned.
 func (m *Member) Run(ctx context.Context, lead func(ctx context.Context, share float64)) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.publish(ctx) })
 	wg.Go(func() { m.sendWants(ctx) })
 	defer wg.Wait()
+	m.tasks.open(ctx)
+	defer m.tasks.close()
 	for {
 		m.session(ctx, func(ctx context.Context) { lead(ctx, 1) })
 		var alone *part
@@ -88,6 +91,7 @@ func (m *Member) session(ctx context.Context, lead func(ctx context.Context)) {
 	}
 	mw, err := m.members.WatchAll(ctx)
 	if err != nil {
+		m.stopWatch(w)
 		m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster watch failed", "err", err)
 		return
 	}
@@ -135,4 +139,41 @@ func (p *part) stop() {
 	}
 	p.cancel()
 	<-p.done
+}
+
+// tasks runs work that NATS's handlers or a session hand off under the
+// member's run, which waits for it: begun before Run or after it returned,
+// it is refused.
+type tasks struct {
+	mu  sync.Mutex
+	ctx context.Context // Run's; nil while it does not run
+	wg  sync.WaitGroup
+}
+
+// open takes work from now on, under ctx.
+func (t *tasks) open(ctx context.Context) {
+	t.mu.Lock()
+	t.ctx = ctx
+	t.mu.Unlock()
+}
+
+// Go runs task under the run's context, unless the run is over, and
+// reports whether it did.
+func (t *tasks) Go(task func(ctx context.Context)) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ctx == nil {
+		return false
+	}
+	ctx := t.ctx
+	t.wg.Go(func() { task(ctx) })
+	return true
+}
+
+// close refuses work from now on and waits for the work begun.
+func (t *tasks) close() {
+	t.mu.Lock()
+	t.ctx = nil
+	t.mu.Unlock()
+	t.wg.Wait()
 }
