@@ -72,18 +72,19 @@ type term struct {
 	lease   []byte             // the lease's value: this member and number
 	renewed int64              // when the lease was last renewed, Unix ns
 	pings   *nats.Subscription // its pings and loads (see presence.go)
-	lead    *part              // onLead's run
+	lead    *part              // OnLead's run
 }
 
 // campaign is one session's pursuit of the lease.
 type campaign struct {
 	m          *Member
-	onLead     func(ctx context.Context) // run while this member leads
-	connected  func() bool               // whether the connection to NATS is up
+	roles      Roles
+	connected  func() bool // whether the connection to NATS is up
 	period     time.Duration
 	tick, ping <-chan time.Time
 	term       *term  // the term this member leads in; nil while it does not
 	other      holder // the lease's holder, while another leads
+	follow     *part  // OnFollow's run, while this member does not lead
 	// failing counts the periods in a row in which NATS did not answer the
 	// lease's renewal or creation as a working engine does (done, or the
 	// key exists); past the lease's TTL the engine is lost. A read is no
@@ -92,12 +93,12 @@ type campaign struct {
 	foreign int // periods in a row the lease's holder was not a member
 }
 
-func newCampaign(m *Member, onLead func(ctx context.Context)) *campaign {
-	return &campaign{m: m, onLead: onLead, connected: m.cfg.Conn.IsConnected, period: m.cfg.LeaseTTL / periodsPerTTL}
+func newCampaign(m *Member, r Roles) *campaign {
+	return &campaign{m: m, roles: r, connected: m.cfg.Conn.IsConnected, period: m.cfg.LeaseTTL / periodsPerTTL}
 }
 
 // run campaigns until ctx is done or the session is lost, and then steps
-// down.
+// down and stops the role it runs.
 func (c *campaign) run(ctx context.Context) {
 	t := time.NewTicker(c.period)
 	defer t.Stop()
@@ -106,6 +107,9 @@ func (c *campaign) run(ctx context.Context) {
 	c.tick, c.ping = t.C, ping.C
 	defer c.end()
 	for state := stateFollowing; state != stateLost && state != stateStopped; {
+		if c.term == nil && c.follow == nil {
+			c.follow = startPart(ctx, c.roles.OnFollow)
+		}
 		switch state {
 		case stateFollowing:
 			state = c.runAsFollower(ctx)
@@ -255,7 +259,8 @@ func (c *campaign) stand(ctx context.Context) {
 	c.win(ctx, &term{number: number, rev: rev, lease: lease, renewed: m.cfg.Now().UnixNano(), pings: sub})
 }
 
-// win begins the term t just won.
+// win begins the term t just won: the member's role goes from following
+// to leading.
 func (c *campaign) win(ctx context.Context, t *term) {
 	m := c.m
 	c.term, c.other = t, holder{}
@@ -265,7 +270,9 @@ func (c *campaign) win(ctx context.Context, t *term) {
 	m.seeLeader(m.cfg.Member)
 	m.metrics.takeOvers.Inc()
 	m.log.Info("lease won: leading", "term", t.number)
-	t.lead = startPart(ctx, c.onLead)
+	c.follow.stop()
+	c.follow = nil
+	t.lead = startPart(ctx, c.roles.OnLead)
 }
 
 // readHolder reads who holds the lease, which this member could not take.
@@ -347,8 +354,12 @@ func (c *campaign) stepDown(why string) {
 	c.m.metrics.stepDowns.Inc()
 }
 
-// end ends the campaign: a term held ends with it.
-func (c *campaign) end() { c.stepDown("shutting down") }
+// end ends the campaign's part: a term held, or the member's following.
+func (c *campaign) end() {
+	c.stepDown("shutting down")
+	c.follow.stop()
+	c.follow = nil
+}
 
 // within runs one call to NATS with d to answer: a call it does not
 // answer in time fails, rather than waiting out the client's default

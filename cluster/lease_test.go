@@ -72,7 +72,7 @@ func offlineCampaign(t *testing.T, lease *memLease) *campaign {
 	t.Helper()
 	m := newMember(Config{Conn: &nats.Conn{}, Member: "a", Store: snapshot.NewStore(), LeaseTTL: time.Second})
 	m.lease = lease
-	return newCampaign(m, nil)
+	return newCampaign(m, Roles{})
 }
 
 // hold makes c the holder of term 3 of the lease, renewed ago.

@@ -73,3 +73,8 @@ func (m *Member) watchMembers(ctx context.Context, w jetstream.KeyWatcher) {
 		m.seenMu.Unlock()
 	}
 }
+
+// AloneShare is the part of the venue's budget this member takes while it
+// reads alone (see Roles.OnAlone): one over the members it last saw, as
+// every member that lost NATS reads the venue with its part of one budget.
+func (m *Member) AloneShare() float64 { return 1 / float64(m.Members()) }

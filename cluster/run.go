@@ -8,24 +8,36 @@ import (
 	"time"
 )
 
+// Roles is what a member runs in each part it plays; each runs until its ctx ends.
+type Roles struct {
+	// OnLead runs while this member holds the lease; ctx ends with the term.
+	OnLead func(ctx context.Context)
+	// OnFollow runs while this member is in the cluster and does not lead; ctx ends when it leads or leaves.
+	OnFollow func(ctx context.Context)
+	// OnAlone runs while NATS is unreachable and the member reads the venue on its own; ctx ends when it joins again.
+	OnAlone func(ctx context.Context)
+}
+
 // errDisconnected is a call not made: the connection to NATS is down.
 var errDisconnected = errors.New("disconnected from NATS")
 
 // Run takes part in the cluster until ctx is done: it applies the snapshot
-// bucket's watch to the store, campaigns for the lease, and while it holds
-// it runs lead with a context that ends when the lease is lost, and share
-// 1, and puts what the store publishes into the bucket.
+// bucket's watch to the store and campaigns for the lease (see campaign).
+// While it is in the cluster and does not hold the lease it runs
+// r.OnFollow; while it holds it, r.OnLead, with a context that ends when
+// the lease is lost, and it puts what the store publishes into the bucket.
+// A nil role is not run.
 //
 // When NATS stops answering for longer than the lease's TTL, or its
 // buckets are gone, the member steps down and joins again as soon as it
 // can, without a restart. If NATS does not answer the first try, the
-// member runs lead on its own until it does, with share the inverse of the
-// members it last saw: every member that lost NATS reads the venue itself
-// with its part of one budget, rather than serving what it holds until
-// that is too old to serve. Run returns when ctx is done and lead, every
-// read for a follower's load and every stop of a watch it began have
+// member runs r.OnAlone until it does, reading the venue with AloneShare
+// of the budget: every member that lost NATS reads the venue itself with
+// its part of one budget, rather than serving what it holds until that is
+// too old to serve. Run returns when ctx is done and every role, every
+// read for a follower's load and every stop of a watch it began has
 // returned.
-func (m *Member) Run(ctx context.Context, lead func(ctx context.Context, share float64)) error {
+func (m *Member) Run(ctx context.Context, r Roles) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.publish(ctx) })
 	wg.Go(func() { m.sendWants(ctx) })
@@ -33,55 +45,70 @@ func (m *Member) Run(ctx context.Context, lead func(ctx context.Context, share f
 	m.tasks.open(ctx)
 	defer m.tasks.close()
 	for {
-		m.session(ctx, func(ctx context.Context) { lead(ctx, 1) })
-		var alone *part
-		stopAlone := func() {
-			if alone != nil {
-				alone.stop()
-				m.alone.Store(false)
-			}
+		m.session(ctx, r)
+		if !m.rejoin(ctx, r.OnAlone) {
+			return nil
 		}
-		for first := true; ; first = false {
-			// The first try is at once: a session that ended because the
-			// connection is down goes alone without waiting a period.
-			wait := m.cfg.LeaseTTL / periodsPerTTL
-			if first {
-				wait = 0
-			}
-			select {
-			case <-ctx.Done():
-				stopAlone()
-				return nil
-			case <-time.After(wait):
-			}
-			err := errDisconnected
-			if m.cfg.Conn.IsConnected() {
-				_, err = within(ctx, m.cfg.LeaseTTL, func(ctx context.Context) (struct{}, error) {
-					return struct{}{}, m.open(ctx)
-				})
-			}
-			if err == nil {
-				break
-			}
-			m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster unreachable: reading the venue alone", "err", err)
-			if alone == nil {
-				share := 1 / float64(m.Members())
-				m.log.Warn("cluster unreachable: reading the venue alone", "share", share)
-				m.alone.Store(true)
-				m.metrics.alone.Inc()
-				alone = startPart(ctx, func(ctx context.Context) { lead(ctx, share) })
-			}
-		}
-		stopAlone()
-		m.logs.Forget("cluster")
-		m.metrics.rejoins.Inc()
-		m.log.Info("cluster joined again")
 	}
 }
 
+// rejoin binds the member to the cluster's buckets again, trying at once
+// and then every renewal period, until it can or ctx is done: a session
+// that ended because the connection is down goes alone without waiting a
+// period. From the first failed try until it joins, the member runs
+// onAlone. It reports whether it joined.
+func (m *Member) rejoin(ctx context.Context, onAlone func(ctx context.Context)) bool {
+	var alone *part
+	for wait := time.Duration(0); ; wait = m.cfg.LeaseTTL / periodsPerTTL {
+		select {
+		case <-ctx.Done():
+			m.endAlone(alone)
+			return false
+		case <-time.After(wait):
+		}
+		err := m.reopen(ctx)
+		if err == nil {
+			break
+		}
+		m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster unreachable: reading the venue alone", "err", err)
+		if alone == nil {
+			m.log.Warn("cluster unreachable: reading the venue alone", "share", m.AloneShare())
+			m.alone.Store(true)
+			m.metrics.alone.Inc()
+			alone = startPart(ctx, onAlone)
+		}
+	}
+	m.endAlone(alone)
+	m.logs.Forget("cluster")
+	m.metrics.rejoins.Inc()
+	m.log.Info("cluster joined again")
+	return true
+}
+
+// endAlone stops alone's run, if any.
+func (m *Member) endAlone(alone *part) {
+	if alone != nil {
+		alone.stop()
+		m.alone.Store(false)
+	}
+}
+
+// reopen binds the member to the cluster's buckets again, if NATS answers
+// within the lease's TTL.
+func (m *Member) reopen(ctx context.Context) error {
+	if !m.cfg.Conn.IsConnected() {
+		return errDisconnected
+	}
+	_, err := within(ctx, m.cfg.LeaseTTL, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.open(ctx)
+	})
+	return err
+}
+
 // session is one stretch of membership: a watch of the snapshot bucket and
-// the campaign, until ctx is done or the engine is lost.
-func (m *Member) session(ctx context.Context, lead func(ctx context.Context)) {
+// of the member bucket, and the campaign, until ctx is done or the engine
+// is lost.
+func (m *Member) session(ctx context.Context, r Roles) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := m.snaps.WatchAll(ctx)
@@ -105,7 +132,7 @@ func (m *Member) session(ctx context.Context, lead func(ctx context.Context)) {
 		m.watch(ctx, w)
 	})
 	wg.Go(func() { m.watchMembers(ctx, mw) })
-	newCampaign(m, lead).run(ctx)
+	newCampaign(m, r).run(ctx)
 	cancel()
 	wg.Wait()
 }
