@@ -36,7 +36,9 @@ var errDisconnected = errors.New("disconnected from NATS")
 // its part of one budget, rather than serving what it holds until that is
 // too old to serve. Run returns when ctx is done and every role, every
 // read for a follower's load and every stop of a watch it began has
-// returned.
+// returned. A watch's stop asks NATS to drop the watch's consumer: while
+// NATS is away, that waits out the client's request timeout (5 s), and Run
+// returns that much later.
 func (m *Member) Run(ctx context.Context, r Roles) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.publish(ctx) })
