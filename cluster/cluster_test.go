@@ -18,7 +18,6 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"marketfeed/internal/natstest"
 	"marketfeed/snapshot"
@@ -111,11 +110,14 @@ func (f *feeder) lead(store *snapshot.Store) func(ctx context.Context) {
 // node is one member under test: its store, its metrics, and how to stop it.
 type node struct {
 	share atomic.Pointer[float64] // the share of the budget lead last ran with
-	m     *Member
-	store *snapshot.Store
-	set   *metrics.Set
-	stop  context.CancelFunc
-	done  chan struct{}
+	// following is set while OnFollow runs; overlap once OnLead began
+	// while it did.
+	following, overlap atomic.Bool
+	m                  *Member
+	store              *snapshot.Store
+	set                *metrics.Set
+	stop               context.CancelFunc
+	done               chan struct{}
 }
 
 func startMember(t *testing.T, s *natsserver.Server, name string, f *feeder) *node {
@@ -144,9 +146,23 @@ func startMemberWith(t *testing.T, s *natsserver.Server, name string, f *feeder,
 	n.stop = cancel
 	go func() {
 		defer close(n.done)
-		_ = m.Run(ctx, func(ctx context.Context, share float64) {
+		lead := func(ctx context.Context, share float64) {
 			n.share.Store(&share)
 			f.lead(n.store)(ctx)
+		}
+		_ = m.Run(ctx, Roles{
+			OnLead: func(ctx context.Context) {
+				if n.following.Load() {
+					n.overlap.Store(true)
+				}
+				lead(ctx, 1)
+			},
+			OnFollow: func(ctx context.Context) {
+				n.following.Store(true)
+				<-ctx.Done()
+				n.following.Store(false)
+			},
+			OnAlone: func(ctx context.Context) { lead(ctx, m.AloneShare()) },
 		})
 	}()
 	t.Cleanup(func() { cancel(); <-n.done })
@@ -268,6 +284,44 @@ func TestMembersServeTheLeadersBytes(t *testing.T) {
 	}
 	if len(leaders(nodes)) != 1 {
 		t.Fatalf("%d leaders", len(leaders(nodes)))
+	}
+}
+
+// A member runs OnFollow while it is in the cluster and does not lead, and
+// OnLead only once OnFollow has returned; when Run returns, neither runs.
+func TestMembersFollowUntilTheyLead(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	nodes := []*node{startMember(t, s, "a", f), startMember(t, s, "b", f), startMember(t, s, "c", f)}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	roles := func(nodes []*node) bool {
+		for _, n := range nodes {
+			if n.following.Load() == n.m.Leading() {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, 5*time.Second, "a member follows while it leads, or neither", func() bool { return roles(nodes) })
+	old := leaders(nodes)[0]
+	old.stop()
+	<-old.done
+	var rest []*node
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	eventually(t, 5*time.Second, "no new leader", func() bool { return len(leaders(rest)) == 1 })
+	eventually(t, 5*time.Second, "after the leader left, a member follows while it leads, or neither", func() bool { return roles(rest) })
+	for _, n := range rest {
+		n.stop()
+		<-n.done
+	}
+	for _, n := range nodes {
+		if n.following.Load() || n.overlap.Load() {
+			t.Errorf("%s: following %v after Run returned, led while following %v", n.m.cfg.Member, n.following.Load(), n.overlap.Load())
+		}
 	}
 }
 
@@ -510,7 +564,7 @@ func (w rawWire) AppendWire(dst []byte) []byte { return append(dst, w...) }
 
 // flakyLease fails the lease's renewals while told to.
 type flakyLease struct {
-	jetstream.KeyValue
+	leaseBucket
 	fail   atomic.Int32 // renewals still to fail; -1: every one
 	failed atomic.Int32
 }
@@ -523,7 +577,7 @@ func (l *flakyLease) Update(ctx context.Context, key string, value []byte, rev u
 		l.failed.Add(1)
 		return 0, context.DeadlineExceeded
 	}
-	return l.KeyValue.Update(ctx, key, value, rev)
+	return l.leaseBucket.Update(ctx, key, value, rev)
 }
 
 // One renewal that fails does not end a term: the lease is still held. A
@@ -536,18 +590,18 @@ func TestLeaderKeepsItsTermThroughAFailedRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease := &flakyLease{KeyValue: m.lease}
+	lease := &flakyLease{leaseBucket: m.lease}
 	m.lease = lease
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = m.Run(ctx, func(ctx context.Context, _ float64) { <-ctx.Done() }) }()
+	go func() { defer close(done); _ = m.Run(ctx, Roles{OnLead: func(ctx context.Context) { <-ctx.Done() }}) }()
 	t.Cleanup(func() { cancel(); <-done })
 	eventually(t, 5*time.Second, "no leader", m.Leading)
 	term := m.Term()
 	lease.fail.Store(1)
 	eventually(t, 5*time.Second, "the renewal never failed", func() bool { return lease.failed.Load() == 1 })
 	revision := func() uint64 {
-		e, err := lease.KeyValue.Get(t.Context(), leaseKey)
+		e, err := lease.leaseBucket.Get(t.Context(), leaseKey)
 		if err != nil {
 			return 0
 		}

@@ -83,8 +83,8 @@ func (m *Member) Load(ctx context.Context, tickerID string, s snapshot.Stream) e
 }
 
 // answer is the handler of the leader's term subject: a ping is answered at
-// once, a load once the read is done, and a follower's wants (see
-// wantEvery) are marked.
+// once, a load once the read is done (under the member's run, and refused
+// outside it), and a follower's wants (see wantEvery) are marked.
 func (m *Member) answer(msg *nats.Msg) {
 	switch {
 	case len(msg.Data) == 0:
@@ -92,21 +92,24 @@ func (m *Member) answer(msg *nats.Msg) {
 	case bytes.HasPrefix(msg.Data, []byte(wantPrefix)):
 		m.serveWants(msg.Data)
 	default:
-		go m.serveLoad(msg)
+		if !m.tasks.Go(func(ctx context.Context) { m.serveLoad(ctx, msg) }) {
+			m.metrics.loadsServed[loadFailed].Inc()
+			_ = msg.Respond([]byte("shutting down"))
+		}
 	}
 }
 
-// serveLoad reads what a follower's load names through cfg.Load and
-// answers with the error, if any: never the venue's body, which the poller
-// keeps to itself, only its reason.
-func (m *Member) serveLoad(msg *nats.Msg) {
+// serveLoad reads what a follower's load names through cfg.Load, under
+// the member's run (ctx), and answers with the error, if any: never the
+// venue's body, which the poller keeps to itself, only its reason.
+func (m *Member) serveLoad(ctx context.Context, msg *nats.Msg) {
 	s, id, ok := parseLoad(msg.Data)
 	if !ok || m.cfg.Load == nil {
 		m.metrics.loadsServed[loadRefused].Inc()
 		_ = msg.Respond([]byte("not a load request"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), maxLoadWait)
+	ctx, cancel := context.WithTimeout(ctx, maxLoadWait)
 	defer cancel()
 	if err := m.cfg.Load(ctx, id, s); err != nil {
 		m.metrics.loadsServed[loadFailed].Inc()

@@ -433,7 +433,10 @@ func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
 	var wg sync.WaitGroup
 	if a.member != nil {
 		wg.Go(func() {
-			if err := a.member.Run(pollCtx, a.lead); err != nil {
+			if err := a.member.Run(pollCtx, cluster.Roles{
+				OnLead:  func(ctx context.Context) { a.lead(ctx, 1) },
+				OnAlone: func(ctx context.Context) { a.lead(ctx, a.member.AloneShare()) },
+			}); err != nil {
 				a.log.Error("cluster", logKeyErr, err)
 			}
 		})

@@ -1,0 +1,112 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// watch applies the snapshot bucket's values to the store until ctx is
+// done. The values the bucket held when the watch started come first, and
+// are applied pair list first, so that every pair's book and trades find
+// it listed.
+func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
+	defer m.stopWatch(w)
+	var initial []jetstream.KeyValueEntry
+	for {
+		e, ok := nextEntry(ctx, w)
+		if !ok {
+			return
+		}
+		switch {
+		case e == nil: // every value held at the start has come
+			var newest uint64
+			for _, first := range []bool{true, false} {
+				for _, e := range initial {
+					if (e.Key() == keyPairs) == first {
+						m.apply(e)
+						newest = max(newest, e.Revision())
+					}
+				}
+			}
+			initial = nil
+			m.appliedRev.Store(newest)
+			m.synced.Store(true)
+		case !m.synced.Load():
+			initial = append(initial, e)
+		default:
+			m.apply(e)
+			m.appliedRev.Store(e.Revision())
+		}
+	}
+}
+
+// apply publishes one entry of the snapshot bucket into the store, unless
+// it is this member's own, stale, or not a snapshot value.
+func (m *Member) apply(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return // a delete or purge: what the store holds stays until listed otherwise
+	}
+	h, wire, err := parseValue(e.Value())
+	if err != nil {
+		m.drop(dropBad, e.Key(), err)
+		return
+	}
+	if mine := m.term.Load(); mine != 0 && h.term == mine {
+		return // published by this member: its store has it already
+	}
+	if h.term < m.newest.Load() {
+		m.drop(dropStale, e.Key(), fmt.Errorf("term %d, newest %d", h.term, m.newest.Load()))
+		return
+	}
+	m.raise(h.term)
+	now := m.cfg.Now().UnixNano()
+	if err := applyWire(m.cfg.Store, e.Key(), wire, now); err != nil {
+		reason := dropBad
+		switch {
+		case errors.Is(err, errUnlisted):
+			reason = dropUnlisted
+		case errors.Is(err, errForeign):
+			reason = dropForeign
+		case errors.Is(err, errOlder):
+			reason = dropOlder
+		}
+		m.drop(reason, e.Key(), err)
+		return
+	}
+	m.metrics.applied.Inc()
+	m.loads.applied(e.Key())
+	m.lastApplied.Store(now)
+	m.lastVenue.Store(h.venueTime)
+	m.metrics.lag.Observe(time.Duration(now - h.publishedAt))
+}
+
+func (m *Member) drop(reason dropReason, key string, err error) {
+	m.metrics.dropped[reason].Inc()
+	m.log.Debug("value dropped", "key", key, "reason", dropNames[reason], "err", err)
+}
+
+// nextEntry waits for the watch's next entry; false once ctx is done or the
+// watch has ended.
+func nextEntry(ctx context.Context, w jetstream.KeyWatcher) (jetstream.KeyValueEntry, bool) {
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case e, ok := <-w.Updates():
+		return e, ok
+	}
+}
+
+// stopWatch stops a watch of a bucket under the member's run (see
+// Member.Run), not in the watch's goroutine: stopping asks NATS to drop
+// the watch's consumer, which waits out a request's timeout while NATS is
+// away, and must not hold the session's end, and with it the member's
+// going alone.
+func (m *Member) stopWatch(w jetstream.KeyWatcher) {
+	if !m.tasks.Go(func(context.Context) { _ = w.Stop() }) {
+		_ = w.Stop()
+	}
+}
