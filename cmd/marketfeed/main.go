@@ -206,7 +206,8 @@ func (a *app) newIngest(share float64) *ingest {
 		// A member elected: it goes on from the leader's last values and
 		// the streams it kept while following, and publishes its books'
 		// depths for the member elected after it.
-		pc.Streams, pc.Seed, pc.DepthEvery = a.relay.Streams(), a.seed, depthEvery
+		pc.Streams, pc.DepthEvery = a.relay.Streams(), depthEvery
+		pc.Seed = live.SeedFrom(a.store, a.relay.Continues, a.cfg.maxStale)
 	} else {
 		pc.Streams = newStreams(cfg, a.venue, a.log, set)
 		a.keepRotation(pc.Streams)
@@ -216,37 +217,10 @@ func (a *app) newIngest(share float64) *ingest {
 
 // depthEvery is how often a cluster's leader publishes each book's depth
 // (see snapshot.Depth): the member elected next starts from it, and holds
-// the events since it (see held), so a longer period holds more events on
+// the events since it (see standby.HeldBy), so a longer period holds more events on
 // every follower and a shorter one puts more bytes into the bucket (at 446
 // pairs of 500 levels a side, 14 KB each, some 1.2 MB a second at 5 s).
 const depthEvery = 5 * time.Second
-
-// seed returns what the store holds of a pair that may still be served:
-// on a member that has just been elected, the last leader's values. A
-// depth is taken whatever its age if the relay holds the events since its
-// update id (see held), which bring it up to date; it may not, if the
-// depth arrived after a book that covered more (the relay's events up to
-// the book are gone), and the book is the seed then.
-func (a *app) seed(id string) live.Seed {
-	now := time.Now().UnixNano()
-	var seed live.Seed
-	if d := a.store.Depth([]byte(id)); d != nil && a.relay.Continues(id, d.Seq()) {
-		seed.Depth = d
-	}
-	for k := range snapshot.NumStreams {
-		if a.store.FreshAt(k, []byte(id), now, a.cfg.maxStale) {
-			seed.Values[k], _ = a.store.Pair(k, []byte(id), now)
-		}
-	}
-	return seed
-}
-
-// held is what the store's values of a pair cover of its streams (see
-// standby.Held): for a book, its depth's update id when there is one, since
-// a book is seeded from that (see seed).
-func (a *app) held(k snapshot.Stream, id string) int64 {
-	return a.store.Covered(k, []byte(id), time.Now().UnixNano())
-}
 
 // follow keeps the relay's subscriptions on the pairs the store lists
 // while the member follows, until ctx is done.
@@ -725,7 +699,7 @@ func (a *app) joinCluster() error {
 	}
 	a.nats, a.member = nc, m
 	if streams := newStreams(cfg, a.venue, a.log, a.metrics); streams != nil {
-		a.relay = standby.New(streams, a.held, a.metrics)
+		a.relay = standby.New(streams, standby.HeldBy(a.store), a.metrics)
 		a.keepRotation(streams)
 	}
 	return nil
