@@ -25,6 +25,8 @@ var allowedImports = map[string][]string{
 		"marketfeed/poller/budget", "marketfeed/snapshot"},
 	"marketfeed/poller": {"marketfeed/poller/venue", "marketfeed/poller/orderbook",
 		"marketfeed/poller/budget", "marketfeed/poller/live", "marketfeed/snapshot"},
+	"marketfeed/role": {"marketfeed/snapshot", "marketfeed/poller", "marketfeed/poller/live",
+		"marketfeed/poller/standby", "marketfeed/poller/venue", "marketfeed/cluster"},
 }
 
 func TestImportRules(t *testing.T) {

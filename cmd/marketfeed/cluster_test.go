@@ -20,7 +20,9 @@ import (
 	"marketfeed/internal/promtext"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
+	"marketfeed/poller/standby"
 	"marketfeed/poller/venue"
+	"marketfeed/role"
 	"marketfeed/snapshot"
 )
 
@@ -66,6 +68,9 @@ func startMember(t *testing.T, natsURL, name string, args ...string) *member {
 	t.Cleanup(m.stop)
 	return m
 }
+
+// relay returns a member's market streams.
+func (a *app) relay() *standby.Relay { return a.role.(*role.Cluster).Relay() }
 
 // streamingVenue is a counted simulator that passes the simulator's
 // market streams on: the members keep their books from the streams, as
@@ -297,12 +302,12 @@ func TestClusterLeaderKilledNoAnswerFails(t *testing.T) {
 		bids, asks := d.Sides()
 		return min(len(bids), len(asks)) > snapshot.MaxDepth
 	}
-	deadline := time.Now().Add(6 * depthEvery)
+	deadline := time.Now().Add(6 * role.DepthEvery)
 	for _, m := range rest {
 		for _, p := range leader.a.store.Pairs().List() {
-			for d := m.a.store.Depth([]byte(p.TickerID)); d == nil || !deep(d) || !m.a.relay.Continues(p.TickerID, d.Seq()); d = m.a.store.Depth([]byte(p.TickerID)) {
+			for d := m.a.store.Depth([]byte(p.TickerID)); d == nil || !deep(d) || !m.a.relay().Continues(p.TickerID, d.Seq()); d = m.a.store.Depth([]byte(p.TickerID)) {
 				if time.Now().After(deadline) {
-					t.Fatalf("%s holds no deepened depth of %s that its events go on from after %s", m.name, p.TickerID, 6*depthEvery)
+					t.Fatalf("%s holds no deepened depth of %s that its events go on from after %s", m.name, p.TickerID, 6*role.DepthEvery)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}

@@ -40,10 +40,9 @@ import (
 	"marketfeed/cluster"
 	"marketfeed/poller"
 	"marketfeed/poller/binance"
-	"marketfeed/poller/live"
 	"marketfeed/poller/sim"
-	"marketfeed/poller/standby"
 	"marketfeed/poller/venue"
+	"marketfeed/role"
 	"marketfeed/server"
 	"marketfeed/snapshot"
 )
@@ -122,37 +121,42 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// app is the wired program: one store, the poller that reads the venue into
-// it, the public server and the operator endpoints; with -cluster, the
-// membership that decides whether this process runs the poller or applies
-// the leader's snapshots.
+// app is the wired program: one store, the role that reads the venue into
+// it or applies a cluster leader's values to it, the public server and the
+// operator endpoints.
 type app struct {
-	cfg    *Config
-	log    *slog.Logger
-	store  *snapshot.Store
-	venue  venue.Venue
-	ingest atomic.Pointer[ingest] // nil while a cluster member follows
-	member *cluster.Member        // nil without -cluster
-	// relay runs a member's market streams for its whole life and lends
-	// them to its poller while it leads, so that a takeover continues
-	// them; nil without -cluster or without streams.
-	relay *standby.Relay
-	// shareRates is set when the members share one rate limit.
-	shareRates bool
-	nats       *nats.Conn // nil without -cluster
-	srv        *server.Server
-	metrics    *metrics.Set // the server's, the cluster's and the program's own
-	spotOK     *metrics.Counter
-	spotBad    *metrics.Counter
-	api        net.Listener
-	ops        net.Listener // nil when -ops-listen is empty
-
-	spotMu sync.Mutex
-	spot   []string // the spot list, for the poller running and the next
+	cfg     *Config
+	log     *slog.Logger
+	store   *snapshot.Store
+	venue   venue.Venue
+	role    part
+	srv     *server.Server
+	metrics *metrics.Set // the server's, the cluster's and the program's own
+	spotOK  *metrics.Counter
+	spotBad *metrics.Counter
+	api     net.Listener
+	ops     net.Listener // nil when -ops-listen is empty
 
 	// rotation reports how the market streams replace their connections,
 	// for /readyz; nil without streams that say.
 	rotation atomic.Pointer[func() binance.Rotation]
+}
+
+// part is the part the process plays, built once: a role.Standalone, or a
+// role.Cluster that plays the leader, a follower or alone as its member
+// says. Everything else asks it, never which it is.
+type part interface {
+	server.Feed
+	Readiness() role.Readiness
+	WriteMetrics(w io.Writer)
+	Spot() []string
+	SetSpot(ids []string)
+	WarnSpot()
+	// ShareRateLimit hands it the server's rate limiter, before it serves.
+	ShareRateLimit(srv role.RateLimiter)
+	// Run plays the part until ctx is done and all it started has
+	// returned.
+	Run(ctx context.Context)
 }
 
 // keepRotation keeps what st reports of how it replaces its connections,
@@ -162,170 +166,6 @@ func (a *app) keepRotation(st venue.Streams) {
 		f := r.Rotation
 		a.rotation.Store(&f)
 	}
-}
-
-// ingest is a poller and the metrics it registers. A process alone has one
-// for its life; a cluster member starts a new one each time it is elected,
-// since a poller runs once and its metrics are its own.
-type ingest struct {
-	p   *poller.Poller
-	set *metrics.Set
-}
-
-// newIngest returns a poller reading the venue into the app's store, with
-// share of the weight budget -venue-budget gives: 1 but for a cluster
-// member that reads the venue alone while NATS is away.
-func (a *app) newIngest(share float64) *ingest {
-	set := metrics.NewSet()
-	a.spotMu.Lock()
-	spot := slices.Clone(a.spot)
-	a.spotMu.Unlock()
-	cfg := a.cfg
-	pc := poller.Config{
-		Venue:   a.venue,
-		Store:   a.store,
-		Logger:  a.log,
-		Metrics: set,
-		Spot:    spot,
-		Quotes:  cfg.quotes,
-		// The simulator's built-in list holds PEPE_USDT on purpose, to show
-		// the publication rules; only an operator's ids are worth a warning.
-		WarnUnlistedSpot: cfg.spotSet,
-		Budget:           cfg.venueBudget * share,
-		Share:            share,
-		MaxStale:         cfg.maxStale,
-
-		RefreshShare: cfg.refreshShare,
-	}
-	if a.member != nil && a.member.Leading() {
-		// A leader lists a new pair once every member holds it; a member
-		// reading alone while NATS is away has no others to wait for.
-		pc.Replicated = a.member.Replicated
-	}
-	if a.relay != nil {
-		// A member elected: it goes on from the leader's last values and
-		// the streams it kept while following, and publishes its books'
-		// depths for the member elected after it.
-		pc.Streams, pc.Seed, pc.DepthEvery = a.relay.Streams(), a.seed, depthEvery
-	} else {
-		pc.Streams = newStreams(cfg, a.venue, a.log, set)
-		a.keepRotation(pc.Streams)
-	}
-	return &ingest{set: set, p: poller.New(pc)}
-}
-
-// depthEvery is how often a cluster's leader publishes each book's depth
-// (see snapshot.Depth): the member elected next starts from it, and holds
-// the events since it (see held), so a longer period holds more events on
-// every follower and a shorter one puts more bytes into the bucket (at 446
-// pairs of 500 levels a side, 14 KB each, some 1.2 MB a second at 5 s).
-const depthEvery = 5 * time.Second
-
-// seed returns what the store holds of a pair that may still be served:
-// on a member that has just been elected, the last leader's values. A
-// depth is taken whatever its age if the relay holds the events since its
-// update id (see held), which bring it up to date; it may not, if the
-// depth arrived after a book that covered more (the relay's events up to
-// the book are gone), and the book is the seed then.
-func (a *app) seed(id string) live.Seed {
-	now := time.Now().UnixNano()
-	var seed live.Seed
-	if d := a.store.Depth([]byte(id)); d != nil && a.relay.Continues(id, d.Seq()) {
-		seed.Depth = d
-	}
-	for k := range snapshot.NumStreams {
-		if a.store.FreshAt(k, []byte(id), now, a.cfg.maxStale) {
-			seed.Values[k], _ = a.store.Pair(k, []byte(id), now)
-		}
-	}
-	return seed
-}
-
-// held is what the store's values of a pair cover of its streams (see
-// standby.Held): for a book, its depth's update id when there is one, since
-// a book is seeded from that (see seed).
-func (a *app) held(k snapshot.Stream, id string) int64 {
-	return a.store.Covered(k, []byte(id), time.Now().UnixNano())
-}
-
-// follow keeps the relay's subscriptions on the pairs the store lists
-// while the member follows, until ctx is done.
-func (a *app) follow(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var last *snapshot.Pairs
-	for {
-		if p := a.store.Pairs(); p != nil && p != last {
-			a.relay.Follow(p)
-			last = p
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// poller returns the poller reading the venue; nil while a cluster member
-// follows.
-func (a *app) poller() *poller.Poller {
-	if in := a.ingest.Load(); in != nil {
-		return in.p
-	}
-	return nil
-}
-
-// errFollowing is a load's error where no poller runs: on a member that
-// follows (it asks the leader instead), or a leader between its terms.
-var errFollowing = errors.New("a cluster member that follows does not read the venue")
-
-// loadHere reads a pair's stream through this process's poller: the
-// leader's for a follower's load (see cluster.Member.Load).
-func (a *app) loadHere(ctx context.Context, id string, s snapshot.Stream) error {
-	if p := a.poller(); p != nil {
-		return p.Load(ctx, id, s)
-	}
-	return errFollowing
-}
-
-// appFeed is the server's feed: the poller running, if any.
-type appFeed struct{ a *app }
-
-// Want marks the pair hot in the poller running, if any; a follower records
-// it for the leader.
-func (f appFeed) Want(id []byte, s snapshot.Stream) {
-	if p := f.a.poller(); p != nil || f.a.member == nil {
-		f.a.wantHere(id, s)
-		return
-	}
-	f.a.member.Want(id, s)
-}
-
-// wantHere marks a pair hot in this process's poller, if one runs: the
-// leader's, for a follower's requests (see cluster.Member.Want).
-func (a *app) wantHere(id []byte, s snapshot.Stream) {
-	if p := a.poller(); p != nil {
-		p.Want(id, s)
-	}
-}
-
-// Load reads through the poller running, if any; a follower asks the
-// leader to read, and waits for the value to reach it.
-func (f appFeed) Load(ctx context.Context, id string, s snapshot.Stream) error {
-	if p := f.a.poller(); p != nil || f.a.member == nil {
-		return f.a.loadHere(ctx, id, s)
-	}
-	return f.a.member.Load(ctx, id, s)
-}
-
-// lead runs a poller for as long as ctx lasts, with share of the budget: a
-// cluster member's term as leader, or its time alone while NATS is away.
-func (a *app) lead(ctx context.Context, share float64) {
-	in := a.newIngest(share)
-	a.ingest.Store(in)
-	defer a.ingest.Store(nil)
-	_ = in.p.Run(ctx)
 }
 
 func newVenue(cfg *Config) (venue.Venue, error) {
@@ -376,18 +216,36 @@ func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 	// several apps in one process, and each must scrape only its own.
 	set := metrics.NewSet()
 	a := &app{
-		cfg: cfg, log: log, store: store, venue: src, metrics: set, spot: slices.Clone(spot),
+		cfg: cfg, log: log, store: store, venue: src, metrics: set,
 		spotOK:  set.NewCounter(`marketfeed_spot_reloads_total{outcome="ok"}`),
 		spotBad: set.NewCounter(`marketfeed_spot_reloads_total{outcome="rejected"}`),
 	}
+	rc := role.Config{Metrics: set, Poller: poller.Config{
+		Venue:  src,
+		Store:  store,
+		Logger: log,
+		Spot:   slices.Clone(spot),
+		Quotes: cfg.quotes,
+		// The simulator's built-in list holds PEPE_USDT on purpose, to show
+		// the publication rules; only an operator's ids are worth a warning.
+		WarnUnlistedSpot: cfg.spotSet,
+		Budget:           cfg.venueBudget,
+		MaxStale:         cfg.maxStale,
+		RefreshShare:     cfg.refreshShare,
+	}}
+	var err error
 	if len(cfg.ClusterURLs) == 0 {
-		a.ingest.Store(a.newIngest(1))
-	} else if err := a.joinCluster(); err != nil {
+		a.role = role.NewStandalone(rc, func(set *metrics.Set) venue.Streams {
+			st := newStreams(cfg, src, log, set)
+			a.keepRotation(st)
+			return st
+		})
+	} else if a.role, err = a.joinCluster(rc); err != nil {
 		return nil, err
 	}
 	a.srv = server.New(server.Config{
 		Store:           store,
-		Feed:            appFeed{a},
+		Feed:            a.role,
 		Logger:          log,
 		Metrics:         set,
 		MaxStale:        cfg.maxStale,
@@ -398,16 +256,13 @@ func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 		ClientIPHeader:  cfg.clientIPHeader,
 		MaxConns:        cfg.MaxConns,
 	})
-	if a.member != nil {
-		// One rate limit for the cluster: each member charges the others'
-		// clients' requests (see cluster.Member.ShareRateLimit).
-		a.shareRates = a.srv.ShareRateLimit()
-	}
+	// One rate limit for a cluster: each member charges the others'
+	// clients' requests (see cluster.Member.ShareRateLimit).
+	a.role.ShareRateLimit(a.srv)
 	// The build as a series of constant 1, so that a dashboard can join it
 	// to any other metric and see which version produced it.
 	set.NewGauge(`marketfeed_build_info{version="`+labelValue(buildVersion())+`",goversion="`+labelValue(runtime.Version())+`"}`,
 		func() float64 { return 1 })
-	var err error
 	if a.api, err = net.Listen("tcp", cfg.listen); err != nil {
 		return nil, cfg.invalid("listen", cfg.listen, "%v", err)
 	}
@@ -431,34 +286,7 @@ func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	defer stopPoll()
 	var wg sync.WaitGroup
-	if a.member != nil {
-		wg.Go(func() {
-			if err := a.member.Run(pollCtx, cluster.Roles{
-				OnLead:  func(ctx context.Context) { a.lead(ctx, 1) },
-				OnAlone: func(ctx context.Context) { a.lead(ctx, a.member.AloneShare()) },
-			}); err != nil {
-				a.log.Error("cluster", logKeyErr, err)
-			}
-		})
-		if a.shareRates {
-			wg.Go(func() {
-				if err := a.member.ShareRateLimit(pollCtx, a.srv); err != nil {
-					a.log.Error("cluster rate limit", logKeyErr, err)
-				}
-			})
-		}
-		if a.relay != nil {
-			wg.Go(func() {
-				if err := a.relay.Run(pollCtx); err != nil && pollCtx.Err() == nil {
-					a.log.Error("market streams stopped", logKeyErr, err)
-				}
-			})
-			wg.Go(func() { a.follow(pollCtx) })
-		}
-	} else {
-		p := a.poller()
-		wg.Go(func() { _ = p.Run(pollCtx) })
-	}
+	wg.Go(func() { a.role.Run(pollCtx) })
 
 	errc := make(chan error, 2)
 	wg.Go(func() {
@@ -502,9 +330,6 @@ loop:
 		_ = ops.Shutdown(shutCtx)
 	}
 	wg.Wait()
-	if a.nats != nil {
-		a.nats.Close()
-	}
 	a.log.Info("stopped")
 	return runErr
 }
@@ -530,10 +355,7 @@ func (a *app) warnConfig() {
 			a.log.Warn("environment variable ignored: it sets no flag", logKeyVar, name)
 		}
 	}
-	a.spotMu.Lock()
-	empty := len(a.spot) == 0
-	a.spotMu.Unlock()
-	if empty {
+	if len(a.role.Spot()) == 0 {
 		a.log.Warn("no spot pairs: /tickers answers [] (tickers are for spot pairs only); set -spot or -spot-file",
 			logKeyVenue, a.cfg.venue)
 	}
@@ -551,34 +373,20 @@ func (a *app) reload() {
 func (a *app) reloadSpot() {
 	if a.cfg.spotFile == "" {
 		a.log.Warn("SIGHUP ignored: no -spot-file to re-read")
-		a.warnSpot()
+		a.role.WarnSpot()
 		return
 	}
 	ids, err := readSpotFile(a.cfg.spotFile)
 	if err != nil {
 		a.spotBad.Inc()
 		a.log.Error("spot file rejected; keeping the current spot list", logKeyErr, err)
-		a.warnSpot()
+		a.role.WarnSpot()
 		return
 	}
 	a.spotOK.Inc()
 	spot := append(slices.Clip(a.cfg.spotFlag), ids...)
-	a.spotMu.Lock()
-	a.spot = spot
-	a.spotMu.Unlock()
-	if p := a.poller(); p != nil {
-		p.SetSpot(spot)
-	}
+	a.role.SetSpot(spot)
 	a.log.Info("spot list reloaded", logKeyFile, a.cfg.spotFile, logKeyPairs, len(ids))
-}
-
-// warnSpot has the poller running, if any, warn again of the spot list's
-// ids the venue has no tradable market of: SIGHUP is when an operator
-// looks at what the configuration does, even when the list stays.
-func (a *app) warnSpot() {
-	if p := a.poller(); p != nil {
-		p.WarnSpot()
-	}
 }
 
 // opsHandler serves the operator endpoints: metrics, liveness, readiness
@@ -589,14 +397,7 @@ func (a *app) opsHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		a.metrics.WritePrometheus(w)
-		if in := a.ingest.Load(); in != nil {
-			in.set.WritePrometheus(w)
-		} else {
-			// A follower runs no poller, whose metrics say whether it is
-			// ready: it says so here, as its /readyz does, so that an alert
-			// on marketfeed_ready covers every member.
-			metrics.WriteGaugeUint64(w, "marketfeed_ready", b2u(a.readiness().Ready))
-		}
+		a.role.WriteMetrics(w)
 		metrics.WriteProcessMetrics(w)
 		// The descriptors in use against the limit: what runs out first
 		// when connections pile up (LimitNOFILE in docs/deploy.md).
@@ -656,44 +457,16 @@ type streamRotation struct {
 }
 
 // clusterRole is a cluster member's part in /readyz.
-type clusterRole struct {
-	Role    string `json:"role"`    // leader, follower, or alone while NATS is away
-	Term    uint64 `json:"term"`    // the newest term seen: its leader's, as marketfeed_cluster_term
-	Leader  string `json:"leader"`  // the lease's holder as last seen
-	Synced  bool   `json:"synced"`  // holds every value the leader had published when it joined
-	Members int    `json:"members"` // members seen within the lease's TTL, this one included
-}
+type clusterRole = role.ClusterStatus
 
-// readiness says whether the process should get traffic: the poller's
-// verdict where a poller runs; on a member that follows, whether it holds
-// a pair list of the leader's.
+// readiness says whether the process should get traffic: the verdict of
+// the role it plays, and how its market streams replace their connections.
 func (a *app) readiness() readiness {
-	var r readiness
-	if p := a.poller(); p != nil {
-		st := p.Status()
-		r = readiness{Ready: st.Ready, Reason: st.Reason, Sources: st.Sources}
-	} else {
-		// Ready once it holds a pair list, and still while NATS is away:
-		// it serves what it holds, as a process alone does while the
-		// venue fails.
-		if a.store.Pairs() == nil {
-			r.Reason = "following: no pair list from the leader yet"
-		} else {
-			r.Ready, r.Reason = true, "ok"
-		}
-	}
+	rr := a.role.Readiness()
+	r := readiness{Ready: rr.Ready, Reason: rr.Reason, Sources: rr.Sources, Cluster: rr.Cluster}
 	if f := a.rotation.Load(); f != nil {
 		rot := (*f)()
 		r.Streams = &streamRotation{MaxAge: rot.MaxAge.Seconds(), VenueCloseAge: rot.VenueCloseAge.Seconds()}
-	}
-	if m := a.member; m != nil {
-		r.Cluster = &clusterRole{Role: "follower", Term: m.NewestTerm(), Leader: m.Leader(), Synced: m.Synced(), Members: m.Members()}
-		switch {
-		case m.Leading():
-			r.Cluster.Role = "leader"
-		case m.Alone():
-			r.Cluster.Role = "alone"
-		}
 	}
 	return r
 }
@@ -701,10 +474,10 @@ func (a *app) readiness() readiness {
 // joinTimeout bounds how long a member waits for NATS at start.
 const joinTimeout = 10 * time.Second
 
-// joinCluster connects to -cluster's NATS servers and joins the cluster.
-// The connection reconnects for ever: while it is away, the member serves
-// what it holds.
-func (a *app) joinCluster() error {
+// joinCluster connects to -cluster's NATS servers and joins the cluster
+// as a member whose role is rc's. The connection reconnects for ever:
+// while it is away, the member serves what it holds.
+func (a *app) joinCluster(rc role.Config) (*role.Cluster, error) {
 	cfg := a.cfg
 	nc, err := nats.Connect(strings.Join(cfg.ClusterURLs, ","),
 		nats.Name("marketfeed "+cfg.ClusterMember),
@@ -714,24 +487,21 @@ func (a *app) joinCluster() error {
 		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(3),
 		nats.Timeout(joinTimeout))
 	if err != nil {
-		return cfg.invalid("cluster", strings.Join(cfg.ClusterURLs, ","), "connect: %v", err)
+		return nil, cfg.invalid("cluster", strings.Join(cfg.ClusterURLs, ","), "connect: %v", err)
 	}
+	streams := newStreams(cfg, a.venue, a.log, a.metrics)
+	a.keepRotation(streams)
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
-	m, err := cluster.Join(ctx, cluster.Config{
+	c, err := role.Join(ctx, rc, cluster.Config{
 		Conn: nc, Name: cfg.ClusterName, Member: cfg.ClusterMember, Replicas: cfg.ClusterReplicas, Store: a.store,
-		Logger: a.log, Metrics: a.metrics, Load: a.loadHere, Want: a.wantHere,
-	})
+		Logger: a.log, Metrics: a.metrics,
+	}, streams)
 	if err != nil {
 		nc.Close()
-		return cfg.invalid("cluster", nil, "%v", err)
+		return nil, cfg.invalid("cluster", nil, "%v", err)
 	}
-	a.nats, a.member = nc, m
-	if streams := newStreams(cfg, a.venue, a.log, a.metrics); streams != nil {
-		a.relay = standby.New(streams, a.held, a.metrics)
-		a.keepRotation(streams)
-	}
-	return nil
+	return c, nil
 }
 
 // labelValue escapes a Prometheus label value: the version comes from the
@@ -745,12 +515,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// b2u is a gauge's value for a condition: 1 when it holds.
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }

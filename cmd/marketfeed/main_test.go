@@ -18,9 +18,16 @@ import (
 	"time"
 
 	"marketfeed/internal/wire"
+	"marketfeed/poller"
 	"marketfeed/poller/sim"
 	"marketfeed/poller/venue"
 )
+
+// poller returns the poller the app's role runs; nil while a cluster
+// member follows.
+func (a *app) poller() *poller.Poller {
+	return a.role.(interface{ Poller() *poller.Poller }).Poller()
+}
 
 // countingVenue counts the catalog reads and the per-pair reads that reach
 // the venue.

@@ -1,6 +1,8 @@
 package live
 
 import (
+	"time"
+
 	"marketfeed/snapshot"
 )
 
@@ -31,6 +33,29 @@ type Seed struct {
 	// *snapshot.Trades.
 	Values [snapshot.NumStreams]snapshot.PairValue
 	Depth  *snapshot.Depth // nil: none; preferred to the book
+}
+
+// SeedFrom returns a Config.Seed that starts a pair from what store holds
+// of it that may still be served: on a member that has just been elected,
+// the last leader's values. A depth is taken whatever its age if continues
+// says the events since its update id are held (see standby.Relay), which
+// bring it up to date; they may not be, if the depth arrived after a book
+// that covered more (the events up to the book are gone), and the book is
+// the seed then. A value older than maxStale is no seed.
+func SeedFrom(store *snapshot.Store, continues func(tickerID string, seq int64) bool, maxStale time.Duration) func(tickerID string) Seed {
+	return func(id string) Seed {
+		now := time.Now().UnixNano()
+		var seed Seed
+		if d := store.Depth([]byte(id)); d != nil && continues(id, d.Seq()) {
+			seed.Depth = d
+		}
+		for k := range snapshot.NumStreams {
+			if store.FreshAt(k, []byte(id), now, maxStale) {
+				seed.Values[k], _ = store.Pair(k, []byte(id), now)
+			}
+		}
+		return seed
+	}
 }
 
 // seed starts a new pair from cfg.Seed's values, if any: each kind's state

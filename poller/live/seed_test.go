@@ -258,3 +258,46 @@ func TestSeededTradesGoOnFromTheSeed(t *testing.T) {
 		t.Fatalf("hole %+v after a first trade 65 on a seed ending at 60, want 61..65", h)
 	}
 }
+
+// SeedFrom starts a pair from what the store holds of it: the depth only
+// while the events since its update id are held, the book and trades
+// while they may be served.
+func TestSeedFromTakesTheDepthOnlyWhereTheEventsContinueIt(t *testing.T) {
+	store := snapshot.NewStore()
+	store.PutPairs(snapshot.NewPairs([]venue.Market{{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
+		snapshot.PairsConfig{Venue: "sim"}, time.Now()), time.Now())
+	held := seedOf(t, 3)
+	for _, v := range held.Values {
+		store.Put(v)
+	}
+	store.PutDepth(depthOf(t, 3))
+	var asked int64
+	continues := true
+	seed := SeedFrom(store, func(id string, seq int64) bool {
+		if id != testID {
+			t.Errorf("continues asked of %s", id)
+		}
+		asked = seq
+		return continues
+	}, time.Minute)
+
+	got := seed(testID)
+	if got.Depth == nil || asked != 180 {
+		t.Errorf("depth %v (continues asked from %d), want the store's at 180", got.Depth, asked)
+	}
+	for k, v := range got.Values {
+		if v == nil {
+			t.Errorf("no %s seeded", snapshot.Stream(k))
+		}
+	}
+	continues = false
+	if got := seed(testID); got.Depth != nil || got.Values[snapshot.StreamBook] == nil {
+		t.Errorf("a depth the events do not continue is seeded: %+v", got)
+	}
+	if got := seed("ETH_USDT"); got != (Seed{}) {
+		t.Errorf("a pair the store does not hold is seeded: %+v", got)
+	}
+	if got := SeedFrom(store, func(string, int64) bool { return true }, -time.Second)(testID); got.Values != [snapshot.NumStreams]snapshot.PairValue{} {
+		t.Errorf("values too old to serve are seeded: %+v", got.Values)
+	}
+}
