@@ -135,10 +135,16 @@ var (
 	backoffMax = time.Minute
 	// healthyAge is how long a connection must have served for its close
 	// to start the back-off afresh: one the venue accepted, subscribed and
-	// kept for this long was not refused, and the next one is dialled at
-	// once. A minute was too long: after a cut of every connection, the
-	// ones dialled again then cut by an outage within the minute went on
-	// from the last back-off, and came back 20 s after the venue did.
+	// kept for this long was not refused. Only a connection older than
+	// backoffMax, or one the venue closed on its schedule, is dialled again
+	// at once; a younger one waits the first, jittered, step, which keeps
+	// the two lines' connections from being opened, and closed by a venue
+	// with a shorter age limit, together. Counting only connections older
+	// than backoffMax as healthy was too long: after every connection was
+	// cut and dialled again, an outage that cut them again within the
+	// minute went on from the back-off the first cut had left, and with
+	// the venue refusing for 10 s, the streams came back some 20 s after
+	// the venue did.
 	healthyAge = 10 * time.Second
 	// replyTimeout is how long a control message may wait for its reply
 	// before the connection is considered broken.

@@ -60,7 +60,7 @@ func TestStreamsReconnect(t *testing.T) {
 }
 
 // TestStreamsReconnectAtOnceAfterAHealthyConnection: a connection that
-// served longer than healthyAge (well under a minute) and is then closed by the venue is
+// lived longer than the longest back-off and is then closed by the venue is
 // dialled again at once, not after a back-off of half a second or more:
 // every heartbeat spent waiting is a chance for its suspended books to miss
 // an update. A connection closed again right away backs off as before.
@@ -68,7 +68,7 @@ func TestStreamsReconnectAtOnceAfterAHealthyConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startStreams(t, Binance, 0, []string{"BTCUSDT"})
 		defer h.stop()
-		time.Sleep(healthyAge + time.Second)
+		time.Sleep(backoffMax + time.Second)
 		synctest.Wait()
 		h.sink.take()
 		old := h.conn("/public/stream", "btcusdt@depth@100ms")
@@ -87,6 +87,49 @@ func TestStreamsReconnectAtOnceAfterAHealthyConnection(t *testing.T) {
 		time.Sleep(backoffMin / 4)
 		synctest.Wait()
 		wantCalls(t, h.sink.take())
+		time.Sleep(backoffMin)
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "live book BTCUSDT")
+	})
+}
+
+// TestStreamsBackOffAfreshAfterAServingConnection: a connection that served
+// longer than healthyAge, though less than a minute, is dialled again after
+// the back-off's first step (at most backoffMin), however far earlier
+// refusals had taken the back-off: an outage that cuts the connections
+// dialled again after an earlier cut finds them back within a step of the
+// venue's return.
+func TestStreamsBackOffAfreshAfterAServingConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startStreams(t, Binance, 0, []string{"BTCUSDT"})
+		defer h.stop()
+		h.sink.take()
+		reject := func(on bool) {
+			h.v.mu.Lock()
+			h.v.reject = on
+			h.v.mu.Unlock()
+		}
+		// Refusals take the back-off to its fourth step (4 to 8 s).
+		reject(true)
+		_ = h.conn("/public/stream", "btcusdt@depth@100ms").ws.Close(websocket.StatusGoingAway, "")
+		time.Sleep(1 * time.Second) // the first refusal, after at most 1 s
+		time.Sleep(2 * time.Second) // the second
+		time.Sleep(4 * time.Second) // the third
+		synctest.Wait()
+		if got := h.metric(`marketfeed_stream_reconnects_total{reason="refused"}`); got != "3" {
+			t.Fatalf("refused = %s, want 3", got)
+		}
+		reject(false)
+		time.Sleep(8 * time.Second) // the fourth step, at most 8 s
+		synctest.Wait()
+		h.sink.take()
+		served := h.conn("/public/stream", "btcusdt@depth@100ms")
+		time.Sleep(healthyAge + time.Second)
+		synctest.Wait()
+
+		_ = served.ws.CloseNow() // cut, as an outage does: not a close on a schedule
+		synctest.Wait()
+		wantCalls(t, h.sink.take(), "lost book BTCUSDT")
 		time.Sleep(backoffMin)
 		synctest.Wait()
 		wantCalls(t, h.sink.take(), "live book BTCUSDT")

@@ -152,7 +152,7 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 // slot's names until the connection closes or ctx is done, and returns once
 // its reader has ended. A closed connection's streams are reported Lost.
 // healthy reports a connection (with the ones it replaced as planned) that
-// served longer than healthyAge before the venue closed it, or that the
+// served longer than backoffMax before the venue closed it, or that the
 // venue closed on its schedule.
 func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backoff.Retries) (healthy bool) {
 	since := time.Now()
@@ -193,7 +193,8 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backo
 			// the venue closed on its schedule: the next one starts the
 			// back-off afresh. One the slot broke itself teaches nothing.
 			scheduled := sl.s.closedBy(c)
-			if healthy = scheduled || time.Since(since) > healthyAge; healthy {
+			lived := time.Since(since)
+			if healthy = scheduled || lived > backoffMax; healthy || lived > healthyAge {
 				bo.Reset()
 			}
 			sl.s.met.closed.Inc()
