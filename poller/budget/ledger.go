@@ -54,7 +54,7 @@ const (
 	PurposeTickers                     // bulk statistics and quotes
 	PurposeSnapshot                    // order book snapshots that sync local books
 	PurposeDepleted                    // the refresh of a book with a side run dry: from the book share
-	PurposeDeepen                      // the refresh of a book started from a seed's few levels: from the book share, while the window is less than a third spent
+	PurposeDeepen                      // the refresh of a book started from a seed's few levels: from the book share, leaving a quarter of it
 	PurposeRefresh                     // deeper snapshots laid under local books in sequence
 	PurposeProbe                       // a few levels' read proving a quiet stream-fed book current
 	PurposeBackfill                    // trade reads that fill a stream-fed window
@@ -73,17 +73,14 @@ var purposes = [NumPurposes]rule{
 	PurposeTickers:  {name: "tickers", class: ClassBulk, borrows: borrowAll},
 	PurposeSnapshot: {name: "snapshot", class: ClassBook, borrows: borrowAll},
 	PurposeDepleted: {name: "refresh", class: ClassBook, borrows: borrowAll},
-	// Deepening stops while a third of the window is spent. A member that
-	// takes over a cluster's ingest starts every book from the last
-	// leader's 100 levels and deepens them all at once, as does every book
-	// after a cold start or an outage: 446 books are 4,460 weight. Spent
-	// as fast as the book share allowed, it left a book whose side ran dry,
-	// or one out of sequence, nothing for up to 9 s, near -max-stale; and
-	// it held two thirds of the window for minutes, so that an outage in
-	// them found only a third free for the resyncs of every book, which
-	// then took three minutes instead of one.
+	// Deepening leaves a quarter of the book class's cap unspent. A member
+	// that takes over a cluster's ingest starts every book from the last
+	// leader's 100 levels and deepens them all at once, which would spend
+	// the whole book share of the minute in its first seconds; a book
+	// whose side then ran dry, or one out of sequence, found nothing left
+	// and was served as it was for up to 9 s, near -max-stale.
 	PurposeDeepen: {name: "refresh", class: ClassBook, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{2, 3}, of: sizeLimit, upto: Sync}},
+		leaves: leave{from: fromClass, part: part{1, 4}, of: sizeOf(ClassBook), upto: Sync}},
 	// Refreshes and probes are held to their class's share whatever the
 	// priority: the shares bound what one kind of read costs (the
 	// refreshes of books in sequence, the probes of quiet ones), however

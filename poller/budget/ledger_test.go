@@ -213,30 +213,36 @@ func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 	t.Logf("%d backfills of 20 before the headroom", backfills)
 }
 
-// Deepening the books a member started from a seed, or every book after a
-// cold start or an outage, stops while a third of the window is spent: a
-// book whose side ran dry, or one out of sequence, finds weight within the
-// minute however many books are still to deepen, and an outage that comes
-// while they deepen finds two thirds of the window for its resyncs.
-func TestDeepeningLeavesTheWindowRoom(t *testing.T) {
-	b := newLedger(2400, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+// Deepening the books a member started from a seed leaves a quarter of the
+// book class's cap unspent: a book whose side ran dry, or one out of
+// sequence, finds weight within the minute however many books are still
+// to deepen.
+func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
+	// The bulk calls' reserve leaves the book class 1,200 of a limit
+	// that is not what runs short.
+	b := newLedger(2400, Plan{Reserve: 1200, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 96}})
 	now := time.Unix(1_000_000, 0)
+	caps := b.Caps()
 	deepened := 0
 	for b.Take(now, Ask{PurposeDeepen, 20, Background}) {
 		deepened++
 	}
-	if spent, most := deepened*20, 2400/3; spent > most || spent < most-20 {
-		t.Fatalf("deepening spent %d of a window of 2,400, want a third of it (%d)", spent, most)
+	background, reserve := caps.Of(ClassBook, false), caps[ClassBook]/4
+	if spent := deepened * 20; spent > background-reserve || spent < background-reserve-20 {
+		t.Fatalf("deepening spent %d of the book class's %d for background reads, want all but its reserve of %d", spent, background, reserve)
 	}
-	resyncs := 0
-	for b.Take(now, Ask{PurposeSnapshot, 5, Serving}) {
-		resyncs++
+	dry := 0
+	for b.Take(now, Ask{PurposeDepleted, 20, Background}) {
+		dry++
 	}
-	if spent := deepened*20 + resyncs*5; spent < 2400-5 {
-		t.Fatalf("resyncs after the deepening brought the window to %d, want all of its 2,400", spent)
+	if dry < reserve/20 {
+		t.Fatalf("%d refreshes of dry books fit after the deepening, want the reserve's %d", dry, reserve/20)
 	}
-	t.Logf("%d deepened, then %d resyncs of 5", deepened, resyncs)
+	if !b.Take(now, Ask{PurposeSnapshot, 20, Waiting}) {
+		t.Fatal("a sync a request waits for found no room after the deepening and the dry books")
+	}
+	t.Logf("%d deepened, then %d dry books refreshed, of a book class of %d", deepened, dry, caps[ClassBook])
 }
 
 // What the venue counts for the address beyond this ledger's own spend is
