@@ -24,6 +24,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -47,23 +49,36 @@ type Held func(kind snapshot.Stream, tickerID string) int64
 // Relay is a venue's market streams run for a member's life: the events of
 // the followed pairs past what the member holds, held while the member
 // follows, and lent to its poller while it leads (Streams).
+//
+// An event takes only its pair's lock: the streams' goroutines deliver
+// different pairs at once, and a leader's poller gets each event as the
+// adapter lent it, as a process alone does. What is held of a pair is
+// copied into memory the pair keeps and reuses, not allocated per event.
+// The relay's own lock orders what changes the pairs as a whole (the pair
+// lists, the sink, the hand-over); it is taken before a pair's, never
+// after.
 type Relay struct {
 	streams venue.Streams
 	held    Held
 
-	mu    sync.Mutex
-	ids   map[string]string // ticker id by symbol, of the pairs followed
-	pairs map[string]*pair  // by symbol
-	sink  venue.Sink        // the leading poller's source; nil while following
-	// given are the symbols the sink has been handed: their events go to
-	// it as they come. The others' are held until it lists them.
-	given map[string]bool
+	// pairs is what is held by symbol, replaced as a whole under mu when a
+	// symbol comes or goes, so that an event finds its pair without a lock.
+	pairs atomic.Pointer[map[string]*pair]
+
+	mu   sync.Mutex
+	ids  map[string]string // ticker id by symbol, of the pairs followed
+	sink venue.Sink        // the leading poller's source; nil while following
 	// watched is the sink's last list: what it is handed once it runs.
 	watched []string
 }
 
 // pair is what the relay holds of one symbol's streams.
 type pair struct {
+	mu sync.Mutex
+	id string // its ticker id, "" while not followed
+	// sink is the poller's source once it has been handed the pair: its
+	// events go to it as they come. Until then they are held only.
+	sink venue.Sink
 	live [snapshot.NumStreams]bool // acknowledged and not lost since
 	held [snapshot.NumStreams]held // the events past the member's values
 }
@@ -77,17 +92,24 @@ type held interface {
 	hand(sink venue.Sink, symbol string, covered int64)
 }
 
-// events holds one stream's events of type E.
+// events holds one stream's events of type E. The list's spare capacity
+// keeps the memory of the events dropped (see keep), for the next ones.
 type events[E any] struct {
 	list []E
 	// id is the venue id an event takes its stream to: what the member's
 	// values cover is compared with it.
 	id   func(E) int64
 	pass func(sink venue.Sink, symbol string, e E)
+	// keep sets *dst to e, in memory of dst's own when e's is lent.
+	keep func(dst *E, e E)
+	// covered is what the member's values covered at the last hold: all
+	// the events held are past it.
+	covered int64
 }
 
 func (h *events[E]) len() int { return len(h.list) }
-func (h *events[E]) drop()    { h.list = nil }
+
+func (h *events[E]) drop() { h.list, h.covered = h.list[:0], 0 }
 
 func (h *events[E]) hand(sink venue.Sink, symbol string, covered int64) {
 	for _, e := range h.list {
@@ -95,18 +117,88 @@ func (h *events[E]) hand(sink venue.Sink, symbol string, covered int64) {
 			h.pass(sink, symbol, e)
 		}
 	}
-	h.list = nil
+	h.drop()
 }
 
 // hold keeps e, dropping what covered makes useless, if e is past it.
 func (h *events[E]) hold(e E, covered int64) {
-	h.list = slices.DeleteFunc(h.list, func(held E) bool { return h.id(held) <= covered })
-	if h.id(e) > covered {
-		if len(h.list) == maxHeld {
-			h.list = append(h.list[:0], h.list[1:]...)
-		}
-		h.list = append(h.list, e)
+	if covered != h.covered {
+		h.trim(covered)
 	}
+	if h.id(e) <= covered {
+		return
+	}
+	n := len(h.list)
+	if n == maxHeld {
+		// The oldest goes; its memory is the new event's.
+		first := h.list[0]
+		copy(h.list, h.list[1:])
+		h.list[n-1] = first
+		n--
+	}
+	if n == cap(h.list) {
+		var zero E
+		h.list = append(h.list, zero)
+	}
+	h.list = h.list[:n+1]
+	h.keep(&h.list[n], e)
+}
+
+// trim drops the events up to covered, in place: those dropped are
+// swapped past the list's end, where their memory is reused.
+func (h *events[E]) trim(covered int64) {
+	h.covered = covered
+	n := 0
+	for i := range h.list {
+		if h.id(h.list[i]) > covered {
+			h.list[n], h.list[i] = h.list[i], h.list[n]
+			n++
+		}
+	}
+	h.list = h.list[:n]
+}
+
+// depthEvent is a held diff event, in memory of its own: its strings are
+// views of text, its levels those of levels, both reused by the next
+// event held in its place. It is lent to the sink as the adapter lends
+// its frames (see venue.DepthUpdate), never kept past a hand.
+type depthEvent struct {
+	venue.DepthUpdate
+	levels []venue.Level
+	text   []byte
+}
+
+// keepDepth sets *dst to a copy of u, in dst's memory.
+func keepDepth(dst *depthEvent, u depthEvent) {
+	n := len(u.Symbol)
+	for _, l := range u.Bids {
+		n += len(l.Price) + len(l.Size)
+	}
+	for _, l := range u.Asks {
+		n += len(l.Price) + len(l.Size)
+	}
+	if cap(dst.text) < n {
+		dst.text = make([]byte, 0, n+n/4)
+	}
+	// The text is written in full before a string of it is taken, and
+	// never grows past its capacity: no string taken moves.
+	text := dst.text[:0]
+	str := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		at := len(text)
+		text = append(text, s...)
+		return unsafe.String(&text[at], len(s))
+	}
+	levels := append(append(dst.levels[:0], u.Bids...), u.Asks...)
+	for i := range levels {
+		levels[i] = venue.Level{Price: str(levels[i].Price), Size: str(levels[i].Size)}
+	}
+	dst.DepthUpdate = u.DepthUpdate
+	dst.Symbol = str(u.Symbol)
+	dst.Bids, dst.Asks = levels[:len(u.Bids):len(u.Bids)], levels[len(u.Bids):]
+	dst.levels, dst.text = levels, text
 }
 
 // kinds is what differs between the streams a relay holds, one row per
@@ -116,15 +208,18 @@ var kinds = [snapshot.NumStreams]struct {
 	held  func() held
 }{
 	snapshot.StreamBook: {"depth", func() held {
-		return &events[venue.DepthUpdate]{
-			id:   func(u venue.DepthUpdate) int64 { return u.Last },
-			pass: func(sink venue.Sink, _ string, u venue.DepthUpdate) { sink.Depth(u) },
+		return &events[depthEvent]{
+			id:   func(u depthEvent) int64 { return u.Last },
+			pass: func(sink venue.Sink, _ string, u depthEvent) { sink.Depth(u.DepthUpdate) },
+			keep: keepDepth,
 		}
 	}},
 	snapshot.StreamTrades: {"trades", func() held {
 		return &events[venue.Trade]{
 			id:   func(tr venue.Trade) int64 { return tr.ID },
 			pass: func(sink venue.Sink, symbol string, tr venue.Trade) { sink.Trade(symbol, tr) },
+			// A trade's strings are its own (see venue.Sink).
+			keep: func(dst *venue.Trade, tr venue.Trade) { *dst = tr },
 		}
 	}},
 }
@@ -135,7 +230,8 @@ var _ venue.Sink = (*Relay)(nil)
 // Its gauges go to set (nil: none): the followed pairs whose streams are
 // live, and the events held for a takeover.
 func New(streams venue.Streams, held Held, set *metrics.Set) *Relay {
-	r := &Relay{streams: streams, held: held, ids: map[string]string{}, pairs: map[string]*pair{}, given: map[string]bool{}}
+	r := &Relay{streams: streams, held: held, ids: map[string]string{}}
+	r.pairs.Store(&map[string]*pair{})
 	if set != nil {
 		for k, row := range kinds {
 			k, name := snapshot.Stream(k), row.label
@@ -149,13 +245,13 @@ func New(streams venue.Streams, held Held, set *metrics.Set) *Relay {
 // count counts the followed pairs whose stream of kind is live, and the
 // events held of them.
 func (r *Relay) count(kind snapshot.Stream) (n struct{ live, held int }) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.pairs {
+	for _, p := range *r.pairs.Load() {
+		p.mu.Lock()
 		if p.live[kind] {
 			n.live++
 		}
 		n.held += p.held[kind].len()
+		p.mu.Unlock()
 	}
 	return n
 }
@@ -177,6 +273,11 @@ func (r *Relay) Follow(pairs *snapshot.Pairs) {
 	r.ids = ids
 	leading := r.sink != nil
 	r.forget()
+	for sym, p := range *r.pairs.Load() {
+		p.mu.Lock()
+		p.id = ids[sym]
+		p.mu.Unlock()
+	}
 	r.mu.Unlock()
 	if !leading {
 		r.streams.Watch(symbols)
@@ -195,7 +296,7 @@ func (l lent) Run(ctx context.Context, sink venue.Sink) error {
 	r := l.r
 	r.mu.Lock()
 	r.sink = sink
-	clear(r.given)
+	r.take()
 	r.hand(r.watched)
 	r.mu.Unlock()
 	<-ctx.Done()
@@ -204,10 +305,20 @@ func (l lent) Run(ctx context.Context, sink venue.Sink) error {
 		// The next poller starts with no pair: what it is handed waits
 		// for its own list, which it may send before or after its Run.
 		r.sink, r.watched = nil, nil
-		clear(r.given)
+		r.take()
 	}
 	r.mu.Unlock()
 	return ctx.Err()
+}
+
+// take takes every pair back from the sink it was handed to: from then on
+// its events are held only. Called with r.mu held.
+func (r *Relay) take() {
+	for _, p := range *r.pairs.Load() {
+		p.mu.Lock()
+		p.sink = nil
+		p.mu.Unlock()
+	}
 }
 
 func (l lent) Watch(symbols []string) {
@@ -229,10 +340,15 @@ func (r *Relay) forget() {
 	for _, sym := range r.watched {
 		watched[sym] = true
 	}
-	for sym := range r.pairs {
-		if _, ok := r.ids[sym]; !ok && !watched[sym] {
-			delete(r.pairs, sym)
+	old := *r.pairs.Load()
+	pairs := make(map[string]*pair, len(old))
+	for sym, p := range old {
+		if _, ok := r.ids[sym]; ok || watched[sym] {
+			pairs[sym] = p
 		}
+	}
+	if len(pairs) < len(old) {
+		r.pairs.Store(&pairs)
 	}
 }
 
@@ -241,41 +357,63 @@ func (l lent) Resubscribe(kind snapshot.Stream, symbol string) { l.r.streams.Res
 // hand gives the sink, for each symbol it has not had yet, what is held:
 // the acknowledgement of a live stream, then its events in order. From then
 // on the symbol's events go to the sink as they come. Called with r.mu
-// held, so that no event overtakes what is handed before it.
+// held; each pair is handed under its lock, so that no event overtakes
+// what is handed before it.
 func (r *Relay) hand(symbols []string) {
+	pairs := r.add(symbols)
 	for _, sym := range symbols {
-		if r.given[sym] {
-			continue
-		}
-		r.given[sym] = true
-		p := r.pairs[sym]
-		if p == nil {
-			continue
-		}
-		one := []string{sym}
-		for k := range snapshot.NumStreams {
-			if p.live[k] {
-				r.sink.Live(k, one)
-				p.held[k].hand(r.sink, sym, r.held(k, r.ids[sym]))
+		p := pairs[sym]
+		p.mu.Lock()
+		if p.sink == nil {
+			p.sink = r.sink
+			one := []string{sym}
+			for k := range snapshot.NumStreams {
+				if p.live[k] {
+					r.sink.Live(k, one)
+					p.held[k].hand(r.sink, sym, r.held(k, p.id))
+				}
+				p.held[k].drop()
 			}
-			p.held[k].drop()
 		}
+		p.mu.Unlock()
 	}
 }
 
-// pair returns what is held of a symbol. The streams deliver only the
-// symbols subscribed, which the member follows or its poller watches;
-// forget drops the others. Called with r.mu held.
-func (r *Relay) pair(sym string) *pair {
-	p := r.pairs[sym]
-	if p == nil {
-		p = &pair{}
+// add returns what is held by symbol, with a pair for each of symbols that
+// had none. The streams deliver only the symbols subscribed, which the
+// member follows or its poller watches; forget drops the others. Called
+// with r.mu held.
+func (r *Relay) add(symbols []string) map[string]*pair {
+	pairs := *r.pairs.Load()
+	cloned := false
+	for _, sym := range symbols {
+		if pairs[sym] != nil {
+			continue
+		}
+		if !cloned {
+			pairs, cloned = maps.Clone(pairs), true
+		}
+		p := &pair{id: r.ids[sym]}
 		for k, row := range kinds {
 			p.held[k] = row.held()
 		}
-		r.pairs[sym] = p
+		pairs[sym] = p
 	}
-	return p
+	if cloned {
+		r.pairs.Store(&pairs)
+	}
+	return pairs
+}
+
+// event returns what is held of the symbol of an event, taking r.mu only
+// for a symbol it has not had yet.
+func (r *Relay) event(sym string) *pair {
+	if p := (*r.pairs.Load())[sym]; p != nil {
+		return p
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.add([]string{sym})[sym]
 }
 
 // Continues reports whether what is held of a pair's diff depth stream
@@ -292,11 +430,16 @@ func (r *Relay) Continues(tickerID string, seq int64) bool {
 		if id != tickerID {
 			continue
 		}
-		p := r.pairs[sym]
-		if p == nil || !p.live[snapshot.StreamBook] {
+		p := (*r.pairs.Load())[sym]
+		if p == nil {
 			return false
 		}
-		for _, u := range p.held[snapshot.StreamBook].(*events[venue.DepthUpdate]).list {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.live[snapshot.StreamBook] {
+			return false
+		}
+		for _, u := range p.held[snapshot.StreamBook].(*events[depthEvent]).list {
 			if u.Last > seq {
 				return u.First <= seq+1
 			}
@@ -307,47 +450,45 @@ func (r *Relay) Continues(tickerID string, seq int64) bool {
 }
 
 // Depth passes a diff event on to the poller that has the pair, and holds
-// a clone of it if it is past the member's book of the pair.
+// a copy of it if it is past the member's book of the pair.
 func (r *Relay) Depth(u venue.DepthUpdate) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sink != nil && r.given[u.Symbol] {
-		r.sink.Depth(u)
+	p := r.event(u.Symbol)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sink != nil {
+		p.sink.Depth(u) // lent, as the adapter lent it
 	}
 	// Held even while a poller takes it: the events past the member's
 	// last value are what the next poller (this one's term may end at
 	// any moment) needs, and this one cannot give them back.
-	if h, covered, ok := heldOf[venue.DepthUpdate](r, snapshot.StreamBook, u.Symbol); ok {
-		if u.Last > covered {
-			u = u.Clone() // the sink's event is the connection's to reuse
-		}
-		h.hold(u, covered)
+	if h, covered, ok := heldOf[depthEvent](r, p, snapshot.StreamBook); ok {
+		h.hold(depthEvent{DepthUpdate: u}, covered)
 	}
 }
 
 // Trade passes a trade on to the poller that has the pair, and holds it if
 // it is past the member's trades of the pair.
 func (r *Relay) Trade(symbol string, tr venue.Trade) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sink != nil && r.given[symbol] {
-		r.sink.Trade(symbol, tr) // and held, as a depth event is
+	p := r.event(symbol)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sink != nil {
+		p.sink.Trade(symbol, tr) // and held, as a depth event is
 	}
-	if h, covered, ok := heldOf[venue.Trade](r, snapshot.StreamTrades, symbol); ok {
+	if h, covered, ok := heldOf[venue.Trade](r, p, snapshot.StreamTrades); ok {
 		h.hold(tr, covered)
 	}
 }
 
-// heldOf returns what is held of a symbol's stream of kind, whose events
+// heldOf returns what is held of a pair's stream of kind, whose events
 // are of type E, and what the member's values cover of it; ok is false
-// while the stream is not live, when nothing is held. Called with r.mu
+// while the stream is not live, when nothing is held. Called with p.mu
 // held.
-func heldOf[E any](r *Relay, kind snapshot.Stream, symbol string) (h *events[E], covered int64, ok bool) {
-	p := r.pair(symbol)
+func heldOf[E any](r *Relay, p *pair, kind snapshot.Stream) (h *events[E], covered int64, ok bool) {
 	if !p.live[kind] {
 		return nil, 0, false
 	}
-	return p.held[kind].(*events[E]), r.held(kind, r.ids[symbol]), true
+	return p.held[kind].(*events[E]), r.held(kind, p.id), true
 }
 
 // Tickers passes the all-market ticker stream on while a poller runs; a
@@ -383,13 +524,26 @@ func (r *Relay) mark(kind snapshot.Stream, symbols []string, live bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var pass []string
+	// The pairs stay locked until the sink is told: none of their events
+	// overtakes the news.
+	var locked []*pair
+	defer func() {
+		for _, p := range locked {
+			p.mu.Unlock()
+		}
+	}()
+	pairs := r.add(symbols)
 	for _, sym := range symbols {
-		if r.sink != nil && r.given[sym] {
+		p := pairs[sym]
+		if !slices.Contains(locked, p) {
+			p.mu.Lock()
+			locked = append(locked, p)
+		}
+		if p.sink != nil {
 			pass = append(pass, sym)
 		}
 		// What a stream's state is outlives the sink: a member that
 		// steps down holds the events of the streams still live.
-		p := r.pair(sym)
 		p.live[kind] = live
 		if !live {
 			p.held[kind].drop()

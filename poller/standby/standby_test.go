@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -284,4 +285,53 @@ func TestContinues(t *testing.T) {
 	if r.Continues("BTC_USDT", 30) {
 		t.Error("a lost stream continues")
 	}
+}
+
+// levels records the levels of the depth events it gets, as a poller's
+// book would read them during the call.
+type levels struct {
+	recorder
+}
+
+func (c *levels) Depth(u venue.DepthUpdate) {
+	c.add("depth %s %d %v %v", u.Symbol, u.Last, u.Bids, u.Asks)
+}
+
+// What is held of a depth event is the relay's copy: the adapter reuses its
+// frame once the call returns, and the memory of an event dropped is
+// reused for the next held in its place; each event handed is the one the
+// stream delivered.
+func TestHeldDepthIsACopyOfTheLentFrame(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, cov := newTestRelay(t)
+		r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
+		var frame []byte
+		send := func(last int64, price, size string) {
+			// The frame's bytes, as the adapter's decoder lends them.
+			frame = append(append(frame[:0], "BTCUSDT"...), price+size...)
+			p := unsafe.String(&frame[7], len(price))
+			s := unsafe.String(&frame[7+len(price)], len(size))
+			r.Depth(venue.DepthUpdate{Symbol: unsafe.String(&frame[0], 7), First: last, Last: last,
+				Bids: []venue.Level{{Price: p, Size: s}}, Asks: []venue.Level{{Price: s, Size: p}}})
+			for i := range frame {
+				frame[i] = 'x' // the next frame
+			}
+		}
+		send(1, "100.5", "2")
+		send(2, "100.25", "30")
+		cov.set(snapshot.StreamBook, 2) // both dropped; their memory is the next events'
+		send(3, "7", "0.125")
+		send(4, "99.75", "1.5")
+		sink := &levels{}
+		defer lend(r, sink)()
+		r.Streams().Watch([]string{"BTCUSDT"})
+		want := []string{
+			"live book [BTCUSDT]",
+			"depth BTCUSDT 3 [{7 0.125}] [{0.125 7}]",
+			"depth BTCUSDT 4 [{99.75 1.5}] [{1.5 99.75}]",
+		}
+		if got := sink.take(); !slices.Equal(got, want) {
+			t.Fatalf("the poller got\n%q\nwant\n%q", got, want)
+		}
+	})
 }
