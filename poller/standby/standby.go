@@ -23,6 +23,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -74,8 +75,9 @@ type Relay struct {
 
 // pair is what the relay holds of one symbol's streams.
 type pair struct {
-	mu sync.Mutex
-	id string // its ticker id, "" while not followed
+	symbol string // the relay's own copy: an event's may be lent
+	mu     sync.Mutex
+	id     string // its ticker id, "" while not followed
 	// sink is the poller's source once it has been handed the pair: its
 	// events go to it as they come. Until then they are held only.
 	sink venue.Sink
@@ -146,9 +148,15 @@ func (h *events[E]) hold(e E, covered int64) {
 
 // trim drops the events up to covered, in place: those dropped are
 // swapped past the list's end, where their memory is reused.
+//
+// The spare memory kept is what about one period between two coverages
+// brings (the events held when covered moves); past twice that, the list
+// is copied into one that keeps none, so that a pair that once held
+// maxHeld (a member's first seconds, before any depth covers its book)
+// does not keep that memory for its life.
 func (h *events[E]) trim(covered int64) {
 	h.covered = covered
-	n := 0
+	before, n := len(h.list), 0
 	for i := range h.list {
 		if h.id(h.list[i]) > covered {
 			h.list[n], h.list[i] = h.list[i], h.list[n]
@@ -156,11 +164,18 @@ func (h *events[E]) trim(covered int64) {
 		}
 	}
 	h.list = h.list[:n]
+	if cap(h.list) > 2*before+minSpare {
+		h.list = append(make([]E, 0, before+minSpare), h.list...)
+	}
 }
 
-// depthEvent is a held diff event, in memory of its own: its strings are
+// minSpare is the spare memory, in events, a held list keeps however few
+// events a period brings.
+const minSpare = 8
+
+// depthEvent is a held diff event, in memory of its own: its decimals are
 // views of text, its levels those of levels, both reused by the next
-// event held in its place. It is lent to the sink as the adapter lends
+// event held in its place; its symbol is the pair's. It is lent to the sink as the adapter lends
 // its frames (see venue.DepthUpdate), never kept past a hand.
 type depthEvent struct {
 	venue.DepthUpdate
@@ -168,17 +183,23 @@ type depthEvent struct {
 	text   []byte
 }
 
-// keepDepth sets *dst to a copy of u, in dst's memory.
+// keepDepth sets *dst to a copy of u, in dst's memory but for its symbol,
+// which is the pair's.
 func keepDepth(dst *depthEvent, u depthEvent) {
-	n := len(u.Symbol)
+	n := 0
 	for _, l := range u.Bids {
 		n += len(l.Price) + len(l.Size)
 	}
 	for _, l := range u.Asks {
 		n += len(l.Price) + len(l.Size)
 	}
-	if cap(dst.text) < n {
+	// A slot's memory follows the size of what it holds: one far larger
+	// event must not leave every slot at its size.
+	if cap(dst.text) < n || cap(dst.text) > 4*n+1024 {
 		dst.text = make([]byte, 0, n+n/4)
+	}
+	if nl := len(u.Bids) + len(u.Asks); cap(dst.levels) > 4*nl+64 {
+		dst.levels = nil
 	}
 	// The text is written in full before a string of it is taken, and
 	// never grows past its capacity: no string taken moves.
@@ -196,7 +217,6 @@ func keepDepth(dst *depthEvent, u depthEvent) {
 		levels[i] = venue.Level{Price: str(levels[i].Price), Size: str(levels[i].Size)}
 	}
 	dst.DepthUpdate = u.DepthUpdate
-	dst.Symbol = str(u.Symbol)
 	dst.Bids, dst.Asks = levels[:len(u.Bids):len(u.Bids)], levels[len(u.Bids):]
 	dst.levels, dst.text = levels, text
 }
@@ -393,7 +413,7 @@ func (r *Relay) add(symbols []string) map[string]*pair {
 		if !cloned {
 			pairs, cloned = maps.Clone(pairs), true
 		}
-		p := &pair{id: r.ids[sym]}
+		p := &pair{symbol: sym, id: r.ids[sym]}
 		for k, row := range kinds {
 			p.held[k] = row.held()
 		}
@@ -406,14 +426,15 @@ func (r *Relay) add(symbols []string) map[string]*pair {
 }
 
 // event returns what is held of the symbol of an event, taking r.mu only
-// for a symbol it has not had yet.
+// for a symbol it has not had yet. A depth event's symbol is lent (see
+// venue.DepthUpdate): a pair added for it keeps a copy.
 func (r *Relay) event(sym string) *pair {
 	if p := (*r.pairs.Load())[sym]; p != nil {
 		return p
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.add([]string{sym})[sym]
+	return r.add([]string{strings.Clone(sym)})[sym]
 }
 
 // Continues reports whether what is held of a pair's diff depth stream
@@ -462,6 +483,7 @@ func (r *Relay) Depth(u venue.DepthUpdate) {
 	// last value are what the next poller (this one's term may end at
 	// any moment) needs, and this one cannot give them back.
 	if h, covered, ok := heldOf[depthEvent](r, p, snapshot.StreamBook); ok {
+		u.Symbol = p.symbol
 		h.hold(depthEvent{DepthUpdate: u}, covered)
 	}
 }

@@ -298,13 +298,12 @@ func (c *levels) Depth(u venue.DepthUpdate) {
 }
 
 // What is held of a depth event is the relay's copy: the adapter reuses its
-// frame once the call returns, and the memory of an event dropped is
-// reused for the next held in its place; each event handed is the one the
-// stream delivered.
+// frame, symbol included, once the call returns, and the memory of an event
+// dropped is reused for the next held in its place; each event handed is
+// the one the stream delivered.
 func TestHeldDepthIsACopyOfTheLentFrame(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _, cov := newTestRelay(t)
-		r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
 		var frame []byte
 		send := func(last int64, price, size string) {
 			// The frame's bytes, as the adapter's decoder lends them.
@@ -318,6 +317,10 @@ func TestHeldDepthIsACopyOfTheLentFrame(t *testing.T) {
 			}
 		}
 		send(1, "100.5", "2")
+		if _, ok := (*r.pairs.Load())["BTCUSDT"]; !ok {
+			t.Fatal("the pair its first event added is not found by its symbol once the frame is reused")
+		}
+		r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
 		send(2, "100.25", "30")
 		cov.set(snapshot.StreamBook, 2) // both dropped; their memory is the next events'
 		send(3, "7", "0.125")
@@ -334,4 +337,29 @@ func TestHeldDepthIsACopyOfTheLentFrame(t *testing.T) {
 			t.Fatalf("the poller got\n%q\nwant\n%q", got, want)
 		}
 	})
+}
+
+// The memory a pair keeps for its held events follows what a period
+// between two of the member's values brings: a pair that once held
+// maxHeld events (before any value covered its book) gives the rest back.
+func TestHeldMemoryFollowsWhatAPeriodBrings(t *testing.T) {
+	h := kinds[snapshot.StreamBook].held().(*events[depthEvent])
+	level := []venue.Level{{Price: "1.5", Size: "2"}}
+	id := int64(0)
+	hold := func(n int, covered int64) {
+		for range n {
+			id++
+			h.hold(depthEvent{DepthUpdate: venue.DepthUpdate{Symbol: "BTCUSDT", Last: id, Bids: level}}, covered)
+		}
+	}
+	hold(maxHeld+10, 0)
+	if len(h.list) != maxHeld {
+		t.Fatalf("%d events held, want the newest %d", len(h.list), maxHeld)
+	}
+	for range 3 { // periods of 10 events, each covered by the next value
+		hold(10, id)
+	}
+	if len(h.list) != 10 || cap(h.list) > 2*10+minSpare {
+		t.Errorf("%d events held in room for %d; want 10 in at most %d", len(h.list), cap(h.list), 2*10+minSpare)
+	}
 }
