@@ -75,9 +75,8 @@ type Relay struct {
 
 // pair is what the relay holds of one symbol's streams.
 type pair struct {
-	symbol string // the relay's own copy: an event's may be lent
-	mu     sync.Mutex
-	id     string // its ticker id, "" while not followed
+	mu sync.Mutex
+	id string // its ticker id, "" while not followed
 	// sink is the poller's source once it has been handed the pair: its
 	// events go to it as they come. Until then they are held only.
 	sink venue.Sink
@@ -94,26 +93,30 @@ type held interface {
 	hand(sink venue.Sink, symbol string, covered int64)
 }
 
-// events holds one stream's events of type E. The list's spare capacity
-// keeps the memory of the events dropped (see keep), for the next ones.
-type events[E any] struct {
+// events holds one stream's events of type E, each held from an event of
+// type In as the streams deliver it.
+type events[E, In any] struct {
 	list []E
 	// id is the venue id an event takes its stream to: what the member's
 	// values cover is compared with it.
 	id   func(E) int64
 	pass func(sink venue.Sink, symbol string, e E)
-	// keep sets *dst to e, in memory of dst's own when e's is lent.
-	keep func(dst *E, e E)
+	// own returns what is held of in, in memory the list keeps when in's
+	// is lent; held are the events the list holds, which it may move.
+	own func(in In, held []E) E
+	// period, if set, is told what was held when the member's coverage
+	// moved: what one period between two of its values brought.
+	period func(held []E)
 	// covered is what the member's values covered at the last hold: all
 	// the events held are past it.
 	covered int64
 }
 
-func (h *events[E]) len() int { return len(h.list) }
+func (h *events[E, In]) len() int { return len(h.list) }
 
-func (h *events[E]) drop() { h.list, h.covered = h.list[:0], 0 }
+func (h *events[E, In]) drop() { h.list, h.covered = h.list[:0], 0 }
 
-func (h *events[E]) hand(sink venue.Sink, symbol string, covered int64) {
+func (h *events[E, In]) hand(sink venue.Sink, symbol string, covered int64) {
 	for _, e := range h.list {
 		if h.id(e) > covered {
 			h.pass(sink, symbol, e)
@@ -122,103 +125,172 @@ func (h *events[E]) hand(sink venue.Sink, symbol string, covered int64) {
 	h.drop()
 }
 
-// hold keeps e, dropping what covered makes useless, if e is past it.
-func (h *events[E]) hold(e E, covered int64) {
+// hold keeps what in is, dropping what covered makes useless, if it is
+// past it (id is its id). The list keeps the order events came in.
+func (h *events[E, In]) hold(in In, id, covered int64) {
 	if covered != h.covered {
-		h.trim(covered)
+		h.covered = covered
+		if h.period != nil {
+			h.period(h.list)
+		}
+		h.list = slices.DeleteFunc(h.list, func(held E) bool { return h.id(held) <= covered })
 	}
-	if h.id(e) <= covered {
+	if id <= covered {
 		return
 	}
-	n := len(h.list)
-	if n == maxHeld {
-		// The oldest goes; its memory is the new event's.
-		first := h.list[0]
-		copy(h.list, h.list[1:])
-		h.list[n-1] = first
-		n--
+	if len(h.list) == maxHeld {
+		h.list = append(h.list[:0], h.list[1:]...)
 	}
-	if n == cap(h.list) {
-		var zero E
-		h.list = append(h.list, zero)
-	}
-	h.list = h.list[:n+1]
-	h.keep(&h.list[n], e)
+	h.list = append(h.list, h.own(in, h.list))
 }
 
-// trim drops the events up to covered, in place: those dropped are
-// swapped past the list's end, where their memory is reused.
-//
-// The spare memory kept is what about one period between two coverages
-// brings (the events held when covered moves); past twice that, the list
-// is copied into one that keeps none, so that a pair that once held
-// maxHeld (a member's first seconds, before any depth covers its book)
-// does not keep that memory for its life.
-func (h *events[E]) trim(covered int64) {
-	h.covered = covered
-	before, n := len(h.list), 0
-	for i := range h.list {
-		if h.id(h.list[i]) > covered {
-			h.list[n], h.list[i] = h.list[i], h.list[n]
-			n++
+// heldDepth is a held diff event: its ids and time, and where its levels
+// are in its pair's arena (see depthArena). It holds no pointer, nor does
+// the arena: what a member holds for a takeover is memory the garbage
+// collector does not scan, and the copy of an event writes no pointer.
+type heldDepth struct {
+	First, Last, Prev, Time int64
+	text, textLen           int32 // its decimals' bytes in the arena's text
+	lens                    int32 // where its levels' lengths start in the arena's lens
+	bids, asks              int32 // its levels on each side
+}
+
+// depthArena is the memory of a pair's held depth events, in the order
+// they are held: the decimals of their levels in text, each level's price
+// and size lengths in lens. An event held appends to it. When the member's
+// coverage moves, what it covers is dropped and the few events past it are
+// moved to the front (a compaction), so that the next period's events find
+// the room the last one's left; an event that finds no room grows the
+// arena. The memory is reused rather than allocated per event, and follows
+// what a period brings: about what the events held at their most take, as
+// clones of them took, without the garbage they left.
+type depthArena struct {
+	text []byte
+	lens []int32
+	// levels are the sides of the event lent to a sink (see lend), reused
+	// for the next.
+	levels []venue.Level
+	// settle is set when the coverage moved: the next event held compacts
+	// the arena first.
+	settle bool
+	// periods are what the last periods between two of the member's
+	// values brought, in bytes of decimals and in lengths: the arena is
+	// sized on the most of them.
+	periods, periodsLens lately
+}
+
+// lately keeps the last few of a count.
+type lately struct {
+	last [8]int
+	next int
+}
+
+func (l *lately) add(n int) {
+	l.last[l.next%len(l.last)] = n
+	l.next++
+}
+
+// most returns the most of the last ones.
+func (l *lately) most() int { return slices.Max(l.last[:]) }
+
+// size returns what the events held take of the arena.
+func size(held []heldDepth) (text, lens int) {
+	for _, h := range held {
+		text += int(h.textLen)
+		lens += 2 * int(h.bids+h.asks)
+	}
+	return text, lens
+}
+
+// period takes what was held when the member's coverage moved.
+func (a *depthArena) period(held []heldDepth) {
+	n, nl := size(held)
+	a.periods.add(n)
+	a.periodsLens.add(nl)
+	a.settle = true
+}
+
+// minArena is the least room, in bytes of decimals, an arena is given.
+const minArena = 4 << 10
+
+// own copies u's levels into the arena, compacting held first when the
+// coverage has moved or there is no room.
+func (a *depthArena) own(u venue.DepthUpdate, held []heldDepth) heldDepth {
+	n := 0
+	for _, side := range [2][]venue.Level{u.Bids, u.Asks} {
+		for _, l := range side {
+			n += len(l.Price) + len(l.Size)
 		}
 	}
-	h.list = h.list[:n]
-	if cap(h.list) > 2*before+minSpare {
-		h.list = append(make([]E, 0, before+minSpare), h.list...)
+	nl := 2 * (len(u.Bids) + len(u.Asks))
+	if a.settle || len(a.text)+n > cap(a.text) || len(a.lens)+nl > cap(a.lens) {
+		a.compact(held, n, nl)
+		a.settle = false
 	}
+	h := heldDepth{First: u.First, Last: u.Last, Prev: u.Prev, Time: u.Time,
+		text: int32(len(a.text)), textLen: int32(n), lens: int32(len(a.lens)), bids: int32(len(u.Bids)), asks: int32(len(u.Asks))}
+	for _, side := range [2][]venue.Level{u.Bids, u.Asks} {
+		for _, l := range side {
+			a.text = append(append(a.text, l.Price...), l.Size...)
+			a.lens = append(a.lens, int32(len(l.Price)), int32(len(l.Size)))
+		}
+	}
+	return h
 }
 
-// minSpare is the spare memory, in events, a held list keeps however few
-// events a period brings.
-const minSpare = 8
-
-// depthEvent is a held diff event, in memory of its own: its decimals are
-// views of text, its levels those of levels, both reused by the next
-// event held in its place; its symbol is the pair's. It is lent to the sink as the adapter lends
-// its frames (see venue.DepthUpdate), never kept past a hand.
-type depthEvent struct {
-	venue.DepthUpdate
-	levels []venue.Level
-	text   []byte
+// compact moves the events held to the front of the arena, which is
+// given room for n more bytes of decimals and nl lengths besides: in place,
+// unless the arena lacks that room (a new one twice what is needed now) or
+// is more than twice what is needed now and what a period lately brought
+// (see periods; a new one a quarter more than that). In place, bytes move
+// towards the front only, so that an event is copied before anything is
+// written over it.
+func (a *depthArena) compact(held []heldDepth, n, nl int) {
+	hn, hl := size(held)
+	n, nl = n+hn, nl+hl
+	text := resize(a.text, n, max(n, a.periods.most(), minArena))
+	lens := resize(a.lens, nl, max(nl, a.periodsLens.most(), minArena/8))
+	for i := range held {
+		h := &held[i]
+		at, lat := len(text), len(lens)
+		text = append(text, a.text[h.text:h.text+h.textLen]...)
+		lens = append(lens, a.lens[h.lens:h.lens+2*(h.bids+h.asks)]...)
+		h.text, h.lens = int32(at), int32(lat)
+	}
+	a.text, a.lens = text, lens
 }
 
-// keepDepth sets *dst to a copy of u, in dst's memory but for its symbol,
-// which is the pair's.
-func keepDepth(dst *depthEvent, u depthEvent) {
-	n := 0
-	for _, l := range u.Bids {
-		n += len(l.Price) + len(l.Size)
+// resize returns s emptied, or a new empty slice: twice n when s has no
+// room for n, need and a quarter when s is more than twice need.
+func resize[T any](s []T, n, need int) []T {
+	switch {
+	case n > cap(s):
+		return make([]T, 0, 2*n)
+	case cap(s) > 2*need:
+		return make([]T, 0, need+need/4)
 	}
-	for _, l := range u.Asks {
-		n += len(l.Price) + len(l.Size)
-	}
-	// A slot's memory follows the size of what it holds: one far larger
-	// event must not leave every slot at its size.
-	if cap(dst.text) < n || cap(dst.text) > 4*n+1024 {
-		dst.text = make([]byte, 0, n+n/4)
-	}
-	if nl := len(u.Bids) + len(u.Asks); cap(dst.levels) > 4*nl+64 {
-		dst.levels = nil
-	}
-	// The text is written in full before a string of it is taken, and
-	// never grows past its capacity: no string taken moves.
-	text := dst.text[:0]
-	str := func(s string) string {
-		if s == "" {
+	return s[:0]
+}
+
+// lend passes h on to sink as a diff event of symbol, its decimals the
+// arena's: lent, as the adapter lends its frames (see venue.DepthUpdate).
+func (a *depthArena) lend(sink venue.Sink, symbol string, h heldDepth) {
+	nl := int(h.bids + h.asks)
+	lens := a.lens[h.lens : int(h.lens)+2*nl]
+	levels, at := a.levels[:0], int(h.text)
+	str := func(n int32) string {
+		if n == 0 {
 			return ""
 		}
-		at := len(text)
-		text = append(text, s...)
-		return unsafe.String(&text[at], len(s))
+		at += int(n)
+		return unsafe.String(&a.text[at-int(n)], n)
 	}
-	levels := append(append(dst.levels[:0], u.Bids...), u.Asks...)
-	for i := range levels {
-		levels[i] = venue.Level{Price: str(levels[i].Price), Size: str(levels[i].Size)}
+	for i := range nl {
+		levels = append(levels, venue.Level{Price: str(lens[2*i]), Size: str(lens[2*i+1])})
 	}
-	dst.DepthUpdate = u.DepthUpdate
-	dst.Bids, dst.Asks = levels[:len(u.Bids):len(u.Bids)], levels[len(u.Bids):]
-	dst.levels, dst.text = levels, text
+	a.levels = levels
+	sink.Depth(venue.DepthUpdate{Symbol: symbol, First: h.First, Last: h.Last, Prev: h.Prev, Time: h.Time,
+		Bids: levels[:h.bids:h.bids], Asks: levels[h.bids:]})
 }
 
 // kinds is what differs between the streams a relay holds, one row per
@@ -228,18 +300,20 @@ var kinds = [snapshot.NumStreams]struct {
 	held  func() held
 }{
 	snapshot.StreamBook: {"depth", func() held {
-		return &events[depthEvent]{
-			id:   func(u depthEvent) int64 { return u.Last },
-			pass: func(sink venue.Sink, _ string, u depthEvent) { sink.Depth(u.DepthUpdate) },
-			keep: keepDepth,
+		arena := &depthArena{}
+		return &events[heldDepth, venue.DepthUpdate]{
+			id:     func(u heldDepth) int64 { return u.Last },
+			pass:   arena.lend,
+			own:    arena.own,
+			period: arena.period,
 		}
 	}},
 	snapshot.StreamTrades: {"trades", func() held {
-		return &events[venue.Trade]{
+		return &events[venue.Trade, venue.Trade]{
 			id:   func(tr venue.Trade) int64 { return tr.ID },
 			pass: func(sink venue.Sink, symbol string, tr venue.Trade) { sink.Trade(symbol, tr) },
 			// A trade's strings are its own (see venue.Sink).
-			keep: func(dst *venue.Trade, tr venue.Trade) { *dst = tr },
+			own: func(tr venue.Trade, _ []venue.Trade) venue.Trade { return tr },
 		}
 	}},
 }
@@ -413,7 +487,7 @@ func (r *Relay) add(symbols []string) map[string]*pair {
 		if !cloned {
 			pairs, cloned = maps.Clone(pairs), true
 		}
-		p := &pair{symbol: sym, id: r.ids[sym]}
+		p := &pair{id: r.ids[sym]}
 		for k, row := range kinds {
 			p.held[k] = row.held()
 		}
@@ -460,7 +534,7 @@ func (r *Relay) Continues(tickerID string, seq int64) bool {
 		if !p.live[snapshot.StreamBook] {
 			return false
 		}
-		for _, u := range p.held[snapshot.StreamBook].(*events[depthEvent]).list {
+		for _, u := range p.held[snapshot.StreamBook].(*events[heldDepth, venue.DepthUpdate]).list {
 			if u.Last > seq {
 				return u.First <= seq+1
 			}
@@ -482,9 +556,8 @@ func (r *Relay) Depth(u venue.DepthUpdate) {
 	// Held even while a poller takes it: the events past the member's
 	// last value are what the next poller (this one's term may end at
 	// any moment) needs, and this one cannot give them back.
-	if h, covered, ok := heldOf[depthEvent](r, p, snapshot.StreamBook); ok {
-		u.Symbol = p.symbol
-		h.hold(depthEvent{DepthUpdate: u}, covered)
+	if h, covered, ok := heldOf[heldDepth, venue.DepthUpdate](r, p, snapshot.StreamBook); ok {
+		h.hold(u, u.Last, covered)
 	}
 }
 
@@ -497,20 +570,20 @@ func (r *Relay) Trade(symbol string, tr venue.Trade) {
 	if p.sink != nil {
 		p.sink.Trade(symbol, tr) // and held, as a depth event is
 	}
-	if h, covered, ok := heldOf[venue.Trade](r, p, snapshot.StreamTrades); ok {
-		h.hold(tr, covered)
+	if h, covered, ok := heldOf[venue.Trade, venue.Trade](r, p, snapshot.StreamTrades); ok {
+		h.hold(tr, tr.ID, covered)
 	}
 }
 
 // heldOf returns what is held of a pair's stream of kind, whose events
-// are of type E, and what the member's values cover of it; ok is false
-// while the stream is not live, when nothing is held. Called with p.mu
-// held.
-func heldOf[E any](r *Relay, p *pair, kind snapshot.Stream) (h *events[E], covered int64, ok bool) {
+// are held as E from In, and what the member's values cover of it; ok is
+// false while the stream is not live, when nothing is held. Called with
+// p.mu held.
+func heldOf[E, In any](r *Relay, p *pair, kind snapshot.Stream) (h *events[E, In], covered int64, ok bool) {
 	if !p.live[kind] {
 		return nil, 0, false
 	}
-	return p.held[kind].(*events[E]), r.held(kind, p.id), true
+	return p.held[kind].(*events[E, In]), r.held(kind, p.id), true
 }
 
 // Tickers passes the all-market ticker stream on while a poller runs; a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -339,27 +341,45 @@ func TestHeldDepthIsACopyOfTheLentFrame(t *testing.T) {
 	})
 }
 
-// The memory a pair keeps for its held events follows what a period
-// between two of the member's values brings: a pair that once held
-// maxHeld events (before any value covered its book) gives the rest back.
-func TestHeldMemoryFollowsWhatAPeriodBrings(t *testing.T) {
-	h := kinds[snapshot.StreamBook].held().(*events[depthEvent])
-	level := []venue.Level{{Price: "1.5", Size: "2"}}
+// The memory a pair keeps for its held depth events follows what is held:
+// a pair that once held maxHeld events (before any value covered its book)
+// gives the rest back once the periods between two of the member's values
+// bring fewer, and events held across compactions keep their levels.
+func TestHeldMemoryFollowsWhatIsHeld(t *testing.T) {
+	arena := &depthArena{}
+	h := &events[heldDepth, venue.DepthUpdate]{id: func(u heldDepth) int64 { return u.Last }, own: arena.own, period: arena.period, pass: arena.lend}
 	id := int64(0)
+	// Long decimals, so that maxHeld events take more than minArena.
+	price := func(id int64) string { return strconv.FormatInt(60000+id, 10) + "." + strings.Repeat("0", 190) + "5" }
 	hold := func(n int, covered int64) {
 		for range n {
 			id++
-			h.hold(depthEvent{DepthUpdate: venue.DepthUpdate{Symbol: "BTCUSDT", Last: id, Bids: level}}, covered)
+			levels := []venue.Level{{Price: price(id), Size: "2"}, {Price: price(id), Size: ""}}
+			h.hold(venue.DepthUpdate{Symbol: "BTCUSDT", Last: id, Bids: levels[:1], Asks: levels[1:]}, id, covered)
+		}
+	}
+	check := func() {
+		t.Helper()
+		list := slices.Clone(h.list)
+		sink := &levels{}
+		for _, u := range list {
+			arena.lend(sink, "BTCUSDT", u)
+		}
+		for i, got := range sink.take() {
+			u := list[i].Last
+			if want := fmt.Sprintf("depth BTCUSDT %d [{%s 2}] [{%s }]", u, price(u), price(u)); got != want {
+				t.Fatalf("lent %q, want %q", got, want)
+			}
 		}
 	}
 	hold(maxHeld+10, 0)
-	if len(h.list) != maxHeld {
-		t.Fatalf("%d events held, want the newest %d", len(h.list), maxHeld)
-	}
-	for range 3 { // periods of 10 events, each covered by the next value
+	check()
+	big := cap(arena.text)
+	for range 20 { // periods of 10 events, each covered by the next value
 		hold(10, id)
+		check()
 	}
-	if len(h.list) != 10 || cap(h.list) > 2*10+minSpare {
-		t.Errorf("%d events held in room for %d; want 10 in at most %d", len(h.list), cap(h.list), 2*10+minSpare)
+	if len(h.list) != 10 || cap(arena.text) >= big || cap(arena.text) > 4*minArena {
+		t.Errorf("%d events held in room for %d bytes (%d after maxHeld); want 10, in at most %d", len(h.list), cap(arena.text), big, 4*minArena)
 	}
 }
