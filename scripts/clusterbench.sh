@@ -6,7 +6,13 @@
 # state, a leader killed with SIGKILL, the NATS server killed for 40 s, and clients sending 900
 # requests evenly over a minute and 1,200 a minute for 4 minutes through the balancer. It prints every figure: answers and book age per phase,
 # replication lag, the venue's weight, rate-limit overshoot, CPU and RSS per member. About 20
-# minutes.
+# minutes. PROFILE=DIR also writes 30 s CPU profiles of the leader, a follower and the process alone,
+# taken in the steady minute, to DIR.
+#
+# A fourth marketfeed, alone (no -cluster), reads a venuesim of its own (same markets: the simulated
+# prices follow the wall clock; its own weight, so it does not count against the cluster's) and is
+# read by the same aggregator and hot client through its own address in the steady minute: what one
+# process costs, measured on the same machine at the same moment, beside each member's cost.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 BIN=${BIN:-bin}
@@ -14,12 +20,16 @@ EXTRA=${EXTRA:-400}
 need_nginx cluster-bench
 
 NATS=127.0.0.1:4333 VENUE=127.0.0.1:8511 LB=127.0.0.1:8090
+ALONE_VENUE=127.0.0.1:8512 ALONE=127.0.0.1:8084
 AGG=10.9.9.9 CLIENT=10.1.1.1 EVEN=10.1.1.2 # the addresses the clients say nginx got them from
 start_nats() { "$BIN"/nats-server -js -a 127.0.0.1 -p 4333 -sd "$RUN/nats" >>"$RUN/nats.log" 2>&1 & nats_pid=$!; pids+=($nats_pid); }
 start_nats
 "$BIN"/venuesim -listen $VENUE -extra "$EXTRA" >"$RUN/venuesim.log" 2>&1 & pids+=($!)
+"$BIN"/venuesim -listen $ALONE_VENUE -extra "$EXTRA" >"$RUN/venuesim-alone.log" 2>&1 & alone_venue=$!; pids+=($!)
 sleep 1
 declare -A member_pid
+"$BIN"/marketfeed -venue binance -venue-url http://$ALONE_VENUE -listen $ALONE -ops-listen 127.0.0.1:9094 \
+	-trusted-proxies 127.0.0.1/32 -ratelimit-exempt $AGG/32 >"$RUN/alone.log" 2>&1 & member_pid[alone]=$!; pids+=($!)
 for i in 1 2 3; do
 	"$BIN"/marketfeed -venue binance -venue-url http://$VENUE -listen 127.0.0.1:808$i -ops-listen 127.0.0.1:909$i \
 		-cluster nats://$NATS -cluster-member "member-$i" -trusted-proxies 127.0.0.1/32 -ratelimit-exempt $AGG/32 \
@@ -33,14 +43,28 @@ metric() { curl -s "127.0.0.1:909$1/metrics" | awk -v m="$2" '$1 == m { print $2
 leader() { for i in 1 2 3; do if curl -s "127.0.0.1:909$i/readyz" 2>/dev/null | grep -q '"role":"leader"'; then echo $i; fi; done | head -1; }
 weight() { curl -s "$VENUE/_control/stats" | grep -o '"used_weight":[0-9]*' | cut -d: -f2 || true; }
 roles() { for i in 1 2 3; do curl -s "127.0.0.1:909$i/readyz" | grep -o '"role":"[a-z]*"' || echo -n "member-$i down "; done | tr '\n' ' '; }
-usage() { # CPU seconds and RSS (MB) of each member
-	for i in 1 2 3; do
+name() { if [ "$1" = alone ]; then echo "alone"; else echo "member-$1"; fi; }
+ticks() { local st; read -r -a st <"/proc/$1/stat"; echo $(( st[13] + st[14] )); } # user + system CPU of a pid
+usage() { # CPU seconds and RSS (MB) of each member and of the process alone
+	for i in 1 2 3 ${member_pid[alone]:+alone}; do
 		pid=${member_pid[$i]}
-		[ -d /proc/$pid ] || { echo -n "member-$i gone; "; continue; }
-		read -r -a st </proc/$pid/stat
-		echo -n "member-$i cpu $(( (st[13] + st[14]) / $(getconf CLK_TCK) ))s rss $(( $(awk '/VmRSS/ {print $2}' /proc/$pid/status) / 1024 ))MB; "
+		[ -d /proc/$pid ] || { echo -n "$(name $i) gone; "; continue; }
+		echo -n "$(name $i) cpu $(( $(ticks "$pid") / $(getconf CLK_TCK) ))s rss $(( $(awk '/VmRSS/ {print $2}' /proc/$pid/status) / 1024 ))MB; "
 	done
 	echo
+}
+declare -A ticks0
+spent_from() { for i in 1 2 3 alone; do ticks0[$i]=$(ticks "${member_pid[$i]}"); done; }
+# spent prints the CPU seconds each member and the process alone used since spent_from, and the
+# leader's over the process alone's.
+spent() {
+	local l=$1 hz i; hz=$(getconf CLK_TCK)
+	for i in 1 2 3 alone; do
+		echo -n "$(name $i)$([ "$i" = "$l" ] && echo " (leader)") $(awk -v t=$(( $(ticks "${member_pid[$i]}") - ticks0[$i] )) -v hz="$hz" 'BEGIN { printf "%.2f", t / hz }')s; "
+	done
+	echo
+	awk -v a=$(( $(ticks "${member_pid[$l]}") - ticks0[$l] )) -v b=$(( $(ticks "${member_pid[alone]}") - ticks0[alone] )) \
+		'BEGIN { printf "leader over the process alone: %.2f\n", (b > 0 ? a / b : 0) }'
 }
 phase() { echo; echo "== $*"; }
 # same_contracts: every member still running serves the same /contracts and
@@ -75,16 +99,35 @@ while :; do
 		listed=$(metric "$l" 'marketfeed_pairs{part="books",source="stream"}')
 		live=$(for i in 1 2 3; do [ "$i" = "$l" ] || metric $i 'marketfeed_standby_streams_live{stream="depth"}'; done | tr '\n' ' ')
 		echo "t+$(( $(date +%s) - began ))s leader member-$l $n followers' live depth streams: $live"
-		[ "${listed:-0}" -ge $((EXTRA + 40)) ] && [ "$live" = "$listed $listed " ] && break
+		alone=$(curl -s 127.0.0.1:9094/metrics | awk '$1 == "marketfeed_pairs{part=\"books\",source=\"stream\"}" { print $2 }')
+		echo "  the process alone: ${alone:-0} books stream-fed"
+		[ "${listed:-0}" -ge $((EXTRA + 40)) ] && [ "$live" = "$listed $listed " ] && [ "${alone:-0}" -ge $((EXTRA + 40)) ] && break
 	fi
 	sleep 10
 done
 
-phase "steady state: aggregator every 10 s through nginx for 60 s, a hot client on BTC_USDT"
-(while :; do curl -s -o /dev/null -H "X-Forwarded-For: $AGG" "http://$LB/api/public/orderbook?ticker_id=BTC_USDT"; sleep 0.1; done) & hot=$!; pids+=($hot)
-usage >"$RUN/usage0"; w0=$(weight)
+phase "steady state: aggregator every 10 s through nginx for 60 s, a hot client on BTC_USDT; the same at the process alone"
+hot() { while :; do curl -s -o /dev/null -H "X-Forwarded-For: $AGG" "http://$1/api/public/orderbook?ticker_id=BTC_USDT"; sleep 0.1; done; }
+hot $LB & hot=$!; pids+=($hot)
+hot $ALONE & hot_alone=$!; pids+=($hot_alone)
+usage >"$RUN/usage0"; w0=$(weight); l=$(leader); spent_from
+"$BIN"/clusterbench sweep -targets http://$ALONE -xff $AGG -rounds 6 >"$RUN/sweep-alone" & agg_alone=$!
+if [ -n "${PROFILE:-}" ]; then # 30 s CPU profiles of the leader, a follower and the process alone
+	mkdir -p "$PROFILE"
+	f=$(for i in 1 2 3; do [ "$i" = "$l" ] || echo "$i"; done | head -1)
+	for p in "leader 909$l" "follower 909$f" "alone 9094"; do
+		set -- $p; curl -s -o "$PROFILE/$1.pprof" "http://127.0.0.1:$2/debug/pprof/profile?seconds=30" &
+	done
+fi
 sweep -rounds 6
+wait $agg_alone
+echo "the process alone, same sweep:"; tail -n 1 "$RUN/sweep-alone"
 echo "CPU and RSS at the start: $(cat "$RUN/usage0")"; echo "CPU and RSS after 60 s:   $(usage)"
+echo "CPU seconds over the steady phase: $(spent "$l")"
+# The process alone is done: the phases that follow load the cluster as they did without it.
+kill "$hot_alone" "${member_pid[alone]}" "$alone_venue" 2>/dev/null || true
+wait "$hot_alone" "${member_pid[alone]}" "$alone_venue" 2>/dev/null || true
+unset 'member_pid[alone]' 
 echo "venue weight used this minute, all members together: $(weight) (before: $w0; Binance's limit 2400)"
 "$BIN"/clusterbench lag -targets http://127.0.0.1:9091,http://127.0.0.1:9092,http://127.0.0.1:9093
 same_contracts

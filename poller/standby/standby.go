@@ -23,7 +23,10 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -47,23 +50,36 @@ type Held func(kind snapshot.Stream, tickerID string) int64
 // Relay is a venue's market streams run for a member's life: the events of
 // the followed pairs past what the member holds, held while the member
 // follows, and lent to its poller while it leads (Streams).
+//
+// An event takes only its pair's lock: the streams' goroutines deliver
+// different pairs at once, and a leader's poller gets each event as the
+// adapter lent it, as a process alone does. What is held of a pair is
+// copied into memory the pair keeps and reuses, not allocated per event.
+// The relay's own lock orders what changes the pairs as a whole (the pair
+// lists, the sink, the hand-over); it is taken before a pair's, never
+// after.
 type Relay struct {
 	streams venue.Streams
 	held    Held
 
-	mu    sync.Mutex
-	ids   map[string]string // ticker id by symbol, of the pairs followed
-	pairs map[string]*pair  // by symbol
-	sink  venue.Sink        // the leading poller's source; nil while following
-	// given are the symbols the sink has been handed: their events go to
-	// it as they come. The others' are held until it lists them.
-	given map[string]bool
+	// pairs is what is held by symbol, replaced as a whole under mu when a
+	// symbol comes or goes, so that an event finds its pair without a lock.
+	pairs atomic.Pointer[map[string]*pair]
+
+	mu   sync.Mutex
+	ids  map[string]string // ticker id by symbol, of the pairs followed
+	sink venue.Sink        // the leading poller's source; nil while following
 	// watched is the sink's last list: what it is handed once it runs.
 	watched []string
 }
 
 // pair is what the relay holds of one symbol's streams.
 type pair struct {
+	mu sync.Mutex
+	id string // its ticker id, "" while not followed
+	// sink is the poller's source once it has been handed the pair: its
+	// events go to it as they come. Until then they are held only.
+	sink venue.Sink
 	live [snapshot.NumStreams]bool // acknowledged and not lost since
 	held [snapshot.NumStreams]held // the events past the member's values
 }
@@ -77,36 +93,204 @@ type held interface {
 	hand(sink venue.Sink, symbol string, covered int64)
 }
 
-// events holds one stream's events of type E.
-type events[E any] struct {
+// events holds one stream's events of type E, each held from an event of
+// type In as the streams deliver it.
+type events[E, In any] struct {
 	list []E
 	// id is the venue id an event takes its stream to: what the member's
 	// values cover is compared with it.
 	id   func(E) int64
 	pass func(sink venue.Sink, symbol string, e E)
+	// own returns what is held of in, in memory the list keeps when in's
+	// is lent; held are the events the list holds, which it may move.
+	own func(in In, held []E) E
+	// period, if set, is told what was held when the member's coverage
+	// moved: what one period between two of its values brought.
+	period func(held []E)
+	// covered is what the member's values covered at the last hold: all
+	// the events held are past it.
+	covered int64
 }
 
-func (h *events[E]) len() int { return len(h.list) }
-func (h *events[E]) drop()    { h.list = nil }
+func (h *events[E, In]) len() int { return len(h.list) }
 
-func (h *events[E]) hand(sink venue.Sink, symbol string, covered int64) {
+func (h *events[E, In]) drop() { h.list, h.covered = h.list[:0], 0 }
+
+func (h *events[E, In]) hand(sink venue.Sink, symbol string, covered int64) {
 	for _, e := range h.list {
 		if h.id(e) > covered {
 			h.pass(sink, symbol, e)
 		}
 	}
-	h.list = nil
+	h.drop()
 }
 
-// hold keeps e, dropping what covered makes useless, if e is past it.
-func (h *events[E]) hold(e E, covered int64) {
-	h.list = slices.DeleteFunc(h.list, func(held E) bool { return h.id(held) <= covered })
-	if h.id(e) > covered {
-		if len(h.list) == maxHeld {
-			h.list = append(h.list[:0], h.list[1:]...)
+// hold keeps what in is, dropping what covered makes useless, if it is
+// past it (id is its id). The list keeps the order events came in.
+func (h *events[E, In]) hold(in In, id, covered int64) {
+	if covered != h.covered {
+		h.covered = covered
+		if h.period != nil {
+			h.period(h.list)
 		}
-		h.list = append(h.list, e)
+		h.list = slices.DeleteFunc(h.list, func(held E) bool { return h.id(held) <= covered })
 	}
+	if id <= covered {
+		return
+	}
+	if len(h.list) == maxHeld {
+		h.list = append(h.list[:0], h.list[1:]...)
+	}
+	h.list = append(h.list, h.own(in, h.list))
+}
+
+// heldDepth is a held diff event: its ids and time, and where its levels
+// are in its pair's arena (see depthArena). It holds no pointer, nor does
+// the arena: what a member holds for a takeover is memory the garbage
+// collector does not scan, and the copy of an event writes no pointer.
+type heldDepth struct {
+	First, Last, Prev, Time int64
+	text, textLen           int32 // its decimals' bytes in the arena's text
+	lens                    int32 // where its levels' lengths start in the arena's lens
+	bids, asks              int32 // its levels on each side
+}
+
+// depthArena is the memory of a pair's held depth events, in the order
+// they are held: the decimals of their levels in text, each level's price
+// and size lengths in lens. An event held appends to it. When the member's
+// coverage moves, what it covers is dropped and the few events past it are
+// moved to the front (a compaction), so that the next period's events find
+// the room the last one's left; an event that finds no room grows the
+// arena. The memory is reused rather than allocated per event, and follows
+// what a period brings: about what the events held at their most take, as
+// clones of them took, without the garbage they left.
+type depthArena struct {
+	text []byte
+	lens []int32
+	// levels are the sides of the event lent to a sink (see lend), reused
+	// for the next.
+	levels []venue.Level
+	// settle is set when the coverage moved: the next event held compacts
+	// the arena first.
+	settle bool
+	// periods are what the last periods between two of the member's
+	// values brought, in bytes of decimals and in lengths: the arena is
+	// sized on the most of them.
+	periods, periodsLens lately
+}
+
+// lately keeps the last few of a count.
+type lately struct {
+	last [8]int
+	next int
+}
+
+func (l *lately) add(n int) {
+	l.last[l.next%len(l.last)] = n
+	l.next++
+}
+
+// most returns the most of the last ones.
+func (l *lately) most() int { return slices.Max(l.last[:]) }
+
+// size returns what the events held take of the arena.
+func size(held []heldDepth) (text, lens int) {
+	for _, h := range held {
+		text += int(h.textLen)
+		lens += 2 * int(h.bids+h.asks)
+	}
+	return text, lens
+}
+
+// period takes what was held when the member's coverage moved.
+func (a *depthArena) period(held []heldDepth) {
+	n, nl := size(held)
+	a.periods.add(n)
+	a.periodsLens.add(nl)
+	a.settle = true
+}
+
+// minArena is the least room, in bytes of decimals, an arena is given.
+const minArena = 4 << 10
+
+// own copies u's levels into the arena, compacting held first when the
+// coverage has moved or there is no room.
+func (a *depthArena) own(u venue.DepthUpdate, held []heldDepth) heldDepth {
+	n := 0
+	for _, side := range [2][]venue.Level{u.Bids, u.Asks} {
+		for _, l := range side {
+			n += len(l.Price) + len(l.Size)
+		}
+	}
+	nl := 2 * (len(u.Bids) + len(u.Asks))
+	if a.settle || len(a.text)+n > cap(a.text) || len(a.lens)+nl > cap(a.lens) {
+		a.compact(held, n, nl)
+		a.settle = false
+	}
+	h := heldDepth{First: u.First, Last: u.Last, Prev: u.Prev, Time: u.Time,
+		text: int32(len(a.text)), textLen: int32(n), lens: int32(len(a.lens)), bids: int32(len(u.Bids)), asks: int32(len(u.Asks))}
+	for _, side := range [2][]venue.Level{u.Bids, u.Asks} {
+		for _, l := range side {
+			a.text = append(append(a.text, l.Price...), l.Size...)
+			a.lens = append(a.lens, int32(len(l.Price)), int32(len(l.Size)))
+		}
+	}
+	return h
+}
+
+// compact moves the events held to the front of the arena, which is
+// given room for n more bytes of decimals and nl lengths besides: in place,
+// unless the arena lacks that room (a new one twice what is needed now) or
+// is more than twice what is needed now and what a period lately brought
+// (see periods; a new one a quarter more than that). In place, bytes move
+// towards the front only, so that an event is copied before anything is
+// written over it.
+func (a *depthArena) compact(held []heldDepth, n, nl int) {
+	hn, hl := size(held)
+	n, nl = n+hn, nl+hl
+	text := resize(a.text, n, max(n, a.periods.most(), minArena))
+	lens := resize(a.lens, nl, max(nl, a.periodsLens.most(), minArena/8))
+	for i := range held {
+		h := &held[i]
+		at, lat := len(text), len(lens)
+		text = append(text, a.text[h.text:h.text+h.textLen]...)
+		lens = append(lens, a.lens[h.lens:h.lens+2*(h.bids+h.asks)]...)
+		h.text, h.lens = int32(at), int32(lat)
+	}
+	a.text, a.lens = text, lens
+}
+
+// resize returns s emptied, or a new empty slice: twice n when s has no
+// room for n, need and a quarter when s is more than twice need.
+func resize[T any](s []T, n, need int) []T {
+	switch {
+	case n > cap(s):
+		return make([]T, 0, 2*n)
+	case cap(s) > 2*need:
+		return make([]T, 0, need+need/4)
+	}
+	return s[:0]
+}
+
+// lend passes h on to sink as a diff event of symbol, its decimals the
+// arena's: lent, as the adapter lends its frames (see venue.DepthUpdate).
+func (a *depthArena) lend(sink venue.Sink, symbol string, h heldDepth) {
+	nl := int(h.bids + h.asks)
+	lens := a.lens[h.lens : int(h.lens)+2*nl]
+	levels, at := a.levels[:0], int(h.text)
+	str := func(n int32) string {
+		if n == 0 {
+			return ""
+		}
+		at += int(n)
+		return unsafe.String(&a.text[at-int(n)], n)
+	}
+	for i := range nl {
+		levels = append(levels, venue.Level{Price: str(lens[2*i]), Size: str(lens[2*i+1])})
+	}
+	a.levels = levels
+	sink.Depth(venue.DepthUpdate{Symbol: symbol, First: h.First, Last: h.Last, Prev: h.Prev, Time: h.Time,
+		Bids: levels[:h.bids:h.bids], Asks: levels[h.bids:]})
 }
 
 // kinds is what differs between the streams a relay holds, one row per
@@ -116,15 +300,20 @@ var kinds = [snapshot.NumStreams]struct {
 	held  func() held
 }{
 	snapshot.StreamBook: {"depth", func() held {
-		return &events[venue.DepthUpdate]{
-			id:   func(u venue.DepthUpdate) int64 { return u.Last },
-			pass: func(sink venue.Sink, _ string, u venue.DepthUpdate) { sink.Depth(u) },
+		arena := &depthArena{}
+		return &events[heldDepth, venue.DepthUpdate]{
+			id:     func(u heldDepth) int64 { return u.Last },
+			pass:   arena.lend,
+			own:    arena.own,
+			period: arena.period,
 		}
 	}},
 	snapshot.StreamTrades: {"trades", func() held {
-		return &events[venue.Trade]{
+		return &events[venue.Trade, venue.Trade]{
 			id:   func(tr venue.Trade) int64 { return tr.ID },
 			pass: func(sink venue.Sink, symbol string, tr venue.Trade) { sink.Trade(symbol, tr) },
+			// A trade's strings are its own (see venue.Sink).
+			own: func(tr venue.Trade, _ []venue.Trade) venue.Trade { return tr },
 		}
 	}},
 }
@@ -135,7 +324,8 @@ var _ venue.Sink = (*Relay)(nil)
 // Its gauges go to set (nil: none): the followed pairs whose streams are
 // live, and the events held for a takeover.
 func New(streams venue.Streams, held Held, set *metrics.Set) *Relay {
-	r := &Relay{streams: streams, held: held, ids: map[string]string{}, pairs: map[string]*pair{}, given: map[string]bool{}}
+	r := &Relay{streams: streams, held: held, ids: map[string]string{}}
+	r.pairs.Store(&map[string]*pair{})
 	if set != nil {
 		for k, row := range kinds {
 			k, name := snapshot.Stream(k), row.label
@@ -149,13 +339,13 @@ func New(streams venue.Streams, held Held, set *metrics.Set) *Relay {
 // count counts the followed pairs whose stream of kind is live, and the
 // events held of them.
 func (r *Relay) count(kind snapshot.Stream) (n struct{ live, held int }) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.pairs {
+	for _, p := range *r.pairs.Load() {
+		p.mu.Lock()
 		if p.live[kind] {
 			n.live++
 		}
 		n.held += p.held[kind].len()
+		p.mu.Unlock()
 	}
 	return n
 }
@@ -177,6 +367,11 @@ func (r *Relay) Follow(pairs *snapshot.Pairs) {
 	r.ids = ids
 	leading := r.sink != nil
 	r.forget()
+	for sym, p := range *r.pairs.Load() {
+		p.mu.Lock()
+		p.id = ids[sym]
+		p.mu.Unlock()
+	}
 	r.mu.Unlock()
 	if !leading {
 		r.streams.Watch(symbols)
@@ -195,7 +390,7 @@ func (l lent) Run(ctx context.Context, sink venue.Sink) error {
 	r := l.r
 	r.mu.Lock()
 	r.sink = sink
-	clear(r.given)
+	r.take()
 	r.hand(r.watched)
 	r.mu.Unlock()
 	<-ctx.Done()
@@ -204,10 +399,20 @@ func (l lent) Run(ctx context.Context, sink venue.Sink) error {
 		// The next poller starts with no pair: what it is handed waits
 		// for its own list, which it may send before or after its Run.
 		r.sink, r.watched = nil, nil
-		clear(r.given)
+		r.take()
 	}
 	r.mu.Unlock()
 	return ctx.Err()
+}
+
+// take takes every pair back from the sink it was handed to: from then on
+// its events are held only. Called with r.mu held.
+func (r *Relay) take() {
+	for _, p := range *r.pairs.Load() {
+		p.mu.Lock()
+		p.sink = nil
+		p.mu.Unlock()
+	}
 }
 
 func (l lent) Watch(symbols []string) {
@@ -229,10 +434,15 @@ func (r *Relay) forget() {
 	for _, sym := range r.watched {
 		watched[sym] = true
 	}
-	for sym := range r.pairs {
-		if _, ok := r.ids[sym]; !ok && !watched[sym] {
-			delete(r.pairs, sym)
+	old := *r.pairs.Load()
+	pairs := make(map[string]*pair, len(old))
+	for sym, p := range old {
+		if _, ok := r.ids[sym]; ok || watched[sym] {
+			pairs[sym] = p
 		}
+	}
+	if len(pairs) < len(old) {
+		r.pairs.Store(&pairs)
 	}
 }
 
@@ -241,41 +451,64 @@ func (l lent) Resubscribe(kind snapshot.Stream, symbol string) { l.r.streams.Res
 // hand gives the sink, for each symbol it has not had yet, what is held:
 // the acknowledgement of a live stream, then its events in order. From then
 // on the symbol's events go to the sink as they come. Called with r.mu
-// held, so that no event overtakes what is handed before it.
+// held; each pair is handed under its lock, so that no event overtakes
+// what is handed before it.
 func (r *Relay) hand(symbols []string) {
+	pairs := r.add(symbols)
 	for _, sym := range symbols {
-		if r.given[sym] {
-			continue
-		}
-		r.given[sym] = true
-		p := r.pairs[sym]
-		if p == nil {
-			continue
-		}
-		one := []string{sym}
-		for k := range snapshot.NumStreams {
-			if p.live[k] {
-				r.sink.Live(k, one)
-				p.held[k].hand(r.sink, sym, r.held(k, r.ids[sym]))
+		p := pairs[sym]
+		p.mu.Lock()
+		if p.sink == nil {
+			p.sink = r.sink
+			one := []string{sym}
+			for k := range snapshot.NumStreams {
+				if p.live[k] {
+					r.sink.Live(k, one)
+					p.held[k].hand(r.sink, sym, r.held(k, p.id))
+				}
+				p.held[k].drop()
 			}
-			p.held[k].drop()
 		}
+		p.mu.Unlock()
 	}
 }
 
-// pair returns what is held of a symbol. The streams deliver only the
-// symbols subscribed, which the member follows or its poller watches;
-// forget drops the others. Called with r.mu held.
-func (r *Relay) pair(sym string) *pair {
-	p := r.pairs[sym]
-	if p == nil {
-		p = &pair{}
+// add returns what is held by symbol, with a pair for each of symbols that
+// had none. The streams deliver only the symbols subscribed, which the
+// member follows or its poller watches; forget drops the others. Called
+// with r.mu held.
+func (r *Relay) add(symbols []string) map[string]*pair {
+	pairs := *r.pairs.Load()
+	cloned := false
+	for _, sym := range symbols {
+		if pairs[sym] != nil {
+			continue
+		}
+		if !cloned {
+			pairs, cloned = maps.Clone(pairs), true
+		}
+		p := &pair{id: r.ids[sym]}
 		for k, row := range kinds {
 			p.held[k] = row.held()
 		}
-		r.pairs[sym] = p
+		pairs[sym] = p
 	}
-	return p
+	if cloned {
+		r.pairs.Store(&pairs)
+	}
+	return pairs
+}
+
+// event returns what is held of the symbol of an event, taking r.mu only
+// for a symbol it has not had yet. A depth event's symbol is lent (see
+// venue.DepthUpdate): a pair added for it keeps a copy.
+func (r *Relay) event(sym string) *pair {
+	if p := (*r.pairs.Load())[sym]; p != nil {
+		return p
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.add([]string{strings.Clone(sym)})[sym]
 }
 
 // Continues reports whether what is held of a pair's diff depth stream
@@ -292,11 +525,16 @@ func (r *Relay) Continues(tickerID string, seq int64) bool {
 		if id != tickerID {
 			continue
 		}
-		p := r.pairs[sym]
-		if p == nil || !p.live[snapshot.StreamBook] {
+		p := (*r.pairs.Load())[sym]
+		if p == nil {
 			return false
 		}
-		for _, u := range p.held[snapshot.StreamBook].(*events[venue.DepthUpdate]).list {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.live[snapshot.StreamBook] {
+			return false
+		}
+		for _, u := range p.held[snapshot.StreamBook].(*events[heldDepth, venue.DepthUpdate]).list {
 			if u.Last > seq {
 				return u.First <= seq+1
 			}
@@ -307,47 +545,45 @@ func (r *Relay) Continues(tickerID string, seq int64) bool {
 }
 
 // Depth passes a diff event on to the poller that has the pair, and holds
-// a clone of it if it is past the member's book of the pair.
+// a copy of it if it is past the member's book of the pair.
 func (r *Relay) Depth(u venue.DepthUpdate) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sink != nil && r.given[u.Symbol] {
-		r.sink.Depth(u)
+	p := r.event(u.Symbol)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sink != nil {
+		p.sink.Depth(u) // lent, as the adapter lent it
 	}
 	// Held even while a poller takes it: the events past the member's
 	// last value are what the next poller (this one's term may end at
 	// any moment) needs, and this one cannot give them back.
-	if h, covered, ok := heldOf[venue.DepthUpdate](r, snapshot.StreamBook, u.Symbol); ok {
-		if u.Last > covered {
-			u = u.Clone() // the sink's event is the connection's to reuse
-		}
-		h.hold(u, covered)
+	if h, covered, ok := heldOf[heldDepth, venue.DepthUpdate](r, p, snapshot.StreamBook); ok {
+		h.hold(u, u.Last, covered)
 	}
 }
 
 // Trade passes a trade on to the poller that has the pair, and holds it if
 // it is past the member's trades of the pair.
 func (r *Relay) Trade(symbol string, tr venue.Trade) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sink != nil && r.given[symbol] {
-		r.sink.Trade(symbol, tr) // and held, as a depth event is
+	p := r.event(symbol)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sink != nil {
+		p.sink.Trade(symbol, tr) // and held, as a depth event is
 	}
-	if h, covered, ok := heldOf[venue.Trade](r, snapshot.StreamTrades, symbol); ok {
-		h.hold(tr, covered)
+	if h, covered, ok := heldOf[venue.Trade, venue.Trade](r, p, snapshot.StreamTrades); ok {
+		h.hold(tr, tr.ID, covered)
 	}
 }
 
-// heldOf returns what is held of a symbol's stream of kind, whose events
-// are of type E, and what the member's values cover of it; ok is false
-// while the stream is not live, when nothing is held. Called with r.mu
-// held.
-func heldOf[E any](r *Relay, kind snapshot.Stream, symbol string) (h *events[E], covered int64, ok bool) {
-	p := r.pair(symbol)
+// heldOf returns what is held of a pair's stream of kind, whose events
+// are held as E from In, and what the member's values cover of it; ok is
+// false while the stream is not live, when nothing is held. Called with
+// p.mu held.
+func heldOf[E, In any](r *Relay, p *pair, kind snapshot.Stream) (h *events[E, In], covered int64, ok bool) {
 	if !p.live[kind] {
 		return nil, 0, false
 	}
-	return p.held[kind].(*events[E]), r.held(kind, r.ids[symbol]), true
+	return p.held[kind].(*events[E, In]), r.held(kind, p.id), true
 }
 
 // Tickers passes the all-market ticker stream on while a poller runs; a
@@ -383,13 +619,26 @@ func (r *Relay) mark(kind snapshot.Stream, symbols []string, live bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var pass []string
+	// The pairs stay locked until the sink is told: none of their events
+	// overtakes the news.
+	var locked []*pair
+	defer func() {
+		for _, p := range locked {
+			p.mu.Unlock()
+		}
+	}()
+	pairs := r.add(symbols)
 	for _, sym := range symbols {
-		if r.sink != nil && r.given[sym] {
+		p := pairs[sym]
+		if !slices.Contains(locked, p) {
+			p.mu.Lock()
+			locked = append(locked, p)
+		}
+		if p.sink != nil {
 			pass = append(pass, sym)
 		}
 		// What a stream's state is outlives the sink: a member that
 		// steps down holds the events of the streams still live.
-		p := r.pair(sym)
 		p.live[kind] = live
 		if !live {
 			p.held[kind].drop()

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -283,5 +286,100 @@ func TestContinues(t *testing.T) {
 	r.Lost(snapshot.StreamBook, []string{"BTCUSDT"})
 	if r.Continues("BTC_USDT", 30) {
 		t.Error("a lost stream continues")
+	}
+}
+
+// levels records the levels of the depth events it gets, as a poller's
+// book would read them during the call.
+type levels struct {
+	recorder
+}
+
+func (c *levels) Depth(u venue.DepthUpdate) {
+	c.add("depth %s %d %v %v", u.Symbol, u.Last, u.Bids, u.Asks)
+}
+
+// What is held of a depth event is the relay's copy: the adapter reuses its
+// frame, symbol included, once the call returns, and the memory of an event
+// dropped is reused for the next held in its place; each event handed is
+// the one the stream delivered.
+func TestHeldDepthIsACopyOfTheLentFrame(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, cov := newTestRelay(t)
+		var frame []byte
+		send := func(last int64, price, size string) {
+			// The frame's bytes, as the adapter's decoder lends them.
+			frame = append(append(frame[:0], "BTCUSDT"...), price+size...)
+			p := unsafe.String(&frame[7], len(price))
+			s := unsafe.String(&frame[7+len(price)], len(size))
+			r.Depth(venue.DepthUpdate{Symbol: unsafe.String(&frame[0], 7), First: last, Last: last,
+				Bids: []venue.Level{{Price: p, Size: s}}, Asks: []venue.Level{{Price: s, Size: p}}})
+			for i := range frame {
+				frame[i] = 'x' // the next frame
+			}
+		}
+		send(1, "100.5", "2")
+		if _, ok := (*r.pairs.Load())["BTCUSDT"]; !ok {
+			t.Fatal("the pair its first event added is not found by its symbol once the frame is reused")
+		}
+		r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
+		send(2, "100.25", "30")
+		cov.set(snapshot.StreamBook, 2) // both dropped; their memory is the next events'
+		send(3, "7", "0.125")
+		send(4, "99.75", "1.5")
+		sink := &levels{}
+		defer lend(r, sink)()
+		r.Streams().Watch([]string{"BTCUSDT"})
+		want := []string{
+			"live book [BTCUSDT]",
+			"depth BTCUSDT 3 [{7 0.125}] [{0.125 7}]",
+			"depth BTCUSDT 4 [{99.75 1.5}] [{1.5 99.75}]",
+		}
+		if got := sink.take(); !slices.Equal(got, want) {
+			t.Fatalf("the poller got\n%q\nwant\n%q", got, want)
+		}
+	})
+}
+
+// The memory a pair keeps for its held depth events follows what is held:
+// a pair that once held maxHeld events (before any value covered its book)
+// gives the rest back once the periods between two of the member's values
+// bring fewer, and events held across compactions keep their levels.
+func TestHeldMemoryFollowsWhatIsHeld(t *testing.T) {
+	arena := &depthArena{}
+	h := &events[heldDepth, venue.DepthUpdate]{id: func(u heldDepth) int64 { return u.Last }, own: arena.own, period: arena.period, pass: arena.lend}
+	id := int64(0)
+	// Long decimals, so that maxHeld events take more than minArena.
+	price := func(id int64) string { return strconv.FormatInt(60000+id, 10) + "." + strings.Repeat("0", 190) + "5" }
+	hold := func(n int, covered int64) {
+		for range n {
+			id++
+			levels := []venue.Level{{Price: price(id), Size: "2"}, {Price: price(id), Size: ""}}
+			h.hold(venue.DepthUpdate{Symbol: "BTCUSDT", Last: id, Bids: levels[:1], Asks: levels[1:]}, id, covered)
+		}
+	}
+	check := func() {
+		t.Helper()
+		list := slices.Clone(h.list)
+		sink := &levels{}
+		for _, u := range list {
+			arena.lend(sink, "BTCUSDT", u)
+		}
+		for i, got := range sink.take() {
+			u := list[i].Last
+			if want := fmt.Sprintf("depth BTCUSDT %d [{%s 2}] [{%s }]", u, price(u), price(u)); got != want {
+				t.Fatalf("lent %q, want %q", got, want)
+			}
+		}
+	}
+	hold(maxHeld+10, 0)
+	check()
+	big := cap(arena.text)
+	for range 20 { // periods of 10 events, each covered by the next value
+		hold(10, id)
+		check()
+	}
+	if len(h.list) != 10 || cap(arena.text) >= big || cap(arena.text) > 4*minArena {
+		t.Errorf("%d events held in room for %d bytes (%d after maxHeld); want 10, in at most %d", len(h.list), cap(arena.text), big, 4*minArena)
 	}
 }
