@@ -981,6 +981,12 @@ func TestValueHeader(t *testing.T) {
 	if err != nil || got != (header{term: 7, venueTime: 1767225600456, publishedAt: 99}) || !bytes.Equal(wire, b.AppendWire(nil)) {
 		t.Fatalf("parsed %+v, %d bytes of wire, %v", got, len(wire), err)
 	}
+	if term, ok := termOf(v); !ok || term != 7 {
+		t.Errorf("termOf = %d, %v; want 7, true", term, ok)
+	}
+	if _, ok := termOf(append([]byte{magicV2}, v[1:]...)); ok {
+		t.Error("termOf read a value of another version")
+	}
 	tr, err := snapshot.NewTrades("BTC_USDT", nil, time.Unix(5, 0))
 	if err != nil {
 		t.Fatal(err)

@@ -102,6 +102,16 @@ func appendValue(dst []byte, h header, v snapshot.Published) []byte {
 	return dst
 }
 
+// termOf reads the term of a value of this version without checking its
+// content hash; ok is false for anything else.
+func termOf(v []byte) (term uint64, ok bool) {
+	if len(v) < 2+hashLen || v[0] != valueMagic || v[1] != valueVersion {
+		return 0, false
+	}
+	term, n := binary.Uvarint(v[2+hashLen:])
+	return term, n > 0
+}
+
 // parseValue splits a value into its header and its snapshot's wire form.
 func parseValue(v []byte) (header, []byte, error) {
 	var h header

@@ -158,9 +158,11 @@ func appendWireBytes(dst, b []byte) []byte {
 
 // appendWireGzip appends a value's gzip form, the last field of every
 // served value's form: a receiver serves it as it is instead of compressing
-// the body itself, so that a cluster's members serve the leader's gzip
-// bytes and compress nothing. Empty: none (the receiver compresses as a
-// process alone does).
+// the body itself. Empty: none, and the receiver compresses what its
+// requests read, as a process alone does. The pair list, the tickers and
+// the contracts always carry theirs (they are compressed when built, once a
+// publication); a book or a trade list only when a request on the sender
+// had compressed it (see lazyGzip).
 func appendWireGzip(dst, gz []byte) []byte { return appendWireBytes(dst, gz) }
 
 // gzip reads what appendWireGzip wrote: nil for none. The bytes must at
@@ -195,7 +197,7 @@ func (b *Book) AppendWire(dst []byte) []byte {
 	}
 	dst = appendWireEnds(dst, b.bidEnds)
 	dst = appendWireEnds(dst, b.askEnds)
-	return appendWireGzip(dst, b.later.gz.of(b.body))
+	return appendWireGzip(dst, b.later.gz.peek())
 }
 
 // DecodeBook returns the book whose wire form is data. The book keeps
@@ -252,7 +254,7 @@ func (t *Trades) AppendWire(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, uint64(k.n))
 		dst = binary.AppendUvarint(dst, uint64(k.at))
 	}
-	return appendWireGzip(dst, t.later.gz.of(t.all.body))
+	return appendWireGzip(dst, t.later.gz.peek())
 }
 
 // DecodeTrades returns the trades whose wire form is data. The value keeps

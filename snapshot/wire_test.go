@@ -356,3 +356,38 @@ func gzipAt(t *testing.T, body []byte, level int) []byte {
 	}
 	return buf.Bytes()
 }
+
+// A book or trade list carries its gzip form in its wire form only once a
+// request has compressed it: a cluster's leader does not compress every
+// value it puts, and the member that receives one without it compresses
+// what its own requests read, to the same bytes.
+func TestWireFormCarriesOnlyAGzipARequestTook(t *testing.T) {
+	b := mustBook(t, ladder(20, true), ladder(20, false))
+	tr, err := NewTrades("BTC_USDT", tradeTape(10), readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]struct {
+		wire   func() []byte
+		gzip   func() []byte
+		decode func([]byte) ([]byte, error)
+	}{
+		"book": {func() []byte { return b.AppendWire(nil) }, b.Gzip,
+			func(w []byte) ([]byte, error) { v, err := DecodeBook(w); return gzipOf(v, err) }},
+		"trades": {func() []byte { return tr.AppendWire(nil) }, tr.Gzip,
+			func(w []byte) ([]byte, error) { v, err := DecodeTrades(w); return gzipOf(v, err) }},
+	} {
+		cold := v.wire()
+		gz := v.gzip()
+		warm := v.wire()
+		if want := len(cold) + len(gz) + len(binary.AppendUvarint(nil, uint64(len(gz)))) - 1; len(warm) != want {
+			t.Errorf("%s: %d bytes once compressed, %d before; want the gzip form's %d more", name, len(warm), len(cold), len(gz))
+		}
+		for form, wire := range map[string][]byte{"before a request": cold, "after": warm} {
+			got, err := v.decode(wire)
+			if err != nil || !bytes.Equal(got, gz) {
+				t.Errorf("%s put %s: received and served %d gzip bytes (%v), want the sender's %d", name, form, len(got), err, len(gz))
+			}
+		}
+	}
+}
