@@ -51,9 +51,12 @@ func (s *Source) SeedTickers(stats []venue.Stat) {
 // Quotes returns the best bid and ask of the spot pairs from their local
 // books, each with when it was current: the perpetual's mid the tickers
 // publish. A book in sequence gives its current top, current when the venue
-// last vouched for it (see bookState.heardAt); a book resyncing gives
-// the top it last published while that is younger than max-stale, so a
-// resync does not take a ticker away. all reports whether every spot pair
+// last vouched for it (see bookState.heardAt); a book resyncing, or run
+// dry on a side while its refresh is read, gives the top it last
+// published while that is younger than max-stale, so neither takes a
+// ticker or a contract away: a side run dry has no best level the book
+// can vouch for (a level beyond the snapshot's edge may not be the
+// venue's best), and an empty one is no quote at all. all reports whether every spot pair
 // has a quote recent enough (see Config.Fresh) that the bulk quotes need not
 // stand in.
 func (s *Source) Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool) {
@@ -66,7 +69,7 @@ func (s *Source) Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quo
 		}
 		lp.mu.Lock()
 		q, qAt := lp.lastQuote, lp.lastQuoteAt
-		if lp.bookCurrent() {
+		if lp.bookCurrent() && lp.book.Vouched() > 0 {
 			bids, asks := lp.book.Top(1)
 			q, qAt = quoteOf(p.Symbol, bids, asks), lp.heardAt
 		}
