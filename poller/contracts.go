@@ -34,8 +34,8 @@ type contractReads struct {
 	// last is what the contracts last published were built from, for
 	// rebuilding them against a new pair list before it is published.
 	last *snapshot.ContractsInput
-	// wantQuotes is set while a contract has no local quote and no stream
-	// keeps books, so that the tickers' round reads the bulk quotes for it.
+	// wantQuotes is set while a contract has no fresh local quote, so
+	// that the tickers' round reads the bulk quotes for it.
 	wantQuotes bool
 }
 
@@ -76,10 +76,12 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 	quotes, quotesAt, all := contractQuotes(local, localAt, all, bulkQuotes, bulkAt, now, p.fresher())
 	p.ct.mu.Lock()
 	// Over REST alone only the bulk quotes give every contract its bid
-	// and ask. With streams every book gives its own once in sequence,
-	// and the bulk quotes' weight (up to 120 a minute) is left to a cold
-	// start's syncs.
-	p.ct.wantQuotes = !all && !p.src.KeepsTickers()
+	// and ask. With streams every book gives its own once in sequence;
+	// until then, or while it resyncs past its last quote's freshness,
+	// the bulk quotes keep its contract listed. Their weight (at most the
+	// plan's tenth of the budget) is the cost of a /contracts that does
+	// not drop a contract and list it again as its book syncs.
+	p.ct.wantQuotes = !all
 	interest := make([]venue.OpenInterest, 0, len(p.ct.interest))
 	for _, oi := range p.ct.interest {
 		interest = append(interest, oi)

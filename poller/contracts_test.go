@@ -324,23 +324,57 @@ func TestOpenInterestStartsFromThePublishedContracts(t *testing.T) {
 	}
 }
 
-// With streams, a contract whose book is still syncing waits for its
-// book: the contracts read no bulk quotes, whose weight a cold start's
-// syncs need.
-func TestContractsReadNoBulkQuotesWithStreams(t *testing.T) {
-	v := newContractVenue(3)
-	p := New(Config{Venue: v, Store: snapshot.NewStore(), Streams: newFakeStreams()})
-	ctx := t.Context()
-	if err := p.RefreshCatalog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		_ = p.RefreshContracts(ctx)
-		_ = p.RefreshTickers(ctx)
-	}
-	if n := v.count(venue.CallQuotes, ""); n != 0 {
-		t.Errorf("%d bulk quote reads for contracts whose books sync from the streams", n)
-	}
+// With streams, a contract whose book has not synced yet keeps its place
+// in /contracts from the bulk quotes, read at the planned interval rather
+// than every round; once every book is in sequence each contract's bid and
+// ask are its book's, and the bulk quotes are not read again. A contract
+// that came and went with its book's sync would be delisted and listed again
+// by an aggregator reading every minute.
+func TestContractsTakeBulkQuotesOnlyWhileABookSyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cv := newContractVenue(3)
+		w := newStreamWorldOf(t, cv.fakeVenue, Config{Venue: cv})
+		defer w.stop()
+		time.Sleep(5 * time.Second) // no book stream delivers yet
+		synctest.Wait()
+		items := contractItems(t, w.store)
+		if len(items) != 3 {
+			t.Fatalf("%d contracts with no book in sequence, want all 3 from the bulk quotes", len(items))
+		}
+		for id, it := range items {
+			if it["bid"] != "10.4" || it["ask"] != "10.6" {
+				t.Errorf("%s: bid %v ask %v, want the bulk quotes' 10.4 and 10.6", id, it["bid"], it["ask"])
+			}
+		}
+		cv.mu.Lock()
+		quotesEvery := time.Minute * time.Duration(cv.weights[venue.CallQuotes]) / time.Duration(cv.limit/2) * 10
+		cv.mu.Unlock()
+		if n, most := cv.count(venue.CallQuotes, ""), int(5*time.Second/quotesEvery)+1; n == 0 || n > most {
+			t.Errorf("%d bulk quote reads in 5 s, want 1 to %d: one each %v, the plan's tenth of the budget", n, most, quotesEvery)
+		}
+
+		w.goLive(cv.limit, 1)
+		for range 30 {
+			w.tick()
+		}
+		before := cv.count(venue.CallQuotes, "")
+		for range 100 {
+			w.tick()
+		}
+		time.Sleep(1500 * time.Millisecond) // the contracts' round after the last event
+		synctest.Wait()
+		if n := cv.count(venue.CallQuotes, "") - before; n != 0 {
+			t.Errorf("%d bulk quote reads in 10 s with every book in sequence, want none", n)
+		}
+		items = contractItems(t, w.store)
+		for i, m := range w.models {
+			top := m.snapshot(1)
+			it := items[pairID(i+1)]
+			if it["bid"] != top.Bids[0].Price || it["ask"] != top.Asks[0].Price {
+				t.Errorf("%s: bid %v ask %v, want its book's %s and %s", pairID(i+1), it["bid"], it["ask"], top.Bids[0].Price, top.Asks[0].Price)
+			}
+		}
+	})
 }
 
 // A book's quote gone old (its book resyncing) leaves its contract to the

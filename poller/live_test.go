@@ -33,6 +33,13 @@ type streamWorld struct {
 
 func newStreamWorld(t *testing.T, n int, cfg Config) *streamWorld {
 	v := newFakeVenue(n)
+	cfg.Venue = v
+	return newStreamWorldOf(t, v, cfg)
+}
+
+// newStreamWorldOf is newStreamWorld on cfg.Venue, a venue whose books
+// and calls are v's (v itself, or a venue that embeds it).
+func newStreamWorldOf(t *testing.T, v *fakeVenue, cfg Config) *streamWorld {
 	v.depth = map[string]*depthModel{}
 	var symbols []string
 	var models []*depthModel
@@ -44,7 +51,7 @@ func newStreamWorld(t *testing.T, n int, cfg Config) *streamWorld {
 	}
 	fs := newFakeStreams()
 	store := snapshot.NewStore()
-	cfg.Venue, cfg.Store, cfg.Streams = v, store, fs
+	cfg.Store, cfg.Streams = store, fs
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
 	}

@@ -122,12 +122,17 @@ func (v *venueSim) calls(since time.Time) []venueCall {
 
 // logCounter is a slog handler that counts records by level and keeps the
 // messages of errors, so that a recovered panic anywhere in the process
-// (handler or poller job) fails the run.
+// (handler or poller job) fails the run; it keeps the last warnings and
+// errors whole, for a failed run to show what the process said.
 type logCounter struct {
 	mu     sync.Mutex
 	levels map[slog.Level]int
 	errors []string
+	last   []string
 }
+
+// logKept is how many of the last warnings and errors a logCounter keeps.
+const logKept = 40
 
 func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return l }
@@ -139,6 +144,15 @@ func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 		l.levels = make(map[slog.Level]int)
 	}
 	l.levels[r.Level]++
+	if r.Level >= slog.LevelWarn {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s %s", r.Time.Format("15:04:05.000"), r.Level, r.Message)
+		r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+		if len(l.last) == logKept {
+			l.last = slices.Delete(l.last, 0, 1)
+		}
+		l.last = append(l.last, b.String())
+	}
 	if r.Level >= slog.LevelError {
 		l.errors = append(l.errors, r.Message)
 	}
@@ -151,10 +165,18 @@ func (l *logCounter) summary() (warns int, errs []string) {
 	return l.levels[slog.LevelWarn], slices.Clone(l.errors)
 }
 
-// startLoggedApp is startApp with a logger whose records the test reads.
+// startLoggedApp is startApp with a logger whose records the test reads;
+// a failed test shows the last warnings and errors the process logged.
 func startLoggedApp(t *testing.T, args ...string) (api string, a *app, logs *logCounter) {
 	t.Helper()
 	logs = new(logCounter)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
+			t.Logf("marketfeed's last warnings and errors:\n%s", strings.Join(logs.last, "\n"))
+		}
+	})
 	api, _, a, _ = startAppLogged(t, nil, nil, logs, args...)
 	return api, a, logs
 }

@@ -23,8 +23,11 @@ import (
 // markets, so a sim.Venue of the same seed computes the truth.
 
 const (
-	// contractsMaxStale is the run's -max-stale.
-	contractsMaxStale = 3 * time.Second
+	// contractsMaxStale is the run's -max-stale: long enough that the plan
+	// reads the bulk quotes, which keep a contract listed while its book
+	// syncs, within half of it at the run's budget (5 weight at a tenth of
+	// 1,200 a minute: every 2.5 s).
+	contractsMaxStale = 6 * time.Second
 	// contractMarkMaxAge is how old an item's marks (its timestamp) may be
 	// when answered: the mark price stream brings them once a second.
 	contractMarkMaxAge = 2 * time.Second
