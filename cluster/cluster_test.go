@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -968,8 +969,9 @@ func TestWantsRecord(t *testing.T) {
 }
 
 // A value's header says its term, venue time and publication time, and
-// its content hash refuses any byte of it changed; a value of another
-// version or without its magic byte is refused.
+// its checksum refuses any byte of it changed; a value of another version
+// or without its magic byte is refused, but those of the versions before
+// are read, each checked by its own sum.
 func TestValueHeader(t *testing.T) {
 	b, err := snapshot.NewBook("BTC_USDT", 1767225600456, []snapshot.Level{{Price: "1", Size: "1"}}, nil, time.Unix(5, 0))
 	if err != nil {
@@ -1001,8 +1003,26 @@ func TestValueHeader(t *testing.T) {
 			t.Fatalf("byte %d of %d changed: %v, want errBadValue", i, len(v), err)
 		}
 	}
-	// A value of the version before, as its leader wrote it: a wire form
-	// without the gzip form this version's end with.
+	// A value of the version before, as its leader wrote it: the same but
+	// for the SHA-256 content hash in place of the checksum.
+	rest := v[2+sumLen:]
+	sum := sha256.Sum256(rest)
+	v3 := append(append([]byte{valueMagic, versionSHA}, sum[:shaLen]...), rest...)
+	if got, gotWire, err := parseValue(v3); err != nil || got != h || !bytes.Equal(gotWire, b.AppendWire(nil)) {
+		t.Fatalf("a value of the version before parsed as %+v, %d bytes of wire, %v", got, len(gotWire), err)
+	}
+	if _, ok := termOf(v3); ok {
+		t.Error("termOf read a value of the version before")
+	}
+	for _, i := range []int{2, 2 + shaLen, len(v3) - 1} {
+		damaged := bytes.Clone(v3)
+		damaged[i] ^= 0x40
+		if _, _, err := parseValue(damaged); !errors.Is(err, errBadValue) {
+			t.Fatalf("byte %d of a value of the version before changed: %v, want errBadValue", i, err)
+		}
+	}
+	// A value of two versions before: a wire form without the gzip form
+	// this version's end with.
 	gz := b.Gzip()
 	wire = b.AppendWire(nil)
 	wire = wire[:len(wire)-len(gz)-len(binary.AppendUvarint(nil, uint64(len(gz))))]
@@ -1010,14 +1030,14 @@ func TestValueHeader(t *testing.T) {
 	v2 = append(binary.LittleEndian.AppendUint32(v2, crc32.Checksum(wire, crc32.MakeTable(crc32.Castagnoli))), wire...)
 	got, gotWire, err := parseValue(v2)
 	if err != nil || got != (header{term: 6, venueTime: 5000, publishedAt: 5_000_000_000}) {
-		t.Fatalf("a value of the version before parsed as %+v, %v", got, err)
+		t.Fatalf("a value of two versions before parsed as %+v, %v", got, err)
 	}
 	if old, err := snapshot.DecodeBook(gotWire); err != nil || !bytes.Equal(old.Body(), b.Body()) || !bytes.Equal(old.Gzip(), gz) {
-		t.Errorf("the book of a value of the version before: %v", err)
+		t.Errorf("the book of a value of two versions before: %v", err)
 	}
 	v2[len(v2)-1] ^= 1
 	if _, _, err := parseValue(v2); !errors.Is(err, errBadValue) {
-		t.Errorf("a damaged value of the version before: %v, want errBadValue", err)
+		t.Errorf("a damaged value of two versions before: %v, want errBadValue", err)
 	}
 	for name, bad := range map[string][]byte{
 		"another version": append([]byte{valueMagic, valueVersion + 1}, v[2:]...),
