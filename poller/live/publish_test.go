@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,20 +20,32 @@ func (s *Source) publishPeriod() {
 	s.publish(time.Now(), 0, 1, func(lp *pair, now time.Time) func() { return lp.tradesState.publish(s, lp, now) })
 }
 
-// jobs is a Scheduler that runs nothing by itself: the test runs the jobs.
+// jobs is a Scheduler that runs nothing by itself: the test runs the jobs,
+// and the goroutines it was asked to start.
 type jobs struct {
 	every map[time.Duration][]func(context.Context)
+	goes  []func(context.Context)
 }
 
 func (j *jobs) Every(d time.Duration, f func(context.Context)) {
 	j.every[d] = append(j.every[d], f)
 }
-func (j *jobs) Go(func(context.Context)) {}
+func (j *jobs) Go(f func(context.Context)) { j.goes = append(j.goes, f) }
 
 // spreadSource is a source of n listed pairs whose books are in sequence at
 // update id 102, published every 350 ms and their depths every
 // depthEvery, and the publication step it schedules.
 func spreadSource(t *testing.T, n int, depthEvery time.Duration) (s *Source, store *hookStore, symbols []string, step func(context.Context)) {
+	s, store, symbols, sch := spreadSourceJobs(t, n, depthEvery)
+	steps := sch.every[publishStep]
+	if len(steps) != 1 {
+		t.Fatalf("%d jobs every %v, want the one publication step; jobs: %v", len(steps), publishStep, sch.every)
+	}
+	return s, store, symbols, steps[0]
+}
+
+// spreadSourceJobs is spreadSource, with what the source scheduled.
+func spreadSourceJobs(t *testing.T, n int, depthEvery time.Duration) (s *Source, store *hookStore, symbols []string, sch *jobs) {
 	t.Helper()
 	store = &hookStore{Store: snapshot.NewStore()}
 	s = New(Config{
@@ -62,13 +75,39 @@ func spreadSource(t *testing.T, n int, depthEvery time.Duration) (s *Source, sto
 	s.Sync()
 	rest.wait()
 
-	sch := &jobs{every: map[time.Duration][]func(context.Context){}}
+	sch = &jobs{every: map[time.Duration][]func(context.Context){}}
 	s.Schedule(sch)
-	steps := sch.every[publishStep]
-	if len(steps) != 1 {
-		t.Fatalf("%d jobs every %v, want the one publication step; jobs: %v", len(steps), publishStep, sch.every)
+	return s, store, symbols, sch
+}
+
+// When the streams stop, each book in sequence is left in the store as a
+// depth at the last update id it applied, however long ago the last
+// periodic depth was: a cluster member's next poller starts from it and
+// from the events held from then on (see standby.Relay.Depth), which do
+// not hold what this poller was handed.
+func TestStoppedStreamsLeaveEveryBookAsADepth(t *testing.T) {
+	s, store, symbols, sch := spreadSourceJobs(t, 3, time.Hour) // no periodic depth in the test
+	s.Depth(venue.DepthUpdate{Symbol: symbols[0], First: 103, Last: 107, Prev: 102, Bids: []venue.Level{{Price: "99.5", Size: "1"}}})
+	for _, sym := range symbols {
+		if d := store.Depth([]byte(strings.TrimSuffix(sym, "USDT") + "_USDT")); d != nil {
+			t.Fatalf("%s: a depth at %d before the streams stopped", sym, d.Seq())
+		}
 	}
-	return s, store, symbols, steps[0]
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the poller's term ends: its streams' Run returns
+	for _, g := range sch.goes {
+		g(ctx)
+	}
+	for i, sym := range symbols {
+		want := int64(102)
+		if i == 0 {
+			want = 107
+		}
+		d := store.Depth([]byte(strings.TrimSuffix(sym, "USDT") + "_USDT"))
+		if d == nil || d.Seq() != want {
+			t.Fatalf("%s: depth %v once the streams stopped, want one at update id %d", sym, d, want)
+		}
+	}
 }
 
 // The schedule spreads a period's publications over its steps: each step

@@ -113,7 +113,7 @@ type Config struct {
 	BookEvery, TradesEvery time.Duration
 	// DepthEvery is how often each book in sequence is published as a
 	// snapshot.Depth, for another process to start its book from (see
-	// Seed); 0: never.
+	// Seed), and once more when the streams stop; 0: never.
 	DepthEvery time.Duration
 	// Seed, when set, returns what a pair new to the source starts from
 	// (see Seed). nil: every pair starts from REST reads.
@@ -182,6 +182,12 @@ func (s *Source) Schedule(sch Scheduler) {
 		if err := s.cfg.Streams.Run(ctx, s); err != nil && ctx.Err() == nil {
 			s.cfg.Log(slog.LevelError, "streams", "market streams stopped; pairs are served by REST",
 				slog.String(logKeyErr, err.Error()))
+		}
+		if s.cfg.DepthEvery > 0 {
+			// The streams deliver nothing more: each book in sequence is
+			// left as it ends, the depth the next poller of the member
+			// starts from (see standby.Relay.Depth).
+			s.publish(time.Now(), 0, 1, s.publishDepth)
 		}
 	})
 	s.publishEachStep(sch)

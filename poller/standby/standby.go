@@ -544,18 +544,24 @@ func (r *Relay) Continues(tickerID string, seq int64) bool {
 	return false
 }
 
-// Depth passes a diff event on to the poller that has the pair, and holds
-// a copy of it if it is past the member's book of the pair.
+// Depth passes a diff event on to the poller that has the pair, or else
+// holds a copy of it if it is past the member's book of the pair.
+//
+// What a poller is handed is not held: its book has it, and when its
+// streams stop the poller leaves every book in sequence in the member's
+// store as a depth (live.Config.DepthEvery), which the next poller starts
+// from, with the events held from then on. Holding them all the same, for
+// a term that may end at any moment, was the leader's largest cost over a
+// process alone after the put path: every event copied, and dropped again
+// at the next depth.
 func (r *Relay) Depth(u venue.DepthUpdate) {
 	p := r.event(u.Symbol)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.sink != nil {
 		p.sink.Depth(u) // lent, as the adapter lent it
+		return
 	}
-	// Held even while a poller takes it: the events past the member's
-	// last value are what the next poller (this one's term may end at
-	// any moment) needs, and this one cannot give them back.
 	if h, covered, ok := heldOf[heldDepth, venue.DepthUpdate](r, p, snapshot.StreamBook); ok {
 		h.hold(u, u.Last, covered)
 	}
@@ -568,7 +574,9 @@ func (r *Relay) Trade(symbol string, tr venue.Trade) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.sink != nil {
-		p.sink.Trade(symbol, tr) // and held, as a depth event is
+		// And held: a trade window is published every second and left in
+		// no depth, and trades come far less often than depth events.
+		p.sink.Trade(symbol, tr)
 	}
 	if h, covered, ok := heldOf[venue.Trade, venue.Trade](r, p, snapshot.StreamTrades); ok {
 		h.hold(tr, tr.ID, covered)

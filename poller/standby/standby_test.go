@@ -223,11 +223,13 @@ func TestPollerThatListsBeforeItRunsGetsWhatCameMeanwhile(t *testing.T) {
 	})
 }
 
-// A poller's term may end at any moment: the events it was handed past the
-// member's last value are held all the same, and the next poller gets them
-// (what a leader that steps down, or a member that read alone, leaves to
-// the one that comes after it).
-func TestNextPollerGetsWhatThePreviousWasHandedPastTheValues(t *testing.T) {
+// A poller's term may end at any moment: what it was handed is not held,
+// since its book has it and it leaves that book in the member's store as a
+// depth when its streams stop; what comes once the term has ended is held,
+// and the next poller gets the events past that depth. A poller that left
+// no depth of the pair (its book out of sequence) leaves a gap the next one
+// finds (see Continues) and syncs across.
+func TestNextPollerGetsWhatCameAfterThePreviousTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _, cov := newTestRelay(t)
 		r.Live(snapshot.StreamBook, []string{"BTCUSDT"})
@@ -235,22 +237,32 @@ func TestNextPollerGetsWhatThePreviousWasHandedPastTheValues(t *testing.T) {
 		first := &recorder{}
 		stop := lend(r, first)
 		r.Streams().Watch([]string{"BTCUSDT"})
-		for _, last := range []int64{10, 20, 30} {
-			r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: last})
+		for _, last := range []int64{20, 30} {
+			r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", First: last - 9, Last: last})
 		}
-		if got := first.take(); !slices.Equal(got, []string{"live book [BTCUSDT]", "depth BTCUSDT 10", "depth BTCUSDT 20", "depth BTCUSDT 30"}) {
+		if got := first.take(); !slices.Equal(got, []string{"live book [BTCUSDT]", "depth BTCUSDT 20", "depth BTCUSDT 30"}) {
 			t.Fatalf("the first poller got %q", got)
 		}
+		if held := r.count(snapshot.StreamBook).held; held != 0 {
+			t.Fatalf("%d events held while a poller had the pair, want none", held)
+		}
 		stop()
-		cov.set(snapshot.StreamBook, 20) // its last publication
+		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", First: 31, Last: 40}) // after the term
+		if r.Continues("BTC_USDT", 15) {
+			t.Error("the events from the member's depth before the term continue without those the poller had")
+		}
+		cov.set(snapshot.StreamBook, 30) // the depth the first poller left
+		if !r.Continues("BTC_USDT", 30) {
+			t.Error("the events held do not continue the depth the first poller left")
+		}
 		next := &recorder{}
 		defer lend(r, next)()
 		if got := next.take(); len(got) != 0 {
 			t.Fatalf("the next poller was handed %q before it listed a pair: it would drop them", got)
 		}
 		r.Streams().Watch([]string{"BTCUSDT"})
-		if got := next.take(); !slices.Equal(got, []string{"live book [BTCUSDT]", "depth BTCUSDT 30"}) {
-			t.Fatalf("the next poller got %q, want the acknowledgement and the event past the last value", got)
+		if got := next.take(); !slices.Equal(got, []string{"live book [BTCUSDT]", "depth BTCUSDT 40"}) {
+			t.Fatalf("the next poller got %q, want the acknowledgement and the event past the depth the first left", got)
 		}
 	})
 }
