@@ -714,20 +714,55 @@ func TestMembersReadTheVenueAloneWhileNATSIsAway(t *testing.T) {
 func TestPublishQueueKeepsTheOrderOfPublication(t *testing.T) {
 	var q publishQueue
 	q.init()
-	q.put("pairs", []byte("holding DOGE"))
-	q.put("book.DOGE_USDT", []byte("book"))
-	q.put("trades.DOGE_USDT", []byte("trades"))
-	q.put("book.DOGE_USDT", []byte("newer book"))
-	q.put("pairs", []byte("listing DOGE"))
-	q.put("book.DOGE_USDT", []byte("newest book"))
+	put := func(key, value string) {
+		b := []byte(value)
+		q.put(key, &b)
+	}
+	put("pairs", "holding DOGE")
+	put("book.DOGE_USDT", "book")
+	put("trades.DOGE_USDT", "trades")
+	put("book.DOGE_USDT", "newer book")
+	put("pairs", "listing DOGE")
+	put("book.DOGE_USDT", "newest book")
 	var got []string
 	for _, kv := range q.take(t.Context()) {
-		got = append(got, kv.key+"="+string(kv.value))
+		got = append(got, kv.key+"="+string(*kv.value))
 	}
 	want := []string{"pairs=holding DOGE", "book.DOGE_USDT=newer book", "trades.DOGE_USDT=trades", "pairs=listing DOGE", "book.DOGE_USDT=newest book"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("put %q, want %q", got, want)
 	}
+}
+
+// A key's first put of the term is acknowledged, with the revision the
+// bucket gave it (what a listing waits for every member to apply); its
+// later puts go unacknowledged, and land all the same, the newest last:
+// once the leader stops publishing, the bucket holds its last book, at a
+// later revision than the first put's.
+func TestLaterPutsLandWithoutAcknowledgement(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	n := startMember(t, s, "a", f)
+	eventually(t, 5*time.Second, "no leader", n.m.Leading)
+	eventually(t, 5*time.Second, "BTC_USDT's first book not acknowledged", func() bool { return n.m.firstPutAcked("book.BTC_USDT") })
+	n.m.putsMu.Lock()
+	first := n.m.firstPut["book.BTC_USDT"]
+	n.m.putsMu.Unlock()
+	eventually(t, 5*time.Second, "no round of books after the first", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.round > 20
+	})
+	f.pause()
+	eventually(t, 5*time.Second, "the bucket does not hold the leader's last book", func() bool {
+		e, err := n.m.snaps.Get(t.Context(), "book.BTC_USDT")
+		if err != nil {
+			return false
+		}
+		_, wire, err := parseValue(e.Value())
+		last, _ := n.store.Book([]byte("BTC_USDT"), time.Now().UnixNano())
+		return err == nil && e.Revision() > first && bytes.Equal(wire, last.AppendWire(nil))
+	})
 }
 
 // The leader calls a pair replicated, and so listable, only once every

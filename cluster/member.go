@@ -127,7 +127,8 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, errors.New("cluster: a member needs a name")
 	}
 	m := newMember(cfg)
-	// Puts are asynchronous: the publisher does not wait for one put's
+	// Acknowledged puts (a key's first of a term, see Member.put) are
+	// asynchronous: the publisher does not wait for one put's
 	// acknowledgement before the next, which would add a round trip to
 	// the lag of every value queued behind it; the handlers count them.
 	js, err := jetstream.New(m.cfg.Conn,

@@ -52,6 +52,15 @@ func (m *Member) putAcked(subject string, rev uint64) {
 	m.putsMu.Unlock()
 }
 
+// firstPutAcked reports whether the first put of key in this term has been
+// acknowledged.
+func (m *Member) firstPutAcked(key string) bool {
+	m.putsMu.Lock()
+	defer m.putsMu.Unlock()
+	_, ok := m.firstPut[key]
+	return ok
+}
+
 // putSubject is the subject a put of key into the snapshot bucket goes to.
 func (m *Member) putSubject(key string) string { return "$KV." + m.cfg.Name + "_snapshots." + key }
 
