@@ -4,22 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // watch applies the snapshot bucket's values to the store until ctx is
-// done. The values the bucket held when the watch started come first, and
-// are applied pair list first, so that every pair's book and trades find
-// it listed.
+// done or a watch ends on its own, while this member does not lead. The
+// values the bucket held when a watch started come first, and are applied
+// pair list first, so that every pair's book and trades find it listed.
+//
+// A leader's store has every value it puts: its watch is stopped for its
+// term, and started again when the term ends. Receiving each of its own
+// values back, only to drop it, cost a leader a copy of everything it put
+// and the garbage collection of it.
 func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
-	defer m.stopWatch(w)
+	for {
+		leads := m.applyWatch(ctx, w)
+		m.stopWatch(w)
+		if !leads || !m.awaitFollowing(ctx) {
+			return
+		}
+		var err error
+		if w, err = m.snaps.WatchAll(ctx); err != nil {
+			m.logs.Log(m.log, slog.LevelWarn, "cluster", "cluster watch failed", "err", err)
+			return
+		}
+	}
+}
+
+// applyWatch applies w's values until this member leads, which it reports,
+// or ctx is done or w ends.
+func (m *Member) applyWatch(ctx context.Context, w jetstream.KeyWatcher) (leads bool) {
 	var initial []jetstream.KeyValueEntry
 	for {
-		e, ok := nextEntry(ctx, w)
-		if !ok {
-			return
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return false
+		case <-m.termChanged:
+			if m.term.Load() != 0 {
+				return true
+			}
+			continue
+		case next, ok := <-w.Updates():
+			if !ok {
+				return false
+			}
+			e = next
 		}
 		switch {
 		case e == nil: // every value held at the start has come
@@ -42,6 +75,19 @@ func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
 			m.appliedRev.Store(e.Revision())
 		}
 	}
+}
+
+// awaitFollowing waits until this member no longer leads; false once ctx
+// is done.
+func (m *Member) awaitFollowing(ctx context.Context) bool {
+	for m.term.Load() != 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-m.termChanged:
+		}
+	}
+	return true
 }
 
 // apply publishes one entry of the snapshot bucket into the store, unless

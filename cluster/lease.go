@@ -265,7 +265,7 @@ func (c *campaign) win(ctx context.Context, t *term) {
 	m := c.m
 	c.term, c.other = t, holder{}
 	m.forgetPuts(nil)
-	m.term.Store(t.number)
+	m.setTerm(t.number)
 	m.raise(t.number)
 	m.seeLeader(m.cfg.Member)
 	m.metrics.takeOvers.Inc()
@@ -347,7 +347,10 @@ func (c *campaign) stepDown(why string) {
 		return
 	}
 	c.m.log.Warn("lease lost: following", "term", t.number, "why", why)
-	c.m.term.Store(0)
+	// The watch starts again (see Member.watch): the member stands again
+	// only once it has applied what the bucket holds.
+	c.m.synced.Store(false)
+	c.m.setTerm(0)
 	t.lead.stop()
 	_ = t.pings.Unsubscribe()
 	c.term = nil
@@ -359,6 +362,16 @@ func (c *campaign) end() {
 	c.stepDown("shutting down")
 	c.follow.stop()
 	c.follow = nil
+}
+
+// setTerm sets the term this member leads in, 0 for none, and tells the
+// watch.
+func (m *Member) setTerm(number uint64) {
+	m.term.Store(number)
+	select {
+	case m.termChanged <- struct{}{}:
+	default:
+	}
 }
 
 // within runs one call to NATS with d to answer: a call it does not
