@@ -23,7 +23,15 @@ func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
 	for {
 		leads := m.applyWatch(ctx, w)
 		m.stopWatch(w)
-		if !leads || !m.awaitFollowing(ctx) {
+		if !leads {
+			return
+		}
+		// What the session's first following said is old news.
+		select {
+		case <-m.rewatch:
+		default:
+		}
+		if !m.awaitFollowing(ctx) {
 			return
 		}
 		var err error
@@ -77,17 +85,18 @@ func (m *Member) applyWatch(ctx context.Context, w jetstream.KeyWatcher) (leads 
 	}
 }
 
-// awaitFollowing waits until this member no longer leads; false once ctx
-// is done.
+// awaitFollowing waits until this member follows again after its term
+// (see campaign.runAsFollower); false once ctx is done. A term that ends
+// with the session (NATS gone, or shutting down) starts no watch: one
+// begun while NATS does not answer would hold the session's end, and with
+// it the member's reading alone, for the client's request timeout.
 func (m *Member) awaitFollowing(ctx context.Context) bool {
-	for m.term.Load() != 0 {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-m.termChanged:
-		}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-m.rewatch:
+		return true
 	}
-	return true
 }
 
 // apply publishes one entry of the snapshot bucket into the store, unless

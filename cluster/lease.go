@@ -123,8 +123,12 @@ func (c *campaign) run(ctx context.Context) {
 	}
 }
 
-// runAsFollower begins periods until the member's watch has synced.
+// runAsFollower begins periods until the member's watch has synced. A
+// member that steps down follows here, and its watch starts again (see
+// Member.watch); one that steps down because NATS is gone ends its session
+// instead, with no watch to wait for.
 func (c *campaign) runAsFollower(ctx context.Context) leaseState {
+	signal(c.m.rewatch)
 	for {
 		if next, ok := c.begin(ctx); !ok {
 			return next
@@ -368,8 +372,13 @@ func (c *campaign) end() {
 // watch.
 func (m *Member) setTerm(number uint64) {
 	m.term.Store(number)
+	signal(m.termChanged)
+}
+
+// signal signals ch, a channel of one, unless it is signalled already.
+func signal(ch chan struct{}) {
 	select {
-	case m.termChanged <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

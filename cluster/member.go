@@ -81,11 +81,12 @@ type Member struct {
 	// own.
 	term   atomic.Uint64
 	newest atomic.Uint64
-	// termChanged is signalled when term changes, for the watch, which
-	// stops while this member leads (see Member.watch).
-	termChanged chan struct{}
-	leader      atomic.Pointer[string] // the lease's holder, as last seen
-	synced      atomic.Bool            // the watch has delivered every value it held at the start
+	// termChanged is signalled when term changes, and rewatch when the
+	// member follows again after a term, for the watch, which stops while
+	// this member leads (see Member.watch).
+	termChanged, rewatch chan struct{}
+	leader               atomic.Pointer[string] // the lease's holder, as last seen
+	synced               atomic.Bool            // the watch has delivered every value it held at the start
 
 	lastApplied atomic.Int64 // Unix ns
 	lastVenue   atomic.Int64 // the venue time of the last value applied, Unix ms
@@ -171,7 +172,7 @@ func newMember(cfg Config) *Member {
 		cfg.Now = time.Now
 	}
 	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member), logs: logthrottle.New(time.Minute),
-		seen: map[string]sighting{}, firstPut: map[string]uint64{}, termChanged: make(chan struct{}, 1)}
+		seen: map[string]sighting{}, firstPut: map[string]uint64{}, termChanged: make(chan struct{}, 1), rewatch: make(chan struct{}, 1)}
 	m.queue.init()
 	m.metrics = newMemberMetrics(cfg.Metrics, m)
 	return m
