@@ -38,6 +38,12 @@ func newDepletedBehindSync(t *testing.T) (*Source, *fakeREST) {
 	s.Live(snapshot.StreamBook, []string{eth})
 	event(eth, 100, 102)
 	s.byID("ETH_USDT").books.waiting.Store(time.Now().UnixNano())
+	// What a round that saw ETH's book waiting leaves (see Sync): the
+	// round above may have seen BTC's snapshot land before it looked.
+	s.booksBehind.Store(s.booksWaiting(time.Now()))
+	if !s.booksBehind.Load() {
+		t.Fatal("no book waits for its sync")
+	}
 	rest.mu.Lock()
 	rest.starts = nil
 	rest.mu.Unlock()
