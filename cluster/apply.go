@@ -46,6 +46,7 @@ func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
 // or ctx is done or w ends.
 func (m *Member) applyWatch(ctx context.Context, w jetstream.KeyWatcher) (leads bool) {
 	var initial []jetstream.KeyValueEntry
+	caughtUp := false // every value held at the start has been applied
 	for {
 		var e jetstream.KeyValueEntry
 		select {
@@ -54,6 +55,11 @@ func (m *Member) applyWatch(ctx context.Context, w jetstream.KeyWatcher) (leads 
 		case <-m.termChanged:
 			if m.term.Load() != 0 {
 				return true
+			}
+			// A term that began and ended before the watch saw it: the
+			// watch never stopped, and what stepping down cleared holds.
+			if caughtUp {
+				m.synced.Store(true)
 			}
 			continue
 		case next, ok := <-w.Updates():
@@ -73,7 +79,7 @@ func (m *Member) applyWatch(ctx context.Context, w jetstream.KeyWatcher) (leads 
 					}
 				}
 			}
-			initial = nil
+			initial, caughtUp = nil, true
 			m.appliedRev.Store(newest)
 			m.synced.Store(true)
 		case !m.synced.Load():

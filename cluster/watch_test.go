@@ -140,6 +140,16 @@ func TestTheWatchStopsForATermAndStartsAgainAfter(t *testing.T) {
 			t.Fatalf("after the term: synced %v, book %v, applied revision %d; want the new leader's book at 9", m.Synced(), got, m.appliedRev.Load())
 		}
 
+		// A term won and lost before the watch sees it (its one signal left
+		// for the end): the watch runs on, and the member may stand again.
+		m.term.Store(4)
+		m.synced.Store(false) // as stepping down does
+		m.setTerm(0)
+		synctest.Wait()
+		if next.isStopped() || !m.Synced() || bucket.count() != 2 {
+			t.Fatalf("after a term the watch did not see: stopped %v, synced %v, %d watches", next.isStopped(), m.Synced(), bucket.count())
+		}
+
 		cancel()
 		<-done
 		if !next.isStopped() {

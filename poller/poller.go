@@ -97,7 +97,8 @@ type Config struct {
 	Seed func(tickerID string) live.Seed
 	// DepthEvery, when positive with Streams, is how often each book in
 	// sequence is published as a snapshot.Depth for a Seed of another
-	// process's poller; 0 (a process alone): never.
+	// process's poller, and once more when the streams stop, for the
+	// member's next poller; 0 (a process alone): never.
 	DepthEvery time.Duration
 	// Replicated, when set, reports whether every replica holds the
 	// book and trades this poller published of a pair: a pair new to the
