@@ -155,7 +155,8 @@ var lends = [NumPriorities]borrow{
 }
 
 // leave is what a purpose's reads leave unspent: part of a size, kept from
-// the window's limit or from the background cap of the purpose's class,
+// the window's limit, or from the background cap of the purpose's class as
+// well as from the window's limit,
 // by the asks of priorities up to upto (those above it spend it).
 type leave struct {
 	from fromWhat
@@ -170,7 +171,17 @@ type fromWhat int
 const (
 	fromNothing fromWhat = iota // the zero leave: nothing is left
 	fromWindow                  // the window's limit
-	fromClass                   // the purpose's class's cap for background reads
+	// fromClass: the purpose's class's cap for background reads, and the
+	// window's limit too. The window also holds what the class's cap does
+	// not: the weight the venue counted for the address beyond this
+	// ledger's own (Observe), which is a previous leader's minute when a
+	// member takes a cluster's ingest over. Kept from the class's cap
+	// alone, the deepening of a new leader's books spent the class's
+	// share on top of that minute and filled the window within 13 s of
+	// taking over; a book's probe and a dry book's refresh then found
+	// only the serving reserve, and a book being served aged to 8 s and
+	// answered 502.
+	fromClass
 )
 
 // part is a fraction, num/den, of a size.
@@ -414,10 +425,10 @@ func (b *Ledger) leaves(l leave, prio Priority, caps Caps, class Class, weight i
 		return true
 	}
 	keep := l.part.of(l.of.in(caps, b.limit))
-	if l.from == fromWindow {
-		return b.total+weight <= b.limit-keep
+	if b.total+weight > b.limit-keep {
+		return false
 	}
-	return b.byClass[class]+weight <= caps.Of(class, false)-keep
+	return l.from == fromWindow || b.byClass[class]+weight <= caps.Of(class, false)-keep
 }
 
 // withinCaps reports whether a read of weight of class that may borrow may

@@ -245,6 +245,34 @@ func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
 	t.Logf("%d deepened, then %d dry books refreshed, of a book class of %d", deepened, dry, caps[ClassBook])
 }
 
+// The deepening leaves its quarter of the book class's cap in the window
+// too, not only in the class's spend: a member that takes a cluster's
+// ingest over finds the previous leader's minute in the venue's count
+// (Observe), which no class's spend holds, and deepening every book on top
+// of it filled the window; the dry books and probes of the books being
+// served then found only the serving reserve.
+func TestDeepeningLeavesTheWindowRoomAfterAnotherMinute(t *testing.T) {
+	b := newLedger(1200, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+		Share: [NumClasses]int{ClassRefresh: 48, ClassProbe: 48}})
+	now := time.Unix(1_000_000, 0)
+	b.Observe(now, 450) // the previous leader's minute
+	caps := b.Caps()
+	keep := caps[ClassBook] / 4
+	for b.Take(now, Ask{PurposeDeepen, 10, Background}) {
+	}
+	if spent := b.Spent(now); spent > 1200-keep || spent < 1200-keep-10 {
+		t.Fatalf("deepening after another minute of 450 left the window at %d of 1,200, want all but the book class's quarter, %d", spent, keep)
+	}
+	reads := 0
+	for reads < keep/10 && b.Take(now, Ask{PurposeDepleted, 10, Serving}) {
+		reads++
+	}
+	if reads < keep/10 {
+		t.Fatalf("%d refreshes of dry books fit after the deepening, want the quarter's %d", reads, keep/10)
+	}
+	t.Logf("book class cap %d; the deepening stopped at %d of 1,200", caps[ClassBook], 1200-keep)
+}
+
 // What the venue counts for the address beyond this ledger's own spend is
 // taken as spent here, but for the others' parts of a budget several
 // processes share: three cluster members reading alone with a third each
