@@ -43,7 +43,8 @@ const (
 	// stateLeading holds the lease and renews it every period.
 	stateLeading
 	// stateCutOff has no connection to NATS, and waits for it in the part
-	// it had, at most as long as a leader may go without renewing.
+	// it had: a period as a follower, as long as it may go without
+	// renewing as a leader.
 	stateCutOff
 	// stateLost is a session over: NATS did not answer as an engine for
 	// the lease's TTL, or the connection stayed down.
@@ -169,18 +170,29 @@ func (c *campaign) runAsLeader(ctx context.Context) leaseState {
 
 // runCutOff waits for the connection to NATS to come back. No call can be
 // answered meanwhile: a period is not spent waiting out each call's
-// timeout. Cut off for as long as a leader may go without renewing, every
-// member ends its session, the leader stepping down, so that each reads the
-// venue alone while its values are still fresh (see Member.Run). A
-// follower waits a period longer than the leader, whose reading is then
-// surely over.
+// timeout. A follower waits one period: what it serves is what the leader
+// put, which stopped coming with the connection, and it ages from then
+// on; past the period it ends its session and reads the venue alone (see
+// Member.Run), warm, from what it holds and its own streams. Waiting as
+// long as a leader may go without renewing, as it did, a follower served
+// books up to 5.7 s old across a NATS server's kill, which answer 502
+// under a -max-stale of 5 s. A leader serves what its own poller reads,
+// current whatever NATS does: it waits for as long as it may go without
+// renewing (the lease's TTL less two periods, counted from the period
+// that found it cut off, itself at most a period after its last renewal),
+// so that a blip of its connection leaves its term standing, and then
+// steps down and reads alone with its share. Meanwhile the venue
+// counts a follower's share besides the leader's budget, for a few
+// seconds, and each member's ledger sees the other's weight in the
+// venue's count (budget.Ledger.Observe).
 func (c *campaign) runCutOff(ctx context.Context) leaseState {
-	limit := c.m.cfg.LeaseTTL - c.period
+	// Periods, not the clock: a period measured from now ends a moment
+	// after the tick that ends it, and a member waited a tick more.
+	periods := 1
 	if c.term != nil {
-		limit -= c.period
+		periods = periodsPerTTL - 2
 	}
-	since := c.m.cfg.Now().UnixNano()
-	for now := since; time.Duration(now-since) < limit; now = c.m.cfg.Now().UnixNano() {
+	for range periods {
 		select {
 		case <-ctx.Done():
 			return stateStopped

@@ -168,8 +168,10 @@ func TestPeriodBeginTransitions(t *testing.T) {
 }
 
 // A member cut off from NATS goes back to its part when the connection
-// returns, and ends its session when it does not within the lease's TTL
-// less a period, a leader a period sooner, stepping down.
+// returns, and ends its session when it does not: a follower, whose
+// values stopped with the connection, after a period; a leader, which
+// serves its own reads, once it may go no longer without renewing (the
+// lease's TTL less two periods), stepping down.
 func TestCutOffTransitions(t *testing.T) {
 	const period = time.Second / periodsPerTTL
 	for _, tc := range []struct {
@@ -179,9 +181,10 @@ func TestCutOffTransitions(t *testing.T) {
 		want    leaseState
 		after   time.Duration
 	}{
-		{"follower, connection back", false, 2 * period, stateFollowing, 2 * period},
+		{"follower, connection back", false, period, stateFollowing, period},
+		{"follower, connection back too late", false, 2 * period, stateLost, period},
 		{"leader, connection back", true, 2 * period, stateLeading, 2 * period},
-		{"follower, connection gone", false, 0, stateLost, 4 * period},
+		{"follower, connection gone", false, 0, stateLost, period},
 		{"leader, connection gone", true, 0, stateLost, 3 * period},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

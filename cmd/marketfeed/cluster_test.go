@@ -497,6 +497,42 @@ func askAll(t *testing.T, members []*member, stop <-chan struct{}) (statuses fun
 	}
 }
 
+// oldestBooks reads BTC_USDT's book of every member every 20 ms until stop
+// and returns, by member, how old the oldest book it answered 200 with was
+// when it came (the answer's timestamp against the clock).
+func oldestBooks(t *testing.T, members []*member, stop <-chan struct{}) (oldest func() map[string]time.Duration) {
+	ages := map[string]time.Duration{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, m := range members {
+				a := ask(t, m.api, "/api/public/orderbook?ticker_id=BTC_USDT&depth=1", "")
+				if a.status != 200 {
+					continue
+				}
+				var book struct{ Timestamp int64 }
+				if err := json.Unmarshal([]byte(a.body), &book); err != nil {
+					t.Errorf("%s: book: %v", m.name, err)
+					return
+				}
+				ages[m.name] = max(ages[m.name], time.Since(time.UnixMilli(book.Timestamp)))
+			}
+		}
+	}()
+	return func() map[string]time.Duration {
+		<-done
+		return ages
+	}
+}
+
 // NATS stopped: every member goes on serving, then reads the venue alone
 // with its third of the budget, so that nothing it serves grows older than
 // -max-stale; NATS started again: they stop, join again, and one leads.
@@ -509,8 +545,9 @@ func TestClusterServesThroughANATSOutage(t *testing.T) {
 	leader := members[0]
 	listed := int64(len(leader.a.store.Pairs().List()))
 	syncsBefore := leader.venue.bookReads(poller.DefaultSyncDepth)
-	stop := make(chan struct{})
+	stop, stopAges := make(chan struct{}), make(chan struct{})
 	statuses := askAll(t, members, stop)
+	oldest := oldestBooks(t, members, stopAges)
 	restart := natstest.Stop(t, s)
 	for _, m := range members {
 		deadline := time.Now().Add(15 * time.Second)
@@ -529,6 +566,16 @@ func TestClusterServesThroughANATSOutage(t *testing.T) {
 		}
 	}
 	time.Sleep(12 * time.Second) // past -max-stale (10s) of what the members held when NATS went
+	close(stopAges)
+	// A follower's values stop with its connection: it reads alone within
+	// two periods of the lease (2 s), not once a leader may go without
+	// renewing (4 to 5 s), which would answer 502 under a -max-stale of 5 s.
+	for name, age := range oldest() {
+		t.Logf("%s: the oldest BTC_USDT book it answered across the loss of NATS was %v old", name, age)
+		if age > 3500*time.Millisecond {
+			t.Errorf("%s answered a BTC_USDT book %v old across the loss of NATS, want 3.5 s at most", name, age)
+		}
+	}
 	seeded := scrapeMetrics(t, leader)[`marketfeed_seeded_total{part="books"}`]
 	syncs := leader.venue.bookReads(poller.DefaultSyncDepth) - syncsBefore
 	t.Logf("%s, the leader, went alone with %v of %d books seeded and read %d snapshots to sync one", leader.name, seeded, listed, syncs)
