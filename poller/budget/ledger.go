@@ -72,14 +72,14 @@ var purposes = [NumPurposes]rule{
 	PurposeCatalog:  {name: "catalog", class: ClassBulk, borrows: borrowAll},
 	PurposeTickers:  {name: "tickers", class: ClassBulk, borrows: borrowAll},
 	PurposeSnapshot: {name: "snapshot", class: ClassBook, borrows: borrowAll},
-	PurposeDepleted: {name: "refresh", class: ClassBook, borrows: borrowAll},
+	PurposeDepleted: {name: "dry", class: ClassBook, borrows: borrowAll},
 	// Deepening leaves a quarter of the book class's cap unspent. A member
 	// that takes over a cluster's ingest starts every book from the last
 	// leader's 100 levels and deepens them all at once, which would spend
 	// the whole book share of the minute in its first seconds; a book
 	// whose side then ran dry, or one out of sequence, found nothing left
 	// and was served as it was for up to 9 s, near -max-stale.
-	PurposeDeepen: {name: "refresh", class: ClassBook, borrows: borrowAll,
+	PurposeDeepen: {name: "deepen", class: ClassBook, borrows: borrowAll,
 		leaves: leave{from: fromClass, part: part{1, 4}, of: sizeOf(ClassBook), upto: Sync}},
 	// Refreshes and probes are held to their class's share whatever the
 	// priority: the shares bound what one kind of read costs (the
@@ -111,7 +111,10 @@ var purposes = [NumPurposes]rule{
 
 // rule is a purpose's row of purposes.
 type rule struct {
-	// name labels the purpose's metrics; two purposes may share one.
+	// name labels the purpose's metrics; two purposes may share one. The
+	// refreshes of dry books and the deepening have names of their own: a
+	// new leader's spend could not be told from the refresh share's under
+	// one "refresh", which is what took its window.
 	name string
 	// class is the share the purpose spends: its cap holds the purpose's
 	// reads, and its spend counts them.
