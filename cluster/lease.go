@@ -177,29 +177,32 @@ func (c *campaign) runAsLeader(ctx context.Context) leaseState {
 // long as a leader may go without renewing, as it did, a follower served
 // books up to 5.7 s old across a NATS server's kill, which answer 502
 // under a -max-stale of 5 s. A leader serves what its own poller reads,
-// current whatever NATS does: it waits for as long as it may go without
-// renewing (the lease's TTL less two periods, counted from the period
-// that found it cut off, itself at most a period after its last renewal),
-// so that a blip of its connection leaves its term standing, and then
-// steps down and reads alone with its share. Meanwhile the venue
-// counts a follower's share besides the leader's budget, for a few
-// seconds, and each member's ledger sees the other's weight in the
+// current whatever NATS does: it waits until it may go no longer without
+// renewing (the lease's TTL less two periods since its last renewal, as
+// renew steps down), so that a blip of its connection leaves its term
+// standing, and then steps down and reads alone with its share. Meanwhile
+// the venue counts a follower's share besides the leader's budget, for a
+// few seconds, and each member's ledger sees the other's weight in the
 // venue's count (budget.Ledger.Observe).
 func (c *campaign) runCutOff(ctx context.Context) leaseState {
-	// Periods, not the clock: a period measured from now ends a moment
-	// after the tick that ends it, and a member waited a tick more.
-	periods := 1
-	if c.term != nil {
-		periods = periodsPerTTL - 2
-	}
-	for range periods {
+	// A tick that came before the member was found cut off, and waits in
+	// the ticker, ends no period of the cut-off: a follower would leave at
+	// once on a blip.
+	entered := time.Now()
+	for {
 		select {
 		case <-ctx.Done():
 			return stateStopped
-		case <-c.tick:
+		case at := <-c.tick:
+			if at.Before(entered) {
+				continue
+			}
 		}
 		if c.connected() {
 			return c.holding()
+		}
+		if c.term == nil || time.Duration(c.m.cfg.Now().UnixNano()-c.term.renewed) >= c.m.cfg.LeaseTTL-2*c.period {
+			break
 		}
 	}
 	c.stepDown("disconnected from NATS")

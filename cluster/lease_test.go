@@ -171,21 +171,26 @@ func TestPeriodBeginTransitions(t *testing.T) {
 // returns, and ends its session when it does not: a follower, whose
 // values stopped with the connection, after a period; a leader, which
 // serves its own reads, once it may go no longer without renewing (the
-// lease's TTL less two periods), stepping down.
+// lease's TTL less two periods since its last renewal), stepping down. A
+// tick that waited in the ticker from before the cut-off ends no period.
 func TestCutOffTransitions(t *testing.T) {
 	const period = time.Second / periodsPerTTL
 	for _, tc := range []struct {
-		name    string
-		leading bool
-		back    time.Duration // when the connection returns; 0: never
-		want    leaseState
-		after   time.Duration
+		name      string
+		leading   bool
+		renewed   time.Duration // a leader's last renewal, before the cut-off
+		tickAhead bool          // a tick fired unread before the cut-off
+		back      time.Duration // when the connection returns; 0: never
+		want      leaseState
+		after     time.Duration
 	}{
-		{"follower, connection back", false, period, stateFollowing, period},
-		{"follower, connection back too late", false, 2 * period, stateLost, period},
-		{"leader, connection back", true, 2 * period, stateLeading, 2 * period},
-		{"follower, connection gone", false, 0, stateLost, period},
-		{"leader, connection gone", true, 0, stateLost, 3 * period},
+		{"follower, connection back", false, 0, false, period, stateFollowing, period},
+		{"follower, connection back too late", false, 0, false, 2 * period, stateLost, period},
+		{"leader, connection back", true, 0, false, 2 * period, stateLeading, 2 * period},
+		{"follower, connection gone", false, 0, false, 0, stateLost, period},
+		{"leader, connection gone", true, 0, false, 0, stateLost, 3 * period},
+		{"leader renewed two periods before, connection gone", true, 2 * period, false, 0, stateLost, period},
+		{"follower with a tick from before, connection gone", false, 0, true, 0, stateLost, period / 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -194,10 +199,13 @@ func TestCutOffTransitions(t *testing.T) {
 				tick := time.NewTicker(period)
 				defer tick.Stop()
 				c.tick = tick.C
+				if tc.tickAhead {
+					time.Sleep(period + period/2) // a tick fires unread; the next comes half a period after the cut-off
+				}
 				start := time.Now()
 				c.connected = func() bool { return tc.back != 0 && time.Since(start) >= tc.back }
 				if tc.leading {
-					hold(c, lease, 0)
+					hold(c, lease, tc.renewed)
 				}
 				if got := c.runCutOff(t.Context()); got != tc.want {
 					t.Fatalf("cut off: %v, want %v", got, tc.want)
