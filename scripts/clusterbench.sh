@@ -5,7 +5,8 @@
 # every 10 s, beside a hot client; the script waits for a warm cluster, then measures the steady
 # state, a leader killed with SIGKILL, the NATS server killed for 40 s, and clients sending 900
 # requests evenly over a minute and 1,200 a minute for 4 minutes through the balancer. It prints every figure: answers and book age per phase,
-# replication lag, the venue's weight, rate-limit overshoot, CPU and RSS per member. About 20
+# replication lag, the venue's weight, a new leader's fullest window and weight by purpose after each
+# takeover, rate-limit overshoot, CPU and RSS per member. About 20
 # minutes. PROFILE=DIR also writes 30 s CPU profiles of the leader, a follower and the process alone,
 # taken in the steady minute, to DIR.
 #
@@ -89,6 +90,19 @@ same_contracts() {
 	echo "contracts with an open interest: $(curl -s "127.0.0.1:808$l/api/public/contracts" | grep -o '"open_interest":"' | wc -l || true) of $(curl -s "127.0.0.1:808$l/api/public/contract_specs" | grep -o '"ticker_id"' | wc -l || true)"
 }
 sweep() { "$BIN"/clusterbench sweep -targets http://$LB -xff $AGG "$@"; }
+# Each member's venue weight window (marketfeed_venue_weight_spent: its own reads and what the venue
+# counted for the address beyond them) every 2 s, and its weight by purpose: what a new leader finds
+# in the window when it takes over, and what it spends it on. The process alone (4: its operator
+# listener is 9094) is read as often, so that the scrapes cost it what they cost the members.
+( while :; do for i in 1 2 3 4; do v=$(metric $i marketfeed_venue_weight_spent || true); [ -z "$v" ] || echo "$(date +%s) $i $v"; done; sleep 2; done ) \
+	>"$RUN/windows" 2>/dev/null & pids+=($!)
+fullest() { awk -v m="$1" -v t="$2" '$2 == m && $1 >= t && $3 > max { max = $3 } END { print max + 0 }' "$RUN/windows"; } # member, since
+# window_report MEMBER SINCE: MEMBER's fullest window since SINCE (epoch seconds) against its budget,
+# and its weight by purpose since its poller started: its term, for a member that took over.
+window_report() {
+	echo "member-$1's window at its fullest since then: $(fullest "$1" "${2%.*}") of $(metric "$1" marketfeed_venue_weight_budget);" \
+		"its weight this term, by purpose: $(curl -s "127.0.0.1:909$1/metrics" | awk -F'[" ]' '/^marketfeed_venue_weight_total\{/ && $NF > 0 { printf "%s %d, ", $2, $NF }' | sed 's/, $//' || true)"
+}
 
 phase "warming up: every book and trade list stream-fed on the leader, every follower's streams live"
 began=$(date +%s)
@@ -138,6 +152,7 @@ sweep -rounds 9 & agg=$!
 for _ in $(seq 1 300); do [ -n "$(leader)" ] && break; sleep 0.1; done
 echo "member-$(leader) leads $(awk -v a="$(date +%s.%N)" -v b="$killed" 'BEGIN { printf "%.1f", a - b }') s after the kill"
 wait $agg
+window_report "$(leader)" "$killed"
 echo "venue weight used this minute: $(weight)"
 same_contracts
 
@@ -145,9 +160,10 @@ phase "the NATS server killed for 40 s, then started again; the aggregator goes 
 sweep -rounds 10 & agg=$!
 sleep 5; kill -9 "$nats_pid"; echo "NATS killed"
 sleep 15; echo "roles 15 s later: $(roles)"
-sleep 25; start_nats; echo "NATS started again"
+sleep 25; start_nats; back=$(date +%s); echo "NATS started again"
 wait $agg
 echo "roles: $(roles)"
+window_report "$(leader)" "$back"
 
 kill "$hot" 2>/dev/null || true
 phase "one client sends 900 requests evenly over 60 s through nginx (the limit is 600 in any minute)"
