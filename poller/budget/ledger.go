@@ -73,12 +73,13 @@ var purposes = [NumPurposes]rule{
 	PurposeTickers:  {name: "tickers", class: ClassBulk, borrows: borrowAll},
 	PurposeSnapshot: {name: "snapshot", class: ClassBook, borrows: borrowAll},
 	PurposeDepleted: {name: "dry", class: ClassBook, borrows: borrowAll},
-	// Deepening leaves a quarter of the book class's cap unspent. A member
-	// that takes over a cluster's ingest starts every book from the last
-	// leader's 100 levels and deepens them all at once, which would spend
-	// the whole book share of the minute in its first seconds; a book
-	// whose side then ran dry, or one out of sequence, found nothing left
-	// and was served as it was for up to 9 s, near -max-stale.
+	// Deepening leaves a quarter of the book class's cap unspent, in the
+	// class's spend and in the window (see fromClass). A member that takes
+	// over a cluster's ingest starts every book from the last leader's 100
+	// levels and deepens them all at once, which would spend the whole
+	// book share of the minute in its first seconds; a book whose side
+	// then ran dry, or one out of sequence, found nothing left and was
+	// served as it was for up to 9 s, near -max-stale.
 	PurposeDeepen: {name: "deepen", class: ClassBook, borrows: borrowAll,
 		leaves: leave{from: fromClass, part: part{1, 4}, of: sizeOf(ClassBook), upto: Sync}},
 	// Refreshes and probes are held to their class's share whatever the
