@@ -261,6 +261,21 @@ func (v *fakeVenue) TradesFrom(ctx context.Context, symbol string, from int64, l
 	return slices.Clone(tape[at:min(len(tape), at+limit)]), nil
 }
 
+// NewestTradeID answers the newest single trade id of the tape: its newest
+// trade's LastID; 0 without a tape.
+func (v *fakeVenue) NewestTradeID(ctx context.Context, symbol string) (int64, error) {
+	if err := v.record(venue.CallTradeID, symbol); err != nil {
+		return 0, err
+	}
+	v.mu.Lock()
+	tape := v.tape[symbol]
+	v.mu.Unlock()
+	if len(tape) == 0 {
+		return 0, nil
+	}
+	return tape[len(tape)-1].LastID, nil
+}
+
 // newTestPoller returns a poller over v with its catalog already read.
 func newTestPoller(v venue.Venue, cfg Config) (*Poller, *snapshot.Store) {
 	store := snapshot.NewStore()

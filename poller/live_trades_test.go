@@ -1,14 +1,17 @@
 package poller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -194,11 +197,23 @@ func TestLostTradeStreamReadsOnPastAFullRead(t *testing.T) {
 
 // lostTradesWorld is one pair whose window holds trades 1..25 (backfilled
 // from a tape of 20, then 18..25 from the stream), then loses its trade
-// stream, which comes back; trade builds trade id.
+// stream, which comes back; trade builds trade id, whose last single trade
+// is 1000 + 3 × id (three single trades to each aggregate one). The venue
+// reads no single trade id (see lostTradesWorldOf).
 func lostTradesWorld(t *testing.T) (w *streamWorld, trade func(id int64) venue.Trade, tape func(last int64) []venue.Trade) {
-	w = newStreamWorld(t, 1, Config{MaxStale: 3 * time.Second})
+	return lostTradesWorldOf(t, 0)
+}
+
+// lostTradesWorldOf is lostTradesWorld on a venue whose newest single
+// trade id read weighs idWeight; 0: the venue has none.
+func lostTradesWorldOf(t *testing.T, idWeight int) (w *streamWorld, trade func(id int64) venue.Trade, tape func(last int64) []venue.Trade) {
+	v := newFakeVenue(1)
+	if idWeight > 0 {
+		v.weights[venue.CallTrades], v.weights[venue.CallTradeID] = 20, idWeight
+	}
+	w = newStreamWorldOf(t, v, Config{Venue: v, MaxStale: 3 * time.Second})
 	trade = func(id int64) venue.Trade {
-		return venue.Trade{ID: id, Time: 1_700_000_000_000 + id, Price: "10", Size: "1"}
+		return venue.Trade{ID: id, LastID: 1000 + 3*id, Time: 1_700_000_000_000 + id, Price: "10", Size: "1"}
 	}
 	tape = func(last int64) (out []venue.Trade) {
 		for id := int64(1); id <= last; id++ {
@@ -222,6 +237,81 @@ func lostTradesWorld(t *testing.T) (w *streamWorld, trade func(id int64) venue.T
 	w.src.Lost(snapshot.StreamTrades, w.symbols)
 	w.src.Live(snapshot.StreamTrades, w.symbols)
 	return w, trade, tape
+}
+
+// Where the venue reads its newest single trade id for a quarter of a
+// trades read, a window that may have missed trades and hears nothing
+// from its stream after the stream's return is settled by that id alone
+// when it is the one the window's newest trade ends with: one read of 5
+// and none of 20, and the window answers with what it held. Quiet markets
+// are most of those a venue-wide outage leaves unsettled.
+func TestLostQuietTradeWindowIsSettledByTheNewestTradeID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, _, tape := lostTradesWorldOf(t, 5)
+		defer w.stop()
+		sym := w.symbols[0]
+		w.v.setTape(sym, tape(25)) // nothing traded after the window's newest
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := w.v.count(venue.CallTradeID, sym); n != 1 {
+			t.Fatalf("%d reads of the newest trade id, want 1", n)
+		}
+		if reads := w.v.fromReads(sym); len(reads) != 0 {
+			t.Fatalf("reads of trades from an id %+v, want none", reads)
+		}
+		if n := w.v.count(venue.CallTrades, sym); n != 1 {
+			t.Errorf("%d reads of trades, want only the first backfill", n)
+		}
+		if got := w.weightOf(budget.PurposeBackfill); got != 20+5 {
+			t.Errorf("trade reads weighed %d, want the backfill's 20 and the check's 5", got)
+		}
+		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
+			t.Fatal("window not current after the check")
+		}
+		if got, want := w.publishedTrades(), tradesBody(t, tape(25)); got != want {
+			t.Fatalf("published\n%s\nwant the window as it was\n%s", got, want)
+		}
+	})
+}
+
+// A newest single trade id past the one the window's newest trade ends
+// with says the window missed trades: it reads them on from its newest, as
+// without the check, and answers with them.
+func TestLostTradeWindowReadsOnWhenTheNewestTradeIDIsLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, _, tape := lostTradesWorldOf(t, 5)
+		defer w.stop()
+		sym := w.symbols[0]
+		w.v.setTape(sym, tape(30)) // 26..30 traded while the stream was down
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := w.v.count(venue.CallTradeID, sym); n != 1 {
+			t.Fatalf("%d reads of the newest trade id, want 1", n)
+		}
+		if reads := w.v.fromReads(sym); len(reads) != 1 || reads[0].from != 26 {
+			t.Fatalf("reads of trades from an id %+v, want one from 26", reads)
+		}
+		if got := w.weightOf(budget.PurposeBackfill); got != 20+5+20 {
+			t.Errorf("trade reads weighed %d, want the backfill's 20, the check's 5 and the read's 20", got)
+		}
+		if got, want := w.publishedTrades(), tradesBody(t, tape(30)); got != want {
+			t.Fatalf("published\n%s\nwant the missed trades read back\n%s", got, want)
+		}
+	})
+}
+
+// weightOf is the REST weight the poller spent on purpose.
+func (w *streamWorld) weightOf(purpose budget.Purpose) int {
+	var buf bytes.Buffer
+	w.metrics.WritePrometheus(&buf)
+	prefix := `marketfeed_venue_weight_total{purpose="` + purpose.String() + `"} `
+	for line := range strings.Lines(buf.String()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 // lostTradesTest runs f under synctest on a lostTradesWorld, whose pair's

@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"marketfeed/poller/budget"
@@ -137,6 +138,27 @@ func (r liveREST) TradesFrom(ctx context.Context, symbol string, fromID int64, l
 	return callFor(ctx, r.p, venue.CallTrades, func(ctx context.Context) ([]venue.Trade, error) {
 		return r.p.venue.TradesFrom(ctx, symbol, fromID, limit)
 	})
+}
+
+// NewestTradeID reads a market's newest single trade id through the
+// poller's call path, from a venue that reads it (venue.TradeIDReader).
+func (r liveREST) NewestTradeID(ctx context.Context, symbol string) (int64, error) {
+	v, ok := r.p.venue.(venue.TradeIDReader)
+	if !ok {
+		return 0, errors.New("the venue reads no trade id")
+	}
+	return callFor(ctx, r.p, venue.CallTradeID, func(ctx context.Context) (int64, error) {
+		return v.NewestTradeID(ctx, symbol)
+	})
+}
+
+// TradeIDWeight is the weight of NewestTradeID, 0 when the venue does not
+// read it.
+func (r liveREST) TradeIDWeight() int {
+	if _, ok := r.p.venue.(venue.TradeIDReader); !ok {
+		return 0
+	}
+	return r.p.venue.Weight(venue.CallTradeID)
 }
 
 func (r liveREST) BookWeight(depth int) int          { return r.p.bookWeight(depth) }

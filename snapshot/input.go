@@ -27,7 +27,15 @@ type Trade struct {
 	// "a"), increasing in trade order; 0 when the venue sends none. It
 	// orders and deduplicates trades and keeps a published trade_id stable;
 	// it is never published.
-	ID       int64
+	ID int64
+	// LastID is the venue's id of the last single trade this one covers
+	// (Binance: an aggregate trade's "l"), in the sequence of single
+	// trades the venue's recent-trades list numbers; 0 when the venue
+	// sends none. A window whose newest trade's LastID is the venue's
+	// newest single trade missed nothing, which a read of one recent
+	// trade proves for a quarter of the weight of a read of aggregate
+	// trades. It is never published.
+	LastID   int64
 	Time     int64  // trade time, ms since the Unix epoch
 	Price    string // trade price
 	Size     string // size in base currency

@@ -51,12 +51,6 @@ type call struct {
 	Fault  bool   `json:"fault"`  // a fault or the weight limit answered it
 }
 
-// rawTradesWeight is Binance's weight for /fapi/v1/trades, which the
-// adapter no longer reads (trades are aggregate trades everywhere), so the
-// preset has no entry for it; every other weight is the preset's, so the
-// simulator charges what the adapter expects.
-const rawTradesWeight = 5
-
 // binanceWeights prices a depth call by its limit as the Binance adapter
 // does.
 var binanceWeights = binance.New(binance.Binance, binance.Options{})
@@ -79,7 +73,7 @@ func weight(path string, q url.Values) (int, bool) {
 		}
 		return binanceWeights.BookWeight(limit), true
 	case "/fapi/v1/trades":
-		return rawTradesWeight, true
+		return w.TradeID, true
 	case "/fapi/v1/aggTrades", "/fapi/v3/aggTrades": // Binance's path, Aster's
 		return w.Trades, true
 	case "/fapi/v1/premiumIndex":

@@ -50,6 +50,9 @@ type Weights struct {
 	Contracts int
 	// OpenInterest is /fapi/v1/openInterest for one symbol.
 	OpenInterest int
+	// TradeID is /fapi/v1/trades at limit 1, the newest single trade of
+	// one symbol: Binance documents 5 for the recent-trades list, Aster 1.
+	TradeID int
 }
 
 // Preset describes one Binance-compatible venue.
@@ -96,7 +99,7 @@ var Binance = Preset{
 	Name:          "binance",
 	URL:           "https://fapi.binance.com",
 	AggTradesPath: "/fapi/v1/aggTrades",
-	Weights:       Weights{Catalog: 1, Stats: 40, Quotes: 5, Book: 5, Trades: 20, Contracts: 10, OpenInterest: 1},
+	Weights:       Weights{Catalog: 1, Stats: 40, Quotes: 5, Book: 5, Trades: 20, Contracts: 10, OpenInterest: 1, TradeID: 5},
 	Streams: StreamPreset{
 		URL:        "wss://fstream.binance.com",
 		DepthPath:  "/public/stream",
@@ -118,7 +121,7 @@ var Aster = Preset{
 	AggTradesPath: "/fapi/v3/aggTrades",
 	// Aster publishes no aggTrades or premiumIndex weight of its own;
 	// Binance's are assumed.
-	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 2, Book: 5, Trades: 20, Contracts: 10, OpenInterest: 1},
+	Weights: Weights{Catalog: 1, Stats: 40, Quotes: 2, Book: 5, Trades: 20, Contracts: 10, OpenInterest: 1, TradeID: 1},
 	Streams: StreamPreset{
 		URL:               "wss://fstream.asterdex.com",
 		DepthPath:         "/stream",
@@ -242,6 +245,8 @@ func (c *Client) Weight(k venue.Call) int {
 		return c.weights.Contracts
 	case venue.CallOpenInterest:
 		return c.weights.OpenInterest
+	case venue.CallTradeID:
+		return c.weights.TradeID
 	}
 	return 0
 }
@@ -281,6 +286,7 @@ const (
 	pathBookTicker   = "/fapi/v1/ticker/bookTicker"
 	pathDepth        = "/fapi/v1/depth"
 	pathAggTrades    = "/fapi/v1/aggTrades" // when a preset names none
+	pathTrades       = "/fapi/v1/trades"    // single trades, read for the newest one's id
 )
 
 // Body size caps. exchangeInfo lists every symbol with its filters (about
@@ -405,6 +411,24 @@ func (c *Client) TradesFrom(ctx context.Context, symbol string, fromID int64, li
 		trades = slices.Clip(trades[:limit])
 	}
 	return trades, nil
+}
+
+// NewestTradeID reads the id of the market's newest single trade
+// (/fapi/v1/trades?symbol=S&limit=1; see decodeNewestTradeID): the id an
+// aggregate trade's l names when no trade came after it.
+func (c *Client) NewestTradeID(ctx context.Context, symbol string) (int64, error) {
+	if symbol == "" {
+		return 0, fmt.Errorf("fetch newest trade id: invalid request (no symbol)")
+	}
+	body, err := c.get(ctx, pathTrades, "symbol="+url.QueryEscape(symbol)+"&limit=1", maxBody)
+	if err != nil {
+		return 0, fmt.Errorf("fetch newest trade id %s: %w", symbol, err)
+	}
+	id, err := decodeNewestTradeID(body)
+	if err != nil {
+		return 0, fmt.Errorf("fetch newest trade id %s: %w", symbol, err)
+	}
+	return id, nil
 }
 
 // aggTrades reads and decodes one aggregate-trades list; from is the

@@ -1,6 +1,7 @@
 package binance
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,11 +15,11 @@ func TestDecodeAggTrades(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []venue.Trade{
-		{ID: 6102345671, Time: 1767225599001, Price: "64820.30", Size: "0.015", Sell: true},
-		{ID: 6102345672, Time: 1767225599120, Price: "64820.40", Size: "0.250", Sell: false},
-		{ID: 6102345673, Time: 1767225599120, Price: "64820.40", Size: "0.001", Sell: false},
-		{ID: 6102345674, Time: 1767225599530, Price: "64820.30", Size: "1.102", Sell: true},
-		{ID: 6102345675, Time: 1767225600011, Price: "64820.40", Size: "0.030", Sell: false},
+		{ID: 6102345671, LastID: 4204691342, Time: 1767225599001, Price: "64820.30", Size: "0.015", Sell: true},
+		{ID: 6102345672, LastID: 4204691344, Time: 1767225599120, Price: "64820.40", Size: "0.250", Sell: false},
+		{ID: 6102345673, LastID: 4204691346, Time: 1767225599120, Price: "64820.40", Size: "0.001", Sell: false},
+		{ID: 6102345674, LastID: 4204691348, Time: 1767225599530, Price: "64820.30", Size: "1.102", Sell: true},
+		{ID: 6102345675, LastID: 4204691350, Time: 1767225600011, Price: "64820.40", Size: "0.030", Sell: false},
 	}
 	if !reflect.DeepEqual(trades, want) {
 		t.Errorf("got  %+v\nwant %+v", trades, want)
@@ -36,14 +37,14 @@ func TestDecodeAggTradesRecorded(t *testing.T) {
 	}{
 		{
 			"recorded/binance-aggTrades-gocryptotrader-BTCUSDT-limit5-20201018.json", 5,
-			venue.Trade{ID: 154676475, Time: 1602989582346, Price: "11376.16", Size: "0.001"},
-			venue.Trade{ID: 154676479, Time: 1602989583660, Price: "11378.45", Size: "0.090", Sell: true},
+			venue.Trade{ID: 154676475, LastID: 230188317, Time: 1602989582346, Price: "11376.16", Size: "0.001"},
+			venue.Trade{ID: 154676479, LastID: 230188321, Time: 1602989583660, Price: "11378.45", Size: "0.090", Sell: true},
 			1,
 		},
 		{
 			"recorded/aster-doc-aggTrades.json", 1,
-			venue.Trade{ID: 26129, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
-			venue.Trade{ID: 26129, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
+			venue.Trade{ID: 26129, LastID: 27781, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
+			venue.Trade{ID: 26129, LastID: 27781, Time: 1498793709153, Price: "0.01633102", Size: "4.70443515", Sell: true},
 			1,
 		},
 	} {
@@ -123,4 +124,48 @@ var decoders = []struct {
 	{"bookTicker", func(b []byte) error { _, err := decodeQuotes(b); return err }},
 	{"depth", func(b []byte) error { _, err := decodeBook(b); return err }},
 	{"trades", func(b []byte) error { _, err := decodeAggTrades(b); return err }},
+}
+
+// The newest single trade's id is the largest id of a recent-trades body:
+// Binance's recorded body of five and Aster's documented one; an empty
+// list is a market without trades; an id that is not an unsigned integer
+// is bad data, never an id that could settle a window.
+func TestDecodeNewestTradeID(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want int64
+	}{
+		{"recorded/binance-trades-gocryptotrader-BTCUSDT-limit5-20201016.json", 229020340},
+		{"recorded/aster-doc-trades.json", 28457},
+	} {
+		got, err := decodeNewestTradeID(readFixture(t, tc.file))
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %d, %v; want %d", tc.file, got, err, tc.want)
+		}
+	}
+	if got, err := decodeNewestTradeID([]byte(`[]`)); err != nil || got != 0 {
+		t.Errorf("an empty list: %d, %v; want 0", got, err)
+	}
+	for _, body := range []string{
+		`[{"id":-1}]`, `[{"id":"7"}]`, `[{"id":1.5}]`, `[{"price":"1"}]`, `{"id":1}`, `[{"id":1},{"id":null}]`,
+	} {
+		if _, err := decodeNewestTradeID([]byte(body)); !errors.Is(err, venue.ErrBadData) {
+			t.Errorf("%s: err %v, want bad data", body, err)
+		}
+	}
+}
+
+// An aggregate trade's l is optional, and an unsigned integer when sent.
+func TestDecodeAggTradesLastID(t *testing.T) {
+	trades, err := decodeAggTrades([]byte(`[{"a":1,"p":"1","q":"1","T":1,"m":false}]`))
+	if err != nil || trades[0].LastID != 0 {
+		t.Errorf("without l: %+v, %v; want LastID 0", trades, err)
+	}
+	for _, body := range []string{
+		`[{"a":1,"p":"1","q":"1","l":-3,"T":1,"m":false}]`, `[{"a":1,"p":"1","q":"1","l":"3","T":1,"m":false}]`,
+	} {
+		if _, err := decodeAggTrades([]byte(body)); !errors.Is(err, venue.ErrBadData) {
+			t.Errorf("%s: err %v, want bad data", body, err)
+		}
+	}
 }

@@ -354,11 +354,12 @@ func levels(raw [][2]field, name string) ([]venue.Level, error) {
 }
 
 // aggTradeItem is one row of the aggregate-trades list: a, p, q, f, l, T,
-// m. The first and last trade ids f and l are not used.
+// m. The first single trade's id f is not used.
 type aggTradeItem struct {
 	ID    field `json:"a"`
 	Price field `json:"p"`
 	Qty   field `json:"q"`
+	Last  field `json:"l"`
 	Time  field `json:"T"`
 	Maker field `json:"m"`
 	// Declared so that a lowercase t or uppercase M, which the venue may
@@ -369,6 +370,7 @@ type aggTradeItem struct {
 	UpperA field `json:"A"`
 	UpperP field `json:"P"`
 	UpperQ field `json:"Q"`
+	UpperL field `json:"L"`
 }
 
 // decodeAggTrades decodes the aggregate-trades list and returns the trades
@@ -377,7 +379,8 @@ type aggTradeItem struct {
 // a (the aggregate id, which becomes Trade.ID) is a required integer without
 // a sign; p and q are required positive plain decimals; T a required
 // positive integer; m a required boolean: true means the buyer was the
-// maker, so the taker sold and Sell is true. Aggregate trades carry no quote
+// maker, so the taker sold and Sell is true; l (the last single trade's
+// id, which becomes Trade.LastID) an optional integer without a sign. Aggregate trades carry no quote
 // quantity: QuoteQty is always "" and the snapshot computes price × size.
 //
 // One bad trade makes the whole body bad data: dropping it would publish a
@@ -391,7 +394,7 @@ func decodeAggTrades(body []byte) ([]venue.Trade, error) {
 	}
 	trades := make([]venue.Trade, len(items))
 	for i, it := range items {
-		tr, err := aggTradeOf(it.ID, it.Price, it.Qty, it.Time, it.Maker)
+		tr, err := aggTradeOf(it.ID, it.Price, it.Qty, it.Time, it.Maker, it.Last)
 		if err != nil {
 			return nil, fmt.Errorf("trade %d %w", i, err)
 		}
@@ -403,7 +406,10 @@ func decodeAggTrades(body []byte) ([]venue.Trade, error) {
 
 // aggTradeOf checks one aggregate trade's fields, shared by the REST list
 // and the aggTrade stream. Its error names the field and wraps ErrBadData.
-func aggTradeOf(id, price, qty, t, maker field) (venue.Trade, error) {
+// The last single trade's id is optional: without it the trade's LastID
+// is 0, and a window ending in it is read again rather than proven
+// complete by the newest single trade's id.
+func aggTradeOf(id, price, qty, t, maker, last field) (venue.Trade, error) {
 	n, ok := id.natural()
 	if !ok {
 		return venue.Trade{}, badData("id is not an unsigned integer")
@@ -424,5 +430,42 @@ func aggTradeOf(id, price, qty, t, maker field) (venue.Trade, error) {
 	if !ok {
 		return venue.Trade{}, badData("maker flag is not a boolean")
 	}
-	return venue.Trade{ID: n, Time: ms, Price: p, Size: q, Sell: sell}, nil
+	var lastID int64
+	if last.present() {
+		if lastID, ok = last.natural(); !ok {
+			return venue.Trade{}, badData("last trade id is not an unsigned integer")
+		}
+	}
+	return venue.Trade{ID: n, LastID: lastID, Time: ms, Price: p, Size: q, Sell: sell}, nil
+}
+
+// tradeItem is one row of the recent-trades list (/fapi/v1/trades): id,
+// price, qty, quoteQty, time, isBuyerMaker. Only the id is read.
+type tradeItem struct {
+	ID field `json:"id"`
+	// Declared so that an uppercase ID, should the venue add one, never
+	// lands in id: the decoder matches keys without regard to case when
+	// no field matches exactly.
+	UpperID field `json:"ID"`
+}
+
+// decodeNewestTradeID decodes a recent-trades list and returns the largest
+// single-trade id in it (the list is oldest first, one row at limit 1), or 0
+// for an empty list: a market without trades. Every id must be an integer
+// without a sign, or the body is bad data: a wrong id would settle a window
+// that missed trades.
+func decodeNewestTradeID(body []byte) (int64, error) {
+	var items []tradeItem
+	if err := unmarshal(body, '[', &items); err != nil {
+		return 0, err
+	}
+	var newest int64
+	for i, it := range items {
+		id, ok := it.ID.natural()
+		if !ok {
+			return 0, fmt.Errorf("trade %d %w", i, badData("id is not an unsigned integer"))
+		}
+		newest = max(newest, id)
+	}
+	return newest, nil
 }

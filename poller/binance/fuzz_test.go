@@ -175,6 +175,21 @@ func FuzzDecodeBook(f *testing.F) {
 	})
 }
 
+func FuzzDecodeNewestTradeID(f *testing.F) {
+	addSeeds(f)
+	f.Add([]byte(`[{"id":229020340,"price":"11494.05","qty":"0.080","quoteQty":"919.52","time":1602819642335,"isBuyerMaker":true}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		id, err := decodeNewestTradeID(data)
+		if err != nil {
+			checkErr(t, err)
+			return
+		}
+		if again, _ := decodeNewestTradeID(data); again != id || id < 0 {
+			t.Fatalf("id %d, then %d", id, again)
+		}
+	})
+}
+
 func FuzzDecodeTrades(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {

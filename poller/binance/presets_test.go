@@ -16,10 +16,10 @@ func TestPresets(t *testing.T) {
 		p    Preset
 		name string
 		url  string
-		w    [5]int // catalog, stats, quotes, book, trades
+		w    [6]int // catalog, stats, quotes, book, trades, newest trade id
 	}{
-		{Binance, "binance", "https://fapi.binance.com", [5]int{1, 40, 5, 5, 20}},
-		{Aster, "aster", "https://fapi.asterdex.com", [5]int{1, 40, 2, 5, 20}},
+		{Binance, "binance", "https://fapi.binance.com", [6]int{1, 40, 5, 5, 20, 5}},
+		{Aster, "aster", "https://fapi.asterdex.com", [6]int{1, 40, 2, 5, 20, 1}},
 	} {
 		p, ok := PresetByName(tc.name)
 		if !ok || !reflect.DeepEqual(p, tc.p) {
@@ -32,7 +32,7 @@ func TestPresets(t *testing.T) {
 		if c.Name() != tc.name {
 			t.Errorf("Name() = %q, want %q", c.Name(), tc.name)
 		}
-		for i, k := range []venue.Call{venue.CallCatalog, venue.CallStats, venue.CallQuotes, venue.CallBook, venue.CallTrades} {
+		for i, k := range []venue.Call{venue.CallCatalog, venue.CallStats, venue.CallQuotes, venue.CallBook, venue.CallTrades, venue.CallTradeID} {
 			if got := c.Weight(k); got != tc.w[i] {
 				t.Errorf("%s Weight(%s) = %d, want %d", tc.name, k, got, tc.w[i])
 			}
@@ -118,6 +118,16 @@ var calls = []call{
 		},
 		missingBody: `[{"a":1,"q":"1","f":1,"l":1,"T":1767225600450,"m":false}]`,
 		extraBody:   `[{"a":1,"p":"1","q":"1","f":1,"l":1,"T":1767225600450,"m":false,"M":true,"newField":[]}]`,
+	},
+	{
+		// The newest single trade's id, from Binance's own recent-trades
+		// body: five trades, the newest 229020340.
+		name: "trade id", path: "/fapi/v1/trades", query: "symbol=BTCUSDT&limit=1",
+		fixture:     "recorded/binance-trades-gocryptotrader-BTCUSDT-limit5-20201016.json",
+		do:          func(ctx context.Context, c *Client) (any, error) { return c.NewestTradeID(ctx, "BTCUSDT") },
+		decode:      func(b []byte) (any, error) { return decodeNewestTradeID(b) },
+		missingBody: `[{"price":"1","qty":"1","quoteQty":"1","time":1767225600450,"isBuyerMaker":true}]`,
+		extraBody:   `[{"id":1,"price":"1","qty":"1","quoteQty":"1","time":1767225600450,"isBuyerMaker":true,"isBestMatch":true,"newField":{}}]`,
 	},
 }
 

@@ -160,7 +160,7 @@ func TestStreamsEvents(t *testing.T) {
 		if u := h.sink.depth[0]; u.First != 600859599090 || u.Last != 600859600917 || u.Prev != 600859598061 || u.Time != 1626992741024 || len(u.Bids) != 3 {
 			t.Errorf("depth %+v", u)
 		}
-		if tr := h.sink.trades[0]; tr != (venue.Trade{ID: 87353230, Time: 1626992744108, Price: "7.6120", Size: "297"}) {
+		if tr := h.sink.trades[0]; tr != (venue.Trade{ID: 87353230, LastID: 126902927, Time: 1626992744108, Price: "7.6120", Size: "297"}) {
 			t.Errorf("trade %+v", tr)
 		}
 		h.sink.mu.Unlock()

@@ -157,7 +157,7 @@ func decodeFrameThreePass(b []byte) (frame, error) {
 		if err := decodeData(w.Data, '{', &e); err != nil {
 			return f, err
 		}
-		sym, tr, err := aggTradeEventOf(e.Event, e.Symbol, e.ID, e.Price, e.Qty, e.Time, e.Maker)
+		sym, tr, err := aggTradeEventOf(e.Event, e.Symbol, e.ID, e.Price, e.Qty, e.Time, e.Maker, e.Last)
 		if err != nil {
 			return f, err
 		}

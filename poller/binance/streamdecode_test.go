@@ -36,7 +36,7 @@ func TestDecodeFrameRecorded(t *testing.T) {
 		}},
 		{"recorded/binance-ws-aggTrade-combined-cryptofeed-SUSHIUSDT.json", frame{
 			kind: frameTrade, name: "sushiusdt@aggTrade", symbol: "SUSHIUSDT",
-			trade: venue.Trade{ID: 87353230, Time: 1626992744108, Price: "7.6120", Size: "297", Sell: false},
+			trade: venue.Trade{ID: 87353230, LastID: 126902927, Time: 1626992744108, Price: "7.6120", Size: "297", Sell: false},
 		}},
 		{"recorded/binance-ws-tickerArr-combined-cryptomsgparser.json", frame{
 			kind: frameTickers, name: "!ticker@arr",
@@ -80,7 +80,7 @@ func TestDecodeFrameAster(t *testing.T) {
 		}},
 		{"btcusdt@aggTrade", "aster-doc-ws-aggTrade.json", frame{
 			kind: frameTrade, name: "btcusdt@aggTrade", symbol: "BTCUSDT",
-			trade: venue.Trade{ID: 5933014, Time: 123456785, Price: "0.001", Size: "100", Sell: true},
+			trade: venue.Trade{ID: 5933014, LastID: 105, Time: 123456785, Price: "0.001", Size: "100", Sell: true},
 		}},
 		{"!ticker@arr", "aster-doc-ws-tickerArr.json", frame{
 			kind: frameTickers, name: "!ticker@arr",

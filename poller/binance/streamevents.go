@@ -310,7 +310,7 @@ func readTrade(s *scanner) (string, venue.Trade, error) {
 	}
 	var f [len(aggTradeKeys)]field
 	readFields(s, aggTradeKeys[:], f[:])
-	sym, tr, err := aggTradeEventOf(f[aggEvent], f[aggSymbol], f[aggID], f[aggPrice], f[aggQty], f[aggTime], f[aggMaker])
+	sym, tr, err := aggTradeEventOf(f[aggEvent], f[aggSymbol], f[aggID], f[aggPrice], f[aggQty], f[aggTime], f[aggMaker], f[aggLast])
 	if err != nil {
 		return "", venue.Trade{}, err
 	}
@@ -326,8 +326,8 @@ func readTrade(s *scanner) (string, venue.Trade, error) {
 }
 
 // aggTradeEventOf checks an aggTrade event: e is "aggTrade", s a non-empty
-// string, and a, p, q, T and m as in the REST list (see aggTradeOf).
-func aggTradeEventOf(event, symbol, id, price, qty, t, maker field) (string, venue.Trade, error) {
+// string, and a, p, q, T, m and l as in the REST list (see aggTradeOf).
+func aggTradeEventOf(event, symbol, id, price, qty, t, maker, last field) (string, venue.Trade, error) {
 	if ev, _ := event.text(); ev != "aggTrade" {
 		return "", venue.Trade{}, badData("trade event type is not aggTrade")
 	}
@@ -335,7 +335,7 @@ func aggTradeEventOf(event, symbol, id, price, qty, t, maker field) (string, ven
 	if !ok || sym == "" {
 		return "", venue.Trade{}, badData("trade event has no symbol")
 	}
-	tr, err := aggTradeOf(id, price, qty, t, maker)
+	tr, err := aggTradeOf(id, price, qty, t, maker, last)
 	if err != nil {
 		return "", venue.Trade{}, err
 	}

@@ -58,6 +58,13 @@ type REST interface {
 	BookWeight(depth int) int
 	// TradesWeight is the weight of a trades read.
 	TradesWeight() int
+	// NewestTradeID reads the id of a market's newest single trade, which
+	// a window's newest trade's LastID equals when it missed nothing
+	// (venue.TradeIDReader).
+	NewestTradeID(ctx context.Context, symbol string) (int64, error)
+	// TradeIDWeight is the weight of NewestTradeID; 0 when the venue does
+	// not read it, and windows are read as they were.
+	TradeIDWeight() int
 	// Deferred counts reads of s that the budget or the read slots pushed
 	// to a later round.
 	Deferred(s snapshot.Stream, n int)

@@ -89,8 +89,10 @@ func (f *fakeREST) Trades(context.Context, string, int) ([]venue.Trade, error) {
 func (f *fakeREST) TradesFrom(context.Context, string, int64, int) ([]venue.Trade, error) {
 	return nil, nil
 }
-func (f *fakeREST) BookWeight(int) int { return 10 }
-func (f *fakeREST) TradesWeight() int  { return 20 }
+func (f *fakeREST) NewestTradeID(context.Context, string) (int64, error) { return 0, nil }
+func (f *fakeREST) TradeIDWeight() int                                   { return 0 }
+func (f *fakeREST) BookWeight(int) int                                   { return 10 }
+func (f *fakeREST) TradesWeight() int                                    { return 20 }
 func (f *fakeREST) Deferred(_ snapshot.Stream, n int) {
 	f.mu.Lock()
 	f.deferred += n

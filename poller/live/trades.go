@@ -43,15 +43,27 @@ type tradesState struct {
 	// one vouches for nothing.
 	tradesLost bool
 	losses     int
+	// idChecked is the loss (see losses) for which the venue's newest
+	// single trade id came after the window's newest trade: the window
+	// missed trades, and a read of them settles it (see
+	// tradesState.checkID).
+	idChecked int
 }
 
 // tradesRow is the trades kind's row of kinds.
 var tradesRow = kindRow{
 	silence: "trades", part: "trades",
-	of:      func(lp *pair) kind { return &lp.tradesState },
-	every:   func(cfg *Config) time.Duration { return cfg.TradesEvery },
-	purpose: [numTiers]budget.Purpose{0: budget.PurposeBackfill}, // a backfill's due has one tier
-	weight:  func(s *Source, _ Tier) int { return s.cfg.REST.TradesWeight() },
+	of:    func(lp *pair) kind { return &lp.tradesState },
+	every: func(cfg *Config) time.Duration { return cfg.TradesEvery },
+	// A read of trades has tier 0; the check of the venue's newest trade
+	// id, tierProbe (see tradesState.due).
+	purpose: [numTiers]budget.Purpose{0: budget.PurposeBackfill, tierProbe: budget.PurposeBackfill},
+	weight: func(s *Source, tier Tier) int {
+		if tier == tierProbe {
+			return s.cfg.REST.TradeIDWeight()
+		}
+		return s.cfg.REST.TradesWeight()
+	},
 }
 
 // feed is the trade stream's feed.
@@ -74,7 +86,12 @@ func (t *tradesState) lose(*Source, *pair, string) { t.tradesLost, t.losses = tr
 // its stream was lost is read when no trade came within
 // resumeGrace of the stream's return to say whether it did (the
 // trades after its newest are read); one that did miss trades
-// reads the ids it missed.
+// reads the ids it missed. Where the venue reads its newest single
+// trade's id for less than a read of trades, that id is checked
+// first (tierProbe): most windows that hear nothing after the
+// stream's return are of quiet markets that missed nothing, and after
+// a venue-wide outage their reads of 20 weight each took the weight
+// the books' syncs wait for.
 func (t *tradesState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tier, order int) {
 	switch {
 	case !lp.trades.live:
@@ -90,10 +107,40 @@ func (t *tradesState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tie
 	if s.booksBehind.Load() && lp.trades.waiting.Load() == 0 {
 		return false, 0, 0
 	}
-	if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
-		return true, 0, 0
+	if lp.tradesLost && lp.idChecked != lp.losses && lp.window.newestLastID() != 0 && s.cfg.REST.TradeIDWeight() > 0 {
+		tier = tierProbe
 	}
-	return true, 0, 1
+	if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
+		return true, tier, 0
+	}
+	return true, tier, 1
+}
+
+// checkID reads the venue's newest single trade id for a window that may
+// have missed trades while its stream was lost: the id its newest trade
+// ends with means none came after, and the window is settled as it is; a
+// later one means it missed some, which the window's next read fetches
+// (see readOn). A check started before a later loss, or one that finds
+// the window settled meanwhile, settles nothing.
+func (t *tradesState) checkID(ctx context.Context, s *Source, lp *pair) (func(time.Time) bool, error) {
+	lp.mu.Lock()
+	losses, newest, last := lp.losses, lp.window.newest(), lp.window.newestLastID()
+	lp.mu.Unlock()
+	id, err := s.cfg.REST.NewestTradeID(ctx, lp.symbol)
+	return func(time.Time) bool {
+		if !lp.tradesLost || losses != lp.losses {
+			return true
+		}
+		if id != last || last == 0 {
+			lp.idChecked = losses
+			return true
+		}
+		// Nothing traded since: the stream, live again, has missed
+		// nothing either, silent or not.
+		lp.tradesSuspect = false
+		lp.resumeTrades(newest + 1)
+		return true
+	}, err
 }
 
 // seed starts the window from the seed's trades, taken as having possibly
@@ -198,10 +245,13 @@ func (t *tradesState) take(s *Source, lp *pair, now time.Time) (build func()) {
 const resumeGrace = 2 * time.Second
 
 // fetch reads what a pair's window needs: for a window that may have
-// missed trades while its stream was lost, the trades after its newest
-// (see readOn); for one with a hole, the ids it misses; otherwise, and for
+// missed trades while its stream was lost, the venue's newest single trade
+// id (tierProbe, see checkID) or the trades after its newest (see readOn); for one with a hole, the ids it misses; otherwise, and for
 // a window that never held a trade, the newest trades.
-func (t *tradesState) fetch(ctx context.Context, s *Source, lp *pair, _ Tier) (func(time.Time) bool, error) {
+func (t *tradesState) fetch(ctx context.Context, s *Source, lp *pair, tier Tier) (func(time.Time) bool, error) {
+	if tier == tierProbe {
+		return t.checkID(ctx, s, lp)
+	}
 	lp.mu.Lock()
 	lost, losses, newest := lp.tradesLost, lp.losses, lp.window.newest()
 	hole, read, fill := lp.window.holeRead()

@@ -94,6 +94,16 @@ func (w *tradeWindow) newest() int64 {
 	return w.trades[len(w.trades)-1].ID
 }
 
+// newestLastID returns the newest trade's LastID: the venue's newest single
+// trade id when nothing came after it; 0 when the window is empty or the
+// venue sent none.
+func (w *tradeWindow) newestLastID() int64 {
+	if len(w.trades) == 0 {
+		return 0
+	}
+	return w.trades[len(w.trades)-1].LastID
+}
+
 // dropBefore removes the trades older than id.
 func (w *tradeWindow) dropBefore(id int64) {
 	w.trades = append(w.trades[:0], w.trades[w.index(id):]...)

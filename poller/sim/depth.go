@@ -142,6 +142,7 @@ func (m *market) bucketTrades(b int64) []venue.Trade {
 	for j := range n {
 		t := &bt[j]
 		out[j].ID = start + int64(j)
+		out[j].LastID = out[j].ID // each aggregate trade is one single trade
 		out[j].Time = t.time
 		out[j].Sell = t.sell
 		m.writeTrade(&w, t)

@@ -312,6 +312,15 @@ func TestTradeIDsAgree(t *testing.T) {
 			if i > 0 && tr.ID != trades[i-1].ID+1 {
 				t.Fatalf("%s: trade id %d after %d: ids are consecutive, as the venue's", sym, tr.ID, trades[i-1].ID)
 			}
+			if tr.LastID != tr.ID {
+				t.Fatalf("%s: trade %+v covers single trade %d, want its own id: the simulator aggregates nothing", sym, tr, tr.LastID)
+			}
+		}
+		// The newest single trade is the newest trade: what a window
+		// ending in it proves it missed nothing with.
+		newest, err := v.NewestTradeID(context.Background(), sym)
+		if err != nil || newest != trades[len(trades)-1].LastID {
+			t.Fatalf("%s: newest single trade %d, %v; want %d", sym, newest, err, trades[len(trades)-1].LastID)
 		}
 	}
 }

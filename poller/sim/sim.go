@@ -166,6 +166,7 @@ func (v *Venue) Trades(ctx context.Context, symbol string, limit int) ([]venue.T
 			}
 			i--
 			out[i].ID = start + int64(j)
+			out[i].LastID = out[i].ID // each aggregate trade is one single trade
 			out[i].Time = t.time
 			out[i].Sell = t.sell
 			m.writeTrade(&w, t)
@@ -213,7 +214,7 @@ func (v *Venue) TradesFrom(ctx context.Context, symbol string, fromID int64, lim
 		start, count := m.tradeStart(b), m.bucket(b, &bt)
 		for j := 0; j < count && len(out) < n; j++ {
 			if id := start + int64(j); id >= fromID && bt[j].time <= now {
-				out = append(out, venue.Trade{ID: id, Time: bt[j].time, Sell: bt[j].sell})
+				out = append(out, venue.Trade{ID: id, LastID: id, Time: bt[j].time, Sell: bt[j].sell})
 				raw = append(raw, bt[j])
 			}
 		}
@@ -229,6 +230,18 @@ func (v *Venue) TradesFrom(ctx context.Context, symbol string, fromID int64, lim
 		out[i].QuoteQty = c.next()
 	}
 	return out, nil
+}
+
+// NewestTradeID returns the id of symbol's newest trade at or before the
+// current instant, 0 when it has none: each simulated aggregate trade is
+// one single trade, numbered with the aggregate id (see Trades), so it is
+// the LastID of the newest trade Trades returns (see venue.TradeIDReader).
+func (v *Venue) NewestTradeID(ctx context.Context, symbol string) (int64, error) {
+	trades, err := v.Trades(ctx, symbol, 1)
+	if err != nil || len(trades) == 0 {
+		return 0, err
+	}
+	return trades[len(trades)-1].LastID, nil
 }
 
 // tradesRead checks a trades read: the market of symbol, and how many

@@ -39,7 +39,7 @@ func TestTrades(t *testing.T) {
 				// Identical in every published field; only the venue id
 				// tells the two apart.
 				prev := trades[i-1]
-				prev.ID = tr.ID
+				prev.ID, prev.LastID = tr.ID, tr.LastID
 				if tr == prev {
 					dups++
 				}

@@ -53,6 +53,18 @@ type UsedWeightReporter interface {
 	UsedWeight() (int, bool)
 }
 
+// TradeIDReader is implemented by venues that number single trades beneath
+// their aggregate ones (Trade.LastID) and read the newest single trade's id
+// on its own, for less than a read of trades (Binance: /fapi/v1/trades at
+// limit 1, weight 5, against 20 for aggTrades). A window that may have
+// missed trades while its stream was down is settled by it when it missed
+// none, which is what most quiet markets did.
+type TradeIDReader interface {
+	// NewestTradeID returns the id of the market's newest single trade; 0
+	// for a market without trades. It weighs Weight(CallTradeID).
+	NewestTradeID(ctx context.Context, symbol string) (int64, error)
+}
+
 // DepthWeigher is implemented by venues whose book call costs more for a
 // deeper book (Binance: 5 at 100 levels, 10 at 500, 20 at 1000). Without it
 // every book read weighs Weight(CallBook).
@@ -89,11 +101,12 @@ const (
 	CallTrades
 	CallContracts    // every perpetual's mark, index and funding (ContractReader)
 	CallOpenInterest // one perpetual's open interest (ContractReader)
+	CallTradeID      // one market's newest single trade id (TradeIDReader)
 	// NumCalls is the number of calls, for tables indexed by Call.
 	NumCalls
 )
 
-var callNames = [NumCalls]string{"catalog", "stats", "quotes", "book", "trades", "contracts", "open_interest"}
+var callNames = [NumCalls]string{"catalog", "stats", "quotes", "book", "trades", "contracts", "open_interest", "trade_id"}
 
 func (c Call) String() string {
 	if c < 0 || c >= NumCalls {
