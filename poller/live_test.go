@@ -11,6 +11,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/poller/budget"
 	"marketfeed/poller/live"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -417,6 +418,41 @@ func TestNewListingIsListedOnceAnswerable(t *testing.T) {
 		synctest.Wait()
 		if _, listed := w.store.Pairs().Lookup("P004_USDT"); !listed {
 			t.Fatal("a pair without data is not listed after maxIncoming")
+		}
+	})
+}
+
+// When the venue drops every stream, REST rounds stand in for them for the
+// pairs requests read, and leave half the window to the syncs every book
+// needs once its stream is back: they spend under their own purpose and
+// stop at half the budget, however many pairs are read.
+func TestStandInsForLostStreamsLeaveHalfTheBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 40, Config{})
+		defer w.stop()
+		w.goLive(2400, 5)
+		for range 20 {
+			w.tick()
+		}
+		for i := range w.symbols {
+			if !w.src.Current(pairID(i+1), snapshot.StreamBook) {
+				t.Fatalf("%s not in sequence before the loss", pairID(i+1))
+			}
+		}
+		before := w.p.ledger.Spent(time.Now())
+		for i := range w.symbols {
+			w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook)
+		}
+		w.src.Lost(snapshot.StreamBook, w.symbols)
+		time.Sleep(5 * time.Second) // every pair due every 350 ms: 2,850 weight a minute wanted
+		synctest.Wait()
+		spent, limit := w.p.ledger.Spent(time.Now()), w.p.ledger.Limit()
+		standIn := w.weightOf(budget.PurposeStandInBook)
+		if standIn == 0 || w.weightOf(budget.PurposePollBook) != 0 {
+			t.Fatalf("stand-in weight %d, poll weight %d: want the rounds' reads as stand-ins", standIn, w.weightOf(budget.PurposePollBook))
+		}
+		if spent > limit/2+5 || spent < limit/2-5 {
+			t.Fatalf("the window holds %d of %d after the stand-ins (%d of it theirs, %d before the loss), want half", spent, limit, standIn, before)
 		}
 	})
 }

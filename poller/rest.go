@@ -76,7 +76,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	p.hot[s].polled.Store(int64(polled))
 	slices.SortFunc(due, func(a, b *hotPair) int { return cmp.Compare(a.started.Load(), b.started.Load()) })
 
-	c, purpose := row.call, row.purpose
+	c, purpose := row.call, p.src.PollPurpose(s)
 	var wg sync.WaitGroup
 	slots := p.slots[s]
 dispatch:

@@ -55,6 +55,9 @@ type source interface {
 	KeepsTickers() bool
 	// Schedule starts the source's own work under the poller's lifetime.
 	Schedule(sch live.Scheduler)
+	// PollPurpose is what a REST round's read of a pair's stream s spends
+	// on: a poll without streams, a stand-in for a lost stream with them.
+	PollPurpose(s snapshot.Stream) budget.Purpose
 }
 
 var _ source = (*live.Source)(nil)
@@ -81,6 +84,9 @@ func (restOnly) KeepsTickers() bool              { return false }
 func (restOnly) SyncProgress() live.SyncProgress { return live.SyncProgress{} }
 func (restOnly) Settled(time.Time) bool          { return true }
 func (restOnly) Schedule(live.Scheduler)         {}
+
+// PollPurpose: without streams, a REST round is how every pair is read.
+func (restOnly) PollPurpose(s snapshot.Stream) budget.Purpose { return streamRows[s].purpose }
 
 // liveREST is the poller as the stream-fed source sees it: its call path,
 // budget, read slots and lifetime, and what requests ask for.

@@ -50,18 +50,20 @@ type Purpose int
 
 // The purposes of REST calls.
 const (
-	PurposeCatalog      Purpose = iota // the market list
-	PurposeTickers                     // bulk statistics and quotes
-	PurposeSnapshot                    // order book snapshots that sync local books
-	PurposeDepleted                    // the refresh of a book with a side run dry: from the book share
-	PurposeDeepen                      // the refresh of a book started from a seed's few levels: from the book share, leaving a quarter of it
-	PurposeRefresh                     // deeper snapshots laid under local books in sequence
-	PurposeProbe                       // a few levels' read proving a quiet stream-fed book current
-	PurposeBackfill                    // trade reads that fill a stream-fed window
-	PurposePollBook                    // book reads of pairs served by REST
-	PurposePollTrades                  // trade reads of pairs served by REST
-	PurposeContracts                   // every perpetual's mark, index and funding, when their stream is quiet
-	PurposeOpenInterest                // one perpetual's open interest: idle weight only (see purposes)
+	PurposeCatalog       Purpose = iota // the market list
+	PurposeTickers                      // bulk statistics and quotes
+	PurposeSnapshot                     // order book snapshots that sync local books
+	PurposeDepleted                     // the refresh of a book with a side run dry: from the book share
+	PurposeDeepen                       // the refresh of a book started from a seed's or a sync's few levels: from the book share, leaving half the window
+	PurposeRefresh                      // deeper snapshots laid under local books in sequence
+	PurposeProbe                        // a few levels' read proving a quiet stream-fed book current
+	PurposeBackfill                     // trade reads that fill a stream-fed window
+	PurposePollBook                     // book reads of pairs served by REST
+	PurposePollTrades                   // trade reads of pairs served by REST
+	PurposeContracts                    // every perpetual's mark, index and funding, when their stream is quiet
+	PurposeOpenInterest                 // one perpetual's open interest: idle weight only (see purposes)
+	PurposeStandInBook                  // book reads of a stream-fed pair while its stream is lost, by REST rounds
+	PurposeStandInTrades                // trade reads of a stream-fed pair while its stream is lost, by REST rounds
 	// NumPurposes is the number of purposes, for tables indexed by Purpose.
 	NumPurposes
 )
@@ -73,15 +75,25 @@ var purposes = [NumPurposes]rule{
 	PurposeTickers:  {name: "tickers", class: ClassBulk, borrows: borrowAll},
 	PurposeSnapshot: {name: "snapshot", class: ClassBook, borrows: borrowAll},
 	PurposeDepleted: {name: "dry", class: ClassBook, borrows: borrowAll},
-	// Deepening leaves a quarter of the book class's cap unspent, in the
-	// class's spend and in the window (see fromClass). A member that takes
-	// over a cluster's ingest starts every book from the last leader's 100
-	// levels and deepens them all at once, which would spend the whole
-	// book share of the minute in its first seconds; a book whose side
-	// then ran dry, or one out of sequence, found nothing left and was
-	// served as it was for up to 9 s, near -max-stale.
+	// Deepening leaves half the window unspent, as open interest does: the
+	// two are what a steady minute spends beyond the refreshes, and a
+	// recovery, whose syncs of every book that missed events need two
+	// minutes' parts of the budget within 90 s, must find the window's
+	// last seconds mostly free (the syncs spend at most the budget less
+	// what the 30 s before the venue's return spent; see docs/sweep.md).
+	// Kept from the class's spend, the deepening of every book after a
+	// recovery held the window at three quarters of the limit for
+	// minutes, and the next recovery took a third minute. It is kept from
+	// the window rather than from the book class's cap because the window
+	// also holds what the venue counted beyond this ledger's own spend: a
+	// member that takes over a cluster's ingest starts every book from
+	// the last leader's 100 levels with that leader's minute in its
+	// window, and a deepening held to the class's cap alone filled the
+	// window within 13 s; a book's probe and a dry book's refresh then
+	// found only the serving reserve, and a book being served answered
+	// 502.
 	PurposeDeepen: {name: "deepen", class: ClassBook, borrows: borrowAll,
-		leaves: leave{from: fromClass, part: part{1, 4}, of: sizeOf(ClassBook), upto: Sync}},
+		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Sync}},
 	// Refreshes and probes are held to their class's share whatever the
 	// priority: the shares bound what one kind of read costs (the
 	// refreshes of books in sequence, the probes of quiet ones), however
@@ -108,6 +120,19 @@ var purposes = [NumPurposes]rule{
 	// book waits for its sync (see RefreshContracts).
 	PurposeOpenInterest: {name: "open_interest", class: ClassBulk, borrows: borrowAll,
 		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Serving}},
+	// A REST round's reads of a stream-fed pair whose stream is lost stand
+	// in for the stream until it is back, and leave half the window
+	// unspent, as open interest and the deepening do; a request that
+	// waits for such a pair asks above them and spends it. When the venue
+	// drops every stream, every book the aggregators read stands in at
+	// once, far more than the budget reads every 350 ms: in a 10 s outage
+	// at 446 pairs they spent the window's every free weight on a few
+	// dozen books and trade windows (aggTrades, 20 each), and the syncs
+	// of all 446 books waited a further minute once the streams were back.
+	PurposeStandInBook: {name: "standin", class: ClassBook, borrows: borrowAll,
+		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting}},
+	PurposeStandInTrades: {name: "standin", class: ClassTrades, borrows: borrowAll,
+		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting}},
 }
 
 // rule is a purpose's row of purposes.
@@ -159,9 +184,8 @@ var lends = [NumPriorities]borrow{
 }
 
 // leave is what a purpose's reads leave unspent: part of a size, kept from
-// the window's limit, or from the background cap of the purpose's class as
-// well as from the window's limit,
-// by the asks of priorities up to upto (those above it spend it).
+// the window's limit by the asks of priorities up to upto (those above it
+// spend it).
 type leave struct {
 	from fromWhat
 	part part
@@ -175,17 +199,6 @@ type fromWhat int
 const (
 	fromNothing fromWhat = iota // the zero leave: nothing is left
 	fromWindow                  // the window's limit
-	// fromClass: the purpose's class's cap for background reads, and the
-	// window's limit too. The window also holds what the class's cap does
-	// not: the weight the venue counted for the address beyond this
-	// ledger's own (Observe), which is a previous leader's minute when a
-	// member takes a cluster's ingest over. Kept from the class's cap
-	// alone, the deepening of a new leader's books spent the class's
-	// share on top of that minute and filled the window within 13 s of
-	// taking over; a book's probe and a dry book's refresh then found
-	// only the serving reserve, and a book being served aged to 8 s and
-	// answered 502.
-	fromClass
 )
 
 // part is a fraction, num/den, of a size.
@@ -412,7 +425,7 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 	if b.total+a.Weight > b.limit-reserve {
 		return false
 	}
-	if !b.leaves(r.leaves, a.Priority, caps, r.class, a.Weight) {
+	if !b.leaves(r.leaves, a.Priority, caps, a.Weight) {
 		return false
 	}
 	if may&borrowShares == 0 && !b.withinCaps(now, a.Weight, r.class, caps, may) {
@@ -422,17 +435,13 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 	return true
 }
 
-// leaves reports whether spending weight of class at prio leaves what l
-// keeps.
-func (b *Ledger) leaves(l leave, prio Priority, caps Caps, class Class, weight int) bool {
+// leaves reports whether spending weight at prio leaves what l keeps.
+func (b *Ledger) leaves(l leave, prio Priority, caps Caps, weight int) bool {
 	if l.from == fromNothing || prio > l.upto {
 		return true
 	}
 	keep := l.part.of(l.of.in(caps, b.limit))
-	if b.total+weight > b.limit-keep {
-		return false
-	}
-	return l.from == fromWindow || b.byClass[class]+weight <= caps.Of(class, false)-keep
+	return b.total+weight <= b.limit-keep
 }
 
 // withinCaps reports whether a read of weight of class that may borrow may

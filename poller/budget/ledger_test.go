@@ -213,31 +213,31 @@ func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 	t.Logf("%d backfills of 20 before the headroom", backfills)
 }
 
-// Deepening the books a member started from a seed leaves a quarter of the
-// book class's cap unspent: a book whose side ran dry, or one out of
-// sequence, finds weight within the minute however many books are still
-// to deepen.
-func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
-	// The bulk calls' reserve leaves the book class 1,200 of a limit
-	// that is not what runs short.
-	b := newLedger(2400, Plan{Reserve: 1200, Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+// Deepening leaves half the window unspent, whatever else the book class
+// could spend: a book whose side ran dry, or one out of sequence, finds
+// weight within the minute however many books are still to deepen, and a
+// recovery that follows finds most of the window's last seconds free.
+func TestDeepeningLeavesHalfTheWindow(t *testing.T) {
+	b := newLedger(2400, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 96}})
 	now := time.Unix(1_000_000, 0)
 	caps := b.Caps()
+	if caps.Of(ClassBook, false) <= 1200 {
+		t.Fatalf("the book class's cap for background reads is %d, want more than half the window for the test to tell", caps.Of(ClassBook, false))
+	}
 	deepened := 0
 	for b.Take(now, Ask{PurposeDeepen, 20, Background}) {
 		deepened++
 	}
-	background, reserve := caps.Of(ClassBook, false), caps[ClassBook]/4
-	if spent := deepened * 20; spent > background-reserve || spent < background-reserve-20 {
-		t.Fatalf("deepening spent %d of the book class's %d for background reads, want all but its reserve of %d", spent, background, reserve)
+	if spent := deepened * 20; spent > 1200 || spent < 1200-20 {
+		t.Fatalf("deepening spent %d of a window of 2,400 (book class %d for background reads), want half the window", spent, caps.Of(ClassBook, false))
 	}
 	dry := 0
 	for b.Take(now, Ask{PurposeDepleted, 20, Background}) {
 		dry++
 	}
-	if dry < reserve/20 {
-		t.Fatalf("%d refreshes of dry books fit after the deepening, want the reserve's %d", dry, reserve/20)
+	if dry*20 < caps.Of(ClassBook, false)-1200-20 {
+		t.Fatalf("%d refreshes of dry books fit after the deepening, want the rest of the book class's %d", dry, caps.Of(ClassBook, false))
 	}
 	if !b.Take(now, Ask{PurposeSnapshot, 20, Waiting}) {
 		t.Fatal("a sync a request waits for found no room after the deepening and the dry books")
@@ -245,32 +245,29 @@ func TestDeepeningLeavesTheBookShareRoom(t *testing.T) {
 	t.Logf("%d deepened, then %d dry books refreshed, of a book class of %d", deepened, dry, caps[ClassBook])
 }
 
-// The deepening leaves its quarter of the book class's cap in the window
-// too, not only in the class's spend: a member that takes a cluster's
-// ingest over finds the previous leader's minute in the venue's count
-// (Observe), which no class's spend holds, and deepening every book on top
-// of it filled the window; the dry books and probes of the books being
-// served then found only the serving reserve.
+// The window holds what the venue counted beyond this ledger's own spend
+// too: a member that takes a cluster's ingest over finds the previous
+// leader's minute in the venue's count (Observe), which no class's spend
+// holds, and deepening every book on top of it filled the window when the
+// deepening was held to the class's spend; the dry books and probes of
+// the books being served then found only the serving reserve.
 func TestDeepeningLeavesTheWindowRoomAfterAnotherMinute(t *testing.T) {
 	b := newLedger(1200, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 48, ClassProbe: 48}})
 	now := time.Unix(1_000_000, 0)
 	b.Observe(now, 450) // the previous leader's minute
-	caps := b.Caps()
-	keep := caps[ClassBook] / 4
 	for b.Take(now, Ask{PurposeDeepen, 10, Background}) {
 	}
-	if spent := b.Spent(now); spent > 1200-keep || spent < 1200-keep-10 {
-		t.Fatalf("deepening after another minute of 450 left the window at %d of 1,200, want all but the book class's quarter, %d", spent, keep)
+	if spent := b.Spent(now); spent > 600 || spent < 600-10 {
+		t.Fatalf("deepening after another minute of 450 left the window at %d of 1,200, want half of it", spent)
 	}
 	reads := 0
-	for reads < keep/10 && b.Take(now, Ask{PurposeDepleted, 10, Serving}) {
+	for reads < 40 && b.Take(now, Ask{PurposeDepleted, 10, Serving}) {
 		reads++
 	}
-	if reads < keep/10 {
-		t.Fatalf("%d refreshes of dry books fit after the deepening, want the quarter's %d", reads, keep/10)
+	if reads < 40 {
+		t.Fatalf("%d refreshes of dry books of 10 fit after the deepening, want 40", reads)
 	}
-	t.Logf("book class cap %d; the deepening stopped at %d of 1,200", caps[ClassBook], 1200-keep)
 }
 
 // What the venue counts for the address beyond this ledger's own spend is
@@ -387,4 +384,34 @@ func newLedger(limit int, plan Plan) *Ledger {
 	b := NewLedger(func() Plan { return plan })
 	b.SetLimit(limit)
 	return b
+}
+
+// A REST round's reads standing in for lost streams leave half the window
+// to the syncs the books need once their streams are back, as open
+// interest and the deepening do, whichever class they spend; a request
+// that waits for one of those pairs asks above them and is read.
+func TestStandInsLeaveHalfTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		demand [NumClasses]float64
+	}{
+		{"books and trades", [NumClasses]float64{ClassBook: 10_000, ClassTrades: 10_000}},
+		{"books alone", [NumClasses]float64{ClassBook: 10_000}},
+	} {
+		b := newLedger(1200, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true}, Demand: tc.demand})
+		now := time.Unix(1_000_000, 0)
+		books, trades := 0, 0
+		for b.Take(now, Ask{PurposeStandInTrades, 20, Waiting}) {
+			trades++
+		}
+		for b.Take(now, Ask{PurposeStandInBook, 5, Waiting}) {
+			books++
+		}
+		if spent := b.Spent(now); spent > 600 || spent < 600-20 {
+			t.Fatalf("%s: stand-ins left the window at %d of 1,200 (%d books, %d trade windows), want half of it", tc.name, spent, books, trades)
+		}
+		if !b.Take(now, Ask{PurposeStandInBook, 5, Requested}) || !b.Take(now, Ask{PurposePollBook, 5, Requested}) {
+			t.Fatalf("%s: a read a request waits for found no room after the stand-ins", tc.name)
+		}
+	}
 }

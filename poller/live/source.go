@@ -299,3 +299,15 @@ func (s *Source) test(id string, f func(lp *pair) bool) bool {
 	defer lp.mu.Unlock()
 	return f(lp)
 }
+
+// PollPurpose is what the poller's REST round spends on a stream-fed pair
+// whose stream of k is lost: a stand-in, which leaves the window room for
+// the syncs the books need once their streams are back (see
+// budget.PurposeStandInBook).
+func (s *Source) PollPurpose(k snapshot.Stream) budget.Purpose { return standIn[k] }
+
+// standIn is the stand-in purpose of each stream kind.
+var standIn = [snapshot.NumStreams]budget.Purpose{
+	snapshot.StreamBook:   budget.PurposeStandInBook,
+	snapshot.StreamTrades: budget.PurposeStandInTrades,
+}
