@@ -67,6 +67,7 @@ type config struct {
 	wsMaxAge       time.Duration
 	lines          int
 	outage         time.Duration
+	settle         time.Duration
 
 	workDir string
 	stdout  io.Writer
@@ -97,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped, the venue closing every connection young (streams on; -round defaults to 10s, -duration to 2m30s)")
 	fs.DurationVar(&c.wsMaxAge, "ws-max-age", 2*time.Minute, "with -recovery: marketfeed's -venue-ws-max-age, so that every connection is replaced within -duration")
 	fs.IntVar(&c.lines, "lines", 2, "with -recovery: marketfeed's -venue-ws-lines, `1|2` (its default, 2); with 2, one line's connections are also dropped")
+	fs.DurationVar(&c.settle, "settle", time.Minute, "with -recovery: wait this long after one venue-wide fault's recovery before the next, so that each starts from the steady state's window rather than the last one's syncs")
 	fs.DurationVar(&c.outage, "outage", 0, "with -recovery: also cut every connection and have venuesim refuse new ones this long, so that every market misses events (0: not)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -145,6 +147,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.outage < 0 {
 		errs = append(errs, errors.New("-outage: want 0 or more"))
+	}
+	if c.settle < 0 {
+		errs = append(errs, errors.New("-settle: want 0 or more"))
 	}
 	if c.lines != 1 && c.lines != 2 {
 		errs = append(errs, errors.New("-lines: want 1 or 2"))

@@ -102,6 +102,9 @@ type cut struct {
 	// SyncWeight is the REST weight from the end of the outage until
 	// Recovered: what the books that missed events were synced with.
 	SyncWeight weightUse
+	// Before is the REST weight of the minute before the cut: what the
+	// venue still counted when the recovery began.
+	Before int
 }
 
 // lineDrop is what the drop of line B's connections cost, with two lines.
@@ -458,12 +461,18 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 		return res, err
 	}
 	if cfg.outage > 0 {
+		if err := settle(ctx, cfg); err != nil {
+			return res, err
+		}
 		fmt.Fprintf(cfg.stdout, "  cutting every market-stream connection, refused for %v\n", cfg.outage)
 		if res.Outage, err = cutAll(ctx, cfg, env, answers, pairs, cfg.outage); err != nil {
 			return res, err
 		}
 	}
 
+	if err := settle(ctx, cfg); err != nil {
+		return res, err
+	}
 	fmt.Fprintf(cfg.stdout, "  the venue closing every connection at %v of age\n", phaseCloseAge(cfg.wsMaxAge))
 	if res.Closes, err = closeOnSchedule(ctx, cfg, env, answers); err != nil {
 		return res, err
@@ -475,6 +484,18 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	}
 	res.ColdWeight = weightIn(calls, env.t0, booksAt)
 	return res, nil
+}
+
+// settle waits -settle after one venue-wide fault's recovery, before the
+// next: each fault is measured from the steady state, not from the last
+// one's syncs, which the venue counts for a minute after they were read
+// and which would leave the next recovery that much less of its budget.
+func settle(ctx context.Context, cfg *config) error {
+	if cfg.settle <= 0 {
+		return nil
+	}
+	fmt.Fprintf(cfg.stdout, "  settling for %v\n", cfg.settle)
+	return process.Sleep(ctx, cfg.settle)
 }
 
 // cutAll cuts every market-stream connection, the venue refusing new ones
@@ -536,6 +557,7 @@ func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pai
 		return c, err
 	}
 	c.Weight = weightIn(calls, at, whole.Add(time.Millisecond))
+	c.Before = weightIn(calls, at.Add(-time.Minute), at).Total
 	c.SyncWeight = weightIn(calls, at.Add(outage), probe.end.Add(time.Millisecond))
 	return c, nil
 }
@@ -702,6 +724,7 @@ func cutRows(name string, pairs, budget int, c cut) []row {
 	add("trade windows that missed trades", fmt.Sprintf("%d; %d reads of the missing ids; %d given up; none left after %s",
 		c.TradeGaps, c.GapReads, c.GapsCut, whole), "", "")
 	add("REST weight", fmt.Sprintf("%d (%s)", c.Weight.Total, byPath(c.Weight)), "", "")
+	add("REST weight of the minute before", strconv.Itoa(c.Before), "", "")
 	// A rate over less than a minute says nothing of the budget: the
 	// venue's window slides over a whole minute.
 	if budget > 0 && len(c.SyncWeight.Minutes) > 0 {
