@@ -92,8 +92,15 @@ var purposes = [NumPurposes]rule{
 	// window within 13 s; a book's probe and a dry book's refresh then
 	// found only the serving reserve, and a book being served answered
 	// 502.
+	//
+	// Its reads are paced as well: a quarter of the limit in any 30 s. The
+	// deepening of a cold start's or a recovery's books finds half the
+	// window free each time the minute before expires, and spent it at
+	// once: 834 weight in the 15 s before an outage, which the venue
+	// counted for the first 45 s after the streams were back, when the
+	// syncs of every book could read nothing.
 	PurposeDeepen: {name: "deepen", class: ClassBook, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Sync}},
+		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Sync, paced: true}},
 	// Refreshes and probes are held to their class's share whatever the
 	// priority: the shares bound what one kind of read costs (the
 	// refreshes of books in sequence, the probes of quiet ones), however
@@ -129,10 +136,12 @@ var purposes = [NumPurposes]rule{
 	// at 446 pairs they spent the window's every free weight on a few
 	// dozen books and trade windows (aggTrades, 20 each), and the syncs
 	// of all 446 books waited a further minute once the streams were back.
+	// They are paced as the deepening is: all due every 350 ms, they would
+	// spend their half within the outage's first second.
 	PurposeStandInBook: {name: "standin", class: ClassBook, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting}},
+		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting, paced: true}},
 	PurposeStandInTrades: {name: "standin", class: ClassTrades, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting}},
+		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting, paced: true}},
 }
 
 // rule is a purpose's row of purposes.
@@ -191,6 +200,10 @@ type leave struct {
 	part part
 	of   size
 	upto Priority
+	// paced holds the reads to half of what the leave lets them spend
+	// within any half of the window, so that they spread over the minute
+	// rather than fill their part at once (see PurposeDeepen).
+	paced bool
 }
 
 // fromWhat is what a leave is kept from.
@@ -425,7 +438,7 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 	if b.total+a.Weight > b.limit-reserve {
 		return false
 	}
-	if !b.leaves(r.leaves, a.Priority, caps, a.Weight) {
+	if !b.leaves(now, r.leaves, a.Priority, caps, a.Weight) {
 		return false
 	}
 	if may&borrowShares == 0 && !b.withinCaps(now, a.Weight, r.class, caps, may) {
@@ -435,13 +448,26 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 	return true
 }
 
-// leaves reports whether spending weight at prio leaves what l keeps.
-func (b *Ledger) leaves(l leave, prio Priority, caps Caps, weight int) bool {
+// leaves reports whether spending weight at prio at now leaves what l
+// keeps.
+func (b *Ledger) leaves(now time.Time, l leave, prio Priority, caps Caps, weight int) bool {
 	if l.from == fromNothing || prio > l.upto {
 		return true
 	}
-	keep := l.part.of(l.of.in(caps, b.limit))
-	return b.total+weight <= b.limit-keep
+	room := b.limit - l.part.of(l.of.in(caps, b.limit))
+	if b.total+weight > room {
+		return false
+	}
+	return !l.paced || b.since(now.Add(-window/2))+weight <= room/2
+}
+
+// since is the weight spent after from, as this ledger counted it.
+func (b *Ledger) since(from time.Time) int {
+	n := 0
+	for i := len(b.entries) - 1; i >= 0 && b.entries[i].at.After(from); i-- {
+		n += b.entries[i].weight
+	}
+	return n
 }
 
 // withinCaps reports whether a read of weight of class that may borrow may

@@ -214,9 +214,10 @@ func TestBackfillsLeaveTheRefreshShare(t *testing.T) {
 }
 
 // Deepening leaves half the window unspent, whatever else the book class
-// could spend: a book whose side ran dry, or one out of sequence, finds
+// could spend, and spreads its half over the minute: a quarter of the limit
+// in any 30 s. A book whose side ran dry, or one out of sequence, finds
 // weight within the minute however many books are still to deepen, and a
-// recovery that follows finds most of the window's last seconds free.
+// recovery that follows finds the window's last seconds mostly free.
 func TestDeepeningLeavesHalfTheWindow(t *testing.T) {
 	b := newLedger(2400, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 96}})
@@ -225,24 +226,39 @@ func TestDeepeningLeavesHalfTheWindow(t *testing.T) {
 	if caps.Of(ClassBook, false) <= 1200 {
 		t.Fatalf("the book class's cap for background reads is %d, want more than half the window for the test to tell", caps.Of(ClassBook, false))
 	}
-	deepened := 0
-	for b.Take(now, Ask{PurposeDeepen, 20, Background}) {
-		deepened++
+	deepen := func(at time.Time) int {
+		n := 0
+		for b.Take(at, Ask{PurposeDeepen, 20, Background}) {
+			n += 20
+		}
+		return n
 	}
-	if spent := deepened * 20; spent > 1200 || spent < 1200-20 {
-		t.Fatalf("deepening spent %d of a window of 2,400 (book class %d for background reads), want half the window", spent, caps.Of(ClassBook, false))
+	for _, step := range []struct {
+		after time.Duration
+		want  int
+	}{
+		{0, 600},                // a quarter at once
+		{10 * time.Second, 0},   // nothing more within the same 30 s
+		{31 * time.Second, 600}, // another quarter: the window at half
+		{45 * time.Second, 0},   // the window at half
+		{62 * time.Second, 600}, // the first quarter expired
+		{75 * time.Second, 0},   // the second quarter is recent
+	} {
+		if got := deepen(now.Add(step.after)); got < step.want-20 || got > step.want {
+			t.Fatalf("deepening %v in spent %d, want %d (window %d of 2,400)", step.after, got, step.want, b.Spent(now.Add(step.after)))
+		}
 	}
+	at := now.Add(75 * time.Second)
 	dry := 0
-	for b.Take(now, Ask{PurposeDepleted, 20, Background}) {
+	for b.Take(at, Ask{PurposeDepleted, 20, Background}) {
 		dry++
 	}
-	if dry*20 < caps.Of(ClassBook, false)-1200-20 {
-		t.Fatalf("%d refreshes of dry books fit after the deepening, want the rest of the book class's %d", dry, caps.Of(ClassBook, false))
+	if dry < 10 {
+		t.Fatalf("%d refreshes of dry books of 20 fit after the deepening, want at least 10", dry)
 	}
-	if !b.Take(now, Ask{PurposeSnapshot, 20, Waiting}) {
+	if !b.Take(at, Ask{PurposeSnapshot, 20, Waiting}) {
 		t.Fatal("a sync a request waits for found no room after the deepening and the dry books")
 	}
-	t.Logf("%d deepened, then %d dry books refreshed, of a book class of %d", deepened, dry, caps[ClassBook])
 }
 
 // The window holds what the venue counted beyond this ledger's own spend
@@ -255,14 +271,17 @@ func TestDeepeningLeavesTheWindowRoomAfterAnotherMinute(t *testing.T) {
 	b := newLedger(1200, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
 		Share: [NumClasses]int{ClassRefresh: 48, ClassProbe: 48}})
 	now := time.Unix(1_000_000, 0)
-	b.Observe(now, 450) // the previous leader's minute
-	for b.Take(now, Ask{PurposeDeepen, 10, Background}) {
+	b.Observe(now.Add(-40*time.Second), 450) // the previous leader's minute
+	for _, at := range []time.Time{now, now.Add(15 * time.Second)} {
+		for b.Take(at, Ask{PurposeDeepen, 10, Background}) {
+		}
 	}
-	if spent := b.Spent(now); spent > 600 || spent < 600-10 {
+	at := now.Add(15 * time.Second)
+	if spent := b.Spent(at); spent > 600 || spent < 600-10 {
 		t.Fatalf("deepening after another minute of 450 left the window at %d of 1,200, want half of it", spent)
 	}
 	reads := 0
-	for reads < 40 && b.Take(now, Ask{PurposeDepleted, 10, Serving}) {
+	for reads < 40 && b.Take(at, Ask{PurposeDepleted, 10, Serving}) {
 		reads++
 	}
 	if reads < 40 {
@@ -388,8 +407,9 @@ func newLedger(limit int, plan Plan) *Ledger {
 
 // A REST round's reads standing in for lost streams leave half the window
 // to the syncs the books need once their streams are back, as open
-// interest and the deepening do, whichever class they spend; a request
-// that waits for one of those pairs asks above them and is read.
+// interest and the deepening do, whichever class they spend, and spread
+// it as the deepening does; a request that waits for one of those pairs
+// asks above them and is read.
 func TestStandInsLeaveHalfTheWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -400,17 +420,22 @@ func TestStandInsLeaveHalfTheWindow(t *testing.T) {
 	} {
 		b := newLedger(1200, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true}, Demand: tc.demand})
 		now := time.Unix(1_000_000, 0)
-		books, trades := 0, 0
-		for b.Take(now, Ask{PurposeStandInTrades, 20, Waiting}) {
-			trades++
+		standIn := func(at time.Time) {
+			for b.Take(at, Ask{PurposeStandInTrades, 20, Waiting}) {
+			}
+			for b.Take(at, Ask{PurposeStandInBook, 5, Waiting}) {
+			}
 		}
-		for b.Take(now, Ask{PurposeStandInBook, 5, Waiting}) {
-			books++
+		standIn(now)
+		if spent := b.Spent(now); spent > 300 || spent < 300-20 {
+			t.Fatalf("%s: stand-ins spent %d at once, want a quarter of 1,200", tc.name, spent)
 		}
-		if spent := b.Spent(now); spent > 600 || spent < 600-20 {
-			t.Fatalf("%s: stand-ins left the window at %d of 1,200 (%d books, %d trade windows), want half of it", tc.name, spent, books, trades)
+		at := now.Add(31 * time.Second)
+		standIn(at)
+		if spent := b.Spent(at); spent > 600 || spent < 600-20 {
+			t.Fatalf("%s: stand-ins left the window at %d of 1,200, want half of it", tc.name, spent)
 		}
-		if !b.Take(now, Ask{PurposeStandInBook, 5, Requested}) || !b.Take(now, Ask{PurposePollBook, 5, Requested}) {
+		if !b.Take(at, Ask{PurposeStandInBook, 5, Requested}) || !b.Take(at, Ask{PurposePollBook, 5, Requested}) {
 			t.Fatalf("%s: a read a request waits for found no room after the stand-ins", tc.name)
 		}
 	}
