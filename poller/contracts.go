@@ -172,10 +172,21 @@ func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pai
 // publishContracts builds the contracts and publishes them when they
 // differ from the last published, or the pair list did; it counts the
 // contracts left out.
+//
+// A build from a pair list older than the one the last contracts were
+// built from is not published: RefreshContracts takes the pair list as it
+// starts, and a catalog read that drops a pair meanwhile publishes the
+// contracts of the new list first (recontract); publishing the older build
+// after it listed the dropped pair's contract again, beside a /pairs that
+// no longer had it.
 func (p *Poller) publishContracts(pairs *snapshot.Pairs, in snapshot.ContractsInput) {
 	c, omitted := snapshot.NewContracts(pairs, in)
 	p.ct.mu.Lock()
 	p.ct.last = &in
+	if pairs.Version() < p.ct.from {
+		p.ct.mu.Unlock()
+		return
+	}
 	same := bytes.Equal(c.Tag(), p.ct.tag) && p.ct.from == pairs.Version()
 	if !same {
 		p.ct.tag, p.ct.from = c.Tag(), pairs.Version()

@@ -180,6 +180,38 @@ func TestContractsPublishedOnlyWhenChanged(t *testing.T) {
 	})
 }
 
+// Contracts built from the pair list as it was before a catalog read that
+// dropped a pair are not published after that read's: the dropped pair's
+// contract never comes back beside a /pairs without it.
+func TestContractsOfAnOlderPairListAreNotPublished(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newContractVenue(2)
+		p, store := newTestPoller(v, Config{})
+		ctx := t.Context()
+		_ = p.RefreshContracts(ctx)
+		_ = p.RefreshTickers(ctx)
+		_ = p.RefreshContracts(ctx)
+		_ = p.RefreshContracts(ctx)
+		if len(contractItems(t, store)) != 2 {
+			t.Fatal("contracts not published for both pairs")
+		}
+		before := store.Pairs() // what a RefreshContracts under way holds
+		p.ct.mu.Lock()
+		in := *p.ct.last
+		p.ct.mu.Unlock()
+		v.mu.Lock()
+		v.markets = v.markets[1:]
+		v.mu.Unlock()
+		if err := p.RefreshCatalog(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.publishContracts(before, in) // that refresh publishes now
+		if items := contractItems(t, store); len(items) != 1 {
+			t.Fatalf("contracts %v after %s left the pair list, want %s's alone", items, pairID(1), pairID(2))
+		}
+	})
+}
+
 // A contract whose venue row is unusable is left out and counted; the
 // others are published.
 func TestContractWithABadRowIsLeftOutAndCounted(t *testing.T) {
