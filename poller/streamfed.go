@@ -158,13 +158,13 @@ func (r liveREST) NewestTradeID(ctx context.Context, symbol string) (int64, erro
 	})
 }
 
-// TradeIDWeight is the weight of NewestTradeID, 0 when the venue does not
-// read it.
-func (r liveREST) TradeIDWeight() int {
+// TradeIDWeight is the weight of NewestTradeID, and whether the venue reads
+// it (a venue without a weight limit, the simulator, weighs it 0).
+func (r liveREST) TradeIDWeight() (int, bool) {
 	if _, ok := r.p.venue.(venue.TradeIDReader); !ok {
-		return 0
+		return 0, false
 	}
-	return r.p.venue.Weight(venue.CallTradeID)
+	return r.p.venue.Weight(venue.CallTradeID), true
 }
 
 func (r liveREST) BookWeight(depth int) int          { return r.p.bookWeight(depth) }

@@ -200,9 +200,10 @@ type leave struct {
 	part part
 	of   size
 	upto Priority
-	// paced holds the reads to half of what the leave lets them spend
-	// within any half of the window, so that they spread over the minute
-	// rather than fill their part at once (see PurposeDeepen).
+	// paced holds the reads to half of what the leave lets the window
+	// hold, counted over the window's last half (everything spent there,
+	// theirs or not), so that they spread over the minute rather than
+	// fill their part at once (see PurposeDeepen).
 	paced bool
 }
 

@@ -62,9 +62,9 @@ type REST interface {
 	// a window's newest trade's LastID equals when it missed nothing
 	// (venue.TradeIDReader).
 	NewestTradeID(ctx context.Context, symbol string) (int64, error)
-	// TradeIDWeight is the weight of NewestTradeID; 0 when the venue does
-	// not read it, and windows are read as they were.
-	TradeIDWeight() int
+	// TradeIDWeight is the weight of NewestTradeID, and whether the venue
+	// reads it at all; without it windows are read as they were.
+	TradeIDWeight() (weight int, reads bool)
 	// Deferred counts reads of s that the budget or the read slots pushed
 	// to a later round.
 	Deferred(s snapshot.Stream, n int)

@@ -90,7 +90,7 @@ func (f *fakeREST) TradesFrom(context.Context, string, int64, int) ([]venue.Trad
 	return nil, nil
 }
 func (f *fakeREST) NewestTradeID(context.Context, string) (int64, error) { return 0, nil }
-func (f *fakeREST) TradeIDWeight() int                                   { return 0 }
+func (f *fakeREST) TradeIDWeight() (int, bool)                           { return 0, false }
 func (f *fakeREST) BookWeight(int) int                                   { return 10 }
 func (f *fakeREST) TradesWeight() int                                    { return 20 }
 func (f *fakeREST) Deferred(_ snapshot.Stream, n int) {

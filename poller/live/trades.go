@@ -60,7 +60,8 @@ var tradesRow = kindRow{
 	purpose: [numTiers]budget.Purpose{0: budget.PurposeBackfill, tierProbe: budget.PurposeBackfill},
 	weight: func(s *Source, tier Tier) int {
 		if tier == tierProbe {
-			return s.cfg.REST.TradeIDWeight()
+			w, _ := s.cfg.REST.TradeIDWeight()
+			return w
 		}
 		return s.cfg.REST.TradesWeight()
 	},
@@ -107,7 +108,7 @@ func (t *tradesState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tie
 	if s.booksBehind.Load() && lp.trades.waiting.Load() == 0 {
 		return false, 0, 0
 	}
-	if lp.tradesLost && lp.idChecked != lp.losses && lp.window.newestLastID() != 0 && s.cfg.REST.TradeIDWeight() > 0 {
+	if _, reads := s.cfg.REST.TradeIDWeight(); reads && lp.tradesLost && lp.idChecked != lp.losses && lp.window.newestLastID() != 0 {
 		tier = tierProbe
 	}
 	if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
@@ -246,8 +247,9 @@ const resumeGrace = 2 * time.Second
 
 // fetch reads what a pair's window needs: for a window that may have
 // missed trades while its stream was lost, the venue's newest single trade
-// id (tierProbe, see checkID) or the trades after its newest (see readOn); for one with a hole, the ids it misses; otherwise, and for
-// a window that never held a trade, the newest trades.
+// id (tierProbe, see checkID) or the trades after its newest (see readOn);
+// for one with a hole, the ids it misses; otherwise, and for a window that
+// never held a trade, the newest trades.
 func (t *tradesState) fetch(ctx context.Context, s *Source, lp *pair, tier Tier) (func(time.Time) bool, error) {
 	if tier == tierProbe {
 		return t.checkID(ctx, s, lp)
