@@ -248,6 +248,16 @@ func (s *Sampler) Offer(body []byte) {
 	s.kept = append(s.kept, sample{s.phase, append([]byte(nil), body...)})
 }
 
+// Keep keeps a copy of a served 200 /orderbook body whatever the sampling
+// rate, filed under the current phase: for books a check follows closely.
+func (s *Sampler) Keep(body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phase != "" {
+		s.kept = append(s.kept, sample{s.phase, append([]byte(nil), body...)})
+	}
+}
+
 // Judge judges every kept book against the venue, for requests of depth
 // levels a side, and returns the tallies by phase. Samples judged are
 // dropped, so a later call judges only the books kept since.
