@@ -447,7 +447,7 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	if err != nil {
 		return res, err
 	}
-	res.ColdResyncs = cold.byLabel(seriesResyncs, "cause")
+	res.ColdResyncs = since(nil, cold.byLabel(seriesResyncs, "cause"))
 	res.ColdAgg = answers.statuses(env.t0, booksAt)
 	samples.SetPhase(phaseBetween)
 	fmt.Fprintf(cfg.stdout, "  cold start: books %v, answers %v; steady state for %v (connections replaced every %v)\n",
@@ -756,7 +756,7 @@ func recoveryPhases(r recoveryResult) []phase {
 		Name: phaseSteady, Truth: r.Truth[phaseSteady], Resyncs: r.RotResyncs, Agg: r.SteadyAgg, Quiet: true,
 	}}
 	if r.Line.Measured {
-		ps = append(ps, phase{Name: phaseLine, Truth: r.Truth[phaseLine], Resyncs: r.Line.Resyncs, Agg: r.Line.Agg})
+		ps = append(ps, phase{Name: phaseLine, Truth: r.Truth[phaseLine], Resyncs: r.Line.Resyncs, Agg: r.Line.Agg, Quiet: true})
 	}
 	for _, c := range []struct {
 		name string

@@ -158,6 +158,7 @@ func TestRecoveryRowsOfALineDrop(t *testing.T) {
 		"one line dropped: aggregator answers not 200",
 		"one line dropped: books out of sequence; suspended",
 		"one line dropped: oldest book",
+		"one line cut: books out of sequence; answers not 200",
 	}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
@@ -186,5 +187,29 @@ func TestRecoveryRowsOfAnOutage(t *testing.T) {
 	want := []string{"every connection dropped, refused for 10s: 99.9 % of books newer than the drop", "outage: time against the venue's bound"}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
+	}
+}
+
+// The phase table prints each phase's time against its bound, its weight
+// against the least, its books judged by the venue and its verdicts.
+func TestPhaseTable(t *testing.T) {
+	r := goodRecovery()
+	r.ColdResyncs = map[string]int{"short": 87}
+	short := allEqual(4)
+	short.Add(venuetruth.Short)
+	r.Truth[phaseSteady] = short
+	var b strings.Builder
+	writePhases(&b, "phases", recoveryPhases(r))
+	for _, want := range []string{
+		"phase  ", "time  ", "bound  ", "least  ", "books equal to the venue  ", "resyncs by cause  ", "200 share  ", "targets",
+		"cold start                   1m20s  3m0s   4800    4510   20 / 20 ",
+		"short 87",
+		"time met, weight met, books met",
+		"4 / 5 (1 short)",
+		"books MISSED, quiet met",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("phase table lacks %q:\n%s", want, b.String())
+		}
 	}
 }
