@@ -125,6 +125,24 @@ func leastWeight(books, bookWeight int, calls []venueCall, from, to time.Time) l
 	return l
 }
 
+// commonWeight is the weight the calls of path in [from, to) had most
+// often (the smaller of two as common), 0 without any.
+func commonWeight(calls []venueCall, path string, from, to time.Time) int {
+	n := map[int]int{}
+	for _, c := range calls {
+		if c.Path == path && c.At >= from.UnixMicro() && c.At < to.UnixMicro() {
+			n[c.Weight]++
+		}
+	}
+	best := 0
+	for w, k := range n {
+		if k > n[best] || (k == n[best] && w < best) {
+			best = w
+		}
+	}
+	return best
+}
+
 // snapshotWeightAt is Binance's weight of one book snapshot of depth
 // levels, as venuesim charges it.
 func snapshotWeightAt(depth int) int {

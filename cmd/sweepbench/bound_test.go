@@ -63,6 +63,14 @@ func TestLeastWeight(t *testing.T) {
 	if got, want := l.String(), "4510 = 446 books × 10 + 50 bulk (ticker/24hr, premiumIndex)"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
+	depth := []venueCall{call(0, "/fapi/v1/depth", 10), call(time.Second, "/fapi/v1/depth", 20), call(2*time.Second, "/fapi/v1/depth", 10),
+		call(3*time.Second, "/fapi/v1/depth", 20), call(4*time.Second, "/fapi/v1/depth", 5), call(2*time.Minute, "/fapi/v1/depth", 5)}
+	if got := commonWeight(depth, "/fapi/v1/depth", from, from.Add(time.Minute)); got != 10 {
+		t.Errorf("the depth reads' most common weight %d, want 10 (the smaller of two as common)", got)
+	}
+	if got := commonWeight(depth, "/fapi/v1/aggTrades", from, from.Add(time.Minute)); got != 0 {
+		t.Errorf("no reads: most common weight %d, want 0", got)
+	}
 	for depth, want := range map[int]int{100: 5, 500: 10, 1000: 20} {
 		if got := snapshotWeightAt(depth); got != want {
 			t.Errorf("snapshot of %d levels: weight %d, want %d (Binance's)", depth, got, want)

@@ -60,10 +60,13 @@ type recoveryResult struct {
 	// ColdLeast is the least weight a cold start must read, ColdBound when
 	// the venue's minute allows it at the earliest; ColdAgg the answers and
 	// ColdResyncs the resyncs from the start until ColdBooks.
-	ColdLeast   least
-	ColdBound   time.Duration
-	ColdAgg     statusCount
-	ColdResyncs map[string]int
+	ColdLeast least
+	ColdBound time.Duration
+	// ColdSnapshot is the weight the cold start's depth reads had most
+	// often: the sync depth marketfeed really used.
+	ColdSnapshot int
+	ColdAgg      statusCount
+	ColdResyncs  map[string]int
 
 	Steady      time.Duration
 	SteadyAgg   statusCount
@@ -543,6 +546,7 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	}
 	res.ColdWeight = weightIn(calls, env.t0, booksAt)
 	res.ColdLeast = leastWeight(len(pairs), res.BookWeight, calls, env.t0, booksAt)
+	res.ColdSnapshot = commonWeight(calls, "/fapi/v1/depth", env.t0, booksAt)
 	res.ColdBound = recoveryBound(calls, env.t0, res.Budget, res.ColdLeast.Total())
 	fmt.Fprintf(cfg.stdout, "  judging the sampled books against the venue's\n")
 	res.Truth = samples.Judge(ctx, venuetruth.NewJudge(env.venueURL, newClient(4)), fullDepth)
@@ -709,7 +713,11 @@ func recoveryRows(r recoveryResult) []row {
 	var out []row
 	add := func(figure, value, target, v string) { out = append(out, row{figure, value, target, v}) }
 	add("marketfeed ready (/readyz)", dur(r.Ready), "", "")
-	add("snapshot depth books are synced at", fmt.Sprintf("%d levels, weight %d", r.SyncDepth, r.BookWeight), "", "")
+	// The depth reads of the cold start say what marketfeed synced at: a
+	// run whose -sync-depth is not marketfeed's would count the least
+	// weight in the wrong snapshots.
+	add("snapshot depth books are synced at (-sync-depth)", fmt.Sprintf("%d levels, weight %d; the cold start's depth reads weighed %d most often", r.SyncDepth, r.BookWeight, r.ColdSnapshot),
+		fmt.Sprintf("the cold start's: %d", r.BookWeight), verdict(r.ColdSnapshot == r.BookWeight))
 	add("cold start: 99.9 % of books stream-fed", dur(r.ColdBooks), "", "")
 	// The aggregator sees a pair's first 200 when it reads the pair, up to
 	// a round after the pair could answer.
