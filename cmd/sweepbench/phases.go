@@ -31,7 +31,7 @@ const (
 type phase struct {
 	Name string
 	// Time is from the fault (or marketfeed's start) until 99.9 % of the
-	// books were current again; Bound the venue's bound on it (Bounded:
+	// books were current again (0: not measured); Bound the venue's bound on it (Bounded:
 	// one was computed), Least the least weight the bound is for and
 	// Spent the weight read meanwhile. Judged marks the phases whose time
 	// and weight have targets.
@@ -82,9 +82,11 @@ func writePhases(w io.Writer, heading string, ps []phase) {
 	fmt.Fprintln(tw, "phase\ttime\tbound\tweight\tleast\tbooks equal to the venue\tresyncs by cause\t200 share\ttargets")
 	for _, p := range ps {
 		tm, bound, spent, lw := "-", "-", "-", "-"
+		if p.Bounded || p.Time > 0 {
+			tm = dur(p.Time)
+		}
 		if p.Bounded {
-			tm, bound = dur(p.Time), dur(p.Bound)
-			spent, lw = fmt.Sprint(p.Spent), fmt.Sprint(p.Least.Total())
+			bound, spent, lw = dur(p.Bound), fmt.Sprint(p.Spent), fmt.Sprint(p.Least.Total())
 		}
 		share := "-"
 		if n := p.Agg.total(); n > 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -200,18 +201,25 @@ func TestPhaseTable(t *testing.T) {
 	short := allEqual(4)
 	short.Add(venuetruth.Short)
 	r.Truth[phaseSteady] = short
+	r.Gap = gapPhase{Measured: true, Books: 10, Recovered: 1768 * time.Millisecond, Resyncs: map[string]int{"gap": 10}, Agg: statusCount{200: 203}}
+	r.Truth[phaseGap] = allEqual(120)
 	var b strings.Builder
 	writePhases(&b, "phases", recoveryPhases(r))
-	for _, want := range []string{
-		"phase  ", "time  ", "bound  ", "least  ", "books equal to the venue  ", "resyncs by cause  ", "200 share  ", "targets",
-		"cold start                   1m20s  3m0s   4800    4510   20 / 20 ",
-		"short 87",
-		"time met, weight met, books met",
-		"4 / 5 (1 short)",
-		"books MISSED, quiet met",
+	fields := map[string][]string{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1); len(f) > 1 {
+			fields[f[0]] = f[1:]
+		}
+	}
+	for name, want := range map[string][]string{
+		"phase":     {"time", "bound", "weight", "least", "books equal to the venue", "resyncs by cause", "200 share", "targets"},
+		phaseCold:   {"1m20s", "3m0s", "4800", "4510", "20 / 20", "short 87", "-", "time met, weight met, books met"},
+		phaseSteady: {"-", "-", "-", "-", "4 / 5 (1 short)", "none", "100.000% of 13380", "books MISSED, quiet met"},
+		phaseDrop:   {"2s", "0s", "0", "0", "50 / 50", "none", "100.000% of 900", "books met"},
+		phaseGap:    {"1.768s", "-", "-", "-", "120 / 120", "gap 10", "100.000% of 203", "books met"},
 	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("phase table lacks %q:\n%s", want, b.String())
+		if got := fields[name]; !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q\n%s", name, got, want, b.String())
 		}
 	}
 }
