@@ -124,14 +124,16 @@ build-static:
 sweep:
 	$(GO) run ./cmd/sweepbench $(SWEEP_ARGS)
 
-## recovery: the same venue and aggregator (every pair every 10 s) through what goes wrong: the
-## cold start (time, and weight as a share of the budget), a planned rotation of every stream
-## connection, every connection cut at once (time until 99.9 % of the books are newer than the
-## cut, resyncs by cause, weight), the venue closing every connection at 20 s of age for a minute
-## (200 share, book age), CPU and RSS; 446 and 846 pairs, about 25 minutes.
-## RECOVERY_ARGS passes flags, e.g. RECOVERY_ARGS="-extra 400".
+## recovery: 446 pairs on venuesim with Binance's weights, an aggregator reading every book and
+## trades every 10 s, through what goes wrong: the cold start and a 10 s outage of the stream
+## endpoint, each against the venue's bound (the earliest its sliding minute, at marketfeed's
+## budget, allows every book's snapshot at the sync depth and the bulk reads) and its least weight;
+## a planned rotation of every connection, one line's connections cut, every connection cut, the
+## venue closing every connection at 20 s of age, a sequence gap in 10 books; books served in
+## every phase judged against the venue's true book; CPU and RSS. About 15 minutes.
+## RECOVERY_ARGS passes more flags, e.g. RECOVERY_ARGS="-marketfeed-args '-venue-budget 0.75'".
 recovery:
-	$(GO) run ./cmd/sweepbench -recovery $(RECOVERY_ARGS)
+	$(GO) run ./cmd/sweepbench -recovery -extra 400 -outage 10s $(RECOVERY_ARGS)
 
 ## chaos: every venue fault against venuesim under traffic (about 5 minutes); prints the figures
 CHAOS_RUN := ^TestChaosFull$$

@@ -89,7 +89,7 @@ same_contracts() {
 	done
 	echo "contracts with an open interest: $(curl -s "127.0.0.1:808$l/api/public/contracts" | grep -o '"open_interest":"' | wc -l || true) of $(curl -s "127.0.0.1:808$l/api/public/contract_specs" | grep -o '"ticker_id"' | wc -l || true)"
 }
-sweep() { "$BIN"/clusterbench sweep -targets http://$LB -xff $AGG "$@"; }
+sweep() { "$BIN"/clusterbench sweep -targets http://$LB -xff $AGG -venue http://$VENUE "$@"; }
 # Each member's venue weight window (marketfeed_venue_weight_spent: its own reads and what the venue
 # counted for the address beyond them) every 2 s, and its weight by purpose: what a new leader finds
 # in the window when it takes over, and what it spends it on. The process alone (4: its operator
@@ -125,7 +125,7 @@ hot() { while :; do curl -s -o /dev/null -H "X-Forwarded-For: $AGG" "http://$1/a
 hot $LB & hot=$!; pids+=($hot)
 hot $ALONE & hot_alone=$!; pids+=($hot_alone)
 usage >"$RUN/usage0"; w0=$(weight); l=$(leader); spent_from
-"$BIN"/clusterbench sweep -targets http://$ALONE -xff $AGG -rounds 6 >"$RUN/sweep-alone" & agg_alone=$!
+"$BIN"/clusterbench sweep -targets http://$ALONE -xff $AGG -venue http://$ALONE_VENUE -rounds 6 >"$RUN/sweep-alone" & agg_alone=$!
 if [ -n "${PROFILE:-}" ]; then # 30 s CPU profiles of the leader, a follower and the process alone
 	mkdir -p "$PROFILE"
 	f=$(for i in 1 2 3; do [ "$i" = "$l" ] || echo "$i"; done | head -1)

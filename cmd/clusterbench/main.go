@@ -5,7 +5,7 @@
 // scripts/clusterbench.sh runs the cluster, the faults and these clients,
 // and prints the figures.
 //
-//	clusterbench sweep -targets URL[,URL...] -rounds N -every 10s -xff ADDR
+//	clusterbench sweep -targets URL[,URL...] -rounds N -every 10s -xff ADDR [-venue URL -truth-every 10]
 //	clusterbench rate -targets URL[,URL...] -per-minute 900 -for 60s -xff ADDR
 //	clusterbench lag -targets OPS-URL[,OPS-URL...]
 package main
@@ -29,6 +29,7 @@ import (
 	"github.com/goccy/go-json"
 
 	"marketfeed/internal/promtext"
+	"marketfeed/internal/venuetruth"
 )
 
 func main() {
@@ -49,6 +50,8 @@ func run(args []string, out io.Writer) error {
 	every := fs.Duration("every", 10*time.Second, "sweep: a round every")
 	perMinute := fs.Int("per-minute", 1200, "rate: requests a minute")
 	span := fs.Duration("for", 4*time.Minute, "rate: how long")
+	venueURL := fs.String("venue", "", "sweep: the venuesim the members read (http://host:port): one served book in -truth-every is judged against its true book")
+	truthEvery := fs.Int("truth-every", 10, "sweep: with -venue, judge one served book in this many")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -60,7 +63,11 @@ func run(args []string, out io.Writer) error {
 	ctx := context.Background()
 	switch args[0] {
 	case "sweep":
-		return sweep(ctx, c, bases, *rounds, *every, out)
+		var judge *venuetruth.Judge
+		if *venueURL != "" {
+			judge = venuetruth.NewJudge(*venueURL, c.http)
+		}
+		return sweep(ctx, c, bases, *rounds, *every, out, judge, *truthEvery)
 	case "rate":
 		return rate(ctx, c, bases, *perMinute, *span, out)
 	case "lag":
@@ -96,12 +103,17 @@ func (c client) get(ctx context.Context, u string) (int, []byte) {
 type round struct {
 	statuses map[int]int
 	ages     []time.Duration // of the books answered 200: now minus their timestamp
+	// truth is the sampled books judged against the venue's true book;
+	// judged is false without a venue to judge them.
+	truth  venuetruth.Tally
+	judged bool
 }
 
 // sweep reads every pair's book and trades, and the contracts and their
 // specifications, at each target every round, eight requests at a time,
-// and prints each round and the whole.
-func sweep(ctx context.Context, c client, bases []string, rounds int, every time.Duration, out io.Writer) error {
+// and prints each round and the whole. With a judge, one book in
+// truthEvery is compared with the venue's true book at its venue time.
+func sweep(ctx context.Context, c client, bases []string, rounds int, every time.Duration, out io.Writer, judge *venuetruth.Judge, truthEvery int) error {
 	status, body := c.get(ctx, bases[0]+"/api/public/pairs")
 	var pairs []struct {
 		TickerID string `json:"ticker_id"`
@@ -114,16 +126,22 @@ func sweep(ctx context.Context, c client, bases []string, rounds int, every time
 		ids[i] = p.TickerID
 	}
 	start := time.Now()
-	all := round{statuses: map[int]int{}}
+	all := round{statuses: map[int]int{}, judged: judge != nil}
+	samples := venuetruth.NewSampler(truthEvery)
+	samples.SetPhase("sweep")
 	for r := range rounds {
 		begin := time.Now()
 		for _, base := range bases {
-			got := sweepOnce(ctx, c, base, ids)
+			got := sweepOnce(ctx, c, base, ids, samples)
+			if judge != nil {
+				got.truth, got.judged = samples.Judge(ctx, judge, bookDepth)["sweep"], true
+			}
 			fmt.Fprintf(out, "t+%4.0fs %s %s\n", time.Since(start).Seconds(), base, got)
 			for s, n := range got.statuses {
 				all.statuses[s] += n
 			}
 			all.ages = append(all.ages, got.ages...)
+			all.truth.Merge(got.truth)
 		}
 		if r < rounds-1 {
 			time.Sleep(every - time.Since(begin))
@@ -133,7 +151,11 @@ func sweep(ctx context.Context, c client, bases []string, rounds int, every time
 	return nil
 }
 
-func sweepOnce(ctx context.Context, c client, base string, ids []string) round {
+// bookDepth is the levels a side the sweep's book reads ask for: none
+// given, the API's 100.
+const bookDepth = 100
+
+func sweepOnce(ctx context.Context, c client, base string, ids []string, samples *venuetruth.Sampler) round {
 	var mu sync.Mutex
 	got := round{statuses: map[int]int{}}
 	work := make(chan string)
@@ -146,6 +168,7 @@ func sweepOnce(ctx context.Context, c client, base string, ids []string) round {
 				mu.Lock()
 				got.statuses[status]++
 				if status == 200 && strings.Contains(u, "/orderbook") {
+					samples.Offer(body)
 					var b struct {
 						Timestamp int64 `json:"timestamp"`
 					}
@@ -184,6 +207,9 @@ func (r round) String() string {
 	}
 	p50, p99, most := quantiles(r.ages)
 	fmt.Fprintf(&b, " book age p50 %.2fs p99 %.2fs max %.2fs", p50.Seconds(), p99.Seconds(), most.Seconds())
+	if r.judged {
+		fmt.Fprintf(&b, " books equal to the venue %s", r.truth)
+	}
 	return b.String()
 }
 

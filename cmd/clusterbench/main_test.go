@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"marketfeed/internal/venuetruth"
 )
 
 func TestQuantilesAreNearestRank(t *testing.T) {
@@ -89,7 +92,8 @@ func TestBucketQuantilesAreTheBucketsTheyFallIn(t *testing.T) {
 
 // A round reads every pair's book and trades and both contract lists once,
 // and counts every answer by status; the books' ages come from their
-// timestamps.
+// timestamps, and the books sampled are judged against the venue's: a side
+// shorter than the venue's is not equal.
 func TestSweepRoundReadsEveryRoute(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -102,13 +106,21 @@ func TestSweepRoundReadsEveryRoute(t *testing.T) {
 			fmt.Fprintf(w, `{"ticker_id":%q,"timestamp":%d,"bids":[],"asks":[]}`, r.URL.Query().Get("ticker_id"), time.Now().UnixMilli())
 		case "/api/public/contract_specs":
 			w.WriteHeader(http.StatusBadGateway)
+		case "/_control/book": // the venue: ETH has a level the served book lacks
+			levels := ""
+			if r.URL.Query().Get("symbol") == "ETHUSDT" {
+				levels = `["3000.1","2"]`
+			}
+			fmt.Fprintf(w, `{"lastUpdateId":9,"bids":[%s],"asks":[]}`, levels)
 		default:
 			fmt.Fprint(w, `[]`)
 		}
 	}))
 	defer srv.Close()
 	c := client{http: srv.Client()}
-	got := sweepOnce(context.Background(), c, srv.URL, []string{"BTC_USDT", "ETH_USDT"})
+	samples := venuetruth.NewSampler(1)
+	samples.SetPhase("sweep")
+	got := sweepOnce(context.Background(), c, srv.URL, []string{"BTC_USDT", "ETH_USDT"}, samples)
 	want := map[string]int{
 		"/api/public/contracts": 1, "/api/public/contract_specs": 1,
 		"/api/public/orderbook?ticker_id=BTC_USDT": 1, "/api/public/trades?ticker_id=BTC_USDT": 1,
@@ -119,5 +131,9 @@ func TestSweepRoundReadsEveryRoute(t *testing.T) {
 	}
 	if got.statuses[200] != 5 || got.statuses[502] != 1 || len(got.ages) != 2 {
 		t.Errorf("a round counted %v with %d book ages, want 5 200s, one 502 and 2 ages", got.statuses, len(got.ages))
+	}
+	got.truth, got.judged = samples.Judge(context.Background(), venuetruth.NewJudge(srv.URL, srv.Client()), bookDepth)["sweep"], true
+	if !strings.HasSuffix(got.String(), "books equal to the venue 1 / 2 (1 short)") {
+		t.Errorf("round %q, want 1 of 2 books equal to the venue's, 1 short", got)
 	}
 }

@@ -12,7 +12,13 @@
 //     evenly over it, beside a hot client reading one pair at -hot-rate;
 //   - reports the share of 200 answers, the age of the books and of the
 //     newest trades, the REST weight a minute from venuesim's call log,
-//     and marketfeed's CPU and memory, each against its target.
+//     and marketfeed's CPU and memory, each against its target;
+//   - judges one served book in -truth-every against venuesim's true book
+//     at the book's venue time, level for level to the depth asked: a side
+//     shorter than the venue's is not equal.
+//
+// With -recovery it runs the faults instead (see recovery.go), each phase
+// judged against the venue's bound on the reads its recovery must make.
 //
 // A missed target is printed as MISSED; the exit status is non-zero only
 // when the sweep could not run. Run it from the module root (make sweep
@@ -32,6 +38,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"marketfeed/poller"
 )
 
 func main() {
@@ -68,6 +76,9 @@ type config struct {
 	lines          int
 	outage         time.Duration
 	settle         time.Duration
+	gaps           int
+	syncDepth      int
+	truthEvery     int
 
 	workDir string
 	stdout  io.Writer
@@ -95,11 +106,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.venuesimBin, "venuesim-bin", "", "venuesim `binary` to run instead of building ./cmd/venuesim")
 	fs.StringVar(&c.marketfeedBin, "marketfeed-bin", "", "marketfeed `binary` to run instead of building ./cmd/marketfeed")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory with the binaries and both processes' logs")
-	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped, the venue closing every connection young (streams on; -round defaults to 10s, -duration to 2m30s)")
+	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped, the venue closing every connection young, a sequence gap (streams on; -round defaults to 10s, -duration to 2m30s)")
 	fs.DurationVar(&c.wsMaxAge, "ws-max-age", 2*time.Minute, "with -recovery: marketfeed's -venue-ws-max-age, so that every connection is replaced within -duration")
 	fs.IntVar(&c.lines, "lines", 2, "with -recovery: marketfeed's -venue-ws-lines, `1|2` (its default, 2); with 2, one line's connections are also dropped")
 	fs.DurationVar(&c.settle, "settle", time.Minute, "with -recovery: wait this long after one venue-wide fault's recovery before the next, so that each starts from the steady state's window rather than the last one's syncs")
 	fs.DurationVar(&c.outage, "outage", 0, "with -recovery: also cut every connection and have venuesim refuse new ones this long, so that every market misses events (0: not)")
+	fs.IntVar(&c.gaps, "gaps", 10, "with -recovery: also skip an event in this many books' diff streams, each then synced again (0: not)")
+	fs.IntVar(&c.syncDepth, "sync-depth", poller.DefaultSyncDepth, "with -recovery: the snapshot `depth` marketfeed syncs books at (its default; set it to what -marketfeed-args gives it), which the least weight of a recovery is counted in")
+	fs.IntVar(&c.truthEvery, "truth-every", 10, "judge one in this many served books against the venue's true book at its update id")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -150,6 +164,15 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.settle < 0 {
 		errs = append(errs, errors.New("-settle: want 0 or more"))
+	}
+	if c.gaps < 0 {
+		errs = append(errs, errors.New("-gaps: want 0 or more"))
+	}
+	if c.syncDepth < 1 || c.syncDepth > 1000 {
+		errs = append(errs, errors.New("-sync-depth: want 1 to 1000"))
+	}
+	if c.truthEvery < 1 {
+		errs = append(errs, errors.New("-truth-every: want 1 or more"))
 	}
 	if c.lines != 1 && c.lines != 2 {
 		errs = append(errs, errors.New("-lines: want 1 or 2"))

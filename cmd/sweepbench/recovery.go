@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"marketfeed/internal/process"
+	"marketfeed/internal/venuetruth"
 )
 
 // The recovery run (-recovery) measures what an operator meets when things
@@ -29,16 +29,12 @@ import (
 // rounded up, so that a phase of fewer than a thousand pairs waits for all.
 func recoveryShare(pairs int) int { return (999*pairs + 999) / 1000 }
 
-// snapshotWeight is the weight of one book snapshot of 100 levels, what a
-// local book is synced from.
-const snapshotWeight = 5
-
-// Targets of the recovery run.
+// Targets of the recovery run (those against the venue's bound are in
+// bound.go).
 const (
-	targetColdShare = 0.90      // of the budget, spent a minute while books sync
-	targetCPU       = 0.25      // of a core in the steady state, one line a stream
-	targetCPULines  = 0.40      // the same with two lines
-	targetRSS       = 250 << 20 // bytes
+	targetCPU      = 0.25      // of a core in the steady state, one line a stream
+	targetCPULines = 0.40      // the same with two lines
+	targetRSS      = 250 << 20 // bytes
 	// targetBookAge is the age no book may pass while one line's
 	// connections are dropped: the other line's events keep every book
 	// current.
@@ -51,12 +47,26 @@ type recoveryResult struct {
 	Budget       int           // marketfeed's weight a minute (marketfeed_venue_weight_budget)
 	Round        time.Duration // the aggregator's period
 	Lines        int           // connections carrying each stream
+	// SyncDepth is the snapshot depth books are synced at, and BookWeight
+	// the venue's weight of one such snapshot: what the least weight of a
+	// recovery is counted in.
+	SyncDepth, BookWeight int
 
 	Ready       time.Duration
 	ColdBooks   time.Duration // from the start until 99.9 % of the books were stream-fed
 	ColdAnswers time.Duration // until 99.9 % of the pairs had answered 200 for book and trades
 	ColdPending int           // pairs still waiting when -cold-timeout passed
 	ColdWeight  weightUse     // from the start until ColdBooks
+	// ColdLeast is the least weight a cold start must read, ColdBound when
+	// the venue's minute allows it at the earliest; ColdAgg the answers and
+	// ColdResyncs the resyncs from the start until ColdBooks.
+	ColdLeast least
+	ColdBound time.Duration
+	// ColdSnapshot is the weight the cold start's depth reads had most
+	// often: the sync depth marketfeed really used.
+	ColdSnapshot int
+	ColdAgg      statusCount
+	ColdResyncs  map[string]int
 
 	Steady      time.Duration
 	SteadyAgg   statusCount
@@ -75,6 +85,13 @@ type recoveryResult struct {
 
 	// Closes is the venue closing every connection at an age of its own.
 	Closes venueCloses
+
+	// Gap is a sequence gap in a few books' diff streams.
+	Gap gapPhase
+
+	// Truth is the sampled served books judged against the venue's true
+	// book, by phase.
+	Truth map[string]venuetruth.Tally
 }
 
 // cut is what cutting every market-stream connection cost, from the cut
@@ -105,6 +122,15 @@ type cut struct {
 	// Before is the REST weight of the minute before the cut: what the
 	// venue still counted when the recovery began.
 	Before int
+	// Least is the least weight the recovery must read: a snapshot of
+	// every book out of sequence (of every book after an outage, which
+	// every market outlasts with events), and the bulk reads. Bound is
+	// the earliest the venue's minute allows it, from the cut: the outage,
+	// then from the streams' return with what the minute before that held
+	// counted. Spent is the weight read from the cut until Recovered.
+	Least least
+	Bound time.Duration
+	Spent int
 }
 
 // lineDrop is what the drop of line B's connections cost, with two lines.
@@ -165,10 +191,13 @@ type answer struct {
 	age    time.Duration // a book answered: its age; -1 for anything else
 }
 
-// answerLog keeps every answer of the recovery run's aggregator.
+// answerLog keeps every answer of the recovery run's aggregator, and
+// hands the books it was answered to the sampler that judges them against
+// the venue (nil: none).
 type answerLog struct {
-	mu  sync.Mutex
-	all []answer
+	mu      sync.Mutex
+	all     []answer
+	sampler *venuetruth.Sampler
 }
 
 func (l *answerLog) record(kind, pair string, status int, body []byte, at time.Time) {
@@ -176,6 +205,9 @@ func (l *answerLog) record(kind, pair string, status int, body []byte, at time.T
 	if status == http.StatusOK && kind == "orderbook" {
 		if age, _, err := bookAge(body, at); err == nil {
 			a.age = age
+		}
+		if l.sampler != nil {
+			l.sampler.Offer(body)
 		}
 	}
 	l.mu.Lock()
@@ -348,6 +380,7 @@ const (
 // recoveryOne runs the recovery phases for one count of extra markets.
 func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (res recoveryResult, err error) {
 	res.Extra, res.Round, res.Lines = extra, cfg.round, cfg.lines
+	res.SyncDepth, res.BookWeight = cfg.syncDepth, snapshotWeightAt(cfg.syncDepth)
 	env, err := startPair(ctx, cfg, bins, extra, streamsOn, "-venue-ws-max-age", cfg.wsMaxAge.String(), "-venue-ws-lines", strconv.Itoa(cfg.lines))
 	if err != nil {
 		return res, err
@@ -368,7 +401,9 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	need := recoveryShare(len(pairs))
 	fmt.Fprintf(cfg.stdout, "  ready after %v, %d pairs; an aggregator reads every pair every %v\n", dur(res.Ready), len(pairs), cfg.round)
 
-	answers := &answerLog{}
+	samples := venuetruth.NewSampler(cfg.truthEvery)
+	samples.SetPhase(phaseCold)
+	answers := &answerLog{sampler: samples}
 	aggCtx, stopAgg := context.WithCancel(ctx)
 	var agg sync.WaitGroup
 	agg.Go(func() {
@@ -411,6 +446,13 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 		return res, fmt.Errorf("cold start: %d books not stream-fed after %v", res.ColdPending, cfg.coldTimeout)
 	}
 	res.ColdBooks, res.ColdAnswers = booksAt.Sub(env.t0), answeredAt.Sub(env.t0)
+	cold, err := scrape(ctx, env.opsAddr)
+	if err != nil {
+		return res, err
+	}
+	res.ColdResyncs = since(nil, cold.byLabel(seriesResyncs, "cause"))
+	res.ColdAgg = answers.statuses(env.t0, booksAt)
+	samples.SetPhase(phaseBetween)
 	fmt.Fprintf(cfg.stdout, "  cold start: books %v, answers %v; steady state for %v (connections replaced every %v)\n",
 		dur(res.ColdBooks), dur(res.ColdAnswers), cfg.duration, cfg.wsMaxAge)
 
@@ -427,10 +469,12 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 		return res, err
 	}
 	m0 := time.Now()
+	samples.SetPhase(phaseSteady)
 	if err := process.Sleep(ctx, cfg.duration); err != nil {
 		return res, err
 	}
 	m1 := time.Now()
+	samples.SetPhase(phaseBetween)
 	cpu1, err := readCPU(env.feed.Pid())
 	if err != nil {
 		return res, err
@@ -449,40 +493,63 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 
 	if cfg.lines == 2 {
 		fmt.Fprintf(cfg.stdout, "  steady state done; cutting line B's connections\n")
+		samples.SetPhase(phaseLine)
 		if res.Line, err = dropLine(ctx, cfg, env, answers); err != nil {
 			return res, err
 		}
+		samples.SetPhase(phaseBetween)
 	}
 
 	// Every connection cut at once; then, with -outage, cut and refused
 	// for a while.
 	fmt.Fprintf(cfg.stdout, "  cutting every market-stream connection\n")
-	if res.Drop, err = cutAll(ctx, cfg, env, answers, pairs, 0); err != nil {
+	samples.SetPhase(phaseDrop)
+	if res.Drop, err = cutAll(ctx, cfg, env, answers, pairs, 0, res.Budget, res.BookWeight); err != nil {
 		return res, err
 	}
+	samples.SetPhase(phaseBetween)
 	if cfg.outage > 0 {
 		if err := settle(ctx, cfg); err != nil {
 			return res, err
 		}
 		fmt.Fprintf(cfg.stdout, "  cutting every market-stream connection, refused for %v\n", cfg.outage)
-		if res.Outage, err = cutAll(ctx, cfg, env, answers, pairs, cfg.outage); err != nil {
+		samples.SetPhase(phaseOutage)
+		if res.Outage, err = cutAll(ctx, cfg, env, answers, pairs, cfg.outage, res.Budget, res.BookWeight); err != nil {
 			return res, err
 		}
+		samples.SetPhase(phaseBetween)
 	}
 
 	if err := settle(ctx, cfg); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(cfg.stdout, "  the venue closing every connection at %v of age\n", phaseCloseAge(cfg.wsMaxAge))
+	samples.SetPhase(phaseCloses)
 	if res.Closes, err = closeOnSchedule(ctx, cfg, env, answers); err != nil {
 		return res, err
 	}
+	samples.SetPhase(phaseBetween)
+	if cfg.gaps > 0 {
+		if err := settle(ctx, cfg); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(cfg.stdout, "  a sequence gap in %d books' diff streams\n", min(cfg.gaps, len(pairs)))
+		if res.Gap, err = gapBooks(ctx, cfg, env, answers, pairs, samples); err != nil {
+			return res, err
+		}
+	}
+	samples.SetPhase("")
 
 	calls, err := fetchCalls(ctx, env.venueURL, env.t0)
 	if err != nil {
 		return res, err
 	}
 	res.ColdWeight = weightIn(calls, env.t0, booksAt)
+	res.ColdLeast = leastWeight(len(pairs), res.BookWeight, calls, env.t0, booksAt)
+	res.ColdSnapshot = commonWeight(calls, "/fapi/v1/depth", env.t0, booksAt)
+	res.ColdBound = recoveryBound(calls, env.t0, res.Budget, res.ColdLeast.Total())
+	fmt.Fprintf(cfg.stdout, "  judging the sampled books against the venue's\n")
+	res.Truth = samples.Judge(ctx, venuetruth.NewJudge(env.venueURL, newClient(4)), fullDepth)
 	return res, nil
 }
 
@@ -502,7 +569,7 @@ func settle(ctx context.Context, cfg *config) error {
 // for outage, and measures what that cost: until 99.9 % of the books are
 // newer than the cut, then until no trade window holds a hole, then one
 // more round for the aggregator's reads.
-func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pairs []string, outage time.Duration) (c cut, err error) {
+func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pairs []string, outage time.Duration, budget, bookWeight int) (c cut, err error) {
 	c.Measured, c.Outage = true, outage
 	s1, err := scrape(ctx, env.opsAddr)
 	if err != nil {
@@ -559,6 +626,17 @@ func cutAll(ctx context.Context, cfg *config, env *pair, answers *answerLog, pai
 	c.Weight = weightIn(calls, at, whole.Add(time.Millisecond))
 	c.Before = weightIn(calls, at.Add(-time.Minute), at).Total
 	c.SyncWeight = weightIn(calls, at.Add(outage), probe.end.Add(time.Millisecond))
+	c.Spent = weightIn(calls, at, probe.end.Add(time.Millisecond)).Total
+	// Through an outage every market has events the books miss; a cut the
+	// venue lets back at once costs a snapshot only of the books that lost
+	// one.
+	books := total(outOfSequence(c.Resyncs))
+	if outage > 0 {
+		books = len(pairs)
+	}
+	back := at.Add(outage)
+	c.Least = leastWeight(books, bookWeight, calls, at, probe.end.Add(time.Millisecond))
+	c.Bound = outage + recoveryBound(calls, back, budget, c.Least.Total())
 	return c, nil
 }
 
@@ -630,47 +708,26 @@ func newerThan(at time.Time) func(body []byte) bool {
 	}
 }
 
-// syncTime is how long the budget takes to sync n books, what a cold start
-// of n books may take: the venue counts weight over any sliding minute, so
-// a budget spent from nothing spends a minute's worth at once and the next
-// as each minute's spending expires; the last minute's part is read by
-// syncSlack after its minute begins. At 95 % of the budget (the rest is the
-// catalog's and the serving reserve), 446 books of weight 5 are 2,230
-// weight: 1,140 at once and the rest a minute later, 90 s with the slack;
-// 846 books, 3 min 30 s.
-func syncTime(n, budget int) time.Duration {
-	if budget <= 0 || n <= 0 {
-		return 0
-	}
-	minutes := math.Ceil(float64(n*snapshotWeight)/(syncShare*float64(budget))) - 1
-	return time.Duration(minutes)*time.Minute + syncSlack
-}
-
-// syncShare is the share of the budget the books out of sequence may take,
-// and syncSlack how long after its minute begins a minute's part of them is
-// read and applied.
-const (
-	syncShare = 0.95
-	syncSlack = 30 * time.Second
-)
-
 // recoveryRows turns one count's recovery result into the table's lines.
 func recoveryRows(r recoveryResult) []row {
 	var out []row
 	add := func(figure, value, target, v string) { out = append(out, row{figure, value, target, v}) }
-	coldTarget := syncTime(r.Pairs, r.Budget)
 	add("marketfeed ready (/readyz)", dur(r.Ready), "", "")
-	add("cold start: 99.9 % of books stream-fed", dur(r.ColdBooks), "≤ "+dur(coldTarget), verdict(r.ColdBooks <= coldTarget))
+	// The depth reads of the cold start say what marketfeed synced at: a
+	// run whose -sync-depth is not marketfeed's would count the least
+	// weight in the wrong snapshots.
+	add("snapshot depth books are synced at (-sync-depth)", fmt.Sprintf("%d levels, weight %d; the cold start's depth reads weighed %d most often", r.SyncDepth, r.BookWeight, r.ColdSnapshot),
+		fmt.Sprintf("the cold start's: %d", r.BookWeight), verdict(r.ColdSnapshot == r.BookWeight))
+	add("cold start: 99.9 % of books stream-fed", dur(r.ColdBooks), "", "")
 	// The aggregator sees a pair's first 200 when it reads the pair, up to
 	// a round after the pair could answer.
-	add("cold start: 99.9 % of pairs' book and trades 200", dur(r.ColdAnswers), "≤ "+dur(coldTarget)+" + a round",
-		verdict(r.ColdAnswers <= coldTarget+r.Round))
+	add("cold start: 99.9 % of pairs' book and trades 200", dur(r.ColdAnswers), "≤ the books' + a round",
+		verdict(r.ColdAnswers <= r.ColdBooks+r.Round))
 	coldShare := 0.0
 	if r.Budget > 0 {
 		coldShare = r.ColdWeight.PerMin / float64(r.Budget)
 	}
-	add("cold start: REST weight", fmt.Sprintf("%d, %.0f a minute = %.0f%% of the budget (%d)", r.ColdWeight.Total, r.ColdWeight.PerMin, 100*coldShare, r.Budget),
-		fmt.Sprintf("≥ %.0f%%", 100*targetColdShare), verdict(coldShare >= targetColdShare))
+	add("cold start: REST weight", fmt.Sprintf("%d, %.0f a minute = %.0f%% of the budget (%d)", r.ColdWeight.Total, r.ColdWeight.PerMin, 100*coldShare, r.Budget), "", "")
 	add("cold start: weight by path", byPath(r.ColdWeight), "", "")
 	add("steady: aggregator 200 share", fmt.Sprintf("%.3f%% of %d", 100*r.SteadyAgg.okShare(), r.SteadyAgg.total()), fmt.Sprintf("≥ %.1f%%", 100*targetOKShare),
 		verdict(r.SteadyAgg.okShare() >= targetOKShare))
@@ -690,7 +747,47 @@ func recoveryRows(r recoveryResult) []row {
 	out = append(out, cutRows("every connection dropped", r.Pairs, r.Budget, r.Drop)...)
 	out = append(out, cutRows(fmt.Sprintf("every connection dropped, refused for %v", r.Outage.Outage), r.Pairs, r.Budget, r.Outage)...)
 	out = append(out, venueCloseRows(r.Closes)...)
+	out = append(out, gapRows(r.Gap)...)
+	for _, p := range recoveryPhases(r) {
+		out = append(out, p.rows()...)
+	}
 	return out
+}
+
+// recoveryPhases are the run's phases, as the phase table prints and
+// judges them.
+func recoveryPhases(r recoveryResult) []phase {
+	ps := []phase{{
+		Name: phaseCold, Time: r.ColdBooks, Bound: r.ColdBound, Bounded: true, Least: r.ColdLeast, Spent: r.ColdWeight.Total,
+		Judged: true, Truth: r.Truth[phaseCold], Resyncs: r.ColdResyncs, Agg: r.ColdAgg,
+	}, {
+		Name: phaseSteady, Truth: r.Truth[phaseSteady], Resyncs: r.RotResyncs, Agg: r.SteadyAgg, Quiet: true,
+	}}
+	if r.Line.Measured {
+		ps = append(ps, phase{Name: phaseLine, Truth: r.Truth[phaseLine], Resyncs: r.Line.Resyncs, Agg: r.Line.Agg, Quiet: true})
+	}
+	for _, c := range []struct {
+		name string
+		cut  cut
+	}{{phaseDrop, r.Drop}, {phaseOutage, r.Outage}} {
+		if !c.cut.Measured {
+			continue
+		}
+		ps = append(ps, phase{
+			Name: c.name, Time: c.cut.Recovered, Bound: c.cut.Bound, Bounded: true, Least: c.cut.Least, Spent: c.cut.Spent,
+			Judged: c.cut.Outage > 0, Truth: r.Truth[c.name], Resyncs: c.cut.Resyncs, Agg: c.cut.Agg,
+		})
+	}
+	if r.Closes.Measured {
+		ps = append(ps, phase{Name: phaseCloses, Truth: r.Truth[phaseCloses], Resyncs: r.Closes.Resyncs, Agg: r.Closes.Agg})
+	}
+	if r.Gap.Measured {
+		ps = append(ps, phase{Name: phaseGap, Time: r.Gap.Recovered, Truth: r.Truth[phaseGap], Resyncs: r.Gap.Resyncs, Agg: r.Gap.Agg})
+	}
+	if t, ok := r.Truth[phaseBetween]; ok {
+		ps = append(ps, phase{Name: phaseBetween, Truth: t})
+	}
+	return ps
 }
 
 // cutGrace is how long books that lost no event may take to be newer than
@@ -708,7 +805,11 @@ func cutRows(name string, pairs, budget int, c cut) []row {
 	var out []row
 	add := func(figure, value, target, v string) { out = append(out, row{name + ": " + figure, value, target, v}) }
 	resynced := total(outOfSequence(c.Resyncs))
-	target := c.Outage + max(syncTime(resynced, budget), cutGrace)
+	// Books that lost no event are newer than the cut once the connections
+	// are back and a publication is out: cutGrace; books that did, within
+	// the venue's bound on their snapshots (the phase table judges an
+	// outage's time against it).
+	target := max(c.Bound+boundSlack, cutGrace)
 	recovered := dur(c.Recovered)
 	if c.Pending > 0 {
 		recovered = fmt.Sprintf("%s, %d books never newer", recovered, c.Pending)
@@ -725,6 +826,7 @@ func cutRows(name string, pairs, budget int, c cut) []row {
 		c.TradeGaps, c.GapReads, c.GapsCut, whole), "", "")
 	add("REST weight", fmt.Sprintf("%d (%s)", c.Weight.Total, byPath(c.Weight)), "", "")
 	add("REST weight of the minute before", strconv.Itoa(c.Before), "", "")
+	add("the venue's bound: the least weight, and when the minute allows it", fmt.Sprintf("%s; %s after the drop", c.Least, dur(c.Bound)), "", "")
 	// A rate over less than a minute says nothing of the budget: the
 	// venue's window slides over a whole minute.
 	if budget > 0 && len(c.SyncWeight.Minutes) > 0 {
@@ -795,6 +897,8 @@ func runRecovery(ctx context.Context, cfg *config, bins binaries) error {
 			return fmt.Errorf("extra %d: %w", extra, err)
 		}
 		writeTable(cfg.stdout, fmt.Sprintf("recovery, extra %d: %d pairs", r.Extra, r.Pairs), recoveryRows(r))
+		writePhases(cfg.stdout, fmt.Sprintf("recovery by phase, extra %d: %d pairs, budget %d a minute, books synced at %d levels (weight %d)",
+			r.Extra, r.Pairs, r.Budget, r.SyncDepth, r.BookWeight), recoveryPhases(r))
 		results = append(results, r)
 	}
 	var missedAll []string

@@ -3,10 +3,13 @@ package main
 import (
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"marketfeed/internal/venuetruth"
 )
 
 func TestParseMetricsAndLabels(t *testing.T) {
@@ -62,34 +65,35 @@ func TestAllAnswered(t *testing.T) {
 	}
 }
 
-func TestRecoveryShareAndSyncTime(t *testing.T) {
+func TestRecoveryShare(t *testing.T) {
 	for _, c := range []struct{ pairs, want int }{{446, 446}, {846, 846}, {1000, 999}, {2000, 1998}, {0, 0}} {
 		if got := recoveryShare(c.pairs); got != c.want {
 			t.Errorf("99.9 %% of %d pairs: %d, want %d", c.pairs, got, c.want)
 		}
 	}
-	// 446 snapshots of weight 5 at 95 % of 1,200 a minute: 1,140 at once,
-	// the rest a minute later; 846: four minutes' parts.
-	for _, c := range []struct {
-		books int
-		want  time.Duration
-	}{{446, 90 * time.Second}, {846, 3*time.Minute + 30*time.Second}, {200, 30 * time.Second}, {0, 0}} {
-		if got := syncTime(c.books, 1200); got != c.want {
-			t.Errorf("sync time of %d books %v, want %v", c.books, got, c.want)
-		}
+}
+
+// allEqual is a tally of n sampled books, every one the venue's.
+func allEqual(n int) venuetruth.Tally {
+	var t venuetruth.Tally
+	for range n {
+		t.Add(venuetruth.Equal)
 	}
+	return t
 }
 
 // goodRecovery is a 446-pair run that meets every target.
 func goodRecovery() recoveryResult {
 	return recoveryResult{
-		Extra: 400, Pairs: 446, Budget: 1200, Round: 10 * time.Second,
+		Extra: 400, Pairs: 446, Budget: 1200, Round: 10 * time.Second, SyncDepth: 500, BookWeight: 10,
 		ColdBooks: 80 * time.Second, ColdAnswers: 85 * time.Second,
-		ColdWeight: weightUse{Total: 2300, PerMin: 1150},
-		SteadyAgg:  statusCount{200: 13380}, CPUShare: 0.2, MaxRSS: 200 << 20,
+		ColdWeight: weightUse{Total: 4800, PerMin: 1150},
+		ColdLeast:  least{Books: 446, BookWeight: 10, Bulk: 50}, ColdBound: 3 * time.Minute, ColdSnapshot: 10,
+		SteadyAgg: statusCount{200: 13380}, CPUShare: 0.2, MaxRSS: 200 << 20,
 		Connections: 6, Rotations: 6,
 		Drop: cut{Measured: true, Recovered: 2 * time.Second, Resyncs: map[string]int{},
 			Agg: statusCount{200: 900}, AggTrades: statusCount{200: 450}},
+		Truth: map[string]venuetruth.Tally{phaseCold: allEqual(20), phaseSteady: allEqual(600), phaseDrop: allEqual(50)},
 	}
 }
 
@@ -102,16 +106,27 @@ func TestRecoveryRowsVerdicts(t *testing.T) {
 	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
 		t.Fatalf("missed %v: a refresh of a book in sequence is no rotation resync", m)
 	}
-	r.ColdWeight.PerMin = 600
+	r.ColdSnapshot = 5 // marketfeed synced at 100 levels, the bench counted 500
+	r.ColdBooks = 3*time.Minute + 16*time.Second
+	r.ColdWeight.Total = 5200 // over 1.15 × 4,510
 	r.RotResyncs = map[string]int{"lost": 3, "short": 11}
 	r.Drop.Resyncs = map[string]int{"lost": 446}
 	r.Drop.Recovered = 5 * time.Minute
 	r.Drop.AggTrades[http.StatusBadGateway] = 1
+	short := allEqual(19)
+	short.Add(venuetruth.Short)
+	r.Truth[phaseCold] = short
+	delete(r.Truth, phaseDrop)
 	want := []string{
-		"cold start: REST weight",
+		"snapshot depth books are synced at (-sync-depth)",
 		"rotation: books out of sequence",
 		"every connection dropped: 99.9 % of books newer than the drop",
 		"every connection dropped: aggregator answers for trades",
+		"cold start: time against the venue's bound",
+		"cold start: weight against the least",
+		"cold start: books equal to the venue (sampled)",
+		"steady, connections rotated: books out of sequence; answers not 200",
+		"every connection cut: books equal to the venue (sampled)",
 	}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
@@ -131,6 +146,8 @@ func TestRecoveryRowsOfALineDrop(t *testing.T) {
 			Agg: statusCount{200: 900}, AggTrades: statusCount{200: 450}},
 		Line: lineDrop{Measured: true, Back: time.Second, Agg: statusCount{200: 900}, Resyncs: map[string]int{"short": 2},
 			OldestAge: 700 * time.Millisecond, Baseline: 700 * time.Millisecond},
+		ColdLeast: least{Books: 446, BookWeight: 5}, ColdBound: 70 * time.Second,
+		Truth: map[string]venuetruth.Tally{phaseCold: allEqual(20), phaseSteady: allEqual(600), phaseDrop: allEqual(50), phaseLine: allEqual(90)},
 	}
 	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
 		t.Fatalf("missed %v, want every target met", m)
@@ -144,6 +161,7 @@ func TestRecoveryRowsOfALineDrop(t *testing.T) {
 		"one line dropped: aggregator answers not 200",
 		"one line dropped: books out of sequence; suspended",
 		"one line dropped: oldest book",
+		"one line cut: books out of sequence; answers not 200",
 	}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
@@ -151,8 +169,9 @@ func TestRecoveryRowsOfALineDrop(t *testing.T) {
 }
 
 // After an outage every book may have missed events: its target is the
-// outage plus a cold start of the books that did, and the rows are there
-// only when the outage was measured.
+// venue's bound on syncing every book again (the outage, then what the
+// minute allows) plus 15 s, and the rows are there only when the outage was
+// measured.
 func TestRecoveryRowsOfAnOutage(t *testing.T) {
 	r := goodRecovery()
 	rows := recoveryRows(r)
@@ -161,13 +180,46 @@ func TestRecoveryRowsOfAnOutage(t *testing.T) {
 			t.Fatalf("row %q without an outage measured", row.Figure)
 		}
 	}
-	r.Outage = cut{Measured: true, Outage: 10 * time.Second, Recovered: 95 * time.Second, Resyncs: map[string]int{"lost": 446}}
+	r.Outage = cut{Measured: true, Outage: 10 * time.Second, Recovered: 95 * time.Second, Resyncs: map[string]int{"lost": 446},
+		Least: least{Books: 446, BookWeight: 10, Bulk: 50}, Bound: 80 * time.Second, Spent: 5000}
+	r.Truth[phaseOutage] = allEqual(40)
 	if m := missedFigures(recoveryRows(r)); len(m) != 0 {
-		t.Fatalf("missed %v: 95 s is within 10 s + a cold start of 446 books (90 s)", m)
+		t.Fatalf("missed %v: 95 s is within the bound (80 s) + 15 s, 5,000 within 1.15 × 4,510", m)
 	}
-	r.Outage.Recovered = 105 * time.Second
-	want := []string{"every connection dropped, refused for 10s: 99.9 % of books newer than the drop"}
+	r.Outage.Recovered = 96 * time.Second
+	want := []string{"every connection dropped, refused for 10s: 99.9 % of books newer than the drop", "outage: time against the venue's bound"}
 	if m := missedFigures(recoveryRows(r)); !slices.Equal(m, want) {
 		t.Fatalf("missed %q, want %q", m, want)
+	}
+}
+
+// The phase table prints each phase's time against its bound, its weight
+// against the least, its books judged by the venue and its verdicts.
+func TestPhaseTable(t *testing.T) {
+	r := goodRecovery()
+	r.ColdResyncs = map[string]int{"short": 87}
+	short := allEqual(4)
+	short.Add(venuetruth.Short)
+	r.Truth[phaseSteady] = short
+	r.Gap = gapPhase{Measured: true, Books: 10, Recovered: 1768 * time.Millisecond, Resyncs: map[string]int{"gap": 10}, Agg: statusCount{200: 203}}
+	r.Truth[phaseGap] = allEqual(120)
+	var b strings.Builder
+	writePhases(&b, "phases", recoveryPhases(r))
+	fields := map[string][]string{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1); len(f) > 1 {
+			fields[f[0]] = f[1:]
+		}
+	}
+	for name, want := range map[string][]string{
+		"phase":     {"time", "bound", "weight", "least", "books equal to the venue", "resyncs by cause", "200 share", "targets"},
+		phaseCold:   {"1m20s", "3m0s", "4800", "4510", "20 / 20", "short 87", "-", "time met, weight met, books met"},
+		phaseSteady: {"-", "-", "-", "-", "4 / 5 (1 short)", "none", "100.000% of 13380", "books MISSED, quiet met"},
+		phaseDrop:   {"2s", "0s", "0", "0", "50 / 50", "none", "100.000% of 900", "books met"},
+		phaseGap:    {"1.768s", "-", "-", "-", "120 / 120", "gap 10", "100.000% of 203", "books met"},
+	} {
+		if got := fields[name]; !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q\n%s", name, got, want, b.String())
+		}
 	}
 }

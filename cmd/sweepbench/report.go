@@ -62,6 +62,7 @@ func rows(r result, weightLimit int) []row {
 			"none", verdict(r.ColdRelapsed == 0))
 	}
 	add("REST weight of the cold start", fmt.Sprintf("%d (%d calls)", r.ColdWeight.Total, r.ColdWeight.Calls), "", "")
+	add("cold start: books equal to the venue (sampled)", r.ColdTruth.String(), "every one", verdict(r.ColdTruth.AllEqual()))
 
 	share := func(figure string, s statusCount) {
 		ok := s.total() > 0 && s.okShare() >= targetOKShare
@@ -84,6 +85,7 @@ func rows(r result, weightLimit int) []row {
 		short += fmt.Sprintf(" (fewest %d)", r.FewestLevels)
 	}
 	add("book answers under 100 levels a side", short, "", "")
+	add("books equal to the venue (sampled)", r.Truth.String(), "every one", verdict(r.Truth.AllEqual()))
 	add("newest-trade lag p50 / p99 / max", pct(r.TradeLag), "", "")
 	if r.NoTrades > 0 {
 		add("trade answers with no trades", fmt.Sprint(r.NoTrades), "", "")
@@ -189,7 +191,7 @@ func missedFigures(rs []row) []string {
 func writeSummary(w io.Writer, results []result, weightLimit int) {
 	fmt.Fprintf(w, "\n== summary\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "extra\tstreams\tpairs\tcold start\t200 share\tbook age p99\ttrade lag p99\tweight/min peak\tCPU\tRSS MiB\ttargets")
+	fmt.Fprintln(tw, "extra\tstreams\tpairs\tcold start\t200 share\tbooks equal to the venue\tbook age p99\ttrade lag p99\tweight/min peak\tCPU\tRSS MiB\ttargets")
 	var judged, baseline []string
 	for _, r := range results {
 		miss := missedFigures(rows(r, weightLimit))
@@ -209,8 +211,8 @@ func writeSummary(w io.Writer, results []result, weightLimit int) {
 				judged = append(judged, line)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.3f%%\t%s\t%s\t%.0f\t%.1f%%\t%.1f\t%s\n",
-			r.Extra, r.Streams, r.Pairs, cold, 100*r.Agg.okShare(), p99(r.BookAge), p99(r.TradeLag),
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.3f%%\t%s\t%s\t%s\t%.0f\t%.1f%%\t%.1f\t%s\n",
+			r.Extra, r.Streams, r.Pairs, cold, 100*r.Agg.okShare(), r.Truth, p99(r.BookAge), p99(r.TradeLag),
 			r.Steady.Peak(), 100*r.CPUShare, float64(r.MaxRSS)/(1<<20), v)
 	}
 	tw.Flush()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"marketfeed/internal/venuetruth"
 )
 
 // good is a configuration that meets every target.
@@ -26,6 +28,7 @@ func good() result {
 		Contracts:       statusCount{200: 36},
 		MarkAge:         percentiles{N: 36 * 446, P50: ms(800), P99: ms(1500), Max: ms(1900)},
 		FewestContracts: 446, WithInterest: 446, OldestInterest: 55 * time.Second,
+		ColdTruth: allEqual(45), Truth: allEqual(268),
 		CPUShare: 0.031,
 		MaxRSS:   48 << 20,
 	}
@@ -58,6 +61,10 @@ func TestRowsVerdicts(t *testing.T) {
 		{"no venue limit: any weight is met", func(r *result) { r.Steady = weightUse{Minutes: []int{5000}} }, 0, nil},
 		{"a book that never answered misses the cold start", func(r *result) { r.ColdPending = 3 }, 2400,
 			[]string{"cold start: every book 200"}},
+		{"one short book among those sampled misses the venue's truth", func(r *result) { r.Truth.Add(venuetruth.Short) }, 2400,
+			[]string{"books equal to the venue (sampled)"}},
+		{"no book sampled misses the venue's truth", func(r *result) { r.ColdTruth = venuetruth.Tally{} }, 2400,
+			[]string{"cold start: books equal to the venue (sampled)"}},
 		{"a book that answered and then did not misses the cold start", func(r *result) { r.ColdRelapsed, r.ColdRelapses = 1, 2 }, 2400,
 			[]string{"cold start: books that answered, then did not or went stale"}},
 		{"over REST alone a relapse is not judged", func(r *result) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"marketfeed/internal/process"
+	"marketfeed/internal/venuetruth"
 )
 
 // streamMode is how marketfeed is told about market streams.
@@ -70,6 +71,10 @@ type result struct {
 	WithInterest    int
 	OldestInterest  time.Duration
 
+	// ColdTruth and Truth are the sampled books of the cold start and of
+	// the measured run judged against the venue's true book.
+	ColdTruth, Truth venuetruth.Tally
+
 	CPUShare float64 // marketfeed's CPU time over the measured run / its length
 	MaxRSS   int64   // bytes, sampled over the whole configuration
 }
@@ -91,6 +96,9 @@ type collector struct {
 	markAges      []time.Duration
 	fewestItems   int
 	lastContracts contractsRead
+	// samples keeps the aggregator's books to be judged against the
+	// venue's (nil: none).
+	samples *venuetruth.Sampler
 }
 
 // fullDepth is the levels a side of a full book answer holds: the API's
@@ -166,6 +174,9 @@ func (c *collector) record(hot bool, kind string, status int, body []byte, at ti
 	counts := c.agg
 	if hot {
 		counts = c.hot
+	}
+	if !hot && c.samples != nil && status == http.StatusOK && kind == "orderbook" {
+		c.samples.Offer(body)
 	}
 	counts[status]++
 	if !hot && err == nil && levels < fullDepth {
@@ -257,8 +268,11 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	if mode == streamsOn {
 		recheck = coldStaleAge
 	}
+	// The first book each pair answers is sampled, then the aggregator's.
+	samples := venuetruth.NewSampler(cfg.truthEvery)
+	samples.SetPhase(phaseCold)
 	cold, err := probeBooks(ctx, apiURL, pairs, len(pairs), cfg.coldInterval, t0.Add(cfg.coldTimeout),
-		recheck, func([]byte) bool { return true })
+		recheck, func(body []byte) bool { samples.Offer(body); return true })
 	if err != nil {
 		return res, err
 	}
@@ -269,6 +283,8 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 		res.ColdStart.Round(time.Millisecond), cold.pending, cold.relapsed, cold.relapsedIDs, cfg.duration)
 
 	col := newCollector()
+	col.samples = samples
+	samples.SetPhase(phaseSteady)
 	cpu0, err := readCPU(feed.Pid())
 	if err != nil {
 		return res, err
@@ -322,6 +338,9 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	res.WithInterest, res.OldestInterest = col.lastContracts.withInterest, col.lastContracts.oldestInterest
 	col.mu.Unlock()
 	res.MaxRSS = rss.stop()
+	samples.SetPhase("")
+	truth := samples.Judge(ctx, venuetruth.NewJudge(venueURL, newClient(4)), fullDepth)
+	res.ColdTruth, res.Truth = truth[phaseCold], truth[phaseSteady]
 	return res, nil
 }
 

@@ -38,6 +38,7 @@
 //	                                                     too, as -ws-max-age; for: then the flag's again)
 //	DELETE /_control/max-age                            (the flag's age again)
 //	GET    /_control/book?symbol=BTCUSDT&update_id=N&depth=100   (the true book at an update id)
+//	GET    /_control/book?symbol=BTCUSDT&time_ms=T&depth=100     (the same at a venue time: a served book's timestamp)
 package main
 
 import (

@@ -719,9 +719,14 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case "/_control/book":
+		// The book is asked for at an update id, or at a venue time (ms):
+		// a served book carries the venue's time, not its update id, and
+		// the book in force then is the one of the heartbeat it falls in.
+		symbol := q.Get("symbol")
 		id, err := strconv.ParseInt(q.Get("update_id"), 10, 64)
-		if err != nil || q.Get("symbol") == "" {
-			http.Error(w, "want symbol=S&update_id=N[&depth=D]", http.StatusBadRequest)
+		at, errAt := strconv.ParseInt(q.Get("time_ms"), 10, 64)
+		if symbol == "" || (err == nil) == (errAt == nil) || (errAt == nil && at <= 0) {
+			http.Error(w, "want symbol=S and update_id=N or time_ms=T[&depth=D]", http.StatusBadRequest)
 			return
 		}
 		depth := 100
@@ -731,7 +736,13 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		b, err := s.venue.BookAt(q.Get("symbol"), id, depth)
+		if errAt == nil {
+			if id, err = s.venue.UpdateID(symbol, sim.Heartbeat(time.UnixMilli(at))); err != nil {
+				http.Error(w, err.Error(), http.StatusNotFound)
+				return
+			}
+		}
+		b, err := s.venue.BookAt(symbol, id, depth)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return

@@ -733,10 +733,11 @@ func TestControlBookAgreesWithDepthSnapshot(t *testing.T) {
 	st := newStreamTest(t, defaultWSConfig())
 	type depth struct {
 		LastUpdateID int64       `json:"lastUpdateId"`
+		T            int64       `json:"T"`
 		Bids         [][2]string `json:"bids"`
 		Asks         [][2]string `json:"asks"`
 	}
-	var snap, truth depth
+	var snap, truth, atTime depth
 	getJSON(t, st.url+"/fapi/v1/depth?symbol=BTCUSDT&limit=100", &snap)
 	if snap.LastUpdateID <= 0 || len(snap.Bids) != 100 {
 		t.Fatalf("snapshot: lastUpdateId %d, %d bids", snap.LastUpdateID, len(snap.Bids))
@@ -745,7 +746,14 @@ func TestControlBookAgreesWithDepthSnapshot(t *testing.T) {
 	if truth.LastUpdateID != snap.LastUpdateID || !slices.Equal(truth.Bids, snap.Bids) || !slices.Equal(truth.Asks, snap.Asks) {
 		t.Fatalf("book at %d differs from the snapshot (at %d)", snap.LastUpdateID, truth.LastUpdateID)
 	}
-	for _, q := range []string{"symbol=BTCUSDT", "symbol=BTCUSDT&update_id=x", "update_id=5", "symbol=BTCUSDT&update_id=5&depth=0"} {
+	// A served book carries the venue's time, not its update id: the book
+	// at the snapshot's time is the snapshot.
+	getJSON(t, st.url+"/_control/book?symbol=BTCUSDT&depth=100&time_ms="+strconv.FormatInt(snap.T, 10), &atTime)
+	if atTime.LastUpdateID != snap.LastUpdateID || !slices.Equal(atTime.Bids, snap.Bids) || !slices.Equal(atTime.Asks, snap.Asks) {
+		t.Fatalf("book at time %d (id %d) differs from the snapshot (id %d)", snap.T, atTime.LastUpdateID, snap.LastUpdateID)
+	}
+	for _, q := range []string{"symbol=BTCUSDT", "symbol=BTCUSDT&update_id=x", "update_id=5", "symbol=BTCUSDT&update_id=5&depth=0",
+		"symbol=BTCUSDT&time_ms=x", "symbol=BTCUSDT&time_ms=0", "symbol=BTCUSDT&update_id=5&time_ms=5"} {
 		resp, err := http.Get(st.url + "/_control/book?" + q)
 		if err != nil {
 			t.Fatal(err)
