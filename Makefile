@@ -32,7 +32,7 @@ PROMTOOL_DIR       := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/promethe
 PROMTOOL           := $(PROMTOOL_DIR)/usr/bin/promtool
 RULES              := $(wildcard deploy/prometheus/*.rules.yml)
 
-.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit quick bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts rules tidy-check check clean
+.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit quick bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts pages-docs pages-docs-check rules tidy-check check clean
 
 # need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
 # in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
@@ -164,9 +164,9 @@ fuzz:
 	  done; \
 	done
 
-## lint: formatting, go vet, staticcheck and the OpenAPI documents (Redocly, and the
-## TypeScript types generated from them), each once
-lint: fmt-check vet staticcheck openapi-lint openapi-ts
+## lint: formatting, go vet, staticcheck and the OpenAPI documents (Redocly, the
+## TypeScript types generated from them, and the references built from them), each once
+lint: fmt-check vet staticcheck openapi-lint openapi-ts pages-docs-check
 
 ## fmt-check: every Go file is as gofmt writes it
 fmt-check:
@@ -192,6 +192,22 @@ openapi-ts: $(OPENAPI_TS)
 	$(OPENAPI_TS) --array-length -o $(TS_CLIENT)/openapi.d.ts docs/openapi.yaml
 	$(OPENAPI_TS) --array-length -o $(TS_CLIENT)/openapi-ops.d.ts docs/openapi-ops.yaml
 	$(TSC) --strict -p $(TS_CLIENT)
+
+## pages-docs: the API reference (/docs) and the operator reference (/docs/ops) the binary
+## embeds, built into pages/site by the pinned Redocly CLI from docs/openapi.yaml and
+## docs/openapi-ops.yaml, with the Redoc bundle they load; run it after changing either document
+## (installs Node.js and the pinned Redocly CLI when missing)
+pages-docs: $(REDOCLY)
+	scripts/pages-docs.sh $(REDOCLY_DIR) pages/site
+
+## pages-docs-check: the committed references are what pages-docs builds from the documents now
+PAGES_DOCS := docs/api.html docs/ops.html assets/redoc.standalone.js
+pages-docs-check: $(REDOCLY)
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	scripts/pages-docs.sh $(REDOCLY_DIR) "$$dir"; \
+	for f in $(PAGES_DOCS); do \
+	  cmp -s "$$dir/$$f" "pages/site/$$f" || { echo "pages/site/$$f is not what the documents build: run make pages-docs"; exit 1; }; \
+	done
 
 # npm_install installs the packages $(2) into the cache directory $(1), and Node.js first
 # when npm is missing.
