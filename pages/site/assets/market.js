@@ -27,6 +27,7 @@
     sort: { key: 'id', dir: 1 },
     pausedUntil: 0, // after a 429, nothing is asked until then
     timers: {},
+    loops: {}, // name -> the running loop's token
   };
 
   // read GETs a public route. It resolves to {ok, status, body} or
@@ -58,16 +59,24 @@
   }
 
   // every runs fn now and then every ms, skipping while the tab is hidden
-  // or a 429 asked to wait.
+  // or a 429 asked to wait. Starting a loop again ends the one before, also
+  // when that one is waiting for an answer: it must not schedule itself
+  // after it, or each quick reopening of a pair would add a loop.
   function every(name, ms, fn) {
     clearTimeout(state.timers[name]);
+    const loop = (state.loops[name] = {});
     const run = async () => {
       if (!document.hidden && Date.now() >= state.pausedUntil) {
         await fn();
       }
-      state.timers[name] = setTimeout(run, ms);
+      if (state.loops[name] === loop) state.timers[name] = setTimeout(run, ms);
     };
     run();
+  }
+
+  function stop(name) {
+    clearTimeout(state.timers[name]);
+    delete state.loops[name];
   }
 
   // ---- formatting ----
@@ -270,7 +279,7 @@
   }
 
   function closePair() {
-    clearTimeout(state.timers.pair);
+    stop('pair');
     state.open = null;
     $('#pair').hidden = true;
     render();
@@ -489,7 +498,7 @@
     window.addEventListener('hashchange', fromHash);
     every('pairs', EVERY.pairs, async () => {
       await readPairs();
-      if (!state.timers.market) every('market', EVERY.market, readMarket);
+      if (!state.loops.market) every('market', EVERY.market, readMarket);
       if (state.open === null && location.hash.length > 1) fromHash();
     });
     setInterval(tick, 1000);
