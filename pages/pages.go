@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"fmt"
 	"regexp"
 	"strconv"
 	"sync"
@@ -28,11 +29,11 @@ import (
 //go:embed site
 var site embed.FS
 
-// MaxAge is how long a browser or a CDN may keep a page or one of its files
+// maxAge is how long a browser or a CDN may keep a page or one of its files
 // without asking again. The files are not named by their content, so a
-// release reaches every reader within MaxAge; after it, a cache revalidates
+// release reaches every reader within maxAge; after it, a cache revalidates
 // with the entity tag and gets a 304 while the file is unchanged.
-const MaxAge = 5 * time.Minute
+const maxAge = 5 * time.Minute
 
 // The policies a browser enforces on a page: nothing is loaded from another
 // origin, no script runs that is not one of the page's own files (or, on
@@ -141,12 +142,7 @@ func docsPolicyFor(body []byte) string {
 		hashes = append(hashes, base64.StdEncoding.EncodeToString(sum[:])...)
 		hashes = append(hashes, '\'')
 	}
-	return replaceVerb(docsPolicy, string(hashes))
-}
-
-// replaceVerb puts s in place of the one %s of format.
-func replaceVerb(format, s string) string {
-	return string(bytes.Replace([]byte(format), []byte("%s"), []byte(s), 1))
+	return fmt.Sprintf(docsPolicy, hashes)
 }
 
 // Header names and values, as the server writes its own.
@@ -162,7 +158,7 @@ var (
 
 	valueNoSniff     = []byte("nosniff")
 	valueNoReferrer  = []byte("no-referrer")
-	valueCache       = []byte("public, max-age=" + strconv.Itoa(int(MaxAge/time.Second)))
+	valueCache       = []byte("public, max-age=" + strconv.Itoa(int(maxAge/time.Second)))
 	valueNoStore     = []byte("no-store")
 	valueVaryAE      = []byte("Accept-Encoding")
 	valueGzip        = []byte("gzip")
@@ -225,19 +221,19 @@ func matches(ifNoneMatch, etag []byte) bool {
 	return bytes.Contains(ifNoneMatch, etag) || string(bytes.TrimSpace(ifNoneMatch)) == "*"
 }
 
-// Sizes reports each page and file served, by path, with its size as
+// sizes reports each page and file served, by path, with its size as
 // served and gzipped, for the documentation and its test.
-func (p *Pages) Sizes() []Size {
-	var out []Size
+func (p *Pages) sizes() []size {
+	var out []size
 	for _, r := range routes {
 		f := p.files[r.path]
-		out = append(out, Size{Path: r.path, Bytes: len(f.body), Gzip: len(f.gzipped())})
+		out = append(out, size{path: r.path, bytes: len(f.body), gzip: len(f.gzipped())})
 	}
 	return out
 }
 
-// Size is one file's size as served and gzipped, in bytes.
-type Size struct {
-	Path        string
-	Bytes, Gzip int
+// size is one file's size as served and gzipped, in bytes.
+type size struct {
+	path        string
+	bytes, gzip int
 }
