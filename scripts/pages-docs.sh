@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make pages-docs: the API reference (/docs) and the operator reference (/docs/ops) that the
 # binary embeds, built from docs/openapi.yaml and docs/openapi-ops.yaml by the pinned Redocly CLI
-# with pages/redoc.hbs, and the Redoc bundle both load, from the same pinned install.
+# with pages/redoc.hbs, and the Redoc bundle both load, from the same pinned install, served
+# from this host.
 # Usage: pages-docs.sh REDOCLY_DIR OUT (OUT is pages/site, or a directory to compare with it).
 set -euo pipefail
 redocly_dir=$1 out=$2
@@ -13,6 +14,15 @@ build() { # build DOCUMENT PAGE: quiet unless it fails
 }
 build docs/openapi.yaml "$out/docs/api.html"
 build docs/openapi-ops.yaml "$out/docs/ops.html"
+# The page's head is Redocly's: the styles of the rendered reference, which hydration needs, and
+# the bundle's script tag, which names Redocly's CDN; the bundle is served from this host instead.
+for page in "$out/docs/api.html" "$out/docs/ops.html"; do
+	sed -i 's#<script src="https://cdn\.redocly\.com/redoc/v[0-9.]*/bundles/redoc\.standalone\.js"></script>#<script src="/assets/redoc.standalone.js"></script>#' "$page"
+	if grep -q 'https://cdn\.' "$page"; then
+		echo "pages-docs.sh: $page still loads from a CDN: update the rewrite" >&2
+		exit 1
+	fi
+done
 # Nothing is loaded from another origin: the bundle's one such file, Redocly's logo under the
 # menu, gets no source (Redoc then leaves the image out), and the source map it names is not
 # shipped.

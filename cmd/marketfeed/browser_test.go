@@ -425,6 +425,14 @@ func TestBrowserReferences(t *testing.T) {
 		// Redoc has hydrated once its menu reacts: the rendered document
 		// holds the operations' paths.
 		b.waitFor(t, page+" rendered", `document.querySelectorAll('#redoc [role=menuitem], #redoc li[data-item-id]').length > 0`, 15*time.Second)
+		// Styled, not bare markup: Redoc's styles are in the page (the
+		// build's server-side rendering) or written as it renders.
+		if rules := eval[int](t, b, `[...document.styleSheets].reduce((n, s) => n + s.cssRules.length, 0)`); rules < 100 {
+			t.Errorf("%s is rendered with %d style rules: unstyled", page, rules)
+		}
+		if w := eval[float64](t, b, `document.querySelector('#redoc svg').getBoundingClientRect().width`); w > 100 {
+			t.Errorf("%s draws its first icon %.0f px wide: unstyled", page, w)
+		}
 		text := eval[string](t, b, `document.querySelector('#redoc').textContent`)
 		for path := range d.Paths {
 			if !strings.Contains(text, path) {
