@@ -313,6 +313,34 @@ func TestBrowserMarketPage(t *testing.T) {
 		t.Errorf("the page loaded with problems:\n%s", strings.Join(p, "\n"))
 	}
 
+	// Sortable and filterable: a filter shows exactly the pairs that hold
+	// it, a click on a heading sorts by that column and again reverses it.
+	b.do(t, "filter", chromedp.Evaluate[chromedp.Void](`(() => { const f = document.querySelector('#filter');
+		f.value = 'btc'; f.dispatchEvent(new Event('input')); })()`))
+	shown := eval[[]string](t, b, `[...document.querySelectorAll('#pairs tbody tr')].filter(r => !r.hidden).map(r => r.dataset.id)`)
+	var btc []string
+	for _, id := range listed {
+		if strings.Contains(id, "BTC") {
+			btc = append(btc, id)
+		}
+	}
+	if slices.Sort(shown); !slices.Equal(shown, btc) {
+		t.Errorf("filtered by btc, the table shows %v, want %v", shown, btc)
+	}
+	b.do(t, "clear the filter", chromedp.Evaluate[chromedp.Void](`(() => { const f = document.querySelector('#filter');
+		f.value = ''; f.dispatchEvent(new Event('input')); })()`))
+	b.do(t, "sort by pair, descending", chromedp.Evaluate[chromedp.Void](`document.querySelector('#pairs th[data-key=id]').click()`))
+	ids := eval[[]string](t, b, `[...document.querySelectorAll('#pairs tbody tr')].map(r => r.dataset.id)`)
+	want := slices.Sorted(slices.Values(listed))
+	slices.Reverse(want)
+	if !slices.Equal(ids, want) {
+		t.Errorf("sorted by pair, descending, the table reads %v", ids)
+	}
+	b.do(t, "sort by last price", chromedp.Evaluate[chromedp.Void](`document.querySelector('#pairs th[data-key=last]').click()`))
+	prices := eval[[]float64](t, b, `[...document.querySelectorAll('#pairs tbody tr')].map(r => +r.cells[2].textContent)`)
+	if !slices.IsSorted(prices) || len(prices) != len(listed) {
+		t.Errorf("sorted by last price, the table reads %v", prices)
+	}
 	// Left open for a minute, a visitor opens one pair after another, once
 	// two at once: a second click before the first pair's reads are back.
 	opens := 1

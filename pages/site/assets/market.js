@@ -58,10 +58,11 @@
     return { ok: true, status: resp.status, body };
   }
 
-  // every runs fn now and then every ms, skipping while the tab is hidden
-  // or a 429 asked to wait. Starting a loop again ends the one before, also
-  // when that one is waiting for an answer: it must not schedule itself
-  // after it, or each quick reopening of a pair would add a loop.
+  // every runs fn now and then every ms (a number, or a function giving
+  // the next wait), skipping while the tab is hidden or a 429 asked to
+  // wait. Starting a loop again ends the one before, also when that one is
+  // waiting for an answer: it must not schedule itself after it, or each
+  // quick reopening of a pair would add a loop.
   function every(name, ms, fn) {
     clearTimeout(state.timers[name]);
     const loop = (state.loops[name] = {});
@@ -69,7 +70,7 @@
       if (!document.hidden && Date.now() >= state.pausedUntil) {
         await fn();
       }
-      if (state.loops[name] === loop) state.timers[name] = setTimeout(run, ms);
+      if (state.loops[name] === loop) state.timers[name] = setTimeout(run, typeof ms === 'function' ? ms() : ms);
     };
     run();
   }
@@ -496,7 +497,10 @@
       closePair();
     });
     window.addEventListener('hashchange', fromHash);
-    every('pairs', EVERY.pairs, async () => {
+    // Until a pair list has been read (the service has just started, or
+    // cannot read the venue), it is asked for again as often as the market.
+    const pairsWait = () => (state.pairs.length ? EVERY.pairs : EVERY.market);
+    every('pairs', pairsWait, async () => {
       await readPairs();
       if (!state.loops.market) every('market', EVERY.market, readMarket);
       if (state.open === null && location.hash.length > 1) fromHash();
