@@ -38,9 +38,10 @@ const maxAge = 5 * time.Minute
 // The policies a browser enforces on a page: nothing is loaded from another
 // origin, no script runs that is not one of the page's own files (or, on
 // the references, the one inline script whose hash is listed), and no other
-// site may frame the page. The references' styles are inline:
-// Redoc's styled-components writes them at run time, which no hash can
-// name; its search index runs in a worker started from a blob: URL.
+// site may frame the page. The references' styles are inline: Redocly
+// renders them into the page and Redoc's styled-components adds more as it
+// renders, which no hash can name; its search index runs in a worker
+// started from a blob: URL.
 const (
 	marketPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
