@@ -5,9 +5,9 @@ PKGS     := ./...
 FUZZTIME ?= 60s
 BIN      := bin
 
-# The optional test files (chaos, soak) are only added by their tags, never
+# The optional test files (chaos, soak, browser) are only added by their tags, never
 # swapped for others, so vetting and linting with every tag covers every file once.
-ALLTAGS  := chaos,soak
+ALLTAGS  := chaos,soak,browser
 # Redocly CLI lints docs/openapi.yaml and docs/openapi-ops.yaml; npm installs the pinned
 # version once into a cache.
 REDOCLY_VERSION := 2.11.1
@@ -32,7 +32,7 @@ PROMTOOL_DIR       := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/promethe
 PROMTOOL           := $(PROMTOOL_DIR)/usr/bin/promtool
 RULES              := $(wildcard deploy/prometheus/*.rules.yml)
 
-.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit quick bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts rules tidy-check check clean
+.PHONY: sweep recovery cluster cluster-bench run venuesim build build-static test race unit quick bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts pages-docs pages-docs-check test-browser rules tidy-check check clean
 
 # need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
 # in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
@@ -73,9 +73,9 @@ build:
 
 ## test: the lint and go.mod checks, the rules' checks and unit tests, then every test once
 ## without and once with the race detector (allocation tests need the first, data races the
-## second). lint has vetted the code in full, so go test skips its own partial vet. The tests
-## get promtool, to parse the dashboard's expressions, through PROMTOOL.
-test: lint tidy-check rules unit race
+## second), then the pages in a browser. lint has vetted the code in full, so go test skips its
+## own partial vet. The tests get promtool, to parse the dashboard's expressions, through PROMTOOL.
+test: lint tidy-check rules unit race test-browser
 
 unit: $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -vet=off $(PKGS)
@@ -112,6 +112,18 @@ loadtest:
 test-cdn:
 	$(call need_tests,./cmd/marketfeed,TestCDNInFront)
 	$(GO) test -count=1 -run TestCDNInFront -v ./cmd/marketfeed
+
+## test-browser: the live market page and the API references in headless Chromium, driven by
+## chromedp against the built binary on the simulator and venuesim (about 70 s, one minute of it
+## the page left open; installs Debian's chromium when missing; part of make test)
+BROWSER_RUN := ^TestBrowser
+test-browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
+	$(call need_tests,./cmd/marketfeed,$(BROWSER_RUN),-tags browser)
+	$(GO) test -tags browser -run '$(BROWSER_RUN)' -count=1 -v ./cmd/marketfeed
 
 ## build-static: a static, stripped binary with its version, as docs/deploy.md ships it
 build-static:
@@ -166,9 +178,9 @@ fuzz:
 	  done; \
 	done
 
-## lint: formatting, go vet, staticcheck and the OpenAPI documents (Redocly, and the
-## TypeScript types generated from them), each once
-lint: fmt-check vet staticcheck openapi-lint openapi-ts
+## lint: formatting, go vet, staticcheck and the OpenAPI documents (Redocly, the
+## TypeScript types generated from them, and the references built from them), each once
+lint: fmt-check vet staticcheck openapi-lint openapi-ts pages-docs-check
 
 ## fmt-check: every Go file is as gofmt writes it
 fmt-check:
@@ -194,6 +206,22 @@ openapi-ts: $(OPENAPI_TS)
 	$(OPENAPI_TS) --array-length -o $(TS_CLIENT)/openapi.d.ts docs/openapi.yaml
 	$(OPENAPI_TS) --array-length -o $(TS_CLIENT)/openapi-ops.d.ts docs/openapi-ops.yaml
 	$(TSC) --strict -p $(TS_CLIENT)
+
+## pages-docs: the API reference (/docs) and the operator reference (/docs/ops) the binary
+## embeds, built into pages/site by the pinned Redocly CLI from docs/openapi.yaml and
+## docs/openapi-ops.yaml, with the Redoc bundle they load; run it after changing either document
+## (installs Node.js and the pinned Redocly CLI when missing)
+pages-docs: $(REDOCLY)
+	scripts/pages-docs.sh $(REDOCLY_DIR) pages/site
+
+## pages-docs-check: the committed references are what pages-docs builds from the documents now
+PAGES_DOCS := docs/api.html docs/ops.html assets/redoc.standalone.js
+pages-docs-check: $(REDOCLY)
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	scripts/pages-docs.sh $(REDOCLY_DIR) "$$dir"; \
+	for f in $(PAGES_DOCS); do \
+	  cmp -s "$$dir/$$f" "pages/site/$$f" || { echo "pages/site/$$f is not what the documents build: run make pages-docs"; exit 1; }; \
+	done
 
 # npm_install installs the packages $(2) into the cache directory $(1), and Node.js first
 # when npm is missing.

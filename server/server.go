@@ -10,6 +10,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,14 @@ type Feed interface {
 	Load(ctx context.Context, tickerID string, s snapshot.Stream) error
 }
 
+// Pages is what the public address gives a browser besides the API: a
+// page or one of its files, for a path that is no API route. Page answers
+// the request and reports true when the path is one of its own, and
+// reports false, writing nothing, otherwise.
+type Pages interface {
+	Page(ctx *fasthttp.RequestCtx) bool
+}
+
 // Config configures a Server. Zero values select the documented defaults.
 type Config struct {
 	// Store holds the snapshots to serve. Required.
@@ -46,6 +55,10 @@ type Config struct {
 	// Feed marks pairs hot and loads cold ones. nil: no hot marking and no
 	// cold loads, so a pair without a fresh snapshot is answered with 502.
 	Feed Feed
+	// Pages answers the paths outside /api/public/ (the pages of package
+	// pages) before they are 404: it is asked only once a path is known
+	// not to be the API's. nil: every such path is 404.
+	Pages Pages
 	// Logger receives panics and cold-load failures. nil: discard.
 	Logger *slog.Logger
 	// Metrics receives the server's metrics (requests by route and status,
@@ -134,6 +147,7 @@ const (
 type Server struct {
 	store         *snapshot.Store
 	feed          Feed
+	pages         Pages // nil: no pages
 	log           *slog.Logger
 	now           func() time.Time
 	maxStale      time.Duration
@@ -208,6 +222,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		store:         cfg.Store,
 		feed:          cfg.Feed,
+		pages:         cfg.Pages,
 		log:           log.With(logComponent, "server"),
 		now:           cfg.Now,
 		maxStale:      orDefault(cfg.MaxStale, DefaultMaxStale),
@@ -398,7 +413,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, label *int) {
 	}
 	switch {
 	case r == routeNone:
-		fail(&ctx.Response, errNotFound)
+		// Nothing under /api/public/ is a page: the API's own 404.
+		if s.pages == nil || bytes.HasPrefix(ctx.Path(), apiPrefix) || !s.pages.Page(ctx) {
+			fail(&ctx.Response, errNotFound)
+		}
 		return
 	case options:
 		preflight(ctx)

@@ -214,8 +214,8 @@ func ask(t *testing.T, base, uri, ifNoneMatch string) answer {
 }
 
 // Three members on one NATS server: one leads and alone reads the venue,
-// and every member answers every route with the same bytes and the same
-// ETag, so a tag from one is a 304 on another. Books and trades change a
+// and every member answers every route, and every page, with the same bytes
+// and the same ETag, so a tag from one is a 304 on another. Books and trades change a
 // few times a second, so each route is asked of the three at once until
 // one round catches them on the same value.
 func TestClusterMembersAnswerAsOne(t *testing.T) {
@@ -250,6 +250,18 @@ func TestClusterMembersAnswerAsOne(t *testing.T) {
 		}
 		if !same {
 			t.Errorf("%s: the members never answered alike, with a 304 to one another's tag, in 50 rounds", uri)
+		}
+	}
+	// Any member serves the same pages under the same tags.
+	for _, uri := range []string{"/", "/docs", "/assets/market.js"} {
+		first := ask(t, members[0].api, uri, "")
+		for _, m := range members {
+			if got := ask(t, m.api, uri, ""); got.status != http.StatusOK || got != first {
+				t.Errorf("%s from %s: %d, ETag %q; from %s: %d, ETag %q", uri, m.name, got.status, got.etag, members[0].name, first.status, first.etag)
+			}
+			if got := ask(t, m.api, uri, first.etag); got.status != http.StatusNotModified {
+				t.Errorf("%s from %s with %s's tag: %d, want 304", uri, m.name, members[0].name, got.status)
+			}
 		}
 	}
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// market stream, 1, or 2 so that a dropped or replaced connection
 	// loses no event (binance and aster).
 	VenueWSLines int
+	// Pages is -pages: the public address also serves the live market page
+	// (/) and the API reference (/docs) to browsers. Off for an API-only
+	// deployment: those paths are then 404 like any other.
+	Pages bool
 	// MaxConns is -max-conns, the most client connections open at once;
 	// one over it is refused. Each open connection holds a 16 KiB write
 	// buffer, so the default 10000 can hold up to 160 MiB.
@@ -184,6 +188,7 @@ func parseFlags(args []string, environ []string, stderr io.Writer) (*Config, err
 	fs.StringVar(&c.exemptList, "ratelimit-exempt", "", "the older name of -rate-limit-exempt (`CIDRs`), still accepted")
 	fs.StringVar(&c.trustedList, "trusted-proxies", "", "`CIDRs` of peers whose client-IP header is believed")
 	fs.StringVar(&c.clientIPHeader, "client-ip-header", server.DefaultClientIPHeader, "`header` carrying the client IP from a trusted proxy (X-Forwarded-For, CF-Connecting-IP, ...)")
+	onOffVar(fs, &c.Pages, "pages", true, "serve the live market page (/) and the API reference (/docs) on the public address, `on|off`; off: an API-only deployment, where they are 404")
 	intVar(fs, &c.MaxConns, "max-conns", server.DefaultMaxConns, "most client `connections` open at once; each holds a 16 KiB write buffer, so 10000 can hold up to 160 MiB")
 	floatVar(fs, &c.venueBudget, "venue-budget", 0.5, "`fraction` of the venue's weight limit to spend, in (0, 1]")
 	floatVar(fs, &c.refreshShare, "venue-refresh-share", 0.04, "`fraction` of the venue's weight limit a minute that deeper snapshots under local books in sequence may spend, in (0, -venue-budget/2]; a book that must wait serves fewer levels on one side meanwhile")

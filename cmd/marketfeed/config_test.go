@@ -28,6 +28,7 @@ var badConfigs = []struct {
 	env  map[string]string
 	want []string
 }{
+	{"pages neither on nor off", nil, map[string]string{"MARKETFEED_PAGES": "no"}, []string{"-pages", "MARKETFEED_PAGES", "on or off"}},
 	{"unknown venue", []string{"-venue", "kraken"}, nil, []string{"-venue", "kraken", "sim, binance, aster"}},
 	{"venue url on sim", []string{"-venue-url", "http://127.0.0.1:1"}, nil, []string{"-venue-url", "-venue binance or aster"}},
 	{"venue ws url on sim", []string{"-venue-ws-url", "ws://127.0.0.1:1"}, nil, []string{"-venue-ws-url", "-venue binance or aster"}},
@@ -121,8 +122,10 @@ func TestValidateAcceptsGoodConfigurations(t *testing.T) {
 		check func(*Config) bool
 	}{
 		{"defaults", nil, nil, func(c *Config) bool {
-			return c.venue == "sim" && c.VenueStreams && c.VenueWSURL == "" && c.MaxConns == server.DefaultMaxConns && c.VenueWSLines == 2
+			return c.venue == "sim" && c.VenueStreams && c.VenueWSURL == "" && c.MaxConns == server.DefaultMaxConns && c.VenueWSLines == 2 && c.Pages
 		}},
+		{"pages off", []string{"-pages", "off"}, nil, func(c *Config) bool { return !c.Pages }},
+		{"pages off from env", nil, map[string]string{"MARKETFEED_PAGES": "off"}, func(c *Config) bool { return !c.Pages }},
 		{"one stream line", []string{"-venue-ws-lines", "1"}, nil, func(c *Config) bool { return c.VenueWSLines == 1 }},
 		{"cluster", []string{"-cluster", "nats://10.0.0.1:4222, tls://10.0.0.2:4222", "-listen", "0.0.0.0:8080"}, nil, func(c *Config) bool {
 			host, _ := os.Hostname()

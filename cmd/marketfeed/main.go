@@ -38,6 +38,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"marketfeed/cluster"
+	"marketfeed/pages"
 	"marketfeed/poller"
 	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
@@ -243,9 +244,14 @@ func newApp(cfg *Config, log *slog.Logger, src venue.Venue) (*app, error) {
 	} else if a.role, err = a.joinCluster(rc); err != nil {
 		return nil, err
 	}
+	var site server.Pages
+	if cfg.Pages {
+		site = pages.New()
+	}
 	a.srv = server.New(server.Config{
 		Store:           store,
 		Feed:            a.role,
+		Pages:           site,
 		Logger:          log,
 		Metrics:         set,
 		MaxStale:        cfg.maxStale,
