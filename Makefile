@@ -208,11 +208,11 @@ openapi-ts: $(OPENAPI_TS)
 	$(TSC) --strict -p $(TS_CLIENT)
 
 ## pages-docs: the API reference (/docs) and the operator reference (/docs/ops) the binary
-## embeds, built into pages/site by the pinned Redocly CLI from docs/openapi.yaml and
+## embeds, built into server/pages/site by the pinned Redocly CLI from docs/openapi.yaml and
 ## docs/openapi-ops.yaml, with the Redoc bundle they load; run it after changing either document
 ## (installs Node.js and the pinned Redocly CLI when missing)
 pages-docs: $(REDOCLY)
-	scripts/pages-docs.sh $(REDOCLY_DIR) pages/site
+	scripts/pages-docs.sh $(REDOCLY_DIR) server/pages/site
 
 ## pages-docs-check: the committed references are what pages-docs builds from the documents now
 PAGES_DOCS := docs/api.html docs/ops.html assets/redoc.standalone.js
@@ -220,7 +220,7 @@ pages-docs-check: $(REDOCLY)
 	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
 	scripts/pages-docs.sh $(REDOCLY_DIR) "$$dir"; \
 	for f in $(PAGES_DOCS); do \
-	  cmp -s "$$dir/$$f" "pages/site/$$f" || { echo "pages/site/$$f is not what the documents build: run make pages-docs"; exit 1; }; \
+	  cmp -s "$$dir/$$f" "server/pages/site/$$f" || { echo "server/pages/site/$$f is not what the documents build: run make pages-docs"; exit 1; }; \
 	done
 
 # npm_install installs the packages $(2) into the cache directory $(1), and Node.js first

@@ -14,7 +14,7 @@ import (
 var allowedImports = map[string][]string{
 	"marketfeed/snapshot":         {},
 	"marketfeed/server":           {"marketfeed/snapshot"},
-	"marketfeed/pages":            {},
+	"marketfeed/server/pages":     {},
 	"marketfeed/cluster":          {"marketfeed/snapshot"},
 	"marketfeed/poller/venue":     {"marketfeed/snapshot"},
 	"marketfeed/poller/binance":   {"marketfeed/poller/venue", "marketfeed/snapshot"},

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # make pages-docs: the API reference (/docs) and the operator reference (/docs/ops) that the
 # binary embeds, built from docs/openapi.yaml and docs/openapi-ops.yaml by the pinned Redocly CLI
-# with pages/redoc.hbs, and the Redoc bundle both load, from the same pinned install, served
+# with server/pages/redoc.hbs, and the Redoc bundle both load, from the same pinned install, served
 # from this host.
-# Usage: pages-docs.sh REDOCLY_DIR OUT (OUT is pages/site, or a directory to compare with it).
+# Usage: pages-docs.sh REDOCLY_DIR OUT (OUT is server/pages/site, or a directory to compare with it).
 set -euo pipefail
 redocly_dir=$1 out=$2
 redocly=$redocly_dir/node_modules/.bin/redocly
 mkdir -p "$out/docs" "$out/assets"
 build() { # build DOCUMENT PAGE: quiet unless it fails
 	local log
-	log=$("$redocly" build-docs "$1" --template pages/redoc.hbs --theme.openapi.hideDownloadButton --output "$2" 2>&1) || { echo "$log" >&2; return 1; }
+	log=$("$redocly" build-docs "$1" --template server/pages/redoc.hbs --theme.openapi.hideDownloadButton --output "$2" 2>&1) || { echo "$log" >&2; return 1; }
 }
 build docs/openapi.yaml "$out/docs/api.html"
 build docs/openapi-ops.yaml "$out/docs/ops.html"

@@ -38,13 +38,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"marketfeed/cluster"
-	"marketfeed/pages"
 	"marketfeed/poller"
 	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
 	"marketfeed/poller/venue"
 	"marketfeed/role"
 	"marketfeed/server"
+	"marketfeed/server/pages"
 	"marketfeed/snapshot"
 )
 

@@ -213,7 +213,7 @@ func TestPoliciesAllowOnlyThePagesOwnScripts(t *testing.T) {
 // make pages-docs-check compares the bytes): each names every path and
 // every schema of its document.
 func TestReferencesNameEveryPathOfTheirDocument(t *testing.T) {
-	for doc, page := range map[string]string{"../docs/openapi.yaml": "site/docs/api.html", "../docs/openapi-ops.yaml": "site/docs/ops.html"} {
+	for doc, page := range map[string]string{"../../docs/openapi.yaml": "site/docs/api.html", "../../docs/openapi-ops.yaml": "site/docs/ops.html"} {
 		raw, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -246,7 +246,7 @@ func TestReferencesNameEveryPathOfTheirDocument(t *testing.T) {
 
 // docs/pages.md states each file's size, plain and gzipped, as served.
 func TestSizesAreTheDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../docs/pages.md")
+	doc, err := os.ReadFile("../../docs/pages.md")
 	if err != nil {
 		t.Fatal(err)
 	}
