@@ -215,7 +215,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				for range 5 {
 					w.tick()
 				}
-				if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+				if !w.p.served(pairID(1), snapshot.StreamBook, 1) {
 					t.Fatal("book not fresh while its stream is in sequence")
 				}
 				reads := w.v.syncs(w.symbols[0])
@@ -229,7 +229,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				if w.book(0).ReadAt() != readAt {
 					t.Fatal("a book whose stream was lost was confirmed as current")
 				}
-				if w.p.fresh(pairID(1), snapshot.StreamBook) {
+				if w.p.served(pairID(1), snapshot.StreamBook, 1) {
 					t.Fatal("book still fresh past max-stale after its stream was lost")
 				}
 				w.src.Live(snapshot.StreamBook, w.symbols)
@@ -238,7 +238,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				}
 				time.Sleep(400 * time.Millisecond)
 				synctest.Wait()
-				if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+				if !w.p.served(pairID(1), snapshot.StreamBook, 1) {
 					t.Fatal("book not fresh again after the stream came back")
 				}
 				if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
@@ -320,7 +320,7 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 		synctest.Wait()
 		b := w.book(0)
-		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+		if !w.p.served(pairID(1), snapshot.StreamBook, 1) {
 			t.Fatal("a book waiting for a refresh is not served as current")
 		}
 		if _, asks := b.Levels(); asks != 90 {

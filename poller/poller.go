@@ -230,8 +230,9 @@ type flightKey struct {
 }
 
 type flight struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	err   error
+	depth int // the levels a side a book's flight reads for (see Load)
 }
 
 // New returns a poller; Run starts it.

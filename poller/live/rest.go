@@ -93,6 +93,11 @@ const (
 	// being as much as every other read's together).
 	tierDry
 	tierResync
+	// tierAsked is the read of a book in sequence that vouches for fewer
+	// levels than a request waits for (see Source.Load): the request is
+	// answered with the full depth or not at all, so its book is read
+	// for it, at the sync depth, at budget.Requested, as a cold load is.
+	tierAsked
 	tierProbe
 	tierSync
 	tierDeepen
@@ -108,7 +113,7 @@ type Tier int
 // snapshotDepth is the depth of a snapshot read of a tier.
 func (s *Source) snapshotDepth(tier Tier) int {
 	switch tier {
-	case tierSync, tierResync:
+	case tierSync, tierResync, tierAsked:
 		return s.cfg.SyncDepth
 	case tierDeepen, tierDry:
 		return min(deepenDepth, s.cfg.RefreshDepth)
