@@ -298,9 +298,11 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 }
 
 // A book whose side is consumed towards its snapshot's edge asks for a new
-// snapshot and goes on being served meanwhile with the levels it can vouch
-// for, an exact prefix of the venue's; the new snapshot is laid under it
-// without taking it out of sequence.
+// snapshot and is published meanwhile with the levels it can vouch for, an
+// exact prefix of the venue's, that side open: it serves requests for no
+// more levels than it holds (a request for more has it read, see
+// snapshot.Book.Serves); the new snapshot is laid under it without taking
+// it out of sequence.
 func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 1, Config{SyncDepth: 150})
@@ -323,8 +325,9 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		if !w.p.served(pairID(1), snapshot.StreamBook, 1) {
 			t.Fatal("a book waiting for a refresh is not served as current")
 		}
-		if _, asks := b.Levels(); asks != 90 {
-			t.Fatalf("%d asks served while the refresh waits, want the 90 vouched for", asks)
+		if _, asks := b.Levels(); asks != 90 || !b.Open().Asks || !b.Serves(90) || b.Serves(91) {
+			t.Fatalf("%d asks published while the refresh waits (open %+v, serves 90: %v, 91: %v), want the 90 vouched for, no more served",
+				asks, b.Open(), b.Serves(90), b.Serves(91))
 		}
 		want, _ := snapshot.NewBook(pairID(1), 0, m.snapshot(90).Bids, m.snapshot(90).Asks, time.Now())
 		_, wantAsks, _ := want.Parts(90)
