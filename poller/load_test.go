@@ -124,3 +124,18 @@ func TestColdLoadIsNotRefusedByAClassCapWhileTheLimitHasRoom(t *testing.T) {
 		}
 	})
 }
+
+// Over REST alone, a book is read at 100 levels, which are the venue's top
+// 100 or its whole side: it is published with both sides closed and
+// serves every depth, so no request for fewer levels has it read again.
+func TestRESTBookServesEveryDepth(t *testing.T) {
+	v := newFakeVenue(1)
+	p, store := newTestPoller(v, Config{})
+	if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := store.Book([]byte(pairID(1)), time.Now().UnixNano())
+	if b == nil || b.Open() != (snapshot.Open{}) || !b.Serves(snapshot.MaxDepth) {
+		t.Fatalf("a REST book published as %v, want both sides closed, serving 100 levels", b)
+	}
+}

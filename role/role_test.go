@@ -144,6 +144,14 @@ func TestFollowerSendsWantsAndLoadsToTheLeader(t *testing.T) {
 	if len(loads) != 1 || loads[0] != snapshot.StreamTrades.String()+" "+btc {
 		t.Errorf("loads sent to the leader = %q", loads)
 	}
+	// A book its copy of which serves fewer levels than a request asks is
+	// a load too: the leader reads it for every level a request may ask.
+	if err := c.Load(t.Context(), btc, snapshot.StreamBook, 40); err != nil {
+		t.Fatal(err)
+	}
+	if _, loads = e.sent(); len(loads) != 2 || loads[1] != snapshot.StreamBook.String()+" "+btc {
+		t.Errorf("loads sent to the leader = %q", loads)
+	}
 	// It reads nothing for another follower.
 	if err := c.serveLoad(t.Context(), btc, snapshot.StreamBook); !errors.Is(err, errFollowing) {
 		t.Errorf("a follower's answer to a load = %v, want errFollowing", err)
