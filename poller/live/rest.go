@@ -121,12 +121,14 @@ func (s *Source) snapshotDepth(tier Tier) int {
 	return s.cfg.RefreshDepth
 }
 
-// deepenDepth is the depth a shallow book deepens to (see bookState.shallow):
-// 500 levels at 10 weight rather than 1000 at 20, since every book of a
-// cold start deepens at once, and half the weight has every book serving
-// its 100 levels again twice as soon (446 books: 4,460 weight, about six
-// minutes of three quarters of the book share). The books that then run
-// short are refreshed from 1000 like any other.
+// deepenDepth is the depth a shallow book deepens to (see bookState.shallow:
+// every book a cluster member takes over from the last leader's published
+// 100 levels, or synced from a SyncDepth of 100): 500 levels at 10 weight
+// rather than 1000 at 20, since such books deepen all at once, and half the
+// weight has every book serving its 100 levels again twice as soon (446
+// books: 4,460 weight, about six minutes of three quarters of the book
+// share). The books that then run short are refreshed from 1000 like any
+// other.
 const deepenDepth = 5 * snapshot.MaxDepth
 
 // Sync starts the REST reads stream-fed pairs need: snapshots for the
