@@ -465,3 +465,49 @@ func TestStandInsForLostStreamsLeaveHalfTheBudget(t *testing.T) {
 		}
 	})
 }
+
+// A request for more levels than a book in sequence vouches for waits for
+// the book to be read deeper, and gets it; one for no more than it vouches
+// for is answered at once, with no read of its own.
+func TestLoadOfAShortBookWaitsForItsDepth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 1, Config{SyncDepth: 150})
+		defer w.stop()
+		m := w.models[0]
+		w.src.Live(snapshot.StreamBook, w.symbols)
+		w.tick()
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		w.v.mu.Lock()
+		w.v.gate = make(chan struct{}) // hold the book's next snapshot read
+		w.v.mu.Unlock()
+		w.src.Depth(m.takeAsks(60)) // 90 of the 150 asks vouched for remain
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		reads := w.v.count(venue.CallBook, m.symbol)
+		if err := w.p.Load(t.Context(), pairID(1), snapshot.StreamBook, 90); err != nil {
+			t.Fatalf("a request for the 90 levels vouched for: %v", err)
+		}
+		if n := w.v.count(venue.CallBook, m.symbol); n != reads {
+			t.Fatalf("%d book reads for a request the book serves, want none", n-reads)
+		}
+		done := make(chan error, 1)
+		go func() { done <- w.p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("a request for 100 levels returned (%v) before the book was read deeper", err)
+		default:
+		}
+		w.v.mu.Lock()
+		close(w.v.gate)
+		w.v.gate = nil
+		w.v.mu.Unlock()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if b := w.book(0); !b.Serves(snapshot.MaxDepth) {
+			t.Fatalf("after the request's wait the book (open %+v) does not serve 100 levels", b.Open())
+		}
+	})
+}
