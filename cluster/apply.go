@@ -130,7 +130,7 @@ func (m *Member) apply(e jetstream.KeyValueEntry) {
 	}
 	m.raise(h.term)
 	now := m.cfg.Now().UnixNano()
-	if err := applyWire(m.cfg.Store, e.Key(), wire, now); err != nil {
+	if err := applyWire(m.cfg.Store, e.Key(), wire, h.closed, now); err != nil {
 		reason := dropBad
 		switch {
 		case errors.Is(err, errUnlisted):

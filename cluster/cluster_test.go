@@ -1039,12 +1039,26 @@ func TestValueHeader(t *testing.T) {
 		}
 	}
 	// A value of the version before, as its leader wrote it: the same but
-	// for the SHA-256 content hash in place of the checksum.
-	rest := v[2+sumLen:]
+	// for the book's wire form, which ends without its open sides' bits.
+	oldWire := b.AppendWire(nil)
+	oldWire = oldWire[:len(oldWire)-1]
+	rest := append(bytes.Clone(v[2+sumLen:len(v)-len(wire)]), oldWire...)
+	v4 := binary.LittleEndian.AppendUint32([]byte{valueMagic, versionClosed}, crc32.Checksum(rest, castagnoli))
+	v4 = append(v4, rest...)
+	old := h
+	old.closed = true
+	if got, gotWire, err := parseValue(v4); err != nil || got != old || !bytes.Equal(gotWire, oldWire) {
+		t.Fatalf("a value of the version before parsed as %+v, %d bytes of wire, %v", got, len(gotWire), err)
+	}
+	if _, ok := termOf(v4); ok {
+		t.Error("termOf read a value of the version before")
+	}
+	// A value of two versions before: the same but for the SHA-256 content
+	// hash in place of the checksum.
 	sum := sha256.Sum256(rest)
 	v3 := append(append([]byte{valueMagic, versionSHA}, sum[:shaLen]...), rest...)
-	if got, gotWire, err := parseValue(v3); err != nil || got != h || !bytes.Equal(gotWire, b.AppendWire(nil)) {
-		t.Fatalf("a value of the version before parsed as %+v, %d bytes of wire, %v", got, len(gotWire), err)
+	if got, gotWire, err := parseValue(v3); err != nil || got != old || !bytes.Equal(gotWire, oldWire) {
+		t.Fatalf("a value of two versions before parsed as %+v, %d bytes of wire, %v", got, len(gotWire), err)
 	}
 	if _, ok := termOf(v3); ok {
 		t.Error("termOf read a value of the version before")
@@ -1053,26 +1067,26 @@ func TestValueHeader(t *testing.T) {
 		damaged := bytes.Clone(v3)
 		damaged[i] ^= 0x40
 		if _, _, err := parseValue(damaged); !errors.Is(err, errBadValue) {
-			t.Fatalf("byte %d of a value of the version before changed: %v, want errBadValue", i, err)
+			t.Fatalf("byte %d of a value of two versions before changed: %v, want errBadValue", i, err)
 		}
 	}
-	// A value of two versions before: a wire form without the gzip form
-	// this version's end with.
+	// A value of three versions before: a wire form without the gzip form
+	// and the open sides' bits this version's books end with.
 	gz := b.Gzip()
 	wire = b.AppendWire(nil)
-	wire = wire[:len(wire)-len(gz)-len(binary.AppendUvarint(nil, uint64(len(gz))))]
+	wire = wire[:len(wire)-1-len(gz)-len(binary.AppendUvarint(nil, uint64(len(gz))))]
 	v2 := binary.AppendVarint(binary.AppendUvarint([]byte{magicV2}, 6), 5_000_000_000)
 	v2 = append(binary.LittleEndian.AppendUint32(v2, crc32.Checksum(wire, crc32.MakeTable(crc32.Castagnoli))), wire...)
 	got, gotWire, err := parseValue(v2)
-	if err != nil || got != (header{term: 6, venueTime: 5000, publishedAt: 5_000_000_000}) {
-		t.Fatalf("a value of two versions before parsed as %+v, %v", got, err)
+	if err != nil || got != (header{term: 6, venueTime: 5000, publishedAt: 5_000_000_000, closed: true}) {
+		t.Fatalf("a value of three versions before parsed as %+v, %v", got, err)
 	}
-	if old, err := snapshot.DecodeBook(gotWire); err != nil || !bytes.Equal(old.Body(), b.Body()) || !bytes.Equal(old.Gzip(), gz) {
-		t.Errorf("the book of a value of two versions before: %v", err)
+	if old, err := snapshot.DecodeBook(append(gotWire, 0)); err != nil || !bytes.Equal(old.Body(), b.Body()) || !bytes.Equal(old.Gzip(), gz) {
+		t.Errorf("the book of a value of three versions before: %v", err)
 	}
 	v2[len(v2)-1] ^= 1
 	if _, _, err := parseValue(v2); !errors.Is(err, errBadValue) {
-		t.Errorf("a damaged value of two versions before: %v, want errBadValue", err)
+		t.Errorf("a damaged value of three versions before: %v, want errBadValue", err)
 	}
 	for name, bad := range map[string][]byte{
 		"another version": append([]byte{valueMagic, valueVersion + 1}, v[2:]...),
@@ -1083,6 +1097,46 @@ func TestValueHeader(t *testing.T) {
 	} {
 		if _, _, err := parseValue(bad); !errors.Is(err, errBadValue) {
 			t.Errorf("%s: %v, want errBadValue", name, err)
+		}
+	}
+}
+
+// A member serves a book to the depths its leader would: a book's open
+// sides come through its value, and a book of a leader of the version
+// before, whose forms had no open sides, is applied with its sides closed,
+// as that leader served it.
+func TestAppliedBookKeepsItsOpenSides(t *testing.T) {
+	now := time.Now()
+	ladder := func(n int, bids bool) []snapshot.Level {
+		out := make([]snapshot.Level, n)
+		for i := range out {
+			p := 5000 + i
+			if bids {
+				p = 4999 - i
+			}
+			out[i] = snapshot.Level{Price: strconv.Itoa(p), Size: "1"}
+		}
+		return out
+	}
+	b := snapshot.NewLocalBook("BTC_USDT", now.UnixMilli(), 9, ladder(78, true), ladder(100, false), snapshot.Open{Bids: true}, now)
+	for _, c := range []struct {
+		name   string
+		wire   []byte
+		closed bool
+		serves bool
+	}{
+		{"this version's", b.AppendWire(nil), false, false},
+		{"the version before's", b.AppendWire(nil)[:len(b.AppendWire(nil))-1], true, true},
+	} {
+		store := snapshot.NewStore()
+		store.PutPairs(snapshot.NewPairs([]snapshot.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
+			snapshot.PairsConfig{Venue: "sim"}, now), now)
+		if err := applyWire(store, keyOfStream(snapshot.StreamBook, "BTC_USDT"), c.wire, c.closed, now.UnixNano()); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got, _ := store.Book([]byte("BTC_USDT"), now.UnixNano())
+		if got == nil || got.Serves(snapshot.MaxDepth) != c.serves || !got.Serves(78) {
+			t.Errorf("%s book: serves 100 levels %v, want %v", c.name, got != nil && got.Serves(snapshot.MaxDepth), c.serves)
 		}
 	}
 }

@@ -25,7 +25,9 @@ import (
 // the wire forms' layout: a member of another version drops a value it
 // would misread, and counts it, rather than serving it (4: books carry
 // their update id, trade lists their venue ids, every served value its
-// gzip form, and a pair's depth has a key of its own). The venue time is
+// gzip form, and a pair's depth has a key of its own; 5: a book says which
+// of its sides are open, so that a member reads it deeper for the depths
+// the leader would, instead of serving it short). The venue time is
 // the venue's clock of the value (a book's, a depth's) or, for a value
 // without one, when it was read; with the publication time, a member tells
 // how old what it applies is at the venue and on the way. The checksum,
@@ -36,12 +38,19 @@ import (
 // put, to guard against the same damage.
 const (
 	valueMagic   = 0xb0
-	valueVersion = 4
+	valueVersion = 5
 )
 
-// versionSHA is the version before, whose header carries the first 128
+// versionClosed is the version before, whose book wire forms end without
+// the open sides' bits (see snapshot.Open) and is otherwise this version's.
+// A member reads it, its books' sides closed as that leader served them, so
+// that a rolling upgrade works followers first, leader last (see
+// docs/deploy.md).
+const versionClosed = 4
+
+// versionSHA is two versions before, whose header carries the first 128
 // bits of the SHA-256 of what follows (shaLen bytes) where this version
-// has its checksum, and is otherwise this version's. A member reads it, so
+// has its checksum, and is otherwise versionClosed's. A member reads it, so
 // that a rolling upgrade works followers first, leader last (see
 // docs/deploy.md).
 const (
@@ -49,9 +58,9 @@ const (
 	shaLen     = 16
 )
 
-// A leader of two versions before wrote magicV2 | term (uvarint) | published
+// A leader of three versions before wrote magicV2 | term (uvarint) | published
 // at (varint) | CRC32-C of the wire form (4 bytes, little-endian) | wire
-// form, whose wire forms are this version's but for the gzip form they end
+// form, whose wire forms are versionClosed's but for the gzip form they end
 // with (an empty one is added: the member compresses what it serves). A
 // member reads it, so that a rolling upgrade works followers first, leader
 // last (see docs/deploy.md): the upgraded followers go on applying the old
@@ -77,6 +86,9 @@ type header struct {
 	term        uint64
 	venueTime   int64 // Unix ms
 	publishedAt int64 // Unix ns, the leader's clock
+	// closed is set for a value of a version whose book wire forms end
+	// without the open sides' bits (see versionClosed).
+	closed bool
 }
 
 // venueTimed is a value that knows the venue's clock of its contents.
@@ -132,9 +144,10 @@ func parseValue(v []byte) (header, []byte, error) {
 	if len(v) < 2 || v[0] != valueMagic {
 		return h, nil, fmt.Errorf("%w: no magic byte", errBadValue)
 	}
+	version := v[1]
 	var err error
 	switch v[1] {
-	case valueVersion:
+	case valueVersion, versionClosed:
 		v, err = checked(v[2:])
 	case versionSHA:
 		v, err = checkedSHA(v[2:])
@@ -158,7 +171,7 @@ func parseValue(v []byte) (header, []byte, error) {
 	if n <= 0 {
 		return h, nil, fmt.Errorf("%w: no publication time", errBadValue)
 	}
-	return header{term: term, venueTime: venueTime, publishedAt: at}, v[n:], nil
+	return header{term: term, venueTime: venueTime, publishedAt: at, closed: version != valueVersion}, v[n:], nil
 }
 
 // checked returns what follows a value's checksum, if it sums to it.
@@ -206,7 +219,7 @@ func parseValueV2(v []byte) (header, []byte, error) {
 	}
 	// The form ends before the gzip form this version's forms end with:
 	// an empty one says there is none.
-	return header{term: term, venueTime: at / int64(time.Millisecond), publishedAt: at}, append(wire[:len(wire):len(wire)], 0), nil
+	return header{term: term, venueTime: at / int64(time.Millisecond), publishedAt: at, closed: true}, append(wire[:len(wire):len(wire)], 0), nil
 }
 
 // The keys of the snapshot bucket: one per pair and stream (the stream's
@@ -261,8 +274,10 @@ func keyOf(v snapshot.Published) string {
 }
 
 // applyWire decodes wire as the snapshot key names and publishes it into
-// store. A book or trades value must be the pair its key names.
-func applyWire(store *snapshot.Store, key string, wire []byte, now int64) error {
+// store. A book or trades value must be the pair its key names. closed
+// says the value's version wrote books without their open sides' bits
+// (see versionClosed): such a book is read with both sides closed.
+func applyWire(store *snapshot.Store, key string, wire []byte, closed bool, now int64) error {
 	switch {
 	case key == keyPairs:
 		p, err := snapshot.DecodePairs(wire)
@@ -289,6 +304,9 @@ func applyWire(store *snapshot.Store, key string, wire []byte, now int64) error 
 		return applyDepth(store, key[len(keyDepthPrefix):], wire)
 	}
 	if st, id, ok := streamOfKey(key); ok {
+		if closed && st == snapshot.StreamBook {
+			wire = append(wire[:len(wire):len(wire)], 0)
+		}
 		return applyPair(store, st, id, wire)
 	}
 	return fmt.Errorf("%w: key %q", errForeign, key)

@@ -24,7 +24,7 @@ func TestColdStartStaysInBudgetAndServesWaitingPairsFirst(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			done <- w.p.Load(ctx, pairID(last), snapshot.StreamBook)
+			done <- w.p.Load(ctx, pairID(last), snapshot.StreamBook, snapshot.MaxDepth)
 		}()
 		for range 1200 { // two minutes of events
 			w.tick()

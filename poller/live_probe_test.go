@@ -57,7 +57,7 @@ func TestQuietBookIsProvenCurrentByProbes(t *testing.T) {
 		if w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), probeMaxStale) {
 			t.Fatal("a quiet book nobody reads is still fresh with nothing to prove it")
 		}
-		if err := w.p.Load(t.Context(), quiet, snapshot.StreamBook); err != nil {
+		if err := w.p.Load(t.Context(), quiet, snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 			t.Fatalf("first request for a quiet book: %v", err)
 		}
 		if !w.store.FreshAt(snapshot.StreamBook, []byte(quiet), time.Now().UnixNano(), probeMaxStale) || w.v.probes(w.symbols[1]) != 1 {

@@ -215,7 +215,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				for range 5 {
 					w.tick()
 				}
-				if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+				if !w.p.served(pairID(1), snapshot.StreamBook, 1) {
 					t.Fatal("book not fresh while its stream is in sequence")
 				}
 				reads := w.v.syncs(w.symbols[0])
@@ -229,7 +229,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				if w.book(0).ReadAt() != readAt {
 					t.Fatal("a book whose stream was lost was confirmed as current")
 				}
-				if w.p.fresh(pairID(1), snapshot.StreamBook) {
+				if w.p.served(pairID(1), snapshot.StreamBook, 1) {
 					t.Fatal("book still fresh past max-stale after its stream was lost")
 				}
 				w.src.Live(snapshot.StreamBook, w.symbols)
@@ -238,7 +238,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				}
 				time.Sleep(400 * time.Millisecond)
 				synctest.Wait()
-				if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+				if !w.p.served(pairID(1), snapshot.StreamBook, 1) {
 					t.Fatal("book not fresh again after the stream came back")
 				}
 				if got, want := string(w.book(0).Body()), w.models[0].body(pairID(1)); got != want {
@@ -298,9 +298,11 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 }
 
 // A book whose side is consumed towards its snapshot's edge asks for a new
-// snapshot and goes on being served meanwhile with the levels it can vouch
-// for, an exact prefix of the venue's; the new snapshot is laid under it
-// without taking it out of sequence.
+// snapshot and is published meanwhile with the levels it can vouch for, an
+// exact prefix of the venue's, that side open: it serves requests for no
+// more levels than it holds (a request for more has it read, see
+// snapshot.Book.Serves); the new snapshot is laid under it without taking
+// it out of sequence.
 func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 1, Config{SyncDepth: 150})
@@ -320,11 +322,12 @@ func TestShortBookIsRefreshedWhileServed(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 		synctest.Wait()
 		b := w.book(0)
-		if !w.p.fresh(pairID(1), snapshot.StreamBook) {
+		if !w.p.served(pairID(1), snapshot.StreamBook, 1) {
 			t.Fatal("a book waiting for a refresh is not served as current")
 		}
-		if _, asks := b.Levels(); asks != 90 {
-			t.Fatalf("%d asks served while the refresh waits, want the 90 vouched for", asks)
+		if _, asks := b.Levels(); asks != 90 || !b.Open().Asks || !b.Serves(90) || b.Serves(91) {
+			t.Fatalf("%d asks published while the refresh waits (open %+v, serves 90: %v, 91: %v), want the 90 vouched for, no more served",
+				asks, b.Open(), b.Serves(90), b.Serves(91))
 		}
 		want, _ := snapshot.NewBook(pairID(1), 0, m.snapshot(90).Bids, m.snapshot(90).Asks, time.Now())
 		_, wantAsks, _ := want.Parts(90)
@@ -459,6 +462,52 @@ func TestStandInsForLostStreamsLeaveHalfTheBudget(t *testing.T) {
 		}
 		if most > limit/2+5 {
 			t.Fatalf("the window held %d of %d at most, want at most half", most, limit)
+		}
+	})
+}
+
+// A request for more levels than a book in sequence vouches for waits for
+// the book to be read deeper, and gets it; one for no more than it vouches
+// for is answered at once, with no read of its own.
+func TestLoadOfAShortBookWaitsForItsDepth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 1, Config{SyncDepth: 150})
+		defer w.stop()
+		m := w.models[0]
+		w.src.Live(snapshot.StreamBook, w.symbols)
+		w.tick()
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		w.v.mu.Lock()
+		w.v.gate = make(chan struct{}) // hold the book's next snapshot read
+		w.v.mu.Unlock()
+		w.src.Depth(m.takeAsks(60)) // 90 of the 150 asks vouched for remain
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		reads := w.v.count(venue.CallBook, m.symbol)
+		if err := w.p.Load(t.Context(), pairID(1), snapshot.StreamBook, 90); err != nil {
+			t.Fatalf("a request for the 90 levels vouched for: %v", err)
+		}
+		if n := w.v.count(venue.CallBook, m.symbol); n != reads {
+			t.Fatalf("%d book reads for a request the book serves, want none", n-reads)
+		}
+		done := make(chan error, 1)
+		go func() { done <- w.p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("a request for 100 levels returned (%v) before the book was read deeper", err)
+		default:
+		}
+		w.v.mu.Lock()
+		close(w.v.gate)
+		w.v.gate = nil
+		w.v.mu.Unlock()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if b := w.book(0); !b.Serves(snapshot.MaxDepth) {
+			t.Fatalf("after the request's wait the book (open %+v) does not serve 100 levels", b.Open())
 		}
 	})
 }

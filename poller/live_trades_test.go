@@ -106,7 +106,7 @@ func TestStreamTradesAnswerBeforeTheirBackfill(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if err := w.p.Load(ctx, pairID(1), snapshot.StreamTrades); err != nil {
+		if err := w.p.Load(ctx, pairID(1), snapshot.StreamTrades, snapshot.MaxTrades); err != nil {
 			t.Errorf("Load of a window holding streamed trades: %v, want at once", err)
 		}
 		if tr, _ := w.store.Trades([]byte(pairID(2)), time.Now().UnixNano()); tr != nil {
@@ -114,7 +114,7 @@ func TestStreamTradesAnswerBeforeTheirBackfill(t *testing.T) {
 		}
 		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
 		defer cancel2()
-		if err := w.p.Load(ctx2, pairID(2), snapshot.StreamTrades); err == nil {
+		if err := w.p.Load(ctx2, pairID(2), snapshot.StreamTrades, snapshot.MaxTrades); err == nil {
 			t.Error("Load of an empty window with failing backfills succeeded")
 		}
 	})
@@ -160,7 +160,7 @@ func TestLostTradeStreamIsReadOnFromItsNewest(t *testing.T) {
 		w.v.failTrades(true)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		if w.p.fresh(pairID(1), snapshot.StreamTrades) {
+		if w.p.served(pairID(1), snapshot.StreamTrades, 1) {
 			t.Fatal("a window that may have missed trades is still current while its read fails")
 		}
 		if last := w.healTrades(t, sym, tape(30)); last.from != 26 || last.limit != snapshot.MaxTrades {
@@ -169,7 +169,7 @@ func TestLostTradeStreamIsReadOnFromItsNewest(t *testing.T) {
 		if n := w.v.count(venue.CallTrades, sym) - len(w.v.fromReads(sym)); n != 1 {
 			t.Errorf("%d reads of the newest trades, want only the first backfill", n)
 		}
-		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
+		if !w.p.served(pairID(1), snapshot.StreamTrades, 1) {
 			t.Fatal("window not current after its read")
 		}
 	})
@@ -265,7 +265,7 @@ func TestLostQuietTradeWindowIsSettledByTheNewestTradeID(t *testing.T) {
 		if got := w.weightOf(budget.PurposeBackfill); got != 20+5 {
 			t.Errorf("trade reads weighed %d, want the backfill's 20 and the check's 5", got)
 		}
-		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
+		if !w.p.served(pairID(1), snapshot.StreamTrades, 1) {
 			t.Fatal("window not current after the check")
 		}
 		if got, want := w.publishedTrades(), tradesBody(t, tape(25)); got != want {
@@ -373,7 +373,7 @@ func TestLostTradeStreamContinuesWhenNoTradeWasMissed(t *testing.T) {
 		if got, want := w.publishedTrades(), tradesBody(t, tape(26)); got != want {
 			t.Fatalf("published\n%s\nwant trades 1..26\n%s", got, want)
 		}
-		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
+		if !w.p.served(pairID(1), snapshot.StreamTrades, 1) {
 			t.Fatal("window not current after a trade that continues it")
 		}
 		time.Sleep(5 * time.Second)
@@ -479,7 +479,7 @@ func TestTradeGapTheVenueCannotFillIsCut(t *testing.T) {
 		if got := scrape(t, w.metrics)["marketfeed_trade_window_gaps_cut_total"]; got != 1 {
 			t.Errorf("gaps cut %v, want 1", got)
 		}
-		if !w.p.fresh(pairID(1), snapshot.StreamTrades) {
+		if !w.p.served(pairID(1), snapshot.StreamTrades, 1) {
 			t.Error("window not current after its gap was given up")
 		}
 	})

@@ -23,7 +23,7 @@ func TestLoadSharesOneReadAmongConcurrentCallers(t *testing.T) {
 		for range 100 {
 			wg.Go(func() {
 				p.Want([]byte(pairID(1)), snapshot.StreamBook)
-				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); err != nil {
+				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 					failed.Add(1)
 				}
 			})
@@ -51,7 +51,7 @@ func TestLoadWaitsNoLongerThanItsContext(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		start := time.Now()
-		err := p.Load(ctx, pairID(1), snapshot.StreamBook)
+		err := p.Load(ctx, pairID(1), snapshot.StreamBook, snapshot.MaxDepth)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Load = %v, want deadline exceeded", err)
 		}
@@ -78,7 +78,7 @@ func TestLoadAfterRunEndedFails(t *testing.T) {
 			t.Fatalf("Run = %v", err)
 		}
 		before := v.count(venue.CallBook, "")
-		if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); !errors.Is(err, ErrStopped) {
+		if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth); !errors.Is(err, ErrStopped) {
 			t.Fatalf("Load after Run = %v, want ErrStopped", err)
 		}
 		if n := v.count(venue.CallBook, ""); n != before {
@@ -90,7 +90,7 @@ func TestLoadAfterRunEndedFails(t *testing.T) {
 func TestLoadOfUnlistedPairFails(t *testing.T) {
 	v := newFakeVenue(1)
 	p, _ := newTestPoller(v, Config{})
-	if err := p.Load(t.Context(), "NOPE_USDT", snapshot.StreamBook); !errors.Is(err, ErrUnlisted) {
+	if err := p.Load(t.Context(), "NOPE_USDT", snapshot.StreamBook, snapshot.MaxDepth); !errors.Is(err, ErrUnlisted) {
 		t.Fatalf("Load(unlisted) = %v, want ErrUnlisted", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestColdLoadIsNotRefusedByAClassCapWhileTheLimitHasRoom(t *testing.T) {
 		for i := 1; i <= 8; i++ {
 			id := pairID(i)
 			p.Want([]byte(id), snapshot.StreamTrades)
-			if err := p.Load(t.Context(), id, snapshot.StreamTrades); err != nil {
+			if err := p.Load(t.Context(), id, snapshot.StreamTrades, snapshot.MaxTrades); err != nil {
 				t.Fatalf("trades of %s: %v, with %d of 1200 weight spent", id, err, p.ledger.Spent(time.Now()))
 			}
 			if tr, _ := store.Trades([]byte(id), time.Now().UnixNano()); tr == nil {
@@ -123,4 +123,19 @@ func TestColdLoadIsNotRefusedByAClassCapWhileTheLimitHasRoom(t *testing.T) {
 			t.Fatalf("%d trades reads, want 8", n)
 		}
 	})
+}
+
+// Over REST alone, a book is read at 100 levels, which are the venue's top
+// 100 or its whole side: it is published with both sides closed and
+// serves every depth, so no request for fewer levels has it read again.
+func TestRESTBookServesEveryDepth(t *testing.T) {
+	v := newFakeVenue(1)
+	p, store := newTestPoller(v, Config{})
+	if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := store.Book([]byte(pairID(1)), time.Now().UnixNano())
+	if b == nil || b.Open() != (snapshot.Open{}) || !b.Serves(snapshot.MaxDepth) {
+		t.Fatalf("a REST book published as %v, want both sides closed, serving 100 levels", b)
+	}
 }

@@ -196,14 +196,14 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 			`marketfeed_snapshot_age_seconds{kind="books"}`:   2,
 			`marketfeed_snapshot_age_seconds{kind="trades"}`:  2,
 		})
-		if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); err != nil {
+		if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook); err != nil {
+		if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Load(t.Context(), pairID(3), snapshot.StreamTrades); err != nil {
+		if err := p.Load(t.Context(), pairID(3), snapshot.StreamTrades, snapshot.MaxTrades); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -231,7 +231,7 @@ func TestMetricsCountColdLoadsAndTheirWait(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 3 { // three callers, one venue read
 			wg.Go(func() {
-				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook); err != nil {
+				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 					t.Error(err)
 				}
 			})
@@ -240,7 +240,7 @@ func TestMetricsCountColdLoadsAndTheirWait(t *testing.T) {
 		close(v.gate)
 		wg.Wait()
 		v.setFail(func(venue.Call, string) error { return venue.ErrBadData })
-		if err := p.Load(t.Context(), pairID(2), snapshot.StreamTrades); err == nil {
+		if err := p.Load(t.Context(), pairID(2), snapshot.StreamTrades, snapshot.MaxTrades); err == nil {
 			t.Fatal("a failing venue read loaded")
 		}
 		want(t, scrape(t, set), map[string]float64{

@@ -79,12 +79,11 @@ type Config struct {
 	// only, for the pairs requests ask for.
 	Streams venue.Streams
 	// SyncDepth is the per-side depth of the snapshot a local book starts
-	// from (default 100, what is published): the cheapest snapshot that
-	// answers with every published level (Binance: 5 weight, against 10
-	// at 500), so that a cold start or a venue-wide loss of sequence is
-	// bound by the venue's limit on the books it must read, not by their
-	// size. The book deepens from the refresh share afterwards, serving
-	// meanwhile the levels it vouches for.
+	// from, and of the read of a book that vouches for fewer levels than a
+	// request asks (default DefaultSyncDepth). A book is never served
+	// short of the levels asked (see snapshot.Book.Serves): a book synced
+	// from 100 levels ran short within a minute of a moving top, and each
+	// request then waited for a read of its own.
 	SyncDepth int
 	// RefreshDepth is the depth of the snapshot laid under a book whose
 	// side came close to its edge (default 1000): the deepest snapshot is
@@ -116,8 +115,12 @@ type Config struct {
 	RefreshShare float64
 }
 
-// DefaultSyncDepth is Config.SyncDepth's default.
-const DefaultSyncDepth = snapshot.MaxDepth
+// DefaultSyncDepth is Config.SyncDepth's default: 500 levels (Binance:
+// weight 10), five times what is served, so that a book synced from it
+// serves its 100 levels until the top has moved 400 levels, which in
+// steady state a book rarely does before its refresh (docs/venues.md has
+// the measurements).
+const DefaultSyncDepth = snapshot.DepthLevels
 
 func (c *Config) setDefaults() {
 	def := func(d *time.Duration, v time.Duration) {
@@ -230,8 +233,9 @@ type flightKey struct {
 }
 
 type flight struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	err   error
+	depth int // the levels a side a book's flight reads for (see Load)
 }
 
 // New returns a poller; Run starts it.

@@ -111,7 +111,7 @@ func TestRunReadsAHotPairAtMostOncePerPeriod(t *testing.T) {
 			p.Want(id, snapshot.StreamBook)
 			p.Want(id, snapshot.StreamTrades)
 			if b, _ := store.Book(id, time.Now().UnixNano()); b == nil {
-				_ = p.Load(ctx, pairID(1), snapshot.StreamBook)
+				_ = p.Load(ctx, pairID(1), snapshot.StreamBook, snapshot.MaxDepth)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -197,7 +197,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 					p.Refresh(t.Context(), snapshot.StreamTrades)
 					_ = p.RefreshTickers(t.Context())
 					_ = p.RefreshCatalog(t.Context())
-					if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook); !errors.Is(err, venue.ErrPaused) {
+					if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook, snapshot.MaxDepth); !errors.Is(err, venue.ErrPaused) {
 						t.Fatalf("Load during the pause = %v, want ErrPaused", err)
 					}
 					time.Sleep(350 * time.Millisecond)

@@ -21,9 +21,10 @@ func newRefreshWorld(t *testing.T, n int, share float64) *streamWorld {
 	return w
 }
 
-// Refreshes keep to their share of the venue's limit: books that wait go on
-// serving the levels they can vouch for, and the book nearest to running
-// out of them is refreshed first.
+// Refreshes keep to their share of the venue's limit: books that wait are
+// published with the levels they can vouch for, serving requests for no
+// more (see snapshot.Book.Serves), and the book nearest to running out of
+// them is refreshed first.
 func TestRefreshesKeepToTheirShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 6
@@ -52,8 +53,9 @@ func TestRefreshesKeepToTheirShare(t *testing.T) {
 		}
 		for i := 0; i < n-2; i++ {
 			b := w.book(i)
-			if _, asks := b.Levels(); asks != 90-i {
-				t.Fatalf("book %d serves %d asks while its refresh waits, want the %d it vouches for", i, asks, 90-i)
+			if _, asks := b.Levels(); asks != 90-i || b.Serves(100) || !b.Serves(90-i) {
+				t.Fatalf("book %d publishes %d asks while its refresh waits (serves 100: %v), want the %d it vouches for and no more served",
+					i, asks, b.Serves(100), 90-i)
 			}
 		}
 		for range 600 { // a minute: two more

@@ -176,49 +176,61 @@ var ErrUnlisted = errors.New("pair not listed")
 var ErrStopped = errors.New("poller stopped")
 
 // Load reads a pair's stream now and returns once it is published or the
-// read failed, or ctx is done. Concurrent callers for the same pair and
-// stream share one read, which runs to its end even if they stop waiting.
-// The read keeps the venue's spacing for the pair and the weight budget: it
-// waits for both rather than calling early.
-func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream) error {
+// read failed, or ctx is done. For a book, depth is the levels a side must
+// serve (see snapshot.Book.Serves; outside 1..MaxDepth, MaxDepth): a fresh
+// book that vouches for fewer is read deeper, at the waiting priority, as
+// a cold one is. Concurrent callers for the same pair and stream share one
+// read, which runs to its end even if they stop waiting; a caller that
+// needs more levels than the read in flight was for waits for it, then
+// reads again if its book is still short. The read keeps the venue's
+// spacing for the pair and the weight budget: it waits for both rather
+// than calling early.
+func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream, depth int) error {
 	start := time.Now()
 	defer func() { p.metrics.coldWait[s].Observe(time.Since(start)) }()
-	key := flightKey{s, id}
-	p.flights.mu.Lock()
-	f := p.flights.m[key]
-	if f == nil {
-		f = &flight{done: make(chan struct{})}
-		p.flights.m[key] = f
-		if !p.spawn(func(ctx context.Context) {
-			f.err = p.load(ctx, id, s)
-			failed := 0
-			if f.err != nil {
-				failed = 1
-			}
-			p.metrics.coldLoads[s][failed].Inc()
-			p.flights.mu.Lock()
-			delete(p.flights.m, key)
-			p.flights.mu.Unlock()
-			close(f.done)
-		}) {
-			delete(p.flights.m, key)
-			p.flights.mu.Unlock()
-			return ErrStopped
-		}
+	if depth <= 0 || depth > snapshot.MaxDepth {
+		depth = snapshot.MaxDepth
 	}
-	p.flights.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.err
-	case <-ctx.Done():
-		return ctx.Err()
+	key := flightKey{s, id}
+	for {
+		p.flights.mu.Lock()
+		f := p.flights.m[key]
+		if f == nil {
+			f = &flight{done: make(chan struct{}), depth: depth}
+			p.flights.m[key] = f
+			if !p.spawn(func(ctx context.Context) {
+				f.err = p.load(ctx, id, s, f.depth)
+				failed := 0
+				if f.err != nil {
+					failed = 1
+				}
+				p.metrics.coldLoads[s][failed].Inc()
+				p.flights.mu.Lock()
+				delete(p.flights.m, key)
+				p.flights.mu.Unlock()
+				close(f.done)
+			}) {
+				delete(p.flights.m, key)
+				p.flights.mu.Unlock()
+				return ErrStopped
+			}
+		}
+		p.flights.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if s != snapshot.StreamBook || f.depth >= depth || f.err != nil || p.served(id, s, depth) {
+			return f.err
+		}
 	}
 }
 
-func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
+func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream, depth int) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	if streamed, err := p.src.Load(ctx, id, s); streamed {
+	if streamed, err := p.src.Load(ctx, id, s, depth); streamed {
 		return err
 	}
 	pairs := p.store.Pairs()
@@ -239,7 +251,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 			}
 		}
 		// A round may have read the pair while we waited.
-		if p.fresh(id, s) {
+		if p.served(id, s, depth) {
 			return nil
 		}
 	}
@@ -271,8 +283,10 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 	return p.read(ctx, s, pair, start)
 }
 
-// fresh reports whether the store holds a snapshot of the stream read within
-// max-stale.
-func (p *Poller) fresh(id string, s snapshot.Stream) bool {
-	return p.store.FreshAt(s, []byte(id), time.Now().UnixNano(), p.cfg.MaxStale)
+// served reports whether the store holds a snapshot of the stream read
+// within max-stale that serves depth (see snapshot.PairValue.Serves).
+func (p *Poller) served(id string, s snapshot.Stream, depth int) bool {
+	now := time.Now().UnixNano()
+	v, listed := p.store.Pair(s, []byte(id), now)
+	return listed && v.FreshAt(now, p.cfg.MaxStale) && v.Serves(depth)
 }

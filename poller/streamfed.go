@@ -20,9 +20,10 @@ type source interface {
 	// Streaming reports whether the pair's stream of s delivers, so that
 	// the stream, not REST rounds, keeps it.
 	Streaming(id string, s snapshot.Stream) bool
-	// Load makes the pair's snapshot of s current for a waiting request;
-	// handled is false when the caller must read REST instead.
-	Load(ctx context.Context, id string, s snapshot.Stream) (handled bool, err error)
+	// Load makes the pair's snapshot of s current for a waiting request,
+	// and a book deep enough to serve depth levels a side; handled is
+	// false when the caller must read REST instead.
+	Load(ctx context.Context, id string, s snapshot.Stream, depth int) (handled bool, err error)
 	// TickersFlowing reports whether the ticker stream makes the bulk
 	// statistics unnecessary.
 	TickersFlowing(now time.Time) bool
@@ -66,14 +67,16 @@ var _ source = (*live.Source)(nil)
 // stream-fed, so every question has the REST answer.
 type restOnly struct{}
 
-func (restOnly) SetPairs(*snapshot.Pairs)                                    {}
-func (restOnly) Streaming(string, snapshot.Stream) bool                      { return false }
-func (restOnly) Load(context.Context, string, snapshot.Stream) (bool, error) { return false, nil }
-func (restOnly) TickersFlowing(time.Time) bool                               { return false }
-func (restOnly) StreamTickers() ([]venue.Stat, time.Time, bool)              { return nil, time.Time{}, false }
-func (restOnly) SeedTickers([]venue.Stat)                                    {}
-func (restOnly) ContractsFlowing(time.Time) bool                             { return false }
-func (restOnly) StreamContracts() ([]venue.Contract, time.Time, bool)        { return nil, time.Time{}, false }
+func (restOnly) SetPairs(*snapshot.Pairs)               {}
+func (restOnly) Streaming(string, snapshot.Stream) bool { return false }
+func (restOnly) Load(context.Context, string, snapshot.Stream, int) (bool, error) {
+	return false, nil
+}
+func (restOnly) TickersFlowing(time.Time) bool                        { return false }
+func (restOnly) StreamTickers() ([]venue.Stat, time.Time, bool)       { return nil, time.Time{}, false }
+func (restOnly) SeedTickers([]venue.Stat)                             {}
+func (restOnly) ContractsFlowing(time.Time) bool                      { return false }
+func (restOnly) StreamContracts() ([]venue.Contract, time.Time, bool) { return nil, time.Time{}, false }
 func (restOnly) Quotes([]snapshot.Pair, time.Time) ([]venue.Quote, []time.Time, bool) {
 	return nil, nil, false
 }

@@ -232,8 +232,8 @@ func (c *Cluster) Want(id []byte, s snapshot.Stream) { c.playing().Want(id, s) }
 // Load reads a pair's stream through this member's poller while it has
 // one; a follower asks the leader to read, and waits for the value to
 // reach it.
-func (c *Cluster) Load(ctx context.Context, id string, s snapshot.Stream) error {
-	return c.playing().Load(ctx, id, s)
+func (c *Cluster) Load(ctx context.Context, id string, s snapshot.Stream, depth int) error {
+	return c.playing().Load(ctx, id, s, depth)
 }
 
 // Readiness is the verdict of the role played.
@@ -305,7 +305,11 @@ type follower struct{ c *Cluster }
 
 func (f *follower) Want(id []byte, s snapshot.Stream) { f.c.engine.Want(id, s) }
 
-func (f *follower) Load(ctx context.Context, id string, s snapshot.Stream) error {
+// Load asks the leader to read: as a cold load, and for a book the
+// follower's copy of which serves fewer levels than depth, the leader reads
+// it for every level a request may ask (see ingest.serveLoad), and the
+// server reads the store again when the next value has come through.
+func (f *follower) Load(ctx context.Context, id string, s snapshot.Stream, _ int) error {
 	return f.c.engine.Load(ctx, id, s)
 }
 

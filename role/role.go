@@ -70,7 +70,7 @@ type RateLimiter interface {
 type part interface {
 	// Want and Load are the server's feed (see server.Feed).
 	Want(id []byte, s snapshot.Stream)
-	Load(ctx context.Context, id string, s snapshot.Stream) error
+	Load(ctx context.Context, id string, s snapshot.Stream, depth int) error
 	Readiness() Readiness
 	// WriteMetrics writes the role's metrics in Prometheus text.
 	WriteMetrics(w io.Writer)
@@ -80,7 +80,9 @@ type part interface {
 	// ids the venue has no tradable market of.
 	warnSpot()
 	// serveWant and serveLoad answer another member's wants and cold
-	// loads (see cluster.Config): a poller of this member's reads for it.
+	// loads (see cluster.Config): a poller of this member's reads for it,
+	// a book for every level a request may ask (a follower's load names
+	// no depth: it asks when its copy serves fewer than its request).
 	serveWant(id []byte, s snapshot.Stream)
 	serveLoad(ctx context.Context, id string, s snapshot.Stream) error
 	// poller is the poller running; nil where none runs.
@@ -110,14 +112,14 @@ func newIngest(cfg poller.Config, spot []string, share float64, with func(pc *po
 
 func (in *ingest) Want(id []byte, s snapshot.Stream) { in.p.Want(id, s) }
 
-func (in *ingest) Load(ctx context.Context, id string, s snapshot.Stream) error {
-	return in.p.Load(ctx, id, s)
+func (in *ingest) Load(ctx context.Context, id string, s snapshot.Stream, depth int) error {
+	return in.p.Load(ctx, id, s, depth)
 }
 
 func (in *ingest) serveWant(id []byte, s snapshot.Stream) { in.p.Want(id, s) }
 
 func (in *ingest) serveLoad(ctx context.Context, id string, s snapshot.Stream) error {
-	return in.p.Load(ctx, id, s)
+	return in.p.Load(ctx, id, s, snapshot.MaxDepth)
 }
 
 // Readiness is the poller's verdict.

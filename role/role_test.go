@@ -134,7 +134,7 @@ func TestFollowerSendsWantsAndLoadsToTheLeader(t *testing.T) {
 	e := newFakeEngine()
 	c := testCluster(e)
 	c.Want([]byte(btc), snapshot.StreamBook)
-	if err := c.Load(t.Context(), btc, snapshot.StreamTrades); err != nil {
+	if err := c.Load(t.Context(), btc, snapshot.StreamTrades, snapshot.MaxTrades); err != nil {
 		t.Fatal(err)
 	}
 	wants, loads := e.sent()
@@ -142,6 +142,14 @@ func TestFollowerSendsWantsAndLoadsToTheLeader(t *testing.T) {
 		t.Errorf("wants sent to the leader = %q", wants)
 	}
 	if len(loads) != 1 || loads[0] != snapshot.StreamTrades.String()+" "+btc {
+		t.Errorf("loads sent to the leader = %q", loads)
+	}
+	// A book its copy of which serves fewer levels than a request asks is
+	// a load too: the leader reads it for every level a request may ask.
+	if err := c.Load(t.Context(), btc, snapshot.StreamBook, 40); err != nil {
+		t.Fatal(err)
+	}
+	if _, loads = e.sent(); len(loads) != 2 || loads[1] != snapshot.StreamBook.String()+" "+btc {
 		t.Errorf("loads sent to the leader = %q", loads)
 	}
 	// It reads nothing for another follower.
@@ -197,7 +205,7 @@ func TestLeaderAnswersFromItsPoller(t *testing.T) {
 		if err := c.serveLoad(t.Context(), btc, snapshot.StreamBook); err != nil {
 			t.Fatalf("load for a follower: %v", err)
 		}
-		if err := c.Load(t.Context(), btc, snapshot.StreamTrades); err != nil {
+		if err := c.Load(t.Context(), btc, snapshot.StreamTrades, snapshot.MaxTrades); err != nil {
 			t.Fatalf("load: %v", err)
 		}
 		now := time.Now().UnixNano()
@@ -241,7 +249,7 @@ func TestAloneReadsWithItsShareOfTheBudget(t *testing.T) {
 		if got := budget(); whole == 0 || got != whole/2 {
 			t.Errorf("alone with half the members: budget %v, the leader's %v", got, whole)
 		}
-		if err := c.Load(t.Context(), btc, snapshot.StreamBook); err != nil {
+		if err := c.Load(t.Context(), btc, snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 			t.Fatalf("load alone: %v", err)
 		}
 		if _, loads := e.sent(); len(loads) != 0 {
@@ -300,7 +308,7 @@ func TestStandaloneReadsTheVenueAlone(t *testing.T) {
 		if st := s.Poller().Status(); r.Cluster != nil || r.Ready != st.Ready || r.Reason != st.Reason {
 			t.Errorf("readiness %+v, the poller's %+v", r, st)
 		}
-		if err := s.Load(t.Context(), btc, snapshot.StreamBook); err != nil {
+		if err := s.Load(t.Context(), btc, snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 			t.Fatal(err)
 		}
 		if b, _ := cfg.Poller.Store.Book([]byte(btc), time.Now().UnixNano()); b == nil {

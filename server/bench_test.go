@@ -25,6 +25,9 @@ var hotCases = []hotCase{
 	{"orderbook_depth5", "/api/public/orderbook?ticker_id=BTC_USDT&depth=5"},
 	{"orderbook_depth1", "/api/public/orderbook?ticker_id=BTC_USDT&depth=1"},
 	{"orderbook_depth99", "/api/public/orderbook?ticker_id=BTC_USDT&depth=99&_=1767323045"},
+	// A book whose bids vouch for 78 levels of a side the venue may hold
+	// more of, asked for fewer: served from it, after the check.
+	{"orderbook_short_depth20", "/api/public/orderbook?ticker_id=1000PEPE_USDT&depth=20"},
 	{"trades_full", "/api/public/trades?ticker_id=BTC_USDT"},
 	{"trades_sell_limit10", "/api/public/trades?ticker_id=BTC_USDT&type=sell&limit=10"},
 	{"trades_buy_all", "/api/public/trades?ticker_id=BTC_USDT&type=buy&limit=100"},

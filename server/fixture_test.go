@@ -42,6 +42,7 @@ type fakeFeed struct {
 	loads       atomic.Int64
 	panicOnWant atomic.Bool
 	load        func(ctx context.Context, id string, s snapshot.Stream) error
+	lastDepth   atomic.Int64 // the depth the last Load was given
 
 	mu         sync.Mutex
 	lastWant   [32]byte
@@ -67,8 +68,9 @@ func (f *fakeFeed) lastWanted() (string, snapshot.Stream) {
 	return string(f.lastWant[:f.lastWantN]), f.lastStream
 }
 
-func (f *fakeFeed) Load(ctx context.Context, id string, s snapshot.Stream) error {
+func (f *fakeFeed) Load(ctx context.Context, id string, s snapshot.Stream, depth int) error {
 	f.loads.Add(1)
+	f.lastDepth.Store(int64(depth))
 	if f.load == nil {
 		return errVenue
 	}
@@ -83,7 +85,7 @@ type venueError string
 func (e venueError) Error() string { return string(e) }
 
 // The fixture venue: BTC_USDT is a spot pair, ETH_USDT and 1000PEPE_USDT are
-// perps, SOL_USDT is listed but has nothing read yet. PEPE_USDT is configured
+// perps (1000PEPE_USDT's book a local one whose bids vouch for 78 levels), SOL_USDT is listed but has nothing read yet. PEPE_USDT is configured
 // as spot but not published (the venue only has 1000PEPEUSDT).
 var fixtureMarkets = []snapshot.Market{
 	{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true},
@@ -119,6 +121,13 @@ func ethBook(t testing.TB, readAt time.Time) *snapshot.Book {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// pepeBook is 1000PEPE_USDT's book: its bids vouch for 78 levels of a side
+// the venue may hold more of (see shortBook).
+func pepeBook(readAt time.Time) *snapshot.Book {
+	bids, asks := shortBook(readAt, 78).Sides()
+	return snapshot.NewLocalBook("1000PEPE_USDT", readAt.UnixMilli(), 1, bids, asks, snapshot.Open{Bids: true}, readAt)
 }
 
 func btcTrades(t testing.TB, readAt time.Time) *snapshot.Trades {
@@ -195,6 +204,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	for _, ok := range []bool{
 		f.store.PutBook(btcBook(t, t0)),
 		f.store.PutBook(ethBook(t, t0)),
+		f.store.PutBook(pepeBook(t0)),
 		f.store.PutTrades(btcTrades(t, t0)),
 		f.store.PutTrades(ethTrades(t, t0)),
 	} {

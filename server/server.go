@@ -6,7 +6,7 @@
 // no JSON: a request picks a snapshot, slices its bytes and writes them. A 200
 // answer allocates nothing at steady state. The venue is never called on a
 // request's behalf except through Feed.Load, when a pair has no fresh
-// snapshot yet.
+// snapshot yet, or its book vouches for fewer levels than the request asks.
 package server
 
 import (
@@ -36,8 +36,11 @@ type Feed interface {
 	Want(tickerID []byte, s snapshot.Stream)
 	// Load reads the stream from the venue now (one read shared by
 	// concurrent callers) and returns once it is published or has failed,
-	// or ctx is done.
-	Load(ctx context.Context, tickerID string, s snapshot.Stream) error
+	// or ctx is done. For a book, depth is the levels a side must serve
+	// (1..snapshot.MaxDepth; see snapshot.Book.Serves): a fresh book that
+	// vouches for fewer on a side the venue may hold more of is read
+	// deeper. Trades ignore it.
+	Load(ctx context.Context, tickerID string, s snapshot.Stream, depth int) error
 }
 
 // Pages is what the public address gives a browser besides the API: a
@@ -509,7 +512,7 @@ func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
 		fail(&ctx.Response, e)
 		return
 	}
-	snap, e := s.perPair(&bookRoute, q.id, now)
+	snap, e := s.perPair(&bookRoute, q.id, q.depth, now)
 	if e != nil {
 		fail(&ctx.Response, e)
 		return
@@ -539,7 +542,7 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 		fail(&ctx.Response, e)
 		return
 	}
-	snap, e := s.perPair(&tradesRoute, q.id, now)
+	snap, e := s.perPair(&tradesRoute, q.id, q.limit, now)
 	if e != nil {
 		fail(&ctx.Response, e)
 		return
@@ -595,12 +598,13 @@ var (
 
 // perPair is the one lookup path of /orderbook and the trade routes: the
 // catalog gates the pair, the feed is told it is wanted, and a pair without
-// a fresh snapshot gets one cold load before the answer is a 502. The store
-// is read again after the load: the store, not the load's error, says
-// whether there is something to serve, and the pair may have been delisted
-// meanwhile.
+// a fresh snapshot that serves n items (a book: n levels a side; see
+// snapshot.PairValue.Serves) gets one load before the answer is a 502: a
+// book is never served short of the levels the venue has. The store is read
+// again after the load: the store, not the load's error, says whether there
+// is something to serve, and the pair may have been delisted meanwhile.
 // The route's handler asserts the value back to its kind's type.
-func (s *Server) perPair(r *pairRoute, id []byte, now int64) (snapshot.PairValue, *apiError) {
+func (s *Server) perPair(r *pairRoute, id []byte, n int, now int64) (snapshot.PairValue, *apiError) {
 	if s.store.Pairs() == nil {
 		return nil, errNoCatalog // no catalog: listed or not is unknown
 	}
@@ -611,24 +615,25 @@ func (s *Server) perPair(r *pairRoute, id []byte, now int64) (snapshot.PairValue
 	if s.feed != nil {
 		s.feed.Want(id, r.stream)
 	}
-	if snap.FreshAt(now, s.maxStale) {
+	if snap.FreshAt(now, s.maxStale) && snap.Serves(n) {
 		return snap, nil
 	}
-	s.load(id, r.stream)
+	s.load(id, r.stream, n)
 	if snap, listed = s.store.Pair(r.stream, id, now); !listed {
 		return nil, errUnknownTicker
 	}
-	if !snap.FreshAt(now, s.maxStale) {
+	if !snap.FreshAt(now, s.maxStale) || !snap.Serves(n) {
 		return nil, r.unavailable
 	}
 	return snap, nil
 }
 
-// load asks the feed for one read of a pair's stream and waits for it, at
-// most ColdTimeout. Whatever it returns, the caller reads the store again:
-// the store, not the error, says whether there is something to serve. The
-// error is the venue's and never reaches a response.
-func (s *Server) load(id []byte, stream snapshot.Stream) {
+// load asks the feed for one read of a pair's stream, deep enough for n
+// items, and waits for it, at most ColdTimeout. Whatever it returns, the
+// caller reads the store again: the store, not the error, says whether
+// there is something to serve. The error is the venue's and never reaches
+// a response.
+func (s *Server) load(id []byte, stream snapshot.Stream, n int) {
 	if s.feed == nil {
 		return
 	}
@@ -636,7 +641,7 @@ func (s *Server) load(id []byte, stream snapshot.Stream) {
 	// returns, and a shared read may outlive this request.
 	ctx, cancel := context.WithTimeout(context.Background(), s.coldTimeout)
 	defer cancel()
-	if err := s.feed.Load(ctx, string(id), stream); err != nil {
+	if err := s.feed.Load(ctx, string(id), stream, n); err != nil {
 		s.log.Debug("cold load failed", slog.String(logPair, string(id)),
 			slog.String(logStream, stream.String()), slog.Any(logErr, err))
 	}

@@ -24,6 +24,9 @@ type Book struct {
 	// 0 when unknown: where another process's local book may start from
 	// this one and the diff stream's events after it.
 	seq int64
+	// open says which sides may continue at the venue beyond the levels
+	// they hold (see Open): such a side serves no more levels than it has.
+	open Open
 
 	body      []byte
 	later     *lazyForms // body's gzip form and tag, once asked for; shared with confirmed copies
@@ -54,6 +57,17 @@ func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.T
 	return NewCheckedBook(tickerID, venueTime, 0, bids, asks, readAt), nil
 }
 
+// Open says of each side of a book whether the venue may hold levels beyond
+// the last one the side carries. A side read whole from the venue (a REST
+// answer of MaxDepth levels, or of fewer when the venue has no more) is
+// closed: it is the venue's top MaxDepth, or the venue's whole side. A side
+// of a local order book that holds fewer than MaxDepth levels because its
+// snapshot ended there (the top moved towards the snapshot's edge) is open:
+// it is an exact prefix of the venue's side, good for requests of no more
+// levels than it holds, and a request for more must wait for a deeper read
+// (see Book.Serves).
+type Open struct{ Bids, Asks bool }
+
 // NewCheckedBook serializes a book whose levels the caller vouches for: every
 // price and size a positive plain decimal and each side strictly ordered
 // best first, at most MaxDepth levels. A local order book's top is such a
@@ -62,12 +76,21 @@ func NewBook(tickerID string, venueTime int64, bids, asks []Level, readAt time.T
 // price a third time on the way from a stream frame to a snapshot. seq is
 // the venue's update id the levels are current at, 0 when unknown (see Seq).
 func NewCheckedBook(tickerID string, venueTime, seq int64, bids, asks []Level, readAt time.Time) *Book {
+	return NewLocalBook(tickerID, venueTime, seq, bids, asks, Open{}, readAt)
+}
+
+// NewLocalBook is NewCheckedBook for a book whose sides may end short of the
+// venue's, as open says: a local order book's top, which vouches only for
+// the levels its snapshot held and the diff stream changed since. A side
+// with MaxDepth levels serves every request whatever open says.
+func NewLocalBook(tickerID string, venueTime, seq int64, bids, asks []Level, open Open, readAt time.Time) *Book {
 	bids = bids[:min(len(bids), MaxDepth)]
 	asks = asks[:min(len(asks), MaxDepth)]
 	b := &Book{
 		tickerID: tickerID,
 		time:     venueTime,
 		seq:      seq,
+		open:     open,
 		readAt:   readAt.UnixNano(),
 		version:  nextVersion(),
 		later:    new(lazyForms),
@@ -149,6 +172,22 @@ func (b *Book) Version() uint64 { return b.version }
 
 // Levels returns how many bid and ask levels the book holds.
 func (b *Book) Levels() (bids, asks int) { return len(b.bidEnds), len(b.askEnds) }
+
+// Open says which sides may continue at the venue beyond the levels the
+// book holds (see Open).
+func (b *Book) Open() Open { return b.open }
+
+// Serves reports whether the book answers a request for depth levels a
+// side (depth outside 1..MaxDepth means MaxDepth) with the venue's book:
+// each side holds that many levels, or is closed (the venue's whole side).
+// A book that does not is not served short to that request: it is read
+// deeper first (decisions: "Order books"). It does not allocate.
+func (b *Book) Serves(depth int) bool {
+	if depth <= 0 || depth > MaxDepth {
+		depth = MaxDepth
+	}
+	return (!b.open.Bids || len(b.bidEnds) >= depth) && (!b.open.Asks || len(b.askEnds) >= depth)
+}
 
 // Seq is the venue's update id the book's levels are current at (Binance's
 // u of the last diff event applied), 0 when unknown. It is not published;

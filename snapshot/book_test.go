@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"marketfeed/internal/golden"
 )
@@ -248,4 +249,39 @@ func BenchmarkBook(b *testing.B) {
 			_ = NewCheckedBook("BTC_USDT", bookTime, 0, bids, asks, readAt)
 		}
 	})
+}
+
+// A book serves a depth when each side holds that many levels or is closed
+// (the venue's whole side): an open side of 40 levels serves depth 40 and
+// not 41, whatever the other side holds; depth 0 or past MaxDepth means
+// MaxDepth, and a side of MaxDepth levels serves every depth.
+func TestBookServesOnlyTheDepthItsOpenSidesHold(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		bids, asks  int
+		open        Open
+		serves, not []int
+	}{
+		{"closed and thin", 40, 3, Open{}, []int{1, 40, 100, 0, 500}, nil},
+		{"open bids", 40, 100, Open{Bids: true}, []int{1, 40}, []int{41, 100, 0, 500}},
+		{"open asks", 100, 40, Open{Asks: true}, []int{40}, []int{41, 0}},
+		{"both open, shorter asks", 70, 40, Open{Bids: true, Asks: true}, []int{40}, []int{41, 70}},
+		{"open but full", 100, 100, Open{Bids: true, Asks: true}, []int{1, 100, 0, 500}, nil},
+		{"open and empty", 0, 100, Open{Bids: true}, nil, []int{1, 100}},
+	} {
+		b := NewLocalBook("BTC_USDT", bookTime, 1, ladder(c.bids, true), ladder(c.asks, false), c.open, readAt)
+		for _, d := range c.serves {
+			if !b.Serves(d) {
+				t.Errorf("%s: does not serve depth %d", c.name, d)
+			}
+		}
+		for _, d := range c.not {
+			if b.Serves(d) {
+				t.Errorf("%s: serves depth %d", c.name, d)
+			}
+		}
+		if c.open != b.Open() || c.open != b.Confirmed(time.Unix(2e9, 0)).Open() {
+			t.Errorf("%s: open %+v, confirmed copy %+v; want %+v", c.name, b.Open(), b.Confirmed(time.Unix(2e9, 0)).Open(), c.open)
+		}
+	}
 }

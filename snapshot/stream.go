@@ -38,6 +38,11 @@ type PairValue interface {
 	// FreshAt reports whether the value may still be served at now (see
 	// fresh.go).
 	FreshAt(now int64, maxStale time.Duration) bool
+	// Serves reports whether the value answers a request for n items a
+	// side (a book's levels; a trade list answers any limit with what it
+	// holds): false for a book that vouches for fewer levels than n on a
+	// side the venue may hold more of (see Book.Serves).
+	Serves(n int) bool
 }
 
 // Stream returns StreamBook: a book is the order book kind's value.
@@ -45,6 +50,10 @@ func (b *Book) Stream() Stream { return StreamBook }
 
 // Stream returns StreamTrades: a trade list is the trades kind's value.
 func (t *Trades) Stream() Stream { return StreamTrades }
+
+// Serves reports true: a trade list is the venue's newest trades, and a
+// limit is a prefix of them.
+func (t *Trades) Serves(int) bool { return true }
 
 // streamRow is everything that differs between the kinds of per-pair
 // snapshot: where a pair's cell keeps it, how its wire form is read, how it

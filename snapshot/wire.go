@@ -197,7 +197,44 @@ func (b *Book) AppendWire(dst []byte) []byte {
 	}
 	dst = appendWireEnds(dst, b.bidEnds)
 	dst = appendWireEnds(dst, b.askEnds)
-	return appendWireGzip(dst, b.later.gz.peek())
+	dst = appendWireGzip(dst, b.later.gz.peek())
+	return append(dst, b.open.bits())
+}
+
+// The bits of a book's open sides in its wire form, which ends with them
+// (a byte; a form of a version that had none is given a zero byte, both
+// sides closed, by the member that reads it, as they were served then).
+const (
+	wireOpenBids = 1 << iota
+	wireOpenAsks
+)
+
+func (o Open) bits() byte {
+	var b byte
+	if o.Bids {
+		b |= wireOpenBids
+	}
+	if o.Asks {
+		b |= wireOpenAsks
+	}
+	return b
+}
+
+// open reads the bits of a book's open sides.
+func (r *wireReader) open() Open {
+	if r.err != nil {
+		return Open{}
+	}
+	if len(r.b) == 0 {
+		r.fail("no open sides")
+		return Open{}
+	}
+	b := r.b[0]
+	r.b = r.b[1:]
+	if b&^(wireOpenBids|wireOpenAsks) != 0 {
+		r.fail("open sides: %#x", b)
+	}
+	return Open{Bids: b&wireOpenBids != 0, Asks: b&wireOpenAsks != 0}
 }
 
 // DecodeBook returns the book whose wire form is data. The book keeps
@@ -216,6 +253,7 @@ func DecodeBook(data []byte) (*Book, error) {
 	bidEnds := r.ends("bids", MaxDepth, bidsOpen, bidsClose, body, ']')
 	askEnds := r.ends("asks", MaxDepth, asksOpen, asksClose, body, ']')
 	gz := r.gzip()
+	open := r.open()
 	if err := r.finish(); err != nil {
 		return nil, err
 	}
@@ -228,7 +266,7 @@ func DecodeBook(data []byte) (*Book, error) {
 	later := new(lazyForms)
 	later.gz.keep(gz)
 	return &Book{
-		tickerID: id, time: venueTime, seq: seq, readAt: readAt, version: nextVersion(),
+		tickerID: id, time: venueTime, seq: seq, open: open, readAt: readAt, version: nextVersion(),
 		body: slices.Clone(body), later: later, bidEnds: bidEnds, askEnds: askEnds,
 		bidsOpen: int32(bidsOpen), bidsClose: int32(bidsClose), asksOpen: int32(asksOpen), asksClose: int32(asksClose),
 	}, nil

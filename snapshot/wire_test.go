@@ -48,6 +48,37 @@ func TestDecodedBookGivesBackItsLevelsAndUpdateID(t *testing.T) {
 	}
 }
 
+// A book's wire form says which sides are open, so that a member serves a
+// book to the depths the leader would, and reads it deeper where the
+// leader would; a form without the bits, or with bits no version writes,
+// is refused.
+func TestDecodedBookKeepsItsOpenSides(t *testing.T) {
+	for _, open := range []Open{{}, {Bids: true}, {Asks: true}, {Bids: true, Asks: true}} {
+		b := NewLocalBook("BTC_USDT", bookTime, 7, ladder(40, true), ladder(60, false), open, readAt)
+		got, err := DecodeBook(b.AppendWire(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Open() != open {
+			t.Errorf("open %+v decoded as %+v", open, got.Open())
+		}
+		for _, depth := range []int{40, 41, 60, 100} {
+			if got.Serves(depth) != b.Serves(depth) {
+				t.Errorf("open %+v: decoded book serves %d: %v, the sender's %v", open, depth, got.Serves(depth), b.Serves(depth))
+			}
+		}
+	}
+	b := NewLocalBook("BTC_USDT", bookTime, 7, ladder(40, true), ladder(60, false), Open{Bids: true, Asks: true}, readAt)
+	wire := b.AppendWire(nil)
+	if _, err := DecodeBook(wire[:len(wire)-1]); !errors.Is(err, ErrBadWire) {
+		t.Errorf("a form without the open bits: %v, want ErrBadWire", err)
+	}
+	wire[len(wire)-1] = 4
+	if _, err := DecodeBook(wire); !errors.Is(err, ErrBadWire) {
+		t.Errorf("open bits 0x4: %v, want ErrBadWire", err)
+	}
+}
+
 // Trades decoded from their wire form give back the venue's trades, and a
 // later read of the venue built on them gets the ids, lookalikes included,
 // and the bytes the sender's own next value gets: a process that takes over
@@ -301,8 +332,9 @@ func TestWireFormCarriesTheSendersGzip(t *testing.T) {
 		t.Fatal("the test needs a gzip form other than this process's")
 	}
 	wire := b.AppendWire(nil)
+	wire = wire[:len(wire)-1] // the open sides' bits, after the gzip form
 	head := wire[:len(wire)-len(gz)-len(binary.AppendUvarint(nil, uint64(len(gz))))]
-	withGzip := func(g []byte) []byte { return appendWireGzip(bytes.Clone(head), g) }
+	withGzip := func(g []byte) []byte { return append(appendWireGzip(bytes.Clone(head), g), 0) }
 
 	got, err := DecodeBook(withGzip(theirs))
 	if err != nil || !bytes.Equal(got.Gzip(), theirs) {

@@ -36,7 +36,7 @@ type truthChecker struct {
 	api   string
 	world *sim.Venue
 	// checked counts the books compared, short those with a side holding
-	// fewer levels than the venue's top 100.
+	// fewer levels than the venue's top 100 (each also an error).
 	checked, short int
 }
 
@@ -64,11 +64,11 @@ func (c *truthChecker) compare(id, symbol string, got wire.Book) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	// Every level served is the venue's; a side may hold fewer than the
-	// venue's 100 while a book synced from 100 levels waits to deepen
-	// (it serves what it vouches for), and such answers are counted.
+	// Every level served is the venue's, and every level of the venue's
+	// top 100 is served: a side short of the venue's is a wrong answer,
+	// counted as well (decisions: "Order books").
 	same := func(side [][2]string, levels []venue.Level) bool {
-		if len(side) == 0 || len(side) > len(levels) {
+		if len(side) == 0 || len(side) != len(levels) {
 			return false
 		}
 		for i, l := range side {

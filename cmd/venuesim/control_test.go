@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/poller/sim"
 	"marketfeed/poller/venue"
 )
 
@@ -153,14 +154,20 @@ func TestCallLogKeepsTheLatestCalls(t *testing.T) {
 func TestControlMarketNeedsSymbolAndListed(t *testing.T) {
 	_, _, url := newTestVenue(t, 0)
 	for _, q := range []string{"", "?symbol=BTCUSDT", "?listed=false", "?symbol=BTCUSDT&listed=maybe"} {
-		resp, err := http.Post(url+"/_control/market"+q, "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("POST /_control/market%s: %d, want 400", q, resp.StatusCode)
-		}
+		wantPostStatus(t, url+"/_control/market"+q, http.StatusBadRequest)
+	}
+}
+
+// wantPostStatus posts a control request and checks its status.
+func wantPostStatus(t *testing.T, url string, status int) {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != status {
+		t.Errorf("POST %s: %d, want %d", url, resp.StatusCode, status)
 	}
 }
 
@@ -185,4 +192,39 @@ func sendControl(t *testing.T, method, url string) {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("%s %s: %d", method, url, resp.StatusCode)
 	}
+}
+
+// POST /_control/fast makes a market fast: its top takes that many levels
+// a second of the side named (bids by default), which the true book shows
+// at the update ids that follow; a request without a symbol, a positive
+// count, a duration or a known side is refused.
+func TestControlFastMarketTakesTheLevelsOfASide(t *testing.T) {
+	vs, _, url := newTestVenue(t, 0)
+	calm := sim.New(sim.Config{Seed: 1}) // the same venue, without the fast market
+	k := sim.Heartbeat(time.Now()) + 30  // 3 s on
+	at := func(v *sim.Venue) venue.Book {
+		id, err := v.UpdateID("BTCUSDT", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := v.BookAt("BTCUSDT", id, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	postControl(t, url+"/_control/fast?symbol=BTCUSDT&levels=100&for=1m")
+	fast, before := at(vs.venue), at(calm)
+	taken := 0
+	for taken < len(before.Bids) && before.Bids[taken].Price != fast.Bids[0].Price {
+		taken++
+	}
+	if taken < 250 || taken > 350 {
+		t.Errorf("3 s into a fast market of 100 levels a second, the best bid is %d levels below the calm market's, want about 300", taken)
+	}
+	for _, q := range []string{"", "?symbol=BTCUSDT&for=1s", "?symbol=BTCUSDT&levels=0&for=1s", "?symbol=BTCUSDT&levels=5",
+		"?levels=5&for=1s", "?symbol=BTCUSDT&levels=5&for=1s&side=both"} {
+		wantPostStatus(t, url+"/_control/fast"+q, http.StatusBadRequest)
+	}
+	wantPostStatus(t, url+"/_control/fast?symbol=NOPEUSDT&levels=5&for=1s", http.StatusNotFound)
 }

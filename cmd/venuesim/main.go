@@ -39,6 +39,10 @@
 //	DELETE /_control/max-age                            (the flag's age again)
 //	GET    /_control/book?symbol=BTCUSDT&update_id=N&depth=100   (the true book at an update id)
 //	GET    /_control/book?symbol=BTCUSDT&time_ms=T&depth=100     (the same at a venue time: a served book's timestamp)
+//	POST   /_control/fast?symbol=BTCUSDT&levels=50&for=20s[&side=bids|asks]
+//	                                                    (a fast market: the top takes that many levels
+//	                                                     a second of a side, bids by default, as a
+//	                                                     liquidation cascade does)
 package main
 
 import (

@@ -218,7 +218,7 @@ func (s *venueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/_control/fault", "/_control/stats", "/_control/market", "/_control/calls":
 		s.control(w, r)
 		return
-	case "/_control/ws", "/_control/drop", "/_control/gap", "/_control/garble", "/_control/silence", "/_control/book":
+	case "/_control/ws", "/_control/drop", "/_control/gap", "/_control/garble", "/_control/silence", "/_control/book", "/_control/fast":
 		s.streamControl(w, r)
 		return
 	case "/_control/max-age":
@@ -716,6 +716,22 @@ func (s *venueServer) streamControl(w http.ResponseWriter, r *http.Request) {
 			s.hub.muteSymbol(symbol, d)
 		} else {
 			s.hub.silence(stream, d)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case "/_control/fast":
+		levels, err := strconv.Atoi(q.Get("levels"))
+		d, derr := time.ParseDuration(q.Get("for"))
+		side := q.Get("side")
+		if err != nil || levels < 1 || derr != nil || d <= 0 || q.Get("symbol") == "" || side != "" && side != "bids" && side != "asks" {
+			http.Error(w, "want symbol=S&levels=N&for=DURATION[&side=bids|asks]", http.StatusBadRequest)
+			return
+		}
+		if side != "asks" {
+			levels = -levels // the bids are taken: the price falls
+		}
+		if err := s.venue.FastMarket(q.Get("symbol"), levels, d); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case "/_control/book":

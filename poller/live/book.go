@@ -42,6 +42,10 @@ type bookState struct {
 	// sized for one book running short now and then, not for every book
 	// of a cold start or of a member that has just taken over.
 	shallow bool
+	// asked is the levels a side a request waits for while the book in
+	// sequence vouches for fewer (see Source.Load and tierAsked); 0 while
+	// none does.
+	asked int
 	// lastQuote is the best bid and ask of the book last published, and
 	// lastQuoteAt when it was last known current: the tickers' mid while
 	// the book resyncs.
@@ -55,8 +59,8 @@ var bookRow = kindRow{
 	of:    func(lp *pair) kind { return &lp.bookState },
 	every: func(cfg *Config) time.Duration { return cfg.BookEvery },
 	purpose: [numTiers]budget.Purpose{tierDepleted: budget.PurposeDepleted, tierDry: budget.PurposeDepleted, tierResync: budget.PurposeSnapshot,
-		tierProbe: budget.PurposeProbe, tierSync: budget.PurposeSnapshot, tierDeepen: budget.PurposeDeepen,
-		tierRefresh: budget.PurposeRefresh},
+		tierAsked: budget.PurposeDepleted, tierProbe: budget.PurposeProbe, tierSync: budget.PurposeSnapshot,
+		tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
 	// A book about to stop being served to the clients reading it
 	// goes before even a request that waits, and may spend the part
 	// of the book share requests leave (budget.Serving). A book out of
@@ -66,8 +70,10 @@ var bookRow = kindRow{
 	// A probe proves a book being served current: it goes before the
 	// syncs, within its own share, and may take the serving reserve
 	// when the rest of the minute is spent.
+	// A book read deeper for a request is what that request waits for,
+	// as a cold load is.
 	prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierDry: budget.Serving, tierResync: budget.Serving,
-		tierProbe: budget.Serving, tierSync: budget.Sync},
+		tierAsked: budget.Requested, tierProbe: budget.Serving, tierSync: budget.Sync},
 	weight: func(s *Source, tier Tier) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 	// The trade backfills wait while books wait for their snapshots.
 	dispatched: func(s *Source) { s.booksBehind.Store(s.booksWaiting(time.Now())) },
@@ -130,6 +136,10 @@ func (b *bookState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tier,
 			return lp.book.Recording(), tierResync, vouched
 		case vouched == 0:
 			return lp.book.Recording(), tierDepleted, vouched
+		case lp.asked > 0 && vouched < lp.asked:
+			// A request waits for more levels than the book vouches
+			// for: it is read for the request (see tierAsked).
+			return lp.book.Recording(), tierAsked, vouched
 		case s.probeDue(lp, now):
 			// Quiet for long enough that it must be proven
 			// current, the longest quiet first.
@@ -181,6 +191,19 @@ func (b *bookState) seed(s *Source, lp *pair, seed Seed) bool {
 		}
 	}
 	return false
+}
+
+// ask has the book, if it is in sequence and vouches for fewer than depth
+// levels on a side the venue may hold more of, read for a request that
+// waits for depth levels (see tierAsked): it records the events it applies
+// from now on, so that the snapshot can be laid under it. Called with
+// lp.mu held.
+func (lp *pair) ask(depth int) {
+	if !lp.book.Synced() || !lp.book.Short(depth) {
+		return
+	}
+	lp.asked = max(lp.asked, depth)
+	lp.book.Record()
 }
 
 // bookCurrent reports whether the pair's book is kept current by the stream:
@@ -335,13 +358,17 @@ func (f *feed[V]) pubTime() int64 {
 // vouched for it (see bookState.heardAt). Called with lp.mu held.
 func (b *bookState) take(s *Source, lp *pair, _ time.Time) (build func()) {
 	bids, asks := lp.book.Top(snapshot.MaxDepth)
+	var open snapshot.Open
+	open.Bids, open.Asks = lp.book.Open()
 	venueTime, updateID, now := lp.book.Time(), lp.book.LastUpdateID(), lp.heardAt
 	lp.book.ResetChanged()
 	seq := lp.books.take()
 	return func() {
 		// The levels were checked as they arrived and the book keeps its
-		// sides in order: they are not checked again.
-		b := snapshot.NewCheckedBook(lp.tickerID, venueTime, updateID, bids, asks, now)
+		// sides in order: they are not checked again. A side that ends at
+		// its snapshot's edge says so, and serves no request for more
+		// levels than it holds (see snapshot.Open).
+		b := snapshot.NewLocalBook(lp.tickerID, venueTime, updateID, bids, asks, open, now)
 		lp.mu.Lock()
 		defer lp.mu.Unlock()
 		if lp.books.finish(seq, b, s.cfg.Store.PutBook) {
@@ -366,6 +393,10 @@ func (b *bookState) fetch(ctx context.Context, s *Source, lp *pair, tier Tier) (
 		s.metrics.resyncs[causeDepleted].Inc()
 	}
 	depth := s.snapshotDepth(tier)
+	if depthReadReasons[tier] != "" {
+		s.metrics.depthReads[tier].Inc()
+		s.metrics.depthWeight[tier].Add(s.cfg.REST.BookWeight(depth))
+	}
 	snap, err := s.cfg.REST.Book(ctx, lp.symbol, depth)
 	return func(now time.Time) bool {
 		if err := lp.book.Refresh(snap, depth); err != nil {

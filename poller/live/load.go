@@ -10,13 +10,15 @@ import (
 
 // Load makes a pair's stream-fed snapshot of k current for a waiting
 // request: its book synced or its trades backfilled, ahead of every other
-// pair. It reports false when the pair's stream is not delivering, so that
-// the caller reads REST instead.
+// pair, and a book that serves depth levels a side (see
+// snapshot.Book.Serves): a book in sequence that vouches for fewer is read
+// deeper for the request (see tierAsked). It reports false when the pair's
+// stream is not delivering, so that the caller reads REST instead.
 //
 // The requests for one stream of a pair share one call (the poller's
 // flights), so one mark of the wait is enough: the call that set it is the
 // only one to clear it.
-func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, error) {
+func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream, depth int) (bool, error) {
 	lp := s.byID(id)
 	if lp == nil {
 		return false, nil
@@ -24,14 +26,25 @@ func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream) (bool, 
 	waiting := &lp.kind(k).feed().waiting
 	waiting.Store(time.Now().UnixNano())
 	defer waiting.Store(0)
+	if k == snapshot.StreamBook {
+		defer func() {
+			lp.mu.Lock()
+			lp.asked = 0
+			lp.mu.Unlock()
+		}()
+	}
 	for {
-		if s.cfg.Store.FreshAt(k, []byte(id), time.Now().UnixNano(), s.cfg.MaxStale) {
+		now := time.Now().UnixNano()
+		if v, listed := s.cfg.Store.Pair(k, []byte(id), now); listed && v.FreshAt(now, s.cfg.MaxStale) && v.Serves(depth) {
 			return true, nil
 		}
 		lp.mu.Lock()
 		if !lp.streaming(k) {
 			lp.mu.Unlock()
 			return false, nil
+		}
+		if k == snapshot.StreamBook {
+			lp.ask(depth)
 		}
 		next := lp.kind(k).feed().next()
 		lp.mu.Unlock()

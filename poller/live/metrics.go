@@ -25,7 +25,19 @@ type sourceMetrics struct {
 	seeded [snapshot.NumStreams]*metrics.Counter
 	// probes counts the probes of quiet books by outcome.
 	probes [numProbeOutcomes]*metrics.Counter
+	// depthReads and depthWeight count the snapshots read under books in
+	// sequence (their streams healthy), and their weight, by tier (see
+	// depthReadReasons): what steady state spends to keep every book as
+	// deep as it is served.
+	depthReads  [numTiers]*metrics.Counter
+	depthWeight [numTiers]*metrics.Counter
 }
+
+// depthReadReasons names, by tier, why a book in sequence is read deeper:
+// a request waits for more levels than it vouches for, its top came near
+// the edge of what it vouches for, a side ran dry, or it was started from
+// few levels. The tiers of books out of sequence and the probes have none.
+var depthReadReasons = [numTiers]string{tierAsked: "request", tierRefresh: "short", tierDepleted: "dry", tierDry: "dry", tierDeepen: "deepen"}
 
 // The outcomes of a probe (see Source.fetchProbe).
 const (
@@ -54,6 +66,12 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 			set.NewGauge(`marketfeed_pairs{part="`+row.part+`",source="`+name+`"}`, func() float64 {
 				return float64(s.counts()[k][src])
 			})
+		}
+	}
+	for tier, reason := range depthReadReasons {
+		if reason != "" {
+			m.depthReads[tier] = set.GetOrCreateCounter(`marketfeed_book_depth_reads_total{reason="` + reason + `"}`)
+			m.depthWeight[tier] = set.GetOrCreateCounter(`marketfeed_book_depth_read_weight_total{reason="` + reason + `"}`)
 		}
 	}
 	for o, name := range probeOutcomes {

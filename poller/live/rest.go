@@ -93,6 +93,11 @@ const (
 	// being as much as every other read's together).
 	tierDry
 	tierResync
+	// tierAsked is the read of a book in sequence that vouches for fewer
+	// levels than a request waits for (see Source.Load): the request is
+	// answered with the full depth or not at all, so its book is read
+	// for it, at the sync depth, at budget.Requested, as a cold load is.
+	tierAsked
 	tierProbe
 	tierSync
 	tierDeepen
@@ -108,7 +113,7 @@ type Tier int
 // snapshotDepth is the depth of a snapshot read of a tier.
 func (s *Source) snapshotDepth(tier Tier) int {
 	switch tier {
-	case tierSync, tierResync:
+	case tierSync, tierResync, tierAsked:
 		return s.cfg.SyncDepth
 	case tierDeepen, tierDry:
 		return min(deepenDepth, s.cfg.RefreshDepth)
@@ -116,12 +121,14 @@ func (s *Source) snapshotDepth(tier Tier) int {
 	return s.cfg.RefreshDepth
 }
 
-// deepenDepth is the depth a shallow book deepens to (see bookState.shallow):
-// 500 levels at 10 weight rather than 1000 at 20, since every book of a
-// cold start deepens at once, and half the weight has every book serving
-// its 100 levels again twice as soon (446 books: 4,460 weight, about six
-// minutes of three quarters of the book share). The books that then run
-// short are refreshed from 1000 like any other.
+// deepenDepth is the depth a shallow book deepens to (see bookState.shallow:
+// every book a cluster member takes over from the last leader's published
+// 100 levels, or synced from a SyncDepth of 100): 500 levels at 10 weight
+// rather than 1000 at 20, since such books deepen all at once, and half the
+// weight has every book serving its 100 levels again twice as soon (446
+// books: 4,460 weight, about six minutes of three quarters of the book
+// share). The books that then run short are refreshed from 1000 like any
+// other.
 const deepenDepth = 5 * snapshot.MaxDepth
 
 // Sync starts the REST reads stream-fed pairs need: snapshots for the

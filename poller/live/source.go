@@ -78,6 +78,9 @@ type Store interface {
 	// FreshAt reports whether the pair's snapshot of st may still be
 	// served at now.
 	FreshAt(st snapshot.Stream, id []byte, now int64, maxStale time.Duration) bool
+	// Pair returns the pair's snapshot of st, and whether the pair is
+	// answered at now (see snapshot.Store.Pair).
+	Pair(st snapshot.Stream, id []byte, now int64) (snapshot.PairValue, bool)
 }
 
 // Demand says what requests ask for.

@@ -332,6 +332,12 @@ func (b *Book) Short(n int) bool { return b.Vouched() < n }
 // both sides whole.
 func (b *Book) Vouched() int { return min(b.bids.vouched(), b.asks.vouched()) }
 
+// Open reports, per side, whether the venue may hold levels beyond the
+// book's worst one: the side came back full from its snapshot (or was
+// trimmed), so the book vouches for no more than it holds there. A side
+// that is not open is the venue's whole side.
+func (b *Book) Open() (bids, asks bool) { return b.bids.bounded, b.asks.bounded }
+
 // Record starts keeping the events the book applies, for a Refresh; it
 // reports whether it was already recording.
 func (b *Book) Record() bool {

@@ -419,3 +419,44 @@ func BenchmarkDepthUpdate(b *testing.B) {
 		})
 	}
 }
+
+// A fast market takes the top through about the levels a second it was
+// set to: after 3 s at 100 levels a second down, the best bid is about 300
+// levels below the calm market's, and the venue's diff stream still takes a
+// local book from one heartbeat to the next exactly, through the move. The
+// books of before the move are as they were.
+func TestFastMarketTakesTheTopDownTheBook(t *testing.T) {
+	now := t0
+	v := New(Config{Seed: 5, Now: func() time.Time { return now }})
+	const sym = "BTCUSDT"
+	k0 := Heartbeat(now)
+	id0, _ := v.UpdateID(sym, k0)
+	before := bookAt(t, v, sym, id0, 1000)
+	if err := v.FastMarket(sym, -100, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if again := bookAt(t, v, sym, id0, 1000); !reflect.DeepEqual(again, before) {
+		t.Fatal("the book before the move changed")
+	}
+	after := before
+	for k := k0 + 1; k <= k0+30; k++ {
+		u := depthUpdate(t, v, sym, k)
+		prev := after
+		after = bookAt(t, v, sym, u.Last, 1000)
+		local := newLocal(prev)
+		local.apply(u)
+		sameWithin(t, sym, local, after, prev)
+	}
+	// Against the same venue without the move, whose path wanders too.
+	calm := bookAt(t, New(Config{Seed: 5, Now: func() time.Time { return now }}), sym, after.LastUpdateID, 1000)
+	taken := 0
+	for taken < len(calm.Bids) && calm.Bids[taken].Price != after.Bids[0].Price {
+		taken++
+	}
+	if taken < 250 || taken > 350 {
+		t.Errorf("the best bid is %d levels below the calm market's after 3 s, want about 300", taken)
+	}
+	if err := v.FastMarket("NOPEUSDT", -1, time.Second); err == nil {
+		t.Error("a fast market of an unknown symbol was set")
+	}
+}

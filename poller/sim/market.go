@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync/atomic"
 
 	"marketfeed/poller/venue"
 )
@@ -112,6 +113,9 @@ type market struct {
 	idBase    int64     // where the market's update ids start
 	tradeBase int64     // where the market's aggregate trade ids start
 	ids       *tradeIDs // where they stand (see tradeStart); shared by copies of the market
+	// fast holds the market's fast moves (see Venue.FastMarket), shared by
+	// copies of the market: the one thing about it that is set after New.
+	fast *atomic.Pointer[[]fastMove]
 
 	levelBytes int // text bytes one book level needs, to size buffers once
 	tradeBytes int // text bytes one trade needs
@@ -129,14 +133,38 @@ func wave(key uint64, shift uint, t int64) int64 {
 	return a + (b-a)*s>>16
 }
 
-// path is the market's fair price in ticks at time t (ms).
+// path is the market's fair price in ticks at time t (ms), moved by the
+// fast moves that began before t.
 func (m *market) path(t int64) int64 {
 	var dev int64 // ppm × 32768
 	for o := range octaves {
 		dev += octaves[o].ppm * wave(m.octaveKeys[o], octaves[o].shift, t)
 	}
 	dev = dev * m.vol / 100 >> 15
-	return m.ref + m.ref*dev/1_000_000
+	p := m.ref + m.ref*dev/1_000_000
+	if moves := m.fast.Load(); moves != nil {
+		for _, f := range *moves {
+			p += f.shift(t)
+		}
+	}
+	return p
+}
+
+// fastMove is a fast market: from From until Until (ms), the price moves by
+// TicksPerSecond (negative: down) at an even pace, as a liquidation cascade
+// takes the levels of one side one after the other, and stays where it
+// took it.
+type fastMove struct {
+	from, until    int64
+	ticksPerSecond int64
+}
+
+// shift is how far the move has taken the price by t, in ticks.
+func (f fastMove) shift(t int64) int64 {
+	if t <= f.from {
+		return 0
+	}
+	return f.ticksPerSecond * (min(t, f.until) - f.from) / 1000
 }
 
 // spreadExtra widens the narrowest spread now and then, so most ticks show

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"marketfeed/poller/venue"
 )
@@ -295,6 +296,7 @@ func newMarket(s spec, seed int64) market {
 		volumeKey:    mix(key ^ domainVolume),
 		idKey:        mix(key ^ domainID),
 		ids:          new(tradeIDs),
+		fast:         new(atomic.Pointer[[]fastMove]),
 	}
 	// Ids start somewhere of the market's own, as two venue markets' counters
 	// do, but far below where the heartbeats of this century take them.

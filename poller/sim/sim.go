@@ -12,6 +12,9 @@
 // on it with no state of their own beyond where they are. Two reads at the
 // same instant agree whatever order they are made in, later reads extend the
 // trade history instead of rewriting it, and concurrent calls need no locks.
+// The one thing set at run time is a fast market (FastMarket), a move of
+// the price from then on, which leaves every answer about the past as it
+// was.
 //
 // All arithmetic is integer: prices are counted in ticks and sizes in lots,
 // and decimals are printed with strconv, never through a float, so every
@@ -48,9 +51,10 @@ type Config struct {
 	Extra int
 }
 
-// Venue is the simulated venue. Its answers depend only on the seed and the
-// clock (it keeps nothing but a memory of where trade ids stand, which
-// saves counting them again), and it is safe for concurrent use.
+// Venue is the simulated venue. Its answers depend only on the seed, the
+// clock and the fast markets set (it keeps nothing else but a memory of
+// where trade ids stand, which saves counting them again), and it is safe
+// for concurrent use.
 type Venue struct {
 	now      func() time.Time
 	markets  []market
@@ -322,6 +326,33 @@ func (v *Venue) Quotes(ctx context.Context) ([]venue.Quote, error) {
 		out[i] = venue.Quote{Symbol: v.markets[i].info.Symbol, Bid: c.next(), Ask: c.next()}
 	}
 	return out, nil
+}
+
+// FastMarket makes symbol a fast market from now on for d: its price moves
+// levels price levels a second (negative: down) at an even pace, as a
+// liquidation cascade takes one side's levels one after the other, then
+// stays where the move took it. Every answer (books, the diff stream, trades,
+// marks, BookAt) follows, the same for every reader: the books of the past
+// are as they were, since a move starts no earlier than now. Levels are
+// counted as the ticks that hold one on average (presentBelow of 256).
+func (v *Venue) FastMarket(symbol string, levels int, d time.Duration) error {
+	m, err := v.market("fast market", symbol)
+	if err != nil {
+		return err
+	}
+	from := v.now().UnixMilli()
+	move := fastMove{from: from, until: from + d.Milliseconds(), ticksPerSecond: int64(levels) * 256 / presentBelow}
+	for {
+		old := m.fast.Load()
+		var moves []fastMove
+		if old != nil {
+			moves = append(moves, *old...)
+		}
+		moves = append(moves, move)
+		if m.fast.CompareAndSwap(old, &moves) {
+			return nil
+		}
+	}
 }
 
 func (v *Venue) market(call, symbol string) (*market, error) {
