@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"marketfeed/internal/promtext"
+	"marketfeed/internal/venuetruth"
 	"marketfeed/internal/wire"
 	"marketfeed/poller/sim"
 	"marketfeed/poller/venue"
@@ -53,7 +54,10 @@ func (c *truthChecker) check(id, symbol string) {
 }
 
 // compare compares a served book with the venue's true top 100 at the
-// book's heartbeat.
+// book's heartbeat: each side must hold min(100, the venue's levels)
+// levels, each the venue's. A side that is an exact prefix but shorter is
+// as wrong as a level that differs: an aggregator would publish a thinner
+// market than the venue's.
 func (c *truthChecker) compare(id, symbol string, got wire.Book) {
 	k := sim.Heartbeat(time.UnixMilli(got.Timestamp))
 	u, err := c.world.UpdateID(symbol, k)
@@ -64,24 +68,19 @@ func (c *truthChecker) compare(id, symbol string, got wire.Book) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	// Every level served is the venue's, and every level of the venue's
-	// top 100 is served: a side short of the venue's is a wrong answer,
-	// counted as well (decisions: "Order books").
-	same := func(side [][2]string, levels []venue.Level) bool {
-		if len(side) == 0 || len(side) != len(levels) {
-			return false
+	side := func(levels []venue.Level) []venuetruth.Level {
+		out := make([]venuetruth.Level, len(levels))
+		for i, l := range levels {
+			out[i] = venuetruth.Level{l.Price, l.Size}
 		}
-		for i, l := range side {
-			if l[0] != levels[i].Price || l[1] != levels[i].Size {
-				return false
-			}
-		}
-		return true
+		return out
 	}
-	if !same(got.Bids, want.Bids) || !same(got.Asks, want.Asks) {
-		c.t.Errorf("%s at %d: the served book is not the venue's book at that heartbeat", id, got.Timestamp)
+	v := venuetruth.Compare(got.Bids, got.Asks, side(want.Bids), side(want.Asks), snapshot.MaxDepth)
+	if v != venuetruth.Equal {
+		c.t.Errorf("%s at %d: the served book is not the venue's book at that heartbeat (%s: %d bids and %d asks served, the venue's %d and %d)",
+			id, got.Timestamp, v, len(got.Bids), len(got.Asks), len(want.Bids), len(want.Asks))
 	}
-	if len(got.Bids) < len(want.Bids) || len(got.Asks) < len(want.Asks) {
+	if v == venuetruth.Short {
 		c.short++
 	}
 	c.checked++
