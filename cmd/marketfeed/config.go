@@ -169,7 +169,7 @@ func parseFlags(args []string, environ []string, stderr io.Writer) (*Config, err
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "public API `address`")
-	fs.StringVar(&c.opsListen, "ops-listen", "127.0.0.1:9090", "`address` of /metrics /healthz /readyz /debug/pprof; empty: off")
+	fs.StringVar(&c.opsListen, "ops-listen", "127.0.0.1:9089", "`address` of /metrics /healthz /readyz /debug/pprof; empty: off")
 	fs.StringVar(&c.venue, "venue", simVenue, "venue `name`: "+strings.Join(venueNames(), " | "))
 	fs.StringVar(&c.venueURL, "venue-url", "", "base `URL` (http or https) of a Binance-compatible venue (default: that venue's public URL)")
 	durationVar(fs, &c.VenueWSMaxAge, "venue-ws-max-age", 0, "replace each market-stream connection by this age `duration` (default: the venue's 24 h limit less 30 minutes); a venue or proxy seen closing connections younger has them replaced before its own age")

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -161,5 +164,55 @@ func TestReadmeFirstScreen(t *testing.T) {
 		if !strings.Contains(first, want) {
 			t.Errorf("the README's first 60 lines do not have %q", want)
 		}
+	}
+}
+
+// The operator listener has a port of its own. On Prometheus's port (9090)
+// a Prometheus started first on the same host scraped itself as
+// marketfeed, so the process's "down" alert could never fire. The default
+// stays out of the Prometheus project's default port allocations (9090–9094
+// for its own components, 9100–9999 for exporters), the example scrape
+// configuration follows it, and nothing an operator reads names 9090 but the
+// README's note for those upgrading.
+func TestOpsListenerHasAPortOfItsOwn(t *testing.T) {
+	cfg, err := parseConfig(nil, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, portText, err := net.SplitHostPort(cfg.opsListen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (port >= 9090 && port <= 9094) || (port >= 9100 && port <= 9999) {
+		t.Errorf("-ops-listen defaults to %s, a port the Prometheus project allocates", cfg.opsListen)
+	}
+	if !strings.Contains(readDoc(t, "deploy/prometheus/prometheus.yml"), `"`+cfg.opsListen+`"`) {
+		t.Errorf("deploy/prometheus/prometheus.yml does not scrape the default %s", cfg.opsListen)
+	}
+	files := append(docPages(t), "README.md", "docs/openapi-ops.yaml", "deploy/prometheus/prometheus.yml",
+		"scripts/cluster.sh", "scripts/clusterbench.sh", "Makefile")
+	for _, dir := range []string{"deploy/prometheus/tests", "deploy/grafana"} {
+		entries, err := os.ReadDir(filepath.Join(repoRoot, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			files = append(files, dir+"/"+e.Name())
+		}
+	}
+	oldPort := regexp.MustCompile(`:909[0-4]\b`)
+	for _, f := range files {
+		for i, line := range strings.Split(readDoc(t, f), "\n") {
+			if oldPort.MatchString(line) && !(f == "README.md" && strings.Contains(line, "default was")) {
+				t.Errorf("%s:%d names a Prometheus port: %s", f, i+1, line)
+			}
+		}
+	}
+	if !strings.Contains(readDoc(t, "README.md"), "default was `127.0.0.1:9090`") {
+		t.Error("the README's configuration section does not name the old port for those upgrading")
 	}
 }
