@@ -155,12 +155,13 @@ func headingAnchors(text string) []string {
 }
 
 // The README's first screen says what the service is, how to run it, how to
-// use a real venue and where everything else is.
+// use a real venue, how to try that path offline (venuesim and -venue-url)
+// and where everything else is.
 func TestReadmeFirstScreen(t *testing.T) {
 	readme := readDoc(t, "README.md")
 	lines := strings.Split(readme, "\n")
 	first := strings.Join(lines[:min(60, len(lines))], "\n")
-	for _, want := range []string{"## Quick start", "make run", "## Use a real venue", "-venue binance", "## Documentation", "docs/configuration.md"} {
+	for _, want := range []string{"## Quick start", "make run", "## Use a real venue", "-venue binance", "bin/venuesim", "-venue-url http://127.0.0.1:8500", "## Documentation", "docs/configuration.md"} {
 		if !strings.Contains(first, want) {
 			t.Errorf("the README's first 60 lines do not have %q", want)
 		}
@@ -215,4 +216,38 @@ func TestOpsListenerHasAPortOfItsOwn(t *testing.T) {
 	if !strings.Contains(readDoc(t, "README.md"), "default was `127.0.0.1:9090`") {
 		t.Error("the README's configuration section does not name the old port for those upgrading")
 	}
+}
+
+// Every paragraph of the README's prose ends a sentence: a line lost in an
+// edit left two cut off in the middle ("with exactly its name", "or a
+// confirmed copy of it,"). Code blocks, tables, lists, headings, quotes and
+// the line of section links are not prose.
+func TestReadmeParagraphsEnd(t *testing.T) {
+	lines := strings.Split(readDoc(t, "README.md"), "\n")
+	fence := false
+	var last string // the last line of the paragraph being read
+	lastAt := 0
+	end := func() {
+		if last != "" && !strings.HasSuffix(last, "·") && !strings.ContainsAny(last[len(last)-1:], ".:?!") {
+			t.Errorf("README.md:%d: a paragraph ends in mid-sentence: %q", lastAt, last)
+		}
+		last = ""
+	}
+	for i, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "```"):
+			end()
+			fence = !fence
+		case fence:
+		case trimmed == "", strings.HasPrefix(trimmed, "#"), strings.HasPrefix(trimmed, "|"),
+			strings.HasPrefix(trimmed, ">"), strings.HasPrefix(trimmed, "- "), strings.HasPrefix(trimmed, "* "):
+			end()
+		case strings.HasPrefix(trimmed, "[") && strings.Contains(trimmed, "](#"):
+			last = "" // the line of section links
+		default:
+			last, lastAt = trimmed, i+1
+		}
+	}
+	end()
 }
