@@ -45,8 +45,12 @@ define need_tests
 endef
 
 ## run: serve the API on the embedded simulated venue (http://127.0.0.1:8080/api/public/pairs)
+# Built, then run, rather than go run: go run exits 1 when Ctrl-C stopped the
+# program cleanly, which make reports as an error, and a go build records the
+# commit the version names.
 run:
-	$(GO) run ./cmd/marketfeed $(ARGS)
+	$(GO) build -o $(BIN)/ ./cmd/marketfeed
+	exec $(BIN)/marketfeed $(ARGS)
 
 ## cluster: a NATS server (JetStream in memory), venuesim, three marketfeed members and nginx as a
 ## round-robin balancer in front, all on loopback; prints where to look (installs nginx when missing)

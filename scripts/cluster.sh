@@ -15,7 +15,7 @@ for i in 1 2 3; do
 	"$BIN"/marketfeed -venue binance -venue-url http://127.0.0.1:8500 \
 		-listen 127.0.0.1:808$i -ops-listen 127.0.0.1:908$i \
 		-cluster nats://127.0.0.1:4222 -cluster-member "member-$i" \
-		-trusted-proxies 127.0.0.1/32 >"$RUN/member-$i.log" 2>&1 & pids+=($!)
+		-spot BTC_USDT,ETH_USDT,SOL_USDT -trusted-proxies 127.0.0.1/32 >"$RUN/member-$i.log" 2>&1 & pids+=($!)
 done
 
 mkdir -p "$RUN/nginx"

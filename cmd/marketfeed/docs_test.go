@@ -251,3 +251,22 @@ func TestReadmeParagraphsEnd(t *testing.T) {
 	}
 	end()
 }
+
+// make cluster runs its members on a real venue's path (venuesim), which
+// has no built-in spot list: without -spot every member's /tickers is [].
+func TestMakeClusterGivesSpotPairs(t *testing.T) {
+	script := strings.ReplaceAll(readDoc(t, "scripts/cluster.sh"), "\\\n", " ")
+	found := 0
+	for _, line := range strings.Split(script, "\n") {
+		if !strings.Contains(line, `"$BIN"/marketfeed `) {
+			continue
+		}
+		found++
+		if !regexp.MustCompile(`\s-spot(-file)?\s`).MatchString(line) {
+			t.Errorf("scripts/cluster.sh starts a member with no spot pairs: %s", strings.Join(strings.Fields(line), " "))
+		}
+	}
+	if found == 0 {
+		t.Fatal("scripts/cluster.sh starts no marketfeed")
+	}
+}

@@ -86,15 +86,45 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	return a.run(ctx, hup)
 }
 
+// buildVersion is the version this binary reports: the one given at build
+// time, else what the build recorded of the module (see versionOf).
 func buildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && version == "dev" {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				return version + "+" + s.Value
-			}
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(version, info)
+}
+
+// versionOf is the version given at build time (-X main.version) when there
+// is one. Otherwise it is the module's version when it was built as a
+// release (go install marketfeed@v1.2.3), or the commit a build from a clone
+// recorded (vcs.revision, its first 12 digits, with -dirty when the tree had
+// changes, as git describe --dirty says), so that an ordinary go build tells
+// which code runs; "dev" only when the build recorded none (go run, a git
+// worktree, or -buildvcs=false).
+func versionOf(given string, info *debug.BuildInfo) string {
+	if given != "dev" || info == nil {
+		return given
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev string
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
 	}
-	return version
+	if rev == "" {
+		return given
+	}
+	rev = rev[:min(len(rev), 12)]
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
 }
 
 // Log attribute keys. One key per meaning across the program's logs, as
