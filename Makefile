@@ -78,7 +78,8 @@ build:
 ## test: the lint and go.mod checks, the rules' checks and unit tests, then every test once
 ## without and once with the race detector (allocation tests need the first, data races the
 ## second). lint has vetted the code in full, so go test skips its own partial vet. The tests
-## get promtool, to parse the dashboard's expressions, through PROMTOOL.
+## get promtool, to parse the dashboard's expressions and check every mode's /metrics, through
+## PROMTOOL.
 test: lint tidy-check rules unit race
 
 unit: $(PROMTOOL)

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"marketfeed/cluster"
+	"marketfeed/internal/promdoc"
 	"marketfeed/poller"
 	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
@@ -49,6 +51,10 @@ import (
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// The metrics library writes a TYPE line for each family it writes; the
+// operator listener's /metrics completes them with help text (promdoc).
+func init() { metrics.ExposeMetadata(true) }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -426,12 +432,16 @@ func (a *app) opsHandler() http.Handler {
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		a.metrics.WritePrometheus(w)
-		a.role.WriteMetrics(w)
-		metrics.WriteProcessMetrics(w)
+		var scrape bytes.Buffer
+		a.metrics.WritePrometheus(&scrape)
+		a.role.WriteMetrics(&scrape)
+		metrics.WriteProcessMetrics(&scrape)
 		// The descriptors in use against the limit: what runs out first
 		// when connections pile up (LimitNOFILE in docs/deploy.md).
-		metrics.WriteFDMetrics(w)
+		metrics.WriteFDMetrics(&scrape)
+		// Each family under its help and type, for promtool, Grafana's
+		// metric browser and every tool that reads the metadata.
+		_ = promdoc.Write(w, scrape.Bytes(), promdoc.Families)
 	})
 	// Liveness says only that the process answers: restarting it would not
 	// bring back a venue that fails, which is what /readyz reports.
