@@ -81,7 +81,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	slots := p.slots[s]
 dispatch:
 	for i, hp := range due {
-		if p.gate.Blocked(time.Now()) {
+		if p.blocked() {
 			break
 		}
 		// Slots are shared by overlapping rounds: when reads stuck in
@@ -110,7 +110,7 @@ dispatch:
 		wg.Go(func() {
 			defer func() { <-slots }()
 			defer hp.reading.Store(false)
-			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil {
+			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil && !venue.Paused(err) {
 				p.logs.Log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
 					slog.String("stream", s.String()), slog.String(logKeyPair, pair.TickerID), slog.String(logKeyErr, err.Error()))
 			}
@@ -243,7 +243,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream) error {
 			return nil
 		}
 	}
-	if p.gate.Blocked(time.Now()) {
+	if p.blocked() {
 		return fmt.Errorf("load %s %s: %w", s, id, venue.ErrPaused)
 	}
 	ask := budget.Ask{Purpose: row.purpose, Weight: p.venue.Weight(row.call), Priority: budget.Requested}

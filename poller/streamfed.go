@@ -101,7 +101,7 @@ var (
 // budget grants the ask, under the poller's lifetime.
 func (r liveREST) Start(ask budget.Ask, read func(ctx context.Context)) bool {
 	p := r.p
-	if p.gate.Blocked(time.Now()) {
+	if p.blocked() {
 		return false
 	}
 	select {

@@ -105,6 +105,10 @@ type Config struct {
 	Demand  Demand
 	// Log writes a line at most once a minute per key (a throttled log).
 	Log func(level slog.Level, key, msg string, args ...any)
+	// Event writes a line every time: the end of an incident (every book
+	// in sequence again, every silenced stream delivering again), once per
+	// change of state, which a repeat suppression must not swallow.
+	Event func(level slog.Level, msg string, args ...any)
 	// Metrics receives the source's metrics.
 	Metrics *metrics.Set
 	// MaxStale is the oldest snapshot the server serves.
@@ -159,6 +163,10 @@ type Source struct {
 	// each kind in kinds).
 	booksBehind atomic.Bool
 	progress    syncProgress
+	// fellBack is how many streams of each kind the watchdog found served
+	// by REST at its last round (given up as silent), for the line that
+	// says when none is any more.
+	fellBack    [snapshot.NumStreams]int
 	dispatchers [snapshot.NumStreams]dispatcher
 }
 
@@ -168,6 +176,9 @@ var _ venue.Sink = (*Source)(nil)
 func New(cfg Config) *Source {
 	if cfg.Log == nil {
 		cfg.Log = func(slog.Level, string, string, ...any) {}
+	}
+	if cfg.Event == nil {
+		cfg.Event = func(slog.Level, string, ...any) {}
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
