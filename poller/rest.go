@@ -66,7 +66,8 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	polled := 0
 	for _, hp := range hot {
 		if p.src.Streaming(hp.id, s) {
-			continue // the stream keeps it, once synced: see live.Source.Load
+			hp.deferred.Store(0) // waits for no read
+			continue             // the stream keeps it, once synced: see live.Source.Load
 		}
 		polled++
 		if tick-hp.started.Load() >= int64(every) && !hp.reading.Load() {
@@ -100,6 +101,9 @@ dispatch:
 			<-slots
 			left := len(due) - i
 			p.deferred(s, left)
+			for _, d := range due[i:] {
+				d.deferred.Store(now.UnixNano())
+			}
 			p.logs.Log(p.log, slog.LevelInfo, "stretch-"+s.String(), "weight budget stretches cadence",
 				slog.String("stream", s.String()), slog.Int("hot", len(hot)), slog.Int("deferred", left))
 			break
@@ -107,6 +111,7 @@ dispatch:
 		p.metrics.weight[purpose].Add(p.venue.Weight(c))
 		pair, _ := pairs.Lookup(hp.id)
 		hp.started.Store(tick)
+		hp.deferred.Store(0)
 		wg.Go(func() {
 			defer func() { <-slots }()
 			defer hp.reading.Store(false)

@@ -124,6 +124,19 @@ func (r liveREST) Start(ask budget.Ask, read func(ctx context.Context)) bool {
 	return true
 }
 
+// heldBackFresh is how long a read the budget held back says its pair
+// waits for weight: a few rounds, so that a pair no longer due (it cooled,
+// its stream came back) is not reported as waiting.
+const heldBackFresh = 5 * time.Second
+
+// HeldBack reports whether a REST round found the hot pair's read due and
+// the budget held it back within the last heldBackFresh, with no read
+// reaching it since.
+func (r liveREST) HeldBack(s snapshot.Stream, id string, now time.Time) bool {
+	hp := r.p.hot[s].get(id)
+	return hp != nil && hp.deferred.Load() >= now.Add(-heldBackFresh).UnixNano()
+}
+
 // Book reads a snapshot through the poller's call path.
 func (r liveREST) Book(ctx context.Context, symbol string, depth int) (venue.Book, error) {
 	return callFor(ctx, r.p, venue.CallBook, func(ctx context.Context) (venue.Book, error) {

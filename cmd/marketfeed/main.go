@@ -483,6 +483,11 @@ type readiness struct {
 	Streams *streamRotation `json:"streams,omitempty"`
 	// Cluster says this member's part, with -cluster.
 	Cluster *clusterRole `json:"cluster,omitempty"`
+	// Unavailable lists the whole-market routes answering 502 now, their
+	// data older than -max-stale. It does not make the member unready: a
+	// venue failing fails every member alike, and a cluster all unready at
+	// once would turn the venue's hiccup into an outage.
+	Unavailable []string `json:"unavailable,omitempty"`
 }
 
 // streamRotation is how the market streams replace their connections, in
@@ -503,7 +508,8 @@ type clusterRole = role.ClusterStatus
 // the role it plays, and how its market streams replace their connections.
 func (a *app) readiness() readiness {
 	rr := a.role.Readiness()
-	r := readiness{Ready: rr.Ready, Reason: rr.Reason, Sources: rr.Sources, Cluster: rr.Cluster}
+	r := readiness{Ready: rr.Ready, Reason: rr.Reason, Sources: rr.Sources, Cluster: rr.Cluster,
+		Unavailable: a.srv.Unavailable(time.Now())}
 	if f := a.rotation.Load(); f != nil {
 		rot := (*f)()
 		r.Streams = &streamRotation{MaxAge: rot.MaxAge.Seconds(), VenueCloseAge: rot.VenueCloseAge.Seconds()}

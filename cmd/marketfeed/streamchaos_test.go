@@ -94,6 +94,7 @@ func allStreamed(t *testing.T, a *app, limit time.Duration) time.Duration {
 	if !waitFor(limit, func() bool {
 		src := a.poller().Status().Sources
 		return src != nil && src.Pairs[snapshot.StreamBook]["syncing"] == 0 && src.Pairs[snapshot.StreamBook]["rest"] == 0 && src.Pairs[snapshot.StreamBook]["stream"] > 0 &&
+			src.Pairs[snapshot.StreamBook]["budget"] == 0 && src.Pairs[snapshot.StreamTrades]["budget"] == 0 &&
 			src.Pairs[snapshot.StreamTrades]["syncing"] == 0 && src.Pairs[snapshot.StreamTrades]["rest"] == 0
 	}) {
 		t.Fatalf("pairs not all stream-fed after %s: %+v", limit, a.poller().Status().Sources)

@@ -23,7 +23,7 @@ var Families = map[string]Family{
 
 	// The data and the poller.
 	"marketfeed_snapshot_age_seconds":        {Help: "Age of the data served, by kind; books and trades: the oldest hot pair."},
-	"marketfeed_pairs":                       {Help: "Listed pairs by part (books, trades) and where their data comes from (stream, syncing, rest)."},
+	"marketfeed_pairs":                       {Help: "Listed pairs by part (books, trades) and where their data comes from (stream, syncing, rest, budget)."},
 	"marketfeed_hot_pairs":                   {Help: "Pairs refreshed at full cadence, by stream."},
 	"marketfeed_cold_loads_total":            {Help: "Venue reads a first request for a pair started, by stream and outcome."},
 	"marketfeed_cold_load_wait_seconds":      histogram.with("How long first requests waited for their venue read, by stream."),

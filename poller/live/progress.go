@@ -81,7 +81,7 @@ func (s *Source) observeSync(now time.Time) {
 			eta = slog.Duration("eta", d.Round(time.Second))
 		}
 		s.cfg.Log(slog.LevelInfo, "sync-progress", "order books syncing",
-			slog.Int("in_sequence", synced), slog.Int("waiting", behind), slog.Int("total", synced+behind+n[sourceREST]),
+			slog.Int("in_sequence", synced), slog.Int("waiting", behind), slog.Int("total", synced+behind+n[sourceREST]+n[sourceBudget]),
 			slog.Float64("per_minute", math.Round(60*p.rate)), eta)
 	case behind == 0 && !p.since.IsZero():
 		// The end of the incident: logged every time, never held back as

@@ -85,6 +85,10 @@ type Demand interface {
 	// Wanted reports whether requests read the pair's snapshot of s
 	// within the hot period.
 	Wanted(s snapshot.Stream, id string, now time.Time) bool
+	// HeldBack reports whether the REST read of the pair's s that requests
+	// ask for, while no usable stream keeps it, is being held back for
+	// want of venue weight: the pair is not being read (see Sources).
+	HeldBack(s snapshot.Stream, id string, now time.Time) bool
 }
 
 // Scheduler runs a source's work under its owner's lifetime, which ends
