@@ -355,3 +355,30 @@ func TestStreamVenueLimits(t *testing.T) {
 	}
 	c.finish(stop, wait)
 }
+
+// A depth event the adapter cannot use (a price in exponent notation) is
+// refused and its stream subscribed again; the book, whose chain that event
+// broke, resyncs for bad data, as the metric and the log say, not for a
+// lost connection. One line, so that no other connection brings a good
+// copy of the event.
+func TestAnUnusableStreamEventResyncsForBadData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds venuesim")
+	}
+	venue := startVenueSim(t)
+	logs := newLogRecorder()
+	_, _, a, _ := startAppLogged(t, nil, nil, logs, append(streamArgs(venue.url, 3*time.Second), "-venue-ws-lines", "1")...)
+	allStreamed(t, a, 30*time.Second)
+	mark := logs.mark()
+	before := opsMetrics(t, a)
+	venue.control(http.MethodPost, "/_control/garble?symbol=BTCUSDT")
+	logs.waitFor(t, mark, "order book resyncs pair=BTC_USDT cause=bad_data", 10*time.Second)
+	allStreamed(t, a, 30*time.Second)
+	after := opsMetrics(t, a)
+	for cause, want := range map[string]float64{"bad_data": 1, "lost": 0} {
+		series := `marketfeed_book_resyncs_total{cause="` + cause + `"}`
+		if got := after[series] - before[series]; got != want {
+			t.Errorf("%s rose by %v, want %v", series, got, want)
+		}
+	}
+}
