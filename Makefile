@@ -45,8 +45,12 @@ define need_tests
 endef
 
 ## run: serve the API on the embedded simulated venue (http://127.0.0.1:8080/api/public/pairs)
+# Built, then run, rather than go run: go run exits 1 when Ctrl-C stopped the
+# program cleanly, which make reports as an error, and a go build records the
+# commit the version names.
 run:
-	$(GO) run ./cmd/marketfeed $(ARGS)
+	$(GO) build -o $(BIN)/ ./cmd/marketfeed
+	exec $(BIN)/marketfeed $(ARGS)
 
 ## cluster: a NATS server (JetStream in memory), venuesim, three marketfeed members and nginx as a
 ## round-robin balancer in front, all on loopback; prints where to look (installs nginx when missing)
@@ -74,7 +78,8 @@ build:
 ## test: the lint and go.mod checks, the rules' checks and unit tests, then every test once
 ## without and once with the race detector (allocation tests need the first, data races the
 ## second), then the pages in a browser. lint has vetted the code in full, so go test skips its
-## own partial vet. The tests get promtool, to parse the dashboard's expressions, through PROMTOOL.
+## own partial vet. The tests get promtool, to parse the dashboard's expressions and check every
+## mode's /metrics, through PROMTOOL.
 test: lint tidy-check rules unit race test-browser
 
 unit: $(PROMTOOL)

@@ -122,6 +122,7 @@ const probeShare = 0.04
 // count, and feeds the outcome to the back-off.
 func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context) error) error {
 	if err := p.gate.Check(time.Now()); err != nil {
+		p.pause.remind(p, time.Now())
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
@@ -133,13 +134,89 @@ func (p *Poller) call(ctx context.Context, c venue.Call, fn func(context.Context
 	p.metrics.callTime[c].Observe(now.Sub(start))
 	p.reconcile(now)
 	if pause := p.gate.Record(start, now, err); pause > 0 {
-		p.logs.Log(p.log, slog.LevelWarn, "pause", "venue calls paused",
-			slog.String("call", c.String()), slog.Duration("for", pause), slog.String("err", err.Error()))
+		p.pause.started(p, c, now, pause, err)
 	}
 	if err == nil {
-		p.logs.Forget("pause")
+		p.pause.ended(p, now)
 	}
 	return err
+}
+
+// pauseLog is the log of a pause of every venue call: a line when it
+// starts that says why and for how long, the same line at most once a
+// minute while calls are refused (with the count held back), and one when
+// the venue answers again. A 451 says the venue refuses this region, which
+// waiting does not cure, at error level. The reads the pause stops log
+// nothing of their own (venue.Paused).
+type pauseLog struct {
+	mu     sync.Mutex
+	since  time.Time // when the first pause of the incident began; zero: none
+	until  time.Time // when the pause in force ends
+	region bool      // the venue refuses this region (451)
+}
+
+// started logs a pause of d that call c's failure err started at now.
+func (l *pauseLog) started(p *Poller, c venue.Call, now time.Time, d time.Duration, err error) {
+	region := venue.OutcomeOf(err) == venue.OutcomeRestricted
+	l.mu.Lock()
+	changed := l.since.IsZero() || l.region != region
+	if l.since.IsZero() {
+		l.since = now
+	}
+	l.until, l.region = now.Add(d), region
+	l.mu.Unlock()
+	if changed {
+		p.logs.Forget("pause") // a new incident, or a new reason: never held back as a repeat
+	}
+	l.write(p, now, slog.String("call", c.String()), slog.String(logKeyErr, err.Error()))
+}
+
+// remind logs the pause again, at most once a minute, as calls are
+// refused while it lasts.
+func (l *pauseLog) remind(p *Poller, now time.Time) {
+	l.mu.Lock()
+	paused := !l.since.IsZero()
+	l.mu.Unlock()
+	if paused {
+		l.write(p, now)
+	}
+}
+
+// write logs the pause in force through the throttle.
+func (l *pauseLog) write(p *Poller, now time.Time, args ...any) {
+	l.mu.Lock()
+	left, region := max(l.until.Sub(now), 0).Round(time.Second), l.region
+	l.mu.Unlock()
+	if region {
+		p.logs.Log(p.log, slog.LevelError, "pause", "the venue refuses this region (HTTP 451): every venue call paused, then tried again; run from a region the venue serves",
+			append([]any{slog.Duration("for", left)}, args...)...)
+		return
+	}
+	p.logs.Log(p.log, slog.LevelWarn, "pause", "venue calls paused", append([]any{slog.Duration("for", left)}, args...)...)
+}
+
+// blocked reports whether a call made now would be refused (the gate's
+// Blocked), and reminds the log of the pause that refuses it.
+func (p *Poller) blocked() bool {
+	now := time.Now()
+	if !p.gate.Blocked(now) {
+		return false
+	}
+	p.pause.remind(p, now)
+	return true
+}
+
+// ended logs, once, that the venue answered again after a pause.
+func (l *pauseLog) ended(p *Poller, now time.Time) {
+	l.mu.Lock()
+	since := l.since
+	l.since, l.region = time.Time{}, false
+	l.mu.Unlock()
+	if since.IsZero() {
+		return
+	}
+	p.logs.Forget("pause")
+	p.log.Info("venue answers again: calls resumed", slog.Duration("paused_for", now.Sub(since).Round(time.Second)))
 }
 
 // reconcile feeds the venue's own count of our weight to the budget.
@@ -162,7 +239,7 @@ func callFor[T any](ctx context.Context, p *Poller, c venue.Call, fn func(contex
 
 // bulk spends the weight of a bulk call and runs it.
 func bulk[T any](ctx context.Context, p *Poller, c venue.Call, fn func(context.Context) (T, error)) (v T, err error) {
-	if p.gate.Blocked(time.Now()) {
+	if p.blocked() {
 		return v, fmt.Errorf("%s: %w", c, venue.ErrPaused)
 	}
 	ask := budget.Ask{Purpose: budget.PurposeTickers, Weight: p.venue.Weight(c), Priority: budget.Waiting}

@@ -16,7 +16,9 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 	start := time.Now()
 	cat, err := bulk(ctx, p, venue.CallCatalog, p.venue.Catalog)
 	if err != nil {
-		p.logs.Log(p.log, slog.LevelWarn, "catalog", "catalog read failed", slog.String("err", err.Error()))
+		if !venue.Paused(err) { // a pause logs itself
+			p.logs.Log(p.log, slog.LevelWarn, "catalog", "catalog read failed", slog.String("err", err.Error()))
+		}
 		return fmt.Errorf("read catalog: %w", err)
 	}
 	p.logs.Forget("catalog")

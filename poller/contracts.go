@@ -60,9 +60,9 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 	}
 	now := time.Now()
 	marks, marksAt, err := p.contractMarks(ctx, cr, pairs, now)
-	if err != nil {
+	if err != nil && !venue.Paused(err) { // a pause logs itself
 		p.logs.Log(p.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logKeyErr, err.Error()))
-	} else {
+	} else if err == nil {
 		p.logs.Forget("contracts")
 	}
 	p.tk.mu.Lock()

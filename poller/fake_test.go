@@ -62,8 +62,15 @@ func newFakeVenue(n int) *fakeVenue {
 
 func pairID(i int) string { return fmt.Sprintf("P%03d_USDT", i) }
 
-func (v *fakeVenue) Name() string            { return "fake" }
-func (v *fakeVenue) Weight(c venue.Call) int { return v.weights[c] }
+func (v *fakeVenue) Name() string { return "fake" }
+
+// Weight reads the weights under the lock: a test may change them while
+// the poller's rounds run.
+func (v *fakeVenue) Weight(c venue.Call) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.weights[c]
+}
 
 func (v *fakeVenue) record(c venue.Call, symbol string) error {
 	return v.recordCall(fakeCall{call: c, symbol: symbol})

@@ -22,6 +22,10 @@ type hotPair struct {
 	// reads of a round, the actual time for a cold load. Reads of one stream
 	// are spaced by at least the cadence from it.
 	started atomic.Int64
+	// deferred is when a round last found the pair due and the budget held
+	// its read back (Unix ns); 0 once a read starts. The pair waits for
+	// venue weight: it is not being read (see Poller.Status).
+	deferred atomic.Int64
 }
 
 // hotSet is the set of pairs whose stream is refreshed at full cadence. Reads

@@ -172,6 +172,7 @@ type Poller struct {
 	ledger *budget.Ledger
 	gate   *budget.Gate
 	logs   *logthrottle.Throttle
+	pause  pauseLog                     // the log of a pause of every venue call, start to end
 	hot    [snapshot.NumStreams]*hotSet // by snapshot.Stream
 	// slots bound the reads of each stream in flight at once, across
 	// overlapping rounds; cap Config.Parallel.
@@ -277,6 +278,9 @@ func New(cfg Config) *Poller {
 			Demand:  liveREST{p},
 			Log: func(level slog.Level, key, msg string, args ...any) {
 				p.logs.Log(p.log, level, key, msg, args...)
+			},
+			Event: func(level slog.Level, msg string, args ...any) {
+				p.log.Log(context.Background(), level, msg, args...)
 			},
 			Metrics:      set,
 			MaxStale:     cfg.MaxStale,

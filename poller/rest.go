@@ -66,7 +66,8 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	polled := 0
 	for _, hp := range hot {
 		if p.src.Streaming(hp.id, s) {
-			continue // the stream keeps it, once synced: see live.Source.Load
+			hp.deferred.Store(0) // waits for no read
+			continue             // the stream keeps it, once synced: see live.Source.Load
 		}
 		polled++
 		if tick-hp.started.Load() >= int64(every) && !hp.reading.Load() {
@@ -81,7 +82,7 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 	slots := p.slots[s]
 dispatch:
 	for i, hp := range due {
-		if p.gate.Blocked(time.Now()) {
+		if p.blocked() {
 			break
 		}
 		// Slots are shared by overlapping rounds: when reads stuck in
@@ -100,6 +101,9 @@ dispatch:
 			<-slots
 			left := len(due) - i
 			p.deferred(s, left)
+			for _, d := range due[i:] {
+				d.deferred.Store(now.UnixNano())
+			}
 			p.logs.Log(p.log, slog.LevelInfo, "stretch-"+s.String(), "weight budget stretches cadence",
 				slog.String("stream", s.String()), slog.Int("hot", len(hot)), slog.Int("deferred", left))
 			break
@@ -107,10 +111,11 @@ dispatch:
 		p.metrics.weight[purpose].Add(p.venue.Weight(c))
 		pair, _ := pairs.Lookup(hp.id)
 		hp.started.Store(tick)
+		hp.deferred.Store(0)
 		wg.Go(func() {
 			defer func() { <-slots }()
 			defer hp.reading.Store(false)
-			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil {
+			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil && !venue.Paused(err) {
 				p.logs.Log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
 					slog.String("stream", s.String()), slog.String(logKeyPair, pair.TickerID), slog.String(logKeyErr, err.Error()))
 			}
@@ -255,7 +260,7 @@ func (p *Poller) load(ctx context.Context, id string, s snapshot.Stream, depth i
 			return nil
 		}
 	}
-	if p.gate.Blocked(time.Now()) {
+	if p.blocked() {
 		return fmt.Errorf("load %s %s: %w", s, id, venue.ErrPaused)
 	}
 	ask := budget.Ask{Purpose: row.purpose, Weight: p.venue.Weight(row.call), Priority: budget.Requested}

@@ -30,7 +30,9 @@ type Status struct {
 type Sources struct {
 	Tickers string // "stream" or "rest"
 	// Pairs counts the pairs of each stream kind by source: stream,
-	// syncing, rest.
+	// syncing, rest, and budget for a pair without a usable stream whose
+	// due REST read the weight budget holds back: it is not being read, and
+	// is served only until its last snapshot is older than max-stale.
 	Pairs [snapshot.NumStreams]map[string]int
 	// BookSync is how the books waiting for a snapshot come back; nil
 	// while none waits.

@@ -1,9 +1,13 @@
 package poller
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+	"testing/synctest"
+	"time"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -34,4 +38,47 @@ func TestSourcesJSON(t *testing.T) {
 	if got, _ := json.Marshal(src); string(got) != `{"tickers":"stream","books":{"rest":0,"stream":3,"syncing":2},"trades":{"rest":0,"stream":5,"syncing":0}}` {
 		t.Errorf("without a book sync: %s", got)
 	}
+}
+
+// During a stream drop the books without a usable stream are read over REST
+// only as the budget allows: one whose due read the budget holds back is
+// reported as waiting for budget, not as read over REST (/readyz once said
+// "rest" for books no read was reaching), by the status and the metric
+// alike, and as read over REST again once a read reaches it.
+func TestStatusSaysWhichPairsWaitForBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, 2, Config{})
+		defer w.stop()
+		w.v.mu.Lock()
+		w.v.limit = 2400
+		w.v.weights[venue.CallBook] = 2000 // more than a minute's budget: every read is held back
+		w.v.mu.Unlock()
+		if err := w.p.RefreshCatalog(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		books := func() map[string]int { return w.p.Status().Sources.Pairs[snapshot.StreamBook] }
+		if got := books(); got["rest"] != 2 || got["budget"] != 0 {
+			t.Fatalf("before any request: %v, want both pairs rest (read when asked for)", got)
+		}
+		for i := range 2 {
+			w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook)
+		}
+		w.p.Refresh(t.Context(), snapshot.StreamBook)
+		if got := books(); got["budget"] != 2 || got["rest"] != 0 {
+			t.Errorf("hot pairs whose reads the budget held back: %v, want budget 2, rest 0", got)
+		}
+		want(t, scrape(t, w.metrics), map[string]float64{
+			`marketfeed_pairs{part="books",source="budget"}`: 2,
+			`marketfeed_pairs{part="books",source="rest"}`:   0,
+		})
+		w.v.mu.Lock()
+		w.v.weights[venue.CallBook] = 1
+		w.v.mu.Unlock()
+		time.Sleep(time.Second) // the next round's tick
+		w.p.Refresh(t.Context(), snapshot.StreamBook)
+		synctest.Wait()
+		if got := books(); got["budget"] != 0 || got["rest"] != 2 {
+			t.Errorf("hot pairs read over REST: %v, want rest 2, budget 0", got)
+		}
+	})
 }

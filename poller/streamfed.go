@@ -104,7 +104,7 @@ var (
 // budget grants the ask, under the poller's lifetime.
 func (r liveREST) Start(ask budget.Ask, read func(ctx context.Context)) bool {
 	p := r.p
-	if p.gate.Blocked(time.Now()) {
+	if p.blocked() {
 		return false
 	}
 	select {
@@ -125,6 +125,19 @@ func (r liveREST) Start(ask budget.Ask, read func(ctx context.Context)) bool {
 	}
 	p.metrics.weight[ask.Purpose].Add(ask.Weight)
 	return true
+}
+
+// heldBackFresh is how long a read the budget held back says its pair
+// waits for weight: a few rounds, so that a pair no longer due (it cooled,
+// its stream came back) is not reported as waiting.
+const heldBackFresh = 5 * time.Second
+
+// HeldBack reports whether a REST round found the hot pair's read due and
+// the budget held it back within the last heldBackFresh, with no read
+// reaching it since.
+func (r liveREST) HeldBack(s snapshot.Stream, id string, now time.Time) bool {
+	hp := r.p.hot[s].get(id)
+	return hp != nil && hp.deferred.Load() >= now.Add(-heldBackFresh).UnixNano()
 }
 
 // Book reads a snapshot through the poller's call path.

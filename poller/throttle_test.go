@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -85,6 +86,64 @@ func TestRepeatedVenueFailuresAreLoggedOncePerInterval(t *testing.T) {
 		}
 		if total > int64(rounds) || total < int64(rounds)-int64(time.Minute/(350*time.Millisecond))-1 {
 			t.Fatalf("lines account for %d failures of %d: the counts are wrong", total, rounds)
+		}
+	})
+}
+
+// A venue that answers 451 pauses every call for 15 minutes: the log says
+// once that the venue refuses this region and for how long, repeats it at
+// most once a minute while reads are refused (no read logs a failure of its
+// own), and says once that the venue answers again when a call after the
+// pause succeeds.
+func TestARegionRefusedIsLoggedOnceAMinuteAndItsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder
+		v := newFakeVenue(1)
+		p, _ := newTestPoller(v, Config{Logger: slog.New(&rec)})
+		refused := true
+		var mu sync.Mutex
+		v.setFail(func(venue.Call, string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if refused {
+				return &venue.StatusError{Status: 451}
+			}
+			return nil
+		})
+		start := time.Now()
+		// The tickers' schedule reads every 1.5 s, as it does in Run.
+		for time.Since(start) < 10*time.Minute {
+			p.Want([]byte(pairID(1)), snapshot.StreamBook)
+			p.Refresh(t.Context(), snapshot.StreamBook)
+			_ = p.RefreshTickers(t.Context())
+			time.Sleep(1500 * time.Millisecond)
+		}
+		mu.Lock()
+		refused = false
+		mu.Unlock()
+		for time.Since(start) < 16*time.Minute {
+			p.Refresh(t.Context(), snapshot.StreamBook)
+			_ = p.RefreshTickers(t.Context())
+			time.Sleep(1500 * time.Millisecond)
+		}
+		msgs, _ := rec.lines()
+		var region, resumed int
+		for _, m := range msgs {
+			switch {
+			case strings.HasPrefix(m, "the venue refuses this region (HTTP 451)"):
+				region++
+			case m == "venue answers again: calls resumed":
+				resumed++
+			case strings.Contains(m, "read failed"), m == "venue calls paused":
+				t.Errorf("logged %q during the pause", m)
+			}
+		}
+		// Once at the 451, then a reminder a minute for the 15 minutes.
+		if region < 14 || region > 16 {
+			t.Errorf("the refused region logged %d times in 15 minutes, want one a minute", region)
+		}
+		if resumed != 1 {
+			t.Errorf("the venue's return logged %d times, want once: %q", resumed, msgs)
 		}
 	})
 }

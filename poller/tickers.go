@@ -56,9 +56,9 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	contractsWant := p.ct.wantQuotes
 	p.ct.mu.Unlock()
 	read, err := p.readTickers(ctx, now, !st.all || contractsWant, !st.flowing)
-	if err != nil {
+	if err != nil && !venue.Paused(err) { // a pause logs itself
 		p.logs.Log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logKeyErr, err.Error()))
-	} else {
+	} else if err == nil {
 		p.logs.Forget("tickers")
 	}
 

@@ -13,9 +13,9 @@ need_nginx cluster
 sleep 1
 for i in 1 2 3; do
 	"$BIN"/marketfeed -venue binance -venue-url http://127.0.0.1:8500 \
-		-listen 127.0.0.1:808$i -ops-listen 127.0.0.1:909$i \
+		-listen 127.0.0.1:808$i -ops-listen 127.0.0.1:908$i \
 		-cluster nats://127.0.0.1:4222 -cluster-member "member-$i" \
-		-trusted-proxies 127.0.0.1/32 >"$RUN/member-$i.log" 2>&1 & pids+=($!)
+		-spot BTC_USDT,ETH_USDT,SOL_USDT -trusted-proxies 127.0.0.1/32 >"$RUN/member-$i.log" 2>&1 & pids+=($!)
 done
 
 mkdir -p "$RUN/nginx"
@@ -23,7 +23,7 @@ nginx_rr_conf "$RUN/nginx" 127.0.0.1:8080 "proxy_next_upstream error timeout htt
 nginx -c "$RUN/nginx/nginx.conf" -g 'daemon off;' & pids+=($!)
 
 for _ in $(seq 1 100); do
-	leader=$(for i in 1 2 3; do curl -sf "127.0.0.1:909$i/readyz" 2>/dev/null | grep -o '"leader":"[^"]*"' || true; done | head -1)
+	leader=$(for i in 1 2 3; do curl -sf "127.0.0.1:908$i/readyz" 2>/dev/null | grep -o '"leader":"[^"]*"' || true; done | head -1)
 	[ -n "$leader" ] && break
 	sleep 0.2
 done
@@ -33,7 +33,7 @@ A cluster of three marketfeed members is running, ${leader:-no leader yet}:
 
   http://127.0.0.1:8080/api/public/pairs      nginx, round robin over the members
   http://127.0.0.1:808{1,2,3}/api/public/...  each member
-  http://127.0.0.1:909{1,2,3}/readyz          role, term, leader; /metrics: marketfeed_cluster_*
+  http://127.0.0.1:908{1,2,3}/readyz          role, term, leader; /metrics: marketfeed_cluster_*
   nats://127.0.0.1:4222                       NATS with JetStream; venuesim on 127.0.0.1:8500
 
 Kill the leader (kill -9 \$(pgrep -f 'member-N')) and watch another take over: the followers

@@ -29,10 +29,10 @@ start_nats
 "$BIN"/venuesim -listen $ALONE_VENUE -extra "$EXTRA" >"$RUN/venuesim-alone.log" 2>&1 & alone_venue=$!; pids+=($!)
 sleep 1
 declare -A member_pid
-"$BIN"/marketfeed -venue binance -venue-url http://$ALONE_VENUE -listen $ALONE -ops-listen 127.0.0.1:9094 \
+"$BIN"/marketfeed -venue binance -venue-url http://$ALONE_VENUE -listen $ALONE -ops-listen 127.0.0.1:9084 \
 	-trusted-proxies 127.0.0.1/32 -ratelimit-exempt $AGG/32 >"$RUN/alone.log" 2>&1 & member_pid[alone]=$!; pids+=($!)
 for i in 1 2 3; do
-	"$BIN"/marketfeed -venue binance -venue-url http://$VENUE -listen 127.0.0.1:808$i -ops-listen 127.0.0.1:909$i \
+	"$BIN"/marketfeed -venue binance -venue-url http://$VENUE -listen 127.0.0.1:808$i -ops-listen 127.0.0.1:908$i \
 		-cluster nats://$NATS -cluster-member "member-$i" -trusted-proxies 127.0.0.1/32 -ratelimit-exempt $AGG/32 \
 		>"$RUN/member-$i.log" 2>&1 & member_pid[$i]=$!; pids+=($!)
 done
@@ -40,10 +40,10 @@ mkdir -p "$RUN/nginx"
 nginx_rr_conf "$RUN/nginx" $LB >"$RUN/nginx/nginx.conf"
 nginx -c "$RUN/nginx/nginx.conf" -g 'daemon off;' & pids+=($!)
 
-metric() { curl -s "127.0.0.1:909$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
-leader() { for i in 1 2 3; do if curl -s "127.0.0.1:909$i/readyz" 2>/dev/null | grep -q '"role":"leader"'; then echo $i; fi; done | head -1; }
+metric() { curl -s "127.0.0.1:908$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+leader() { for i in 1 2 3; do if curl -s "127.0.0.1:908$i/readyz" 2>/dev/null | grep -q '"role":"leader"'; then echo $i; fi; done | head -1; }
 weight() { curl -s "$VENUE/_control/stats" | grep -o '"used_weight":[0-9]*' | cut -d: -f2 || true; }
-roles() { for i in 1 2 3; do curl -s "127.0.0.1:909$i/readyz" | grep -o '"role":"[a-z]*"' || echo -n "member-$i down "; done | tr '\n' ' '; }
+roles() { for i in 1 2 3; do curl -s "127.0.0.1:908$i/readyz" | grep -o '"role":"[a-z]*"' || echo -n "member-$i down "; done | tr '\n' ' '; }
 name() { if [ "$1" = alone ]; then echo "alone"; else echo "member-$1"; fi; }
 ticks() { local st; read -r -a st <"/proc/$1/stat"; echo $(( st[13] + st[14] )); } # user + system CPU of a pid
 usage() { # CPU seconds and RSS (MB) of each member and of the process alone
@@ -76,7 +76,7 @@ same_contracts() {
 	l=$(leader)
 	# A killed member is gone from the cluster though not yet reaped: the
 	# members are those whose operator listener answers.
-	others=$(for i in 1 2 3; do if [ "$i" != "$l" ] && curl -s -o /dev/null "127.0.0.1:909$i/readyz"; then echo -n "$i "; fi; done)
+	others=$(for i in 1 2 3; do if [ "$i" != "$l" ] && curl -s -o /dev/null "127.0.0.1:908$i/readyz"; then echo -n "$i "; fi; done)
 	for route in contracts contract_specs; do
 		verdict="members differ in 20 tries"
 		for _ in $(seq 1 20); do
@@ -93,7 +93,7 @@ sweep() { "$BIN"/clusterbench sweep -targets http://$LB -xff $AGG -venue http://
 # Each member's venue weight window (marketfeed_venue_weight_spent: its own reads and what the venue
 # counted for the address beyond them) every 2 s, and its weight by purpose: what a new leader finds
 # in the window when it takes over, and what it spends it on. The process alone (4: its operator
-# listener is 9094) is read as often, so that the scrapes cost it what they cost the members.
+# listener is 9084) is read as often, so that the scrapes cost it what they cost the members.
 ( while :; do for i in 1 2 3 4; do v=$(metric $i marketfeed_venue_weight_spent || true); [ -z "$v" ] || echo "$(date +%s) $i $v"; done; sleep 2; done ) \
 	>"$RUN/windows" 2>/dev/null & pids+=($!)
 fullest() { awk -v m="$1" -v t="$2" '$2 == m && $1 >= t && $3 > max { max = $3 } END { print max + 0 }' "$RUN/windows"; } # member, since
@@ -101,7 +101,7 @@ fullest() { awk -v m="$1" -v t="$2" '$2 == m && $1 >= t && $3 > max { max = $3 }
 # and its weight by purpose since its poller started: its term, for a member that took over.
 window_report() {
 	echo "member-$1's window at its fullest since then: $(fullest "$1" "${2%.*}") of $(metric "$1" marketfeed_venue_weight_budget);" \
-		"its weight this term, by purpose: $(curl -s "127.0.0.1:909$1/metrics" | awk -F'[" ]' '/^marketfeed_venue_weight_total\{/ && $NF > 0 { printf "%s %d, ", $2, $NF }' | sed 's/, $//' || true)"
+		"its weight this term, by purpose: $(curl -s "127.0.0.1:908$1/metrics" | awk -F'[" ]' '/^marketfeed_venue_weight_total\{/ && $NF > 0 { printf "%s %d, ", $2, $NF }' | sed 's/, $//' || true)"
 }
 
 phase "warming up: every book and trade list stream-fed on the leader, every follower's streams live"
@@ -109,11 +109,11 @@ began=$(date +%s)
 while :; do
 	l=$(leader)
 	if [ -n "$l" ]; then
-		n=$(curl -s "127.0.0.1:909$l/readyz" | grep -o '"books":{[^}]*}' || true)
+		n=$(curl -s "127.0.0.1:908$l/readyz" | grep -o '"books":{[^}]*}' || true)
 		listed=$(metric "$l" 'marketfeed_pairs{part="books",source="stream"}')
 		live=$(for i in 1 2 3; do [ "$i" = "$l" ] || metric $i 'marketfeed_standby_streams_live{stream="depth"}'; done | tr '\n' ' ')
 		echo "t+$(( $(date +%s) - began ))s leader member-$l $n followers' live depth streams: $live"
-		alone=$(curl -s 127.0.0.1:9094/metrics | awk '$1 == "marketfeed_pairs{part=\"books\",source=\"stream\"}" { print $2 }')
+		alone=$(curl -s 127.0.0.1:9084/metrics | awk '$1 == "marketfeed_pairs{part=\"books\",source=\"stream\"}" { print $2 }')
 		echo "  the process alone: ${alone:-0} books stream-fed"
 		[ "${listed:-0}" -ge $((EXTRA + 40)) ] && [ "$live" = "$listed $listed " ] && [ "${alone:-0}" -ge $((EXTRA + 40)) ] && break
 	fi
@@ -129,7 +129,7 @@ usage >"$RUN/usage0"; w0=$(weight); l=$(leader); spent_from
 if [ -n "${PROFILE:-}" ]; then # 30 s CPU profiles of the leader, a follower and the process alone
 	mkdir -p "$PROFILE"
 	f=$(for i in 1 2 3; do [ "$i" = "$l" ] || echo "$i"; done | head -1)
-	for p in "leader 909$l" "follower 909$f" "alone 9094"; do
+	for p in "leader 908$l" "follower 908$f" "alone 9084"; do
 		set -- $p; curl -s -o "$PROFILE/$1.pprof" "http://127.0.0.1:$2/debug/pprof/profile?seconds=30" &
 	done
 fi
@@ -143,7 +143,7 @@ kill "$hot_alone" "${member_pid[alone]}" "$alone_venue" 2>/dev/null || true
 wait "$hot_alone" "${member_pid[alone]}" "$alone_venue" 2>/dev/null || true
 unset 'member_pid[alone]' 
 echo "venue weight used this minute, all members together: $(weight) (before: $w0; Binance's limit 2400)"
-"$BIN"/clusterbench lag -targets http://127.0.0.1:9091,http://127.0.0.1:9092,http://127.0.0.1:9093
+"$BIN"/clusterbench lag -targets http://127.0.0.1:9081,http://127.0.0.1:9082,http://127.0.0.1:9083
 same_contracts
 
 phase "the leader killed with SIGKILL; the aggregator goes on for 90 s"

@@ -3,6 +3,10 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -533,6 +537,38 @@ func TestListedPairIsAnswerableImmediately(t *testing.T) {
 	for _, p := range pairs {
 		for _, route := range []string{"orderbook", "trades", "historical_trades"} {
 			wantStatus(t, f.get(t, "/api/public/"+route+"?ticker_id="+p.TickerID), 200)
+		}
+	}
+}
+
+// The 404 body lists the API's routes: every path of docs/openapi.yaml, and
+// only names that are routes. It once left out contracts and contract_specs.
+func TestNotFoundListsEveryRoute(t *testing.T) {
+	spec, err := os.ReadFile(filepath.Join("..", "docs", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := regexp.MustCompile(`(?m)^  /api/public/([a-z_]+):$`).FindAllStringSubmatch(string(spec), -1)
+	if len(paths) == 0 {
+		t.Fatal("no /api/public/ path in docs/openapi.yaml")
+	}
+	var body struct{ Message string }
+	if err := json.Unmarshal(errNotFound.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(body.Message, "the routes are /api/public/")
+	if !ok {
+		t.Fatalf("the 404 message %q lists no routes", body.Message)
+	}
+	named := strings.FieldsFunc(strings.ReplaceAll(list, " and ", ","), func(r rune) bool { return r == ',' || r == ' ' })
+	for _, p := range paths {
+		if !slices.Contains(named, p[1]) {
+			t.Errorf("the 404 message leaves out %s: %q", p[1], body.Message)
+		}
+	}
+	for _, name := range named {
+		if routeOf([]byte("/api/public/"+name)) == routeNone {
+			t.Errorf("the 404 message names %q, which is no route", name)
 		}
 	}
 }

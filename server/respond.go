@@ -80,7 +80,7 @@ var (
 	errType           = validation("type must be buy or sell")
 
 	errUnknownTicker = &apiError{fasthttp.StatusNotFound, []byte(`{"error":"UNKNOWN_TICKER","message":"ticker_id is not listed by /api/public/pairs"}`)}
-	errNotFound      = coded(fasthttp.StatusNotFound, "NOT_FOUND", "no such route; the routes are /api/public/pairs, tickers, orderbook, trades and historical_trades")
+	errNotFound      = coded(fasthttp.StatusNotFound, "NOT_FOUND", "no such route; the routes are /api/public/pairs, tickers, contracts, contract_specs, orderbook, trades and historical_trades")
 	errMethod        = coded(fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "only GET is allowed")
 	errRateLimited   = &apiError{fasthttp.StatusTooManyRequests, []byte(`{"statusCode":429,"code":"RATE_LIMITED","message":"too many requests from this address; retry after the number of seconds in Retry-After"}`)}
 	errInternal      = coded(fasthttp.StatusInternalServerError, "INTERNAL", "internal error")

@@ -458,16 +458,45 @@ func (s *Server) clock(ctx *fasthttp.RequestCtx) int64 {
 
 func (s *Server) pairs(ctx *fasthttp.RequestCtx, now int64) {
 	p := s.store.Pairs()
+	if e := s.pairsFailure(p, now); e != nil {
+		fail(&ctx.Response, e)
+		return
+	}
+	if answer(ctx, p.Tag(), nil, gzipFor(ctx, p)) {
+		ctx.Response.SetBodyRaw(p.Body())
+	}
+}
+
+// pairsFailure is the error /pairs answers at now with p, nil when it
+// answers p.
+func (s *Server) pairsFailure(p *snapshot.Pairs, now int64) *apiError {
 	switch {
 	case p == nil:
-		fail(&ctx.Response, errNoCatalog)
+		return errNoCatalog
 	case !p.FreshAt(now, s.pairsMaxStale):
-		fail(&ctx.Response, errCatalogStale)
-	default:
-		if answer(ctx, p.Tag(), nil, gzipFor(ctx, p)) {
-			ctx.Response.SetBodyRaw(p.Body())
-		}
+		return errCatalogStale
 	}
+	return nil
+}
+
+// Unavailable returns the whole-market routes (pairs, tickers, contracts,
+// contract_specs) that answer 502 at now, their document missing or older
+// than they may serve: what the operator's /readyz shows, since a member
+// stays ready through a venue's failure (every member would fail alike).
+// Off the request path: it allocates.
+func (s *Server) Unavailable(now time.Time) []string {
+	ns := now.UnixNano()
+	var out []string
+	if s.pairsFailure(s.store.Pairs(), ns) != nil {
+		out = append(out, "pairs")
+	}
+	if !s.store.Tickers().FreshAt(ns, s.maxStale) {
+		out = append(out, "tickers")
+	}
+	if !s.store.Contracts().FreshAt(ns, s.maxStale) {
+		out = append(out, "contracts", "contract_specs")
+	}
+	return out
 }
 
 func (s *Server) tickers(ctx *fasthttp.RequestCtx, now int64) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os/exec"
@@ -228,5 +229,76 @@ func post(t *testing.T, url string) {
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("POST %s: %d", url, resp.StatusCode)
+	}
+}
+
+// Ctrl-C on make run stops the program cleanly and make with it, without a
+// make error: the terminal's SIGINT reaches make and the program (one
+// process group), the program drains and exits 0, and make, itself
+// interrupted, ends quietly. Under go run, go exited 1 after the clean stop
+// and make printed "make: *** [Makefile: run] Error 1".
+func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary through make")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make not installed")
+	}
+	cmd := exec.Command("make", "--no-print-directory", "-C", repoRoot, "run", "BIN="+t.TempDir(),
+		"ARGS=-listen 127.0.0.1:0 -ops-listen 127.0.0.1:0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var log []string
+	deadline := time.After(3 * time.Minute)
+	for serving := false; !serving; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("make run ended before serving:\n%s", strings.Join(log, "\n"))
+			}
+			log = append(log, l)
+			serving = servingURL.MatchString(l)
+		case <-deadline:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatalf("make run printed no serving line:\n%s", strings.Join(log, "\n"))
+		}
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	for l := range lines {
+		log = append(log, l)
+	}
+	err = cmd.Wait()
+	text := strings.Join(log, "\n")
+	if strings.Contains(text, "make: ***") {
+		t.Errorf("make reported an error after a clean stop:\n%s", text)
+	}
+	if !strings.Contains(text, "msg=stopped") {
+		t.Errorf("the program did not say it stopped:\n%s", text)
+	}
+	// make ends as an interrupted program does: killed by SIGINT, or 0.
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+			t.Errorf("make ended with %v, want killed by SIGINT or status 0", err)
+		}
+	} else if err != nil {
+		t.Error(err)
 	}
 }

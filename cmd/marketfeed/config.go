@@ -173,7 +173,7 @@ func parseFlags(args []string, environ []string, stderr io.Writer) (*Config, err
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "public API `address`")
-	fs.StringVar(&c.opsListen, "ops-listen", "127.0.0.1:9090", "`address` of /metrics /healthz /readyz /debug/pprof; empty: off")
+	fs.StringVar(&c.opsListen, "ops-listen", "127.0.0.1:9089", "`address` of /metrics /healthz /readyz /debug/pprof; empty: off")
 	fs.StringVar(&c.venue, "venue", simVenue, "venue `name`: "+strings.Join(venueNames(), " | "))
 	fs.StringVar(&c.venueURL, "venue-url", "", "base `URL` (http or https) of a Binance-compatible venue (default: that venue's public URL)")
 	durationVar(fs, &c.VenueWSMaxAge, "venue-ws-max-age", 0, "replace each market-stream connection by this age `duration` (default: the venue's 24 h limit less 30 minutes); a venue or proxy seen closing connections younger has them replaced before its own age")
@@ -287,15 +287,47 @@ func (c *Config) where(name string) string {
 
 // nearEnv returns the variable of a flag that name may have meant: the same
 // letters once underscores are ignored, as MARKETFEED_RATELIMIT for
-// MARKETFEED_RATE_LIMIT; "" when none is that near.
+// MARKETFEED_RATE_LIMIT, or one letter off (two in a long name), as
+// MARKETFEED_SPOTS for MARKETFEED_SPOT; the nearest, or "" when none is that
+// near.
 func nearEnv(name string, flags []string) string {
-	squash := func(s string) string { return strings.ReplaceAll(s, "_", "") }
+	squash := func(s string) string { return strings.ReplaceAll(strings.TrimPrefix(s, envPrefix), "_", "") }
+	want := squash(name)
+	best, bestDist := "", 0
 	for _, f := range flags {
-		if env := envName(f); squash(env) == squash(name) {
-			return env
+		env := envName(f)
+		got := squash(env)
+		allowed := 1
+		if len(got) >= 10 {
+			allowed = 2
+		}
+		if d := editDistance(want, got); d <= allowed && (best == "" || d < bestDist) {
+			best, bestDist = env, d
 		}
 	}
-	return ""
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes: the
+// names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // validate checks what every value means, and the combinations, before

@@ -292,3 +292,29 @@ func requestPairs(t *testing.T, c net.Conn) *http.Response {
 	resp.Body.Close()
 	return resp
 }
+
+// A misspelt variable is pointed to the flag's variable it nearly names:
+// underscores left out, or a letter too many, too few or wrong; a name near
+// no flag gets no hint.
+func TestNearEnvNamesTheMeantVariable(t *testing.T) {
+	cfg, err := parseConfig(nil, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"MARKETFEED_RATELIMIT":       "MARKETFEED_RATE_LIMIT",
+		"MARKETFEED_SPOTS":           "MARKETFEED_SPOT",
+		"MARKETFEED_VENU":            "MARKETFEED_VENUE",
+		"MARKETFEED_SPOT_FILES":      "MARKETFEED_SPOT_FILE",
+		"MARKETFEED_TRUSTED_PROXIE":  "MARKETFEED_TRUSTED_PROXIES",
+		"MARKETFEED_TRUSTD_PROXYES":  "MARKETFEED_TRUSTED_PROXIES",
+		"MARKETFEED_LOG_FORMATS":     "MARKETFEED_LOG_FORMAT",
+		"MARKETFEED_COLOUR":          "",
+		"MARKETFEED_HOME":            "",
+		"MARKETFEED_CLUSTER_MEMBERZ": "MARKETFEED_CLUSTER_MEMBER",
+	} {
+		if got := nearEnv(name, cfg.flagNames); got != want {
+			t.Errorf("nearEnv(%s) = %q, want %q", name, got, want)
+		}
+	}
+}

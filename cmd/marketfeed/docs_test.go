@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -152,14 +155,118 @@ func headingAnchors(text string) []string {
 }
 
 // The README's first screen says what the service is, how to run it, how to
-// use a real venue and where everything else is.
+// use a real venue, how to try that path offline (venuesim and -venue-url)
+// and where everything else is.
 func TestReadmeFirstScreen(t *testing.T) {
 	readme := readDoc(t, "README.md")
 	lines := strings.Split(readme, "\n")
 	first := strings.Join(lines[:min(60, len(lines))], "\n")
-	for _, want := range []string{"## Quick start", "make run", "## Use a real venue", "-venue binance", "## Documentation", "docs/configuration.md"} {
+	for _, want := range []string{"## Quick start", "make run", "## Use a real venue", "-venue binance", "bin/venuesim", "-venue-url http://127.0.0.1:8500", "## Documentation", "docs/configuration.md"} {
 		if !strings.Contains(first, want) {
 			t.Errorf("the README's first 60 lines do not have %q", want)
 		}
+	}
+}
+
+// The operator listener has a port of its own. On Prometheus's port (9090)
+// a Prometheus started first on the same host scraped itself as
+// marketfeed, so the process's "down" alert could never fire. The default
+// stays out of the Prometheus project's default port allocations (9090–9094
+// for its own components, 9100–9999 for exporters), the example scrape
+// configuration follows it, and nothing an operator reads names 9090 but the
+// README's note for those upgrading.
+func TestOpsListenerHasAPortOfItsOwn(t *testing.T) {
+	cfg, err := parseConfig(nil, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, portText, err := net.SplitHostPort(cfg.opsListen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (port >= 9090 && port <= 9094) || (port >= 9100 && port <= 9999) {
+		t.Errorf("-ops-listen defaults to %s, a port the Prometheus project allocates", cfg.opsListen)
+	}
+	if !strings.Contains(readDoc(t, "deploy/prometheus/prometheus.yml"), `"`+cfg.opsListen+`"`) {
+		t.Errorf("deploy/prometheus/prometheus.yml does not scrape the default %s", cfg.opsListen)
+	}
+	files := append(docPages(t), "README.md", "docs/openapi-ops.yaml", "deploy/prometheus/prometheus.yml",
+		"scripts/cluster.sh", "scripts/clusterbench.sh", "Makefile")
+	for _, dir := range []string{"deploy/prometheus/tests", "deploy/grafana"} {
+		entries, err := os.ReadDir(filepath.Join(repoRoot, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			files = append(files, dir+"/"+e.Name())
+		}
+	}
+	oldPort := regexp.MustCompile(`:909[0-4]\b`)
+	for _, f := range files {
+		for i, line := range strings.Split(readDoc(t, f), "\n") {
+			if oldPort.MatchString(line) && !(f == "README.md" && strings.Contains(line, "default was")) {
+				t.Errorf("%s:%d names a Prometheus port: %s", f, i+1, line)
+			}
+		}
+	}
+	if !strings.Contains(readDoc(t, "README.md"), "default was `127.0.0.1:9090`") {
+		t.Error("the README's configuration section does not name the old port for those upgrading")
+	}
+}
+
+// Every paragraph of the README's prose ends a sentence: a line lost in an
+// edit left two cut off in the middle ("with exactly its name", "or a
+// confirmed copy of it,"). Code blocks, tables, lists, headings, quotes and
+// the line of section links are not prose.
+func TestReadmeParagraphsEnd(t *testing.T) {
+	lines := strings.Split(readDoc(t, "README.md"), "\n")
+	fence := false
+	var last string // the last line of the paragraph being read
+	lastAt := 0
+	end := func() {
+		if last != "" && !strings.HasSuffix(last, "·") && !strings.ContainsAny(last[len(last)-1:], ".:?!") {
+			t.Errorf("README.md:%d: a paragraph ends in mid-sentence: %q", lastAt, last)
+		}
+		last = ""
+	}
+	for i, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "```"):
+			end()
+			fence = !fence
+		case fence:
+		case trimmed == "", strings.HasPrefix(trimmed, "#"), strings.HasPrefix(trimmed, "|"),
+			strings.HasPrefix(trimmed, ">"), strings.HasPrefix(trimmed, "- "), strings.HasPrefix(trimmed, "* "):
+			end()
+		case strings.HasPrefix(trimmed, "[") && strings.Contains(trimmed, "](#"):
+			last = "" // the line of section links
+		default:
+			last, lastAt = trimmed, i+1
+		}
+	}
+	end()
+}
+
+// make cluster runs its members on a real venue's path (venuesim), which
+// has no built-in spot list: without -spot every member's /tickers is [].
+func TestMakeClusterGivesSpotPairs(t *testing.T) {
+	script := strings.ReplaceAll(readDoc(t, "scripts/cluster.sh"), "\\\n", " ")
+	found := 0
+	for _, line := range strings.Split(script, "\n") {
+		if !strings.Contains(line, `"$BIN"/marketfeed `) {
+			continue
+		}
+		found++
+		if !regexp.MustCompile(`\s-spot(-file)?\s`).MatchString(line) {
+			t.Errorf("scripts/cluster.sh starts a member with no spot pairs: %s", strings.Join(strings.Fields(line), " "))
+		}
+	}
+	if found == 0 {
+		t.Fatal("scripts/cluster.sh starts no marketfeed")
 	}
 }

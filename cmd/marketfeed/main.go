@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"marketfeed/cluster"
+	"marketfeed/internal/promdoc"
 	"marketfeed/poller"
 	"marketfeed/poller/binance"
 	"marketfeed/poller/sim"
@@ -50,6 +52,10 @@ import (
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// The metrics library writes a TYPE line for each family it writes; the
+// operator listener's /metrics completes them with help text (promdoc).
+func init() { metrics.ExposeMetadata(true) }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -87,15 +93,45 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	return a.run(ctx, hup)
 }
 
+// buildVersion is the version this binary reports: the one given at build
+// time, else what the build recorded of the module (see versionOf).
 func buildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && version == "dev" {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				return version + "+" + s.Value
-			}
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(version, info)
+}
+
+// versionOf is the version given at build time (-X main.version) when there
+// is one. Otherwise it is the module's version when it was built as a
+// release (go install marketfeed@v1.2.3), or the commit a build from a clone
+// recorded (vcs.revision, its first 12 digits, with -dirty when the tree had
+// changes, as git describe --dirty says), so that an ordinary go build tells
+// which code runs; "dev" only when the build recorded none (go run, a git
+// worktree, or -buildvcs=false).
+func versionOf(given string, info *debug.BuildInfo) string {
+	if given != "dev" || info == nil {
+		return given
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev string
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
 	}
-	return version
+	if rev == "" {
+		return given
+	}
+	rev = rev[:min(len(rev), 12)]
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
 }
 
 // Log attribute keys. One key per meaning across the program's logs, as
@@ -402,12 +438,16 @@ func (a *app) opsHandler() http.Handler {
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		a.metrics.WritePrometheus(w)
-		a.role.WriteMetrics(w)
-		metrics.WriteProcessMetrics(w)
+		var scrape bytes.Buffer
+		a.metrics.WritePrometheus(&scrape)
+		a.role.WriteMetrics(&scrape)
+		metrics.WriteProcessMetrics(&scrape)
 		// The descriptors in use against the limit: what runs out first
 		// when connections pile up (LimitNOFILE in docs/deploy.md).
-		metrics.WriteFDMetrics(w)
+		metrics.WriteFDMetrics(&scrape)
+		// Each family under its help and type, for promtool, Grafana's
+		// metric browser and every tool that reads the metadata.
+		_ = promdoc.Write(w, scrape.Bytes(), promdoc.Families)
 	})
 	// Liveness says only that the process answers: restarting it would not
 	// bring back a venue that fails, which is what /readyz reports.
@@ -449,6 +489,11 @@ type readiness struct {
 	Streams *streamRotation `json:"streams,omitempty"`
 	// Cluster says this member's part, with -cluster.
 	Cluster *clusterRole `json:"cluster,omitempty"`
+	// Unavailable lists the whole-market routes answering 502 now, their
+	// data older than -max-stale. It does not make the member unready: a
+	// venue failing fails every member alike, and a cluster all unready at
+	// once would turn the venue's hiccup into an outage.
+	Unavailable []string `json:"unavailable,omitempty"`
 }
 
 // streamRotation is how the market streams replace their connections, in
@@ -469,7 +514,8 @@ type clusterRole = role.ClusterStatus
 // the role it plays, and how its market streams replace their connections.
 func (a *app) readiness() readiness {
 	rr := a.role.Readiness()
-	r := readiness{Ready: rr.Ready, Reason: rr.Reason, Sources: rr.Sources, Cluster: rr.Cluster}
+	r := readiness{Ready: rr.Ready, Reason: rr.Reason, Sources: rr.Sources, Cluster: rr.Cluster,
+		Unavailable: a.srv.Unavailable(time.Now())}
 	if f := a.rotation.Load(); f != nil {
 		rot := (*f)()
 		r.Streams = &streamRotation{MaxAge: rot.MaxAge.Seconds(), VenueCloseAge: rot.VenueCloseAge.Seconds()}

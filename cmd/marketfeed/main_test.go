@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -458,5 +459,30 @@ func TestRunPrintsTheVersion(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "marketfeed ") {
 		t.Fatalf("-version printed %q", out.String())
+	}
+}
+
+// An ordinary build reports the commit it was built from, and whether the
+// tree had changes, instead of "dev"; a version given at build time wins.
+func TestVersionOfTheBuild(t *testing.T) {
+	vcs := func(rev, modified string) *debug.BuildInfo {
+		return &debug.BuildInfo{Main: debug.Module{Path: "marketfeed", Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}}
+	}
+	for _, tc := range []struct {
+		given string
+		info  *debug.BuildInfo
+		want  string
+	}{
+		{"dev", vcs("cefb372d33379d375d218733ec69de25f3f4a2b1", "false"), "cefb372d3337"},
+		{"dev", vcs("cefb372d33379d375d218733ec69de25f3f4a2b1", "true"), "cefb372d3337-dirty"},
+		{"v1.4.0", vcs("cefb372d33379d375d218733ec69de25f3f4a2b1", "true"), "v1.4.0"},
+		{"dev", &debug.BuildInfo{Main: debug.Module{Path: "marketfeed", Version: "v1.3.2"}}, "v1.3.2"},
+		{"dev", &debug.BuildInfo{Main: debug.Module{Path: "marketfeed", Version: "(devel)"}}, "dev"},
+		{"dev", nil, "dev"},
+	} {
+		if got := versionOf(tc.given, tc.info); got != tc.want {
+			t.Errorf("versionOf(%q, %v) = %q, want %q", tc.given, tc.info, got, tc.want)
+		}
 	}
 }

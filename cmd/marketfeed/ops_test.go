@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -129,14 +131,17 @@ func TestHealthzAndReadyzSayWhy(t *testing.T) {
 	if status != 200 || !strings.Contains(string(body), `"status":"ok"`) || !strings.Contains(string(body), `"reason":"the process is running"`) {
 		t.Errorf("/healthz: %d %s", status, body)
 	}
+	// Nothing read yet: every whole-market route answers 502, and says so.
 	status, body = spec.get(t, ops+"/readyz")
-	if want := `{"ready":false,"reason":"pairs not loaded"}`; status != 503 || strings.TrimSpace(string(body)) != want {
+	if want := `{"ready":false,"reason":"pairs not loaded","unavailable":["pairs","tickers","contracts","contract_specs"]}`; status != 503 || strings.TrimSpace(string(body)) != want {
 		t.Errorf("/readyz before the first catalog read: %d %s, want 503 %s", status, body, want)
 	}
 
+	// Ready; this venue reads no contracts (opsVenue hides the simulator's),
+	// so /contracts and /contract_specs answer 502, and /readyz lists them.
 	close(venue.release)
 	pollReadyz(t, spec, ops, func(status int, body string) bool {
-		return status == 200 && strings.TrimSpace(body) == `{"ready":true,"reason":"ok"}`
+		return status == 200 && strings.TrimSpace(body) == `{"ready":true,"reason":"ok","unavailable":["contracts","contract_specs"]}`
 	})
 
 	// A venue that refuses this region is a permanent failure: not ready,
@@ -266,5 +271,56 @@ func TestMetricsEndpointShowsTheService(t *testing.T) {
 		if _, ok := got[series]; !ok {
 			t.Errorf("process metric %s is not exposed", series)
 		}
+	}
+}
+
+// While the venue fails, /readyz keeps saying ready (every member would fail
+// alike, and a cluster all unready at once is an outage) but its body lists
+// the whole-market routes answering 502, as they do; once the venue
+// answers again, the list is gone. It once said ready with nothing else
+// while /tickers and /contracts answered 502.
+func TestReadyzListsTheWholeMarketRoutesAnswering502(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds venuesim")
+	}
+	venue := startVenueSim(t)
+	api, ops, _, _ := startAppLogged(t, nil, nil, slog.DiscardHandler, chaosArgs(venue.url, 3*time.Second)...)
+	readyz := func() readiness {
+		resp, body := get(t, ops+"/readyz")
+		var r readiness
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatalf("/readyz: %v: %s", err, body)
+		}
+		if (resp.StatusCode == http.StatusOK) != r.Ready {
+			t.Fatalf("/readyz answered %d with ready %v", resp.StatusCode, r.Ready)
+		}
+		return r
+	}
+	if r := readyz(); !r.Ready || len(r.Unavailable) != 0 {
+		t.Fatalf("before the fault: %+v, want ready with no route unavailable", r)
+	}
+	venue.fault("status=503")
+	if !waitFor(20*time.Second, func() bool {
+		resp, _ := get(t, api+"/api/public/tickers")
+		return resp.StatusCode == http.StatusBadGateway
+	}) {
+		t.Fatal("/tickers never answered 502 while the venue failed")
+	}
+	r := readyz()
+	if !r.Ready {
+		t.Errorf("a venue failure made the member unready: %+v", r)
+	}
+	for _, route := range []string{"tickers", "contracts", "contract_specs"} {
+		resp, _ := get(t, api+"/api/public/"+route)
+		if listed := slices.Contains(r.Unavailable, route); listed != (resp.StatusCode == http.StatusBadGateway) {
+			t.Errorf("/%s answers %d and /readyz lists it unavailable: %v (%v)", route, resp.StatusCode, listed, r.Unavailable)
+		}
+	}
+	if !slices.Contains(r.Unavailable, "tickers") {
+		t.Errorf("/readyz does not list /tickers, which answers 502: %+v", r)
+	}
+	venue.heal()
+	if !waitFor(30*time.Second, func() bool { return len(readyz().Unavailable) == 0 }) {
+		t.Errorf("routes still unavailable after the venue healed: %+v", readyz())
 	}
 }

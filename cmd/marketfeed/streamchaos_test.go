@@ -93,6 +93,7 @@ func allStreamed(t *testing.T, a *app, limit time.Duration) time.Duration {
 	if !waitFor(limit, func() bool {
 		src := a.poller().Status().Sources
 		return src != nil && src.Pairs[snapshot.StreamBook]["syncing"] == 0 && src.Pairs[snapshot.StreamBook]["rest"] == 0 && src.Pairs[snapshot.StreamBook]["stream"] > 0 &&
+			src.Pairs[snapshot.StreamBook]["budget"] == 0 && src.Pairs[snapshot.StreamTrades]["budget"] == 0 &&
 			src.Pairs[snapshot.StreamTrades]["syncing"] == 0 && src.Pairs[snapshot.StreamTrades]["rest"] == 0
 	}) {
 		t.Fatalf("pairs not all stream-fed after %s: %+v", limit, a.poller().Status().Sources)
@@ -352,4 +353,31 @@ func TestStreamVenueLimits(t *testing.T) {
 		t.Errorf("the venue closed %d connections for their age: replacements came too late", stats.Closes["max age"])
 	}
 	c.finish(stop, wait)
+}
+
+// A depth event the adapter cannot use (a price in exponent notation) is
+// refused and its stream subscribed again; the book, whose chain that event
+// broke, resyncs for bad data, as the metric and the log say, not for a
+// lost connection. One line, so that no other connection brings a good
+// copy of the event.
+func TestAnUnusableStreamEventResyncsForBadData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds venuesim")
+	}
+	venue := startVenueSim(t)
+	logs := newLogRecorder()
+	_, _, a, _ := startAppLogged(t, nil, nil, logs, append(streamArgs(venue.url, 3*time.Second), "-venue-ws-lines", "1")...)
+	allStreamed(t, a, 30*time.Second)
+	mark := logs.mark()
+	before := opsMetrics(t, a)
+	venue.control(http.MethodPost, "/_control/garble?symbol=BTCUSDT")
+	logs.waitFor(t, mark, "order book resyncs pair=BTC_USDT cause=bad_data", 10*time.Second)
+	allStreamed(t, a, 30*time.Second)
+	after := opsMetrics(t, a)
+	for cause, want := range map[string]float64{"bad_data": 1, "lost": 0} {
+		series := `marketfeed_book_resyncs_total{cause="` + cause + `"}`
+		if got := after[series] - before[series]; got != want {
+			t.Errorf("%s rose by %v, want %v", series, got, want)
+		}
+	}
 }

@@ -87,8 +87,10 @@ func TestConfigurationThatDoesNothingIsWarnedOf(t *testing.T) {
 			want: [][]string{{unlisted, "pair=PEPE_USDT"}}},
 		{name: "a real venue without spot pairs", realSim: true, want: [][]string{{noSpot, "venue=binance"}}},
 		{name: "an empty spot list on the simulator", args: []string{"-spot", ""}, want: [][]string{{noSpot, "venue=sim"}}},
-		{name: "an unknown variable", env: map[string]string{"MARKETFEED_SPOTS": "BTC_USDT"},
-			want: [][]string{{unknown, "variable=MARKETFEED_SPOTS"}}},
+		{name: "a variable one letter off", env: map[string]string{"MARKETFEED_SPOTS": "BTC_USDT"},
+			want: [][]string{{unknown, "variable=MARKETFEED_SPOTS", "meant=MARKETFEED_SPOT"}}},
+		{name: "an unknown variable", env: map[string]string{"MARKETFEED_COLOUR": "blue"},
+			want: [][]string{{unknown, "variable=MARKETFEED_COLOUR"}}},
 		{name: "a misspelt variable", env: map[string]string{"MARKETFEED_RATELIMIT": "5"},
 			want: [][]string{{unknown, "variable=MARKETFEED_RATELIMIT", "meant=MARKETFEED_RATE_LIMIT"}}},
 	} {

@@ -36,6 +36,30 @@ func (e ClusterRoleRole) Valid() bool {
 	}
 }
 
+// Defines values for ReadinessUnavailable.
+const (
+	UnavailableContractSpecs ReadinessUnavailable = "contract_specs"
+	UnavailableContracts     ReadinessUnavailable = "contracts"
+	UnavailablePairs         ReadinessUnavailable = "pairs"
+	UnavailableTickers       ReadinessUnavailable = "tickers"
+)
+
+// Valid indicates whether the value is a known member of the ReadinessUnavailable enum.
+func (e ReadinessUnavailable) Valid() bool {
+	switch e {
+	case UnavailableContractSpecs:
+		return true
+	case UnavailableContracts:
+		return true
+	case UnavailablePairs:
+		return true
+	case UnavailableTickers:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SourcesTickers.
 const (
 	TickersFromREST   SourcesTickers = "rest"
@@ -123,11 +147,22 @@ type Readiness struct {
 
 	// Streams How the market-stream connections are replaced; present while the venue's market streams are read.
 	Streams *StreamRotation `json:"streams,omitempty"`
+
+	// Unavailable The whole-market routes answering 502 now, their data missing or older than `-max-stale` (`contracts` and `contract_specs` go together); absent when every one answers. It does not make the member unready.
+	//
+	// Example: ["tickers","contracts","contract_specs"]
+	Unavailable *[]ReadinessUnavailable `json:"unavailable,omitempty"`
 }
+
+// ReadinessUnavailable defines model for Readiness.Unavailable.
+type ReadinessUnavailable string
 
 // SourceCounts A count of listed pairs by where their data comes from.
 type SourceCounts struct {
-	// Rest Read over REST.
+	// Budget No usable stream, and the REST read requests ask for is held back for want of venue weight: not being read, served until its last snapshot is older than `-max-stale`.
+	Budget int `json:"budget"`
+
+	// Rest No usable stream: read over REST while requests ask for it.
 	Rest int `json:"rest"`
 
 	// Stream Fed by the market stream, in sequence.
@@ -259,7 +294,9 @@ type ClientInterface interface {
 	//
 	// 200 once the pair list and the tickers are loaded and while the venue does not
 	// refuse the service for good (HTTP 451, region restricted); 503 otherwise, with the
-	// reason.
+	// reason. Readiness says whether this member should get traffic: a venue failing
+	// fails every member alike, so a whole-market route answering 502 (its data older
+	// than `-max-stale`) is listed in `unavailable` and leaves the member ready.
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -306,7 +343,9 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 //
 // 200 once the pair list and the tickers are loaded and while the venue does not
 // refuse the service for good (HTTP 451, region restricted); 503 otherwise, with the
-// reason.
+// reason. Readiness says whether this member should get traffic: a venue failing
+// fails every member alike, so a whole-market route answering 502 (its data older
+// than `-max-stale`) is listed in `unavailable` and leaves the member ready.
 //
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -471,7 +510,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// 200 once the pair list and the tickers are loaded and while the venue does not
 	// refuse the service for good (HTTP 451, region restricted); 503 otherwise, with the
-	// reason.
+	// reason. Readiness says whether this member should get traffic: a venue failing
+	// fails every member alike, so a whole-market route answering 502 (its data older
+	// than `-max-stale`) is listed in `unavailable` and leaves the member ready.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -667,7 +708,9 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 //
 // 200 once the pair list and the tickers are loaded and while the venue does not
 // refuse the service for good (HTTP 451, region restricted); 503 otherwise, with the
-// reason.
+// reason. Readiness says whether this member should get traffic: a venue failing
+// fails every member alike, so a whole-market route answering 502 (its data older
+// than `-max-stale`) is listed in `unavailable` and leaves the member ready.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -71,6 +71,7 @@ type Streams struct {
 	epoch      time.Time
 	closes     closeAges
 	learnedAge atomic.Int64
+	outage     outage // the connections down, for the line that ends an outage
 
 	mu sync.Mutex
 	// perConn is the most streams a connection is given: the preset's
@@ -518,4 +519,45 @@ func (s *Streams) Rotation() Rotation {
 // the count of the repeats it held back.
 func (s *Streams) warn(key, msg string, args ...any) {
 	s.throttle.Log(s.log, slog.LevelWarn, key, msg, args...)
+}
+
+// outage follows the connections that closed, broke or could not be opened
+// until each is subscribed again, so that the log says when the streams are
+// all back, once, as it says when each went down (see slot.run).
+type outage struct {
+	mu    sync.Mutex
+	down  map[*slot]bool
+	since time.Time // when the first of them went down
+}
+
+// slotDown records that sl's connection is down.
+func (s *Streams) slotDown(sl *slot) {
+	o := &s.outage
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.down == nil {
+		o.down = make(map[*slot]bool)
+	}
+	if len(o.down) == 0 {
+		o.since = time.Now()
+	}
+	o.down[sl] = true
+}
+
+// slotUp records that sl's connection is subscribed, and logs the end of
+// the outage when it was the last one down.
+func (s *Streams) slotUp(sl *slot) {
+	o := &s.outage
+	o.mu.Lock()
+	if !o.down[sl] {
+		o.mu.Unlock()
+		return
+	}
+	delete(o.down, sl)
+	last, since := len(o.down) == 0, o.since
+	o.mu.Unlock()
+	if last {
+		s.log.Info("market streams up again: every connection subscribed",
+			"down_for", time.Since(since).Round(time.Millisecond))
+	}
 }

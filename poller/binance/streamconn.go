@@ -119,6 +119,7 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 	bo := reconnects()
 	for ctx.Err() == nil {
 		if sl.size() == 0 {
+			sl.s.slotUp(sl) // nothing left to carry: not down any more
 			select {
 			case <-ctx.Done():
 				return
@@ -132,6 +133,7 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 				return
 			}
 			sl.s.met.refused.Inc()
+			sl.s.slotDown(sl)
 			sl.s.warn("dial "+sl.url, "market stream connection failed", "url", sl.url, "err", err)
 			_ = backoff.Sleep(ctx, bo.Next())
 			continue
@@ -171,6 +173,7 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backo
 		refused, err := sl.sync(ctx, c, sink)
 		switch {
 		case err != nil && ctx.Err() == nil:
+			sl.s.slotDown(sl)
 			sl.s.warn("sync "+sl.url, "market stream connection broken", "url", sl.url, "err", err)
 			c.broken.Store(true)
 			_ = c.ws.CloseNow()
@@ -178,6 +181,9 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backo
 			retry = time.After(refusals.Next())
 		case !refused && retry == nil:
 			refusals.Reset()
+		}
+		if err == nil {
+			sl.s.slotUp(sl) // subscribed: the end of its outage, if it had one
 		}
 		now := time.Now()
 		if at := later(sl.s.replaceAt(sl, c.opened, now), retryAt); !at.Equal(armed) {
@@ -198,6 +204,9 @@ func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backo
 				bo.Reset()
 			}
 			sl.s.met.closed.Inc()
+			if ctx.Err() == nil {
+				sl.s.slotDown(sl)
+			}
 			sl.s.warn("closed "+sl.url, "market stream connection closed", "url", sl.url, "err", c.err)
 			c.reportLost(sink)
 			if websocket.CloseStatus(c.err) == websocket.StatusPolicyViolation {

@@ -51,6 +51,15 @@ func (ls lineSink) Lost(kind snapshot.Stream, symbols []string) {
 	ls.s.carried.update(ls.line, kind, ls.watched(symbols), false, ls.Sink)
 }
 
+// Spoiled passes on at once, whatever the other line carries, that an
+// event of the streams could not be used: the sink keeps it as the cause of
+// a break in the chain, should one follow.
+func (ls lineSink) Spoiled(kind snapshot.Stream, symbols []string) {
+	if sp, ok := ls.Sink.(venue.SpoiledSink); ok {
+		sp.Spoiled(kind, symbols)
+	}
+}
+
 // watched keeps the symbols still watched: the report of a subscription
 // made before its symbol was dropped would leave a line marked as carrying
 // a stream it no longer does, and hide a later loss if the symbol is

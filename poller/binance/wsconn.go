@@ -320,6 +320,9 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 			m.badFrames.Inc()
 			c.s.warn("bad event "+ref.kind.String(), "unusable market stream event; resubscribing",
 				"symbol", ref.symbol, "stream", ref.kind.String(), "err", err)
+			if sp, ok := sink.(venue.SpoiledSink); ok {
+				sp.Spoiled(ref.kind, []string{ref.symbol})
+			}
 			sink.Lost(ref.kind, []string{ref.symbol})
 			c.sl.resubscribe(strings.Clone(f.name))
 			return

@@ -227,15 +227,17 @@ func (s *Source) Depth(u venue.DepthUpdate) {
 		// The venue vouched for the book up to this event, and the
 		// stream delivers.
 		lp.heardAt, lp.behindAt = now, time.Time{}
+		lp.books.spoiled = false
 	}
 	if err != nil {
 		cause := causeGap
 		switch {
-		case errors.Is(err, orderbook.ErrBadLevel):
-			cause = causeBadData
+		case errors.Is(err, orderbook.ErrBadLevel), suspended && lp.books.spoiled:
+			cause = causeBadData // an event held an unusable value, or was one
 		case suspended:
 			cause = causeLost // updates were missed while the stream was down
 		}
+		lp.books.spoiled = false
 		s.resynced(lp, cause, err)
 	} else if !wasSynced && lp.book.Buffered() == 1 {
 		s.poke()

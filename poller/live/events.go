@@ -71,6 +71,15 @@ func (s *Source) Lost(k snapshot.Stream, symbols []string) {
 	})
 }
 
+// Spoiled records that an event of the pairs' streams of k could not be
+// used: should the book's chain break when the stream delivers again, it
+// is resynced for bad data, not for a lost connection.
+func (s *Source) Spoiled(k snapshot.Stream, symbols []string) {
+	s.eachOf(symbols, func(lp *pair) { lp.kind(k).feed().spoiled = true })
+}
+
+var _ venue.SpoiledSink = (*Source)(nil)
+
 // eachOf calls f for the listed pairs of symbols with their lock held.
 func (s *Source) eachOf(symbols []string, f func(lp *pair)) {
 	for _, sym := range symbols {

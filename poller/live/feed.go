@@ -69,8 +69,12 @@ type stream struct {
 	at     time.Time // when the last event, or the acknowledgement, arrived
 	silent silence
 	rest   restState
-	taken  uint64 // publications taken
-	shown  uint64 // the number of the publication last shown
+	// spoiled is set when an event of the stream could not be used, until
+	// the book is in sequence again or resynced: the cause of a break in
+	// its chain (see Source.Spoiled).
+	spoiled bool
+	taken   uint64 // publications taken
+	shown   uint64 // the number of the publication last shown
 	// building counts publications taken and not yet finished.
 	building int
 	// waiters is closed at the next publication, for requests waiting for

@@ -2,6 +2,7 @@ package live
 
 import (
 	"math"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -101,13 +102,15 @@ const (
 	sourceStream  source = iota // the stream keeps it current
 	sourceSyncing               // the stream is live; a snapshot or backfill is pending
 	sourceREST                  // no usable stream: REST reads when asked for
+	sourceBudget                // no usable stream, and the REST read asked for is held back for want of weight
 	numSources
 )
 
-var sourceNames = [numSources]string{"stream", "syncing", "rest"}
+var sourceNames = [numSources]string{"stream", "syncing", "rest", "budget"}
 
 // counts counts the pairs by where their snapshots of each kind come from.
 func (s *Source) counts() (n [snapshot.NumStreams][numSources]int) {
+	now := time.Now()
 	s.each(func(lp *pair) {
 		for k, row := range kinds {
 			src := sourceREST
@@ -116,6 +119,8 @@ func (s *Source) counts() (n [snapshot.NumStreams][numSources]int) {
 				src = sourceStream
 			case row.of(lp).feed().delivering():
 				src = sourceSyncing
+			case s.cfg.Demand.HeldBack(snapshot.Stream(k), lp.tickerID, now):
+				src = sourceBudget
 			}
 			n[k][src]++
 		}
@@ -124,7 +129,9 @@ func (s *Source) counts() (n [snapshot.NumStreams][numSources]int) {
 }
 
 // Sources counts the pairs of each stream kind by where they come from:
-// "stream", "syncing" or "rest". ok is always true: a source reads streams.
+// "stream", "syncing", "rest", or "budget" for a pair without a usable
+// stream whose REST read the budget holds back, which nothing reads. ok is
+// always true: a source reads streams.
 func (s *Source) Sources() (pairs [snapshot.NumStreams]map[string]int, ok bool) {
 	for k, n := range s.counts() {
 		pairs[k] = make(map[string]int, numSources)

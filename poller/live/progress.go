@@ -81,10 +81,12 @@ func (s *Source) observeSync(now time.Time) {
 			eta = slog.Duration("eta", d.Round(time.Second))
 		}
 		s.cfg.Log(slog.LevelInfo, "sync-progress", "order books syncing",
-			slog.Int("in_sequence", synced), slog.Int("waiting", behind), slog.Int("total", synced+behind+n[sourceREST]),
+			slog.Int("in_sequence", synced), slog.Int("waiting", behind), slog.Int("total", synced+behind+n[sourceREST]+n[sourceBudget]),
 			slog.Float64("per_minute", math.Round(60*p.rate)), eta)
 	case behind == 0 && !p.since.IsZero():
-		s.cfg.Log(slog.LevelInfo, "sync-done", "every order book in sequence",
+		// The end of the incident: logged every time, never held back as
+		// a repeat of the cold start's line a minute before.
+		s.cfg.Event(slog.LevelInfo, "every order book in sequence",
 			slog.Int("in_sequence", synced), slog.Duration("took", now.Sub(p.since).Round(time.Millisecond)))
 		p.since = time.Time{}
 	}

@@ -296,6 +296,9 @@ func (s *Source) run(ctx context.Context, k snapshot.Stream, lp *pair, tier Tier
 		st.failures++
 		st.after = now.Add(retry(err, st.failures))
 		lp.mu.Unlock()
+		if venue.Paused(err) {
+			return // a pause of every call logs itself
+		}
 		s.cfg.Log(slog.LevelWarn, "rest-"+k.String(), "venue read of a stream-fed pair failed",
 			slog.String("purpose", r.purpose[tier].String()), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
 		return

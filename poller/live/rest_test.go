@@ -215,3 +215,48 @@ func TestAShallowBookRunDryWithNoSyncWaitingDeepens(t *testing.T) {
 		t.Error("the book is still shallow after a read of the deepening depth")
 	}
 }
+
+// A depth event that could not be used (the adapter refused its price)
+// loses the stream; when the stream is back and the book's chain does not
+// continue, the book resyncs for bad data, not for a lost connection. A
+// break after a loss with no spoiled event is a lost stream still.
+func TestASpoiledEventResyncsForBadData(t *testing.T) {
+	s, rest, _ := newListedSource(t, nil)
+	event := func(first, last int64) {
+		s.Depth(venue.DepthUpdate{Symbol: testSymbol, First: first, Last: last, Prev: first - 1,
+			Bids: []venue.Level{{Price: "99", Size: "3"}}})
+	}
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	event(100, 102)
+	s.Sync()
+	rest.wait()
+	if !s.Current(testID, snapshot.StreamBook) {
+		t.Fatal("the book is not in sequence after its sync")
+	}
+	resyncs := func(cause string) uint64 { return s.metrics.resyncs[cause].Get() }
+
+	s.Spoiled(snapshot.StreamBook, []string{testSymbol}) // the event 103..105 is refused
+	s.Lost(snapshot.StreamBook, []string{testSymbol})
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	event(106, 108)
+	if bad, lost := resyncs(causeBadData), resyncs(causeLost); bad != 1 || lost != 0 {
+		t.Fatalf("after a spoiled event: resyncs bad_data %d, lost %d; want 1 and 0", bad, lost)
+	}
+
+	rest.mu.Lock()
+	rest.book.LastUpdateID = 107 // a snapshot the buffered 106..108 continues
+	rest.mu.Unlock()
+	rest.withBudget(1)
+	s.Sync()
+	rest.wait()
+	event(109, 111)
+	if !s.Current(testID, snapshot.StreamBook) {
+		t.Fatal("the book is not in sequence after its resync")
+	}
+	s.Lost(snapshot.StreamBook, []string{testSymbol})
+	s.Live(snapshot.StreamBook, []string{testSymbol})
+	event(120, 122)
+	if bad, lost := resyncs(causeBadData), resyncs(causeLost); bad != 1 || lost != 1 {
+		t.Fatalf("after a plain loss: resyncs bad_data %d, lost %d; want 1 and 1", bad, lost)
+	}
+}

@@ -88,6 +88,10 @@ type Demand interface {
 	// Wanted reports whether requests read the pair's snapshot of s
 	// within the hot period.
 	Wanted(s snapshot.Stream, id string, now time.Time) bool
+	// HeldBack reports whether the REST read of the pair's s that requests
+	// ask for, while no usable stream keeps it, is being held back for
+	// want of venue weight: the pair is not being read (see Sources).
+	HeldBack(s snapshot.Stream, id string, now time.Time) bool
 }
 
 // Scheduler runs a source's work under its owner's lifetime, which ends
@@ -108,6 +112,10 @@ type Config struct {
 	Demand  Demand
 	// Log writes a line at most once a minute per key (a throttled log).
 	Log func(level slog.Level, key, msg string, args ...any)
+	// Event writes a line every time: the end of an incident (every book
+	// in sequence again, every silenced stream delivering again), once per
+	// change of state, which a repeat suppression must not swallow.
+	Event func(level slog.Level, msg string, args ...any)
 	// Metrics receives the source's metrics.
 	Metrics *metrics.Set
 	// MaxStale is the oldest snapshot the server serves.
@@ -162,6 +170,10 @@ type Source struct {
 	// each kind in kinds).
 	booksBehind atomic.Bool
 	progress    syncProgress
+	// fellBack is how many streams of each kind the watchdog found served
+	// by REST at its last round (given up as silent), for the line that
+	// says when none is any more.
+	fellBack    [snapshot.NumStreams]int
 	dispatchers [snapshot.NumStreams]dispatcher
 }
 
@@ -171,6 +183,9 @@ var _ venue.Sink = (*Source)(nil)
 func New(cfg Config) *Source {
 	if cfg.Log == nil {
 		cfg.Log = func(slog.Level, string, string, ...any) {}
+	}
+	if cfg.Event == nil {
+		cfg.Event = func(slog.Level, string, ...any) {}
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()

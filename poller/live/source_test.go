@@ -110,7 +110,8 @@ func (quietStreams) Resubscribe(snapshot.Stream, string)         {}
 // noDemand is a Demand that no request reads.
 type noDemand struct{}
 
-func (noDemand) Wanted(snapshot.Stream, string, time.Time) bool { return false }
+func (noDemand) Wanted(snapshot.Stream, string, time.Time) bool   { return false }
+func (noDemand) HeldBack(snapshot.Stream, string, time.Time) bool { return false }
 
 // hookStore is a snapshot.Store that runs onPutBook before each book it
 // publishes takes effect.

@@ -106,6 +106,11 @@ func (r *logRecorder) log(_ slog.Level, _, msg string, args ...any) {
 	r.lines = append(r.lines, line)
 }
 
+// event records a line logged every time (Config.Event) as log does.
+func (r *logRecorder) event(level slog.Level, msg string, args ...any) {
+	r.log(level, "", msg, args...)
+}
+
 // A cold start of many books says how it goes: how many wait, the pace at
 // which they come into sequence, when the last will, in a log line and in
 // SyncProgress; and a line when every book is in sequence.
@@ -120,7 +125,7 @@ func TestSyncProgressOfAColdStart(t *testing.T) {
 		logs := &logRecorder{}
 		store := snapshot.NewStore()
 		s := New(Config{
-			Streams: quietStreams{}, REST: rest, Store: store, Demand: noDemand{}, Log: logs.log,
+			Streams: quietStreams{}, REST: rest, Store: store, Demand: noDemand{}, Log: logs.log, Event: logs.event,
 			MaxStale: 10 * time.Second, Fresh: 5 * time.Second, SyncDepth: 500, RefreshDepth: 1000,
 		})
 		var markets []venue.Market

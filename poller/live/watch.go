@@ -25,10 +25,15 @@ const (
 // It also samples how the books out of sequence are coming back.
 func (s *Source) Watch() {
 	now := time.Now()
+	var fellBack [snapshot.NumStreams]int
 	s.each(func(lp *pair) {
 		for k, row := range kinds {
-			if st := row.of(lp); s.check(lp, snapshot.Stream(k), st.feed(), st.active(lp), now) {
+			st := row.of(lp)
+			if s.check(lp, snapshot.Stream(k), st.feed(), st.active(lp), now) {
 				st.lose(s, lp, causeSilent)
+			}
+			if st.feed().silent.fellBack {
+				fellBack[k]++
 			}
 		}
 		// A probe found the venue's book past this one, and no event
@@ -41,6 +46,21 @@ func (s *Source) Watch() {
 		}
 	})
 	s.observeSync(now)
+	s.observeSilences(fellBack)
+}
+
+// observeSilences logs the end of a silence incident: the first round of
+// the watchdog that finds no stream of a kind served by REST any more after
+// one that did. Each start is logged (throttled) as a stream falls back.
+// Only Watch calls it, so s.fellBack needs no lock.
+func (s *Source) observeSilences(now [snapshot.NumStreams]int) {
+	for k, n := range now {
+		if was := s.fellBack[k]; was > 0 && n == 0 {
+			s.cfg.Event(slog.LevelInfo, "every silenced stream delivers again",
+				slog.String("stream", snapshot.Stream(k).String()), slog.Int("were_silent", was))
+		}
+	}
+	s.fellBack = now
 }
 
 // check is the watchdog for one stream of one pair; it reports whether the

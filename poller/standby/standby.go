@@ -623,6 +623,16 @@ func (r *Relay) Live(kind snapshot.Stream, symbols []string) { r.mark(kind, symb
 // has.
 func (r *Relay) Lost(kind snapshot.Stream, symbols []string) { r.mark(kind, symbols, false) }
 
+// Spoiled passes on to the sink, while a poller runs, that an event of the
+// streams could not be used (see venue.SpoiledSink).
+func (r *Relay) Spoiled(kind snapshot.Stream, symbols []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sp, ok := r.sink.(venue.SpoiledSink); ok {
+		sp.Spoiled(kind, symbols)
+	}
+}
+
 func (r *Relay) mark(kind snapshot.Stream, symbols []string, live bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

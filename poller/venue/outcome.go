@@ -84,3 +84,16 @@ func OutcomeOf(err error) Outcome {
 	}
 	return OutcomeUnreachable
 }
+
+// Paused reports whether err ended a call for a pause of every venue call:
+// the venue's order to stop that started it (429, 418, 403, 451), or a call
+// refused while it lasts (ErrPaused). The pause is logged once, with how
+// long it lasts, for all the reads it stops; each read's own failure says
+// nothing more.
+func Paused(err error) bool {
+	switch OutcomeOf(err) {
+	case OutcomeRateLimited, OutcomeForbidden, OutcomeRestricted:
+		return true
+	}
+	return errors.Is(err, ErrPaused)
+}

@@ -82,6 +82,16 @@ type Sink interface {
 	Lost(kind snapshot.Stream, symbols []string)
 }
 
+// SpoiledSink is a Sink that can be told why a stream is about to be
+// reported Lost: one of its events arrived and could not be used (an
+// unusable value, a symbol that is not its stream's). Spoiled comes first,
+// from the connection that read the event, whether or not another
+// connection still carries the stream; a book whose chain then breaks is
+// resynced for bad data rather than for a lost connection.
+type SpoiledSink interface {
+	Spoiled(kind snapshot.Stream, symbols []string)
+}
+
 // Streams is a venue's market streams: the per-pair depth and aggregate
 // trade streams and the all-market ticker stream. Implementations own their
 // connections, subscriptions, pacing, reconnection and replacement.
