@@ -863,13 +863,13 @@ func TestFollowersLoadIsReadByTheLeader(t *testing.T) {
 	// Nothing of the feeder's is on its way that would stand for the
 	// value the load waits for.
 	eventually(t, 5*time.Second, "the follower does not catch up", func() bool { return served(follower.store) == served(leader.store) })
-	if err := leader.m.Load(t.Context(), "ETH_USDT", snapshot.StreamBook); !errors.Is(err, errNoLeader) {
+	if err := leader.m.Load(t.Context(), "ETH_USDT", snapshot.StreamBook, nil); !errors.Is(err, errNoLeader) {
 		t.Errorf("the leader's own load: %v, want %v", err, errNoLeader)
 	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if err := follower.m.Load(ctx, "ETH_USDT", snapshot.StreamBook); err != nil {
+	if err := follower.m.Load(ctx, "ETH_USDT", snapshot.StreamBook, nil); err != nil {
 		t.Fatalf("a follower's load: %v", err)
 	}
 	b, _ := follower.store.Book([]byte("ETH_USDT"), time.Now().UnixNano())
@@ -878,7 +878,7 @@ func TestFollowersLoadIsReadByTheLeader(t *testing.T) {
 	}
 
 	fail.Store(true)
-	if err := follower.m.Load(ctx, "ETH_USDT", snapshot.StreamBook); err == nil || !strings.Contains(err.Error(), "venue weight budget spent") {
+	if err := follower.m.Load(ctx, "ETH_USDT", snapshot.StreamBook, nil); err == nil || !strings.Contains(err.Error(), "venue weight budget spent") {
 		t.Errorf("a failed read: %v, want the leader's reason", err)
 	}
 	for _, bad := range []string{"load book not-a-pair", "load funding BTC_USDT", "read book BTC_USDT"} {
@@ -892,6 +892,81 @@ func TestFollowersLoadIsReadByTheLeader(t *testing.T) {
 	}
 	if got := follower.m.metrics.loads; got[loadOK].Get() != 1 || got[loadFailed].Get() != 1 {
 		t.Errorf("the follower counted %d loads and %d failed; want 1 and 1", got[loadOK].Get(), got[loadFailed].Get())
+	}
+}
+
+// A follower's load for a book its copy serves short of the depth asked
+// returns only once its copy serves that depth: the leader goes on
+// publishing the book short while its read for the request is under way,
+// and such a value, applied before the leader's answer, is not the one the
+// request waits for.
+func TestFollowersLoadWaitsForAValueThatServesIt(t *testing.T) {
+	s := natstest.Start(t)
+	f := new(feeder)
+	var stores sync.Map // member name: its store, for its Load to publish into
+	var nodes []*node
+	book := func(id string, open snapshot.Open, levels int) *snapshot.Book {
+		bids := make([]snapshot.Level, levels)
+		for i := range bids {
+			bids[i] = snapshot.Level{Price: strconv.Itoa(1000 - i), Size: "1"}
+		}
+		return snapshot.NewLocalBook(id, time.Now().UnixMilli(), 1, bids, nil, open, time.Now())
+	}
+	follower := func() *node {
+		for _, n := range nodes {
+			if !n.m.Leading() {
+				return n
+			}
+		}
+		return nil
+	}
+	serves := func(n *node, depth int) bool {
+		b, _ := n.store.Book([]byte("ETH_USDT"), time.Now().UnixNano())
+		return b != nil && b.Serves(depth)
+	}
+	load := func(name string) func(ctx context.Context, id string, st snapshot.Stream) error {
+		return func(ctx context.Context, id string, st snapshot.Stream) error {
+			store, _ := stores.Load(name)
+			leader := store.(*snapshot.Store)
+			// Published short first, as a leader's book is while its
+			// read for the request waits for weight; the follower
+			// applies it before the answer.
+			leader.PutBook(book(id, snapshot.Open{Bids: true}, 30))
+			for !serves(follower(), 30) || serves(follower(), snapshot.MaxDepth) {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Millisecond):
+				}
+			}
+			// The read's whole book once the answer is on its way.
+			go func() {
+				for nodes[0].m.metrics.loadsServed[loadOK].Get()+nodes[1].m.metrics.loadsServed[loadOK].Get() == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				leader.PutBook(book(id, snapshot.Open{Bids: true}, snapshot.MaxDepth))
+			}()
+			return nil
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		n := startMemberWith(t, s, name, f, func(c *Config) { c.Load = load(name) })
+		stores.Store(name, n.store)
+		nodes = append(nodes, n)
+	}
+	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
+	settle(t, f, nodes)
+	f.pause()
+	fl := follower()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := fl.m.Load(ctx, "ETH_USDT", snapshot.StreamBook, func() bool { return serves(fl, snapshot.MaxDepth) }); err != nil {
+		t.Fatalf("a follower's load: %v", err)
+	}
+	if !serves(fl, snapshot.MaxDepth) {
+		b, _ := fl.store.Book([]byte("ETH_USDT"), time.Now().UnixNano())
+		bids, _ := b.Levels()
+		t.Fatalf("after its load the follower's book holds %d levels of an open side, want %d", bids, snapshot.MaxDepth)
 	}
 }
 

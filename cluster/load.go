@@ -49,10 +49,18 @@ var errNoLeader = errors.New("cluster: no leader to read the venue")
 
 // Load asks the leader to read a pair's stream now, for a request that
 // found it cold on this member, and returns once this member has applied a
-// value of it published since, or the leader said the read failed, or ctx
-// is done. It is for a member that follows; the leader and a member reading
-// alone load through their own poller.
-func (m *Member) Load(ctx context.Context, tickerID string, s snapshot.Stream) error {
+// value of it published since that serves the request (served reports
+// whether the member's copy now does; nil: any value does), or the leader
+// said the read failed, or ctx is done. It is for a member that follows;
+// the leader and a member reading alone load through their own poller.
+//
+// A value applied meanwhile need not be the one the leader's read brought:
+// the leader keeps publishing a book while its read for a request is under
+// way, and a book short of the depth asked is published short (marked
+// open) until the read is laid under it. So a follower waits for a value
+// that serves the request, not for the next one; the answer comes over
+// plain NATS and the value through the watch, in either order.
+func (m *Member) Load(ctx context.Context, tickerID string, s snapshot.Stream, served func() bool) error {
 	term := m.newest.Load()
 	if term == 0 || m.Leading() {
 		return errNoLeader
@@ -62,7 +70,7 @@ func (m *Member) Load(ctx context.Context, tickerID string, s snapshot.Stream) e
 	}
 	key := keyOfStream(s, tickerID)
 	applied := m.loads.await(key)
-	defer m.loads.forget(key, applied)
+	defer func() { m.loads.forget(key, applied) }()
 	answer, err := m.cfg.Conn.RequestWithContext(ctx, leaderSubject(m.cfg.Name, term), []byte(loadPrefix+s.String()+" "+tickerID))
 	switch {
 	case err != nil:
@@ -72,13 +80,24 @@ func (m *Member) Load(ctx context.Context, tickerID string, s snapshot.Stream) e
 		m.metrics.loads[loadFailed].Inc()
 		return fmt.Errorf("cluster: the leader's read: %s", answer.Data)
 	}
-	select {
-	case <-applied:
-		m.metrics.loads[loadOK].Inc()
-		return nil
-	case <-ctx.Done():
-		m.metrics.loads[loadFailed].Inc()
-		return ctx.Err()
+	for {
+		select {
+		case <-applied:
+		case <-ctx.Done():
+			m.metrics.loads[loadFailed].Inc()
+			return ctx.Err()
+		}
+		if served == nil || served() {
+			m.metrics.loads[loadOK].Inc()
+			return nil
+		}
+		// Waiting again before looking once more, so that a value
+		// applied in between is not missed.
+		applied = m.loads.await(key)
+		if served() {
+			m.metrics.loads[loadOK].Inc()
+			return nil
+		}
 	}
 }
 

@@ -31,7 +31,9 @@ type Engine interface {
 	ShareRateLimit(ctx context.Context, rc cluster.RateCounts) error
 	// Want and Load send a follower's wants and cold loads to the leader.
 	Want(id []byte, s snapshot.Stream)
-	Load(ctx context.Context, id string, s snapshot.Stream) error
+	// served reports whether the member's copy serves the request (nil:
+	// any value applied since does).
+	Load(ctx context.Context, id string, s snapshot.Stream, served func() bool) error
 	// Replicated reports whether every member holds what the leader
 	// published of a pair.
 	Replicated(id string) bool
@@ -307,10 +309,15 @@ func (f *follower) Want(id []byte, s snapshot.Stream) { f.c.engine.Want(id, s) }
 
 // Load asks the leader to read: as a cold load, and for a book the
 // follower's copy of which serves fewer levels than depth, the leader reads
-// it for every level a request may ask (see ingest.serveLoad), and the
-// server reads the store again when the next value has come through.
-func (f *follower) Load(ctx context.Context, id string, s snapshot.Stream, _ int) error {
-	return f.c.engine.Load(ctx, id, s)
+// it for every level a request may ask (see ingest.serveLoad). It returns
+// once the follower's copy is fresh and serves depth, so that the server,
+// which reads the store again, does not find a value the leader published
+// before its read (see cluster.Member.Load).
+func (f *follower) Load(ctx context.Context, id string, s snapshot.Stream, depth int) error {
+	return f.c.engine.Load(ctx, id, s, func() bool {
+		v, listed := f.c.store.Pair(s, []byte(id), time.Now().UnixNano())
+		return !listed || v.FreshAt(time.Now().UnixNano(), f.c.cfg.Poller.MaxStale) && v.Serves(depth)
+	})
 }
 
 // Readiness: ready once it holds a pair list, and still while NATS is

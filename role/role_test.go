@@ -29,6 +29,8 @@ type fakeEngine struct {
 	wants  []string
 	loads  []string
 	shared cluster.RateCounts
+	// served is the last load's test of the follower's copy.
+	served func() bool
 }
 
 func newFakeEngine() *fakeEngine {
@@ -76,10 +78,11 @@ func (e *fakeEngine) Want(id []byte, s snapshot.Stream) {
 	e.wants = append(e.wants, s.String()+" "+string(id))
 }
 
-func (e *fakeEngine) Load(_ context.Context, id string, s snapshot.Stream) error {
+func (e *fakeEngine) Load(_ context.Context, id string, s snapshot.Stream, served func() bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.loads = append(e.loads, s.String()+" "+id)
+	e.served = served
 	return nil
 }
 
@@ -100,7 +103,7 @@ const btc = "BTC_USDT"
 
 // testConfig is a role's config on the embedded simulator.
 func testConfig() Config {
-	return Config{Poller: poller.Config{Venue: limited{sim.New(sim.Config{})}, Store: snapshot.NewStore(), Budget: 0.5}}
+	return Config{Poller: poller.Config{Venue: limited{sim.New(sim.Config{})}, Store: snapshot.NewStore(), Budget: 0.5, MaxStale: 10 * time.Second}}
 }
 
 // limited is the simulator with a weight limit, which the simulator has
@@ -151,6 +154,22 @@ func TestFollowerSendsWantsAndLoadsToTheLeader(t *testing.T) {
 	}
 	if _, loads = e.sent(); len(loads) != 2 || loads[1] != snapshot.StreamBook.String()+" "+btc {
 		t.Errorf("loads sent to the leader = %q", loads)
+	}
+	// The load is done once the follower's own copy serves the depth
+	// asked: a short book the leader published before its read does not.
+	e.mu.Lock()
+	served := e.served
+	e.mu.Unlock()
+	level := func(p string) []snapshot.Level { return []snapshot.Level{{Price: p, Size: "1"}} }
+	c.store.PutPairs(snapshot.NewPairs([]snapshot.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
+		snapshot.PairsConfig{}, time.Now()), time.Now())
+	c.store.PutBook(snapshot.NewLocalBook(btc, time.Now().UnixMilli(), 1, level("9"), level("10"), snapshot.Open{Bids: true}, time.Now()))
+	if served() {
+		t.Error("a book whose open side holds 1 level serves a request for 40")
+	}
+	c.store.PutBook(snapshot.NewLocalBook(btc, time.Now().UnixMilli(), 2, level("9"), level("10"), snapshot.Open{}, time.Now()))
+	if !served() {
+		t.Error("a whole book of 1 level a side does not serve a request for 40")
 	}
 	// It reads nothing for another follower.
 	if err := c.serveLoad(t.Context(), btc, snapshot.StreamBook); !errors.Is(err, errFollowing) {

@@ -183,6 +183,9 @@ func (b *Book) Open() Open { return b.open }
 // A book that does not is not served short to that request: it is read
 // deeper first (decisions: "Order books"). It does not allocate.
 func (b *Book) Serves(depth int) bool {
+	if b == nil {
+		return false // no read yet, as FreshAt says
+	}
 	if depth <= 0 || depth > MaxDepth {
 		depth = MaxDepth
 	}
