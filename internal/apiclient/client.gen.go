@@ -664,9 +664,11 @@ type ClientInterface interface {
 
 	// GetOrderBook The order book of one pair
 	//
-	// Up to 100 levels a side, best price first. The venue is read at most once per
-	// 350 ms per pair; a pair's first request waits for one read (up to 2 s by default)
-	// and is answered 200 or 502.
+	// The venue's book at `timestamp`, best price first: min(depth, the venue's levels)
+	// levels a side, never fewer. The venue is read at most once per 350 ms per pair; a
+	// pair's first request, or a request for more levels than the pair's book vouches
+	// for, waits for one read (up to 2 s by default) and is answered 200 with the full
+	// depth or 502.
 	//
 	// Corresponds with GET /api/public/orderbook (the `GetOrderBook` operationId).
 	GetOrderBook(ctx context.Context, params *GetOrderBookParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -759,9 +761,11 @@ func (c *Client) GetHistoricalTrades(ctx context.Context, params *GetHistoricalT
 
 // GetOrderBook The order book of one pair
 //
-// Up to 100 levels a side, best price first. The venue is read at most once per
-// 350 ms per pair; a pair's first request waits for one read (up to 2 s by default)
-// and is answered 200 or 502.
+// The venue's book at `timestamp`, best price first: min(depth, the venue's levels)
+// levels a side, never fewer. The venue is read at most once per 350 ms per pair; a
+// pair's first request, or a request for more levels than the pair's book vouches
+// for, waits for one read (up to 2 s by default) and is answered 200 with the full
+// depth or 502.
 //
 // Corresponds with GET /api/public/orderbook (the `GetOrderBook` operationId).
 func (c *Client) GetOrderBook(ctx context.Context, params *GetOrderBookParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1336,9 +1340,11 @@ type ClientWithResponsesInterface interface {
 
 	// GetOrderBookWithResponse The order book of one pair
 	//
-	// Up to 100 levels a side, best price first. The venue is read at most once per
-	// 350 ms per pair; a pair's first request waits for one read (up to 2 s by default)
-	// and is answered 200 or 502.
+	// The venue's book at `timestamp`, best price first: min(depth, the venue's levels)
+	// levels a side, never fewer. The venue is read at most once per 350 ms per pair; a
+	// pair's first request, or a request for more levels than the pair's book vouches
+	// for, waits for one read (up to 2 s by default) and is answered 200 with the full
+	// depth or 502.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2496,9 +2502,11 @@ func (c *ClientWithResponses) GetHistoricalTradesWithResponse(ctx context.Contex
 
 // GetOrderBookWithResponse The order book of one pair
 //
-// Up to 100 levels a side, best price first. The venue is read at most once per
-// 350 ms per pair; a pair's first request waits for one read (up to 2 s by default)
-// and is answered 200 or 502.
+// The venue's book at `timestamp`, best price first: min(depth, the venue's levels)
+// levels a side, never fewer. The venue is read at most once per 350 ms per pair; a
+// pair's first request, or a request for more levels than the pair's book vouches
+// for, waits for one read (up to 2 s by default) and is answered 200 with the full
+// depth or 502.
 //
 // Returns a wrapper object for the known response body format(s).
 //
