@@ -94,6 +94,11 @@ func (p *Poller) reserve() int {
 // that sync the books the weight that REST rounds would never spend.
 func (p *Poller) capsPlan() budget.Plan {
 	plan := budget.Plan{Reserve: p.reserve()}
+	// The pair list's reserve holds the minute's scheduled reads and one
+	// more: with a read a minute, two may fall within one window.
+	p.planned.mu.Lock()
+	plan.PairList = p.planned.catalogReserve + p.venue.Weight(venue.CallCatalog)
+	p.planned.mu.Unlock()
 	for s, row := range streamRows {
 		c := row.purpose.Class()
 		plan.Split[c] = true

@@ -71,7 +71,12 @@ const (
 // purposes is the one table of what each purpose spends, may borrow and
 // leaves; the ledger names no purpose but through it.
 var purposes = [NumPurposes]rule{
-	PurposeCatalog:  {name: "catalog", class: ClassBulk, borrows: borrowAll},
+	// The pair list's read spends a reserve of its own (Plan.PairList),
+	// kept from every other read whatever its priority, and is held to
+	// the window's limit alone: the list keeps rule 1 and delistings true,
+	// and a cold start's syncs and the requests waiting on them, which may
+	// spend all the rest, refused it ("venue weight budget spent").
+	PurposeCatalog:  {name: "catalog", class: ClassBulk, borrows: borrowAll, own: true},
 	PurposeTickers:  {name: "tickers", class: ClassBulk, borrows: borrowAll},
 	PurposeSnapshot: {name: "snapshot", class: ClassBook, borrows: borrowAll},
 	PurposeDepleted: {name: "dry", class: ClassBook, borrows: borrowAll},
@@ -161,6 +166,10 @@ type rule struct {
 	// leaves is what its reads leave unspent for the others; the zero
 	// leave, nothing.
 	leaves leave
+	// own is set for the purpose whose reads spend the reserve of their
+	// own that every other read keeps (Plan.PairList), and only that: no
+	// other reserve is kept from them.
+	own bool
 }
 
 // borrow is a set of the parts of the budget kept back from a read that it
@@ -410,8 +419,9 @@ type Ask struct {
 }
 
 // Take spends the ask's weight at now if it fits, and reports whether it
-// did. It fits if the window's total stays within the limit, less the
-// serving reserve unless the ask may borrow it; if it leaves what its
+// did. It fits if the window's total stays within the limit, less the pair
+// list's reserve unless the ask is the pair list's, and less the serving
+// reserve unless the ask may borrow it or is the pair list's; if it leaves what its
 // purpose leaves (see rule.leaves); and, unless the ask may borrow the
 // other classes' shares, if its class's spend stays within the class's
 // cap (see withinCaps). The caps are the planner's, asked for now.
@@ -432,9 +442,12 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 	// The serving reserve is kept from the window's total as well as from
 	// its class's cap: a class's cap is what the limit leaves the bulk
 	// calls' plan, which they may have spent.
-	reserve := 0
-	if may&borrowServing == 0 {
-		reserve = b.reserved(caps)
+	reserve := plan.PairList
+	switch {
+	case r.own:
+		reserve = 0
+	case may&borrowServing == 0:
+		reserve += b.reserved(caps)
 	}
 	if b.total+a.Weight > b.limit-reserve {
 		return false
@@ -549,7 +562,7 @@ func (b *Ledger) FreeAt(now time.Time, weight int) time.Time {
 		return now
 	}
 	b.expire(now)
-	limit := b.limit
+	limit := b.limit - plan.PairList
 	if lends[Requested]&borrowServing == 0 {
 		limit -= b.reserved(b.capsLocked(plan))
 	}
@@ -644,6 +657,9 @@ type Plan struct {
 	Split [NumClasses]bool
 	// Share is a fixed cap for a class that has one (refreshes); 0: none.
 	Share [NumClasses]int
+	// PairList is the weight kept from every read but the pair list's,
+	// whatever its priority, for the pair list's reads (see purposes).
+	PairList int
 }
 
 // CapsOf returns every class's cap. The classes that split share what the

@@ -440,3 +440,40 @@ func TestStandInsLeaveHalfTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// The pair list's read has a reserve of its own: a window that every other
+// read, at every priority, has spent as far as it may (the serving reserve
+// too) still takes it, twice in a minute, and no other read spends that
+// reserve. Before, the syncs of a cold start and the requests waiting on
+// them spent the window to its limit, and the pair list's read, a bulk
+// call at Waiting, was refused: the list could not drop a delisted pair.
+func TestPairListKeepsAReserveOfItsOwn(t *testing.T) {
+	b := newLedger(1000, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+		Demand: [NumClasses]float64{ClassBook: 10_000, ClassTrades: 10_000},
+		Share:  [NumClasses]int{ClassRefresh: 40, ClassProbe: 40}, PairList: 2})
+	b.SetServingReserve(true)
+	now := time.Unix(1_000_000, 0)
+	for prio := range NumPriorities {
+		for pu := range NumPurposes {
+			if pu == PurposeCatalog {
+				continue
+			}
+			for b.Take(now, Ask{pu, 1, prio}) {
+			}
+		}
+	}
+	if spent := b.Spent(now); spent != 998 {
+		t.Fatalf("every other read spent the window to %d of 1000, want all but the pair list's 2", spent)
+	}
+	for i := range 2 {
+		if !b.Take(now, Ask{PurposeCatalog, 1, Waiting}) {
+			t.Fatalf("pair list read %d refused with its reserve free", i+1)
+		}
+	}
+	if b.Take(now, Ask{PurposeCatalog, 1, Waiting}) {
+		t.Fatal("the pair list's read went past the limit")
+	}
+	if at := b.FreeAt(now.Add(time.Second), 1); !at.Equal(now.Add(time.Minute)) {
+		t.Fatalf("FreeAt %v, want once the window's weight expires, %v", at.Sub(now), time.Minute)
+	}
+}
