@@ -466,3 +466,44 @@ func TestAReadTheStreamCoversDoesNotAgeTheContracts(t *testing.T) {
 		}
 	})
 }
+
+// Open interest may be up to five minutes old: every contract is read once
+// in five minutes, a few a second, and not again before its five minutes
+// are up. At a minute, a round of 446 contracts cost 446 weight a minute,
+// a third of the default budget.
+func TestOpenInterestIsReadEveryFiveMinutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 20
+		v := newContractVenue(n)
+		p, _ := newTestPoller(v, Config{})
+		ctx := t.Context()
+		readAt := map[string][]time.Duration{}
+		start := time.Now()
+		for range 11 * 60 {
+			_ = p.RefreshTickers(ctx)
+			from := len(v.log())
+			_ = p.RefreshContracts(ctx)
+			for _, s := range v.symbolsOf(venue.CallOpenInterest, from) {
+				readAt[s] = append(readAt[s], time.Since(start))
+			}
+			time.Sleep(time.Second)
+		}
+		if len(readAt) != n {
+			t.Fatalf("open interest read for %d of %d contracts", len(readAt), n)
+		}
+		for s, at := range readAt {
+			if at[0] > 30*time.Second {
+				t.Errorf("%s first read %s after start, want within the first round", s, at[0])
+			}
+			for i := 1; i < len(at); i++ {
+				if gap := at[i] - at[i-1]; gap < 5*time.Minute-time.Second || gap > 5*time.Minute+time.Minute {
+					t.Errorf("%s read at %v: %s between reads, want five minutes", s, at, gap)
+					break
+				}
+			}
+			if len(at) != 3 {
+				t.Errorf("%s read %d times in 11 minutes, want 3: %v", s, len(at), at)
+			}
+		}
+	})
+}

@@ -124,8 +124,8 @@ var purposes = [NumPurposes]rule{
 	PurposePollBook:   {name: "poll", class: ClassBook, borrows: borrowAll},
 	PurposePollTrades: {name: "poll", class: ClassTrades, borrows: borrowAll},
 	PurposeContracts:  {name: "contracts", class: ClassBulk, borrows: borrowAll},
-	// Open interest is read one contract at a time, a minute's round of
-	// every contract as heavy as the steady state's every other read. It
+	// Open interest is read one contract at a time, a round of every
+	// contract every 5 minutes (see interestEvery in the poller). It
 	// spends only weight nothing else wants: it stops while the window is
 	// half spent, so that a recovery, whose syncs need the whole window,
 	// finds at most half of it taken, and the poller asks for none while a
