@@ -428,9 +428,10 @@ type Ask struct {
 
 // Take spends the ask's weight at now if it fits, and reports whether it
 // did. It fits if the window's total stays within the limit, less the
-// other purposes' own reserves and the serving reserve unless the ask may
-// borrow it (neither for a purpose held to the limit alone); if it leaves what its
-// purpose leaves (see rule.leaves); and, unless the ask may borrow the
+// other purposes' own reserves (see Plan.Own) and the serving reserve
+// unless the ask may borrow it, or, for a purpose with a reserve of its
+// own, less the others' reserves alone while its own holds the ask; if it
+// leaves what its purpose leaves (see rule.leaves); and, unless the ask may borrow the
 // other classes' shares, if its class's spend stays within the class's
 // cap (see withinCaps). The caps are the planner's, asked for now.
 func (b *Ledger) Take(now time.Time, a Ask) bool {
@@ -449,12 +450,11 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 	caps := b.capsLocked(plan)
 	// The serving reserve is kept from the window's total as well as from
 	// its class's cap: a class's cap is what the limit leaves the bulk
-	// calls' plan, which they may have spent.
-	// The other purposes' own reserves, as far as they are unspent, are
-	// kept from every read, and the serving reserve from those that may
-	// not borrow it. A read that does not fit so is taken from its own
-	// purpose's reserve if that holds it: the serving reserve's reads may
-	// have spent theirs below it.
+	// calls' plan, which they may have spent. The other purposes' own
+	// reserves, as far as they are unspent, are kept from every read. A
+	// read that does not fit so is taken from its own purpose's reserve if
+	// that holds it: the serving reserve's reads may have spent theirs
+	// below it.
 	kept := b.keptFrom(plan, a.Purpose)
 	serving := 0
 	if may&borrowServing == 0 {
