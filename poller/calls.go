@@ -94,6 +94,16 @@ func (p *Poller) reserve() int {
 // that sync the books the weight that REST rounds would never spend.
 func (p *Poller) capsPlan() budget.Plan {
 	plan := budget.Plan{Reserve: p.reserve()}
+	// The pair list's reserve holds the minute's scheduled reads and one
+	// more: with a read a minute, two may fall within one window. The bulk
+	// reads that stand in for lost streams keep one read each.
+	p.planned.mu.Lock()
+	plan.Own[budget.PurposeCatalog] = p.planned.catalogReserve + p.venue.Weight(venue.CallCatalog)
+	p.planned.mu.Unlock()
+	plan.Own[budget.PurposeTickers] = p.venue.Weight(venue.CallStats) + p.venue.Weight(venue.CallQuotes)
+	if _, ok := p.venue.(venue.ContractReader); ok {
+		plan.Own[budget.PurposeContracts] = p.venue.Weight(venue.CallContracts)
+	}
 	for s, row := range streamRows {
 		c := row.purpose.Class()
 		plan.Split[c] = true

@@ -41,7 +41,10 @@ type contractReads struct {
 
 // interestEvery is how old a contract's open interest may grow in steady
 // state: every contract is read once in that time, a few each second.
-const interestEvery = time.Minute
+// Five minutes: derivatives aggregators poll every minute or more, and open
+// interest moves slowly; at a minute, 446 contracts cost 446 weight a
+// minute, a third of the default budget, for no change a client would see.
+const interestEvery = 5 * time.Minute
 
 // RefreshContracts publishes /contracts from the marks (the mark price
 // stream, or a premiumIndex read while it is quiet), the tickers'
@@ -72,7 +75,7 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 	if rows, at, have := p.src.StreamTickers(); have && (stats == nil || at.After(statsAt)) {
 		stats, statsAt = rows, at
 	}
-	local, localAt, all := p.src.Quotes(pairs.List(), now)
+	local, localAt, all := p.quotes(pairs.List(), now)
 	quotes, quotesAt, all := contractQuotes(local, localAt, all, bulkQuotes, bulkAt, now, p.fresher())
 	p.ct.mu.Lock()
 	// Over REST alone only the bulk quotes give every contract its bid
@@ -305,24 +308,28 @@ func (p *Poller) recontract(pairs *snapshot.Pairs) {
 	}
 }
 
-// contractQuotes picks every contract's best bid and ask: the local books'
-// quotes younger than fresh, over the bulk quotes while those are younger
-// than fresh. A book's quote older than that (its book resyncing) is left
-// out rather than aging the whole publication with it; a contract with
-// neither is left out until its book is back. all reports whether every
-// pair had a fresh local quote; at is when the oldest quote used was
-// current.
+// contractQuotes picks every contract's best bid and ask from what is
+// served (see Poller.quotes): a quote younger than fresh; else the bulk
+// quotes while those are younger than fresh; else an older quote of what
+// is served, so that a contract is listed while its book answers. A
+// contract with none is left out. all reports whether every pair had a
+// quote younger than fresh; at is when the oldest quote used was current.
 func contractQuotes(local []venue.Quote, localAt []time.Time, all bool, bulk []venue.Quote, bulkAt, now time.Time, fresh time.Duration) (quotes []venue.Quote, at time.Time, stillAll bool) {
-	quotes, at = make([]venue.Quote, 0, len(local)), now
+	var recent, older []venue.Quote
+	recentAt, olderAt := now, now
 	for i, q := range local {
 		if now.Sub(localAt[i]) > fresh {
 			all = false
+			older, olderAt = append(older, q), earlier(olderAt, localAt[i])
 			continue
 		}
-		quotes, at = append(quotes, q), earlier(at, localAt[i])
+		recent, recentAt = append(recent, q), earlier(recentAt, localAt[i])
 	}
-	if !all && bulk != nil && now.Sub(bulkAt) <= fresh {
-		quotes, at = overlay(bulk, quotes), earlier(at, bulkAt)
+	switch {
+	case all:
+		return recent, recentAt, true
+	case bulk != nil && now.Sub(bulkAt) <= fresh:
+		return overlay(bulk, recent), earlier(recentAt, bulkAt), false
 	}
-	return quotes, at, all
+	return append(recent, older...), earlier(recentAt, olderAt), false
 }

@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -409,17 +410,20 @@ func TestContractsTakeBulkQuotesOnlyWhileABookSyncs(t *testing.T) {
 	})
 }
 
-// A book's quote gone old (its book resyncing) leaves its contract to the
-// bulk quotes, or out, and never ages the publication: the others are
-// published as fresh as their own quotes.
-func TestContractQuotesLeaveAnOldQuoteOut(t *testing.T) {
+// A quote of what is served older than half max-stale (its book waiting
+// for its stream, served from its last snapshot) leaves its contract to the
+// bulk quotes while those are fresh, and otherwise keeps it listed, the
+// publication as old as that quote: an item leaves only with its book.
+// Before, it was left out, and with the bulk quotes refused /contracts held
+// 6 of 46 contracts while every book answered 200.
+func TestContractQuotesKeepAnOlderQuoteOfWhatIsServed(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	fresh := 5 * time.Second
 	local := []venue.Quote{{Symbol: "A", Bid: "1", Ask: "2"}, {Symbol: "B", Bid: "3", Ask: "4"}}
 	localAt := []time.Time{now.Add(-time.Second), now.Add(-8 * time.Second)}
 	quotes, at, all := contractQuotes(local, localAt, true, nil, time.Time{}, now, fresh)
-	if !slices.Equal(quotes, local[:1]) || !at.Equal(localAt[0]) || all {
-		t.Fatalf("quotes %v at %v (all %v): want A's alone, a second old", quotes, now.Sub(at), all)
+	if !slices.Equal(quotes, local) || !at.Equal(localAt[1]) || all {
+		t.Fatalf("quotes %v at %v (all %v): want A's and B's, 8 s old", quotes, now.Sub(at), all)
 	}
 	bulk := []venue.Quote{{Symbol: "A", Bid: "0.9", Ask: "2.1"}, {Symbol: "B", Bid: "2.9", Ask: "4.1"}}
 	quotes, at, _ = contractQuotes(local, localAt, true, bulk, now.Add(-2*time.Second), now, fresh)
@@ -465,4 +469,74 @@ func TestAReadTheStreamCoversDoesNotAgeTheContracts(t *testing.T) {
 				time.Duration(time.Now().UnixNano()-c.ReadAt()))
 		}
 	})
+}
+
+// Open interest may be up to five minutes old: every contract is read once
+// in five minutes, a few a second, and not again before its five minutes
+// are up. At a minute, a round of 446 contracts cost 446 weight a minute,
+// a third of the default budget.
+func TestOpenInterestIsReadEveryFiveMinutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 20
+		v := newContractVenue(n)
+		p, _ := newTestPoller(v, Config{})
+		ctx := t.Context()
+		readAt := map[string][]time.Duration{}
+		start := time.Now()
+		for range 11 * 60 {
+			_ = p.RefreshTickers(ctx)
+			from := len(v.log())
+			_ = p.RefreshContracts(ctx)
+			for _, s := range v.symbolsOf(venue.CallOpenInterest, from) {
+				readAt[s] = append(readAt[s], time.Since(start))
+			}
+			time.Sleep(time.Second)
+		}
+		if len(readAt) != n {
+			t.Fatalf("open interest read for %d of %d contracts", len(readAt), n)
+		}
+		for s, at := range readAt {
+			if at[0] > 30*time.Second {
+				t.Errorf("%s first read %s after start, want within the first round", s, at[0])
+			}
+			for i := 1; i < len(at); i++ {
+				if gap := at[i] - at[i-1]; gap < 5*time.Minute-time.Second || gap > 5*time.Minute+time.Minute {
+					t.Errorf("%s read at %v: %s between reads, want five minutes", s, at, gap)
+					break
+				}
+			}
+			if len(at) != 3 {
+				t.Errorf("%s read %d times in 11 minutes, want 3: %v", s, len(at), at)
+			}
+		}
+	})
+}
+
+// A contract is priced from what is served: over REST alone, with the bulk
+// quotes refused, a pair whose /orderbook the store serves is listed at its
+// book's best bid and ask, the others left out (counted) until theirs are
+// read. Before, only the bulk quotes priced contracts over REST alone, and
+// without them nothing was published at all while books were answered.
+func TestContractsArePricedFromTheServedBook(t *testing.T) {
+	v := newContractVenue(3)
+	v.fail = func(c venue.Call, _ string) error {
+		if c == venue.CallQuotes {
+			return &venue.StatusError{Status: http.StatusBadRequest}
+		}
+		return nil
+	}
+	p, store := newTestPoller(v, Config{})
+	ctx := t.Context()
+	if err := p.Load(ctx, pairID(1), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.RefreshTickers(ctx)
+	_ = p.RefreshContracts(ctx)
+	items := contractItems(t, store)
+	if it := items[pairID(1)]; len(items) != 1 || it == nil || it["bid"] != "10.4" || it["ask"] != "10.6" {
+		t.Fatalf("contracts %v: want %s's alone, at its served book's 10.4 and 10.6", items, pairID(1))
+	}
+	if n := p.contractsOmitted.Load(); n != 2 {
+		t.Errorf("%d contracts counted as left out, want the 2 whose books are not served", n)
+	}
 }

@@ -15,6 +15,9 @@ type hotPair struct {
 	since int64
 	// wanted is when a request last asked for the stream (Unix ns).
 	wanted atomic.Int64
+	// again is when a mark of wanted came within pressing of the one
+	// before (Unix ns): see pressed.
+	again atomic.Int64
 	// reading is set while a read of the stream is in flight, so that
 	// overlapping rounds do not read the pair twice at once.
 	reading atomic.Bool
@@ -27,6 +30,13 @@ type hotPair struct {
 	// venue weight: it is not being read (see Poller.Status).
 	deferred atomic.Int64
 }
+
+// pressing is how close together two marks of a pair (see hotSet.want)
+// must be, and how recent the second, for the pair to count as one clients
+// keep reading: want marks a pair at most once a second, so a pair read
+// without pause is marked every second or two, a pair an aggregator's
+// sweep reads every 10 s never counts.
+const pressing = 3 * time.Second
 
 // hotSet is the set of pairs whose stream is refreshed at full cadence. Reads
 // (Want, on every request) are one atomic load and one map lookup; writes copy
@@ -54,8 +64,11 @@ func (h *hotSet) want(id []byte, now time.Time) {
 		// Skip the store when the mark is recent: under heavy traffic on one
 		// pair, every request writing one cache line would make the cores
 		// fight over it for no information.
-		if ns-p.wanted.Load() > int64(time.Second) {
+		if last := p.wanted.Load(); ns-last > int64(time.Second) {
 			p.wanted.Store(ns)
+			if ns-last <= int64(pressing) {
+				p.again.Store(ns)
+			}
 		}
 		return
 	}
@@ -71,6 +84,13 @@ func (h *hotSet) want(id []byte, now time.Time) {
 	next := maps.Clone(old)
 	next[p.id] = p
 	h.pairs.Store(&next)
+}
+
+// pressed reports whether clients keep reading the pair at now: asked for
+// again within pressing of the time before, lately. A REST round reads such
+// pairs first, with the whole of their class's share (see Poller.round).
+func (p *hotPair) pressed(now time.Time) bool {
+	return now.UnixNano()-p.again.Load() <= int64(pressing)
 }
 
 // get returns the tracked state of id, or nil.

@@ -75,7 +75,21 @@ func (p *Poller) round(ctx context.Context, s snapshot.Stream) {
 		}
 	}
 	p.hot[s].polled.Store(int64(polled))
-	slices.SortFunc(due, func(a, b *hotPair) int { return cmp.Compare(a.started.Load(), b.started.Load()) })
+	// The pairs clients keep reading come first, then the rest of the hot
+	// pairs, each oldest read first: a pair asked for once stays hot for
+	// HotTTL, and after a sweep of many pairs their reads, due as often as
+	// those of the pair clients kept reading, took the minute's weight
+	// before it, which then went unread for seconds.
+	pressed := func(hp *hotPair) bool { return hp.pressed(now) }
+	slices.SortFunc(due, func(a, b *hotPair) int {
+		if pa, pb := pressed(a), pressed(b); pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.started.Load(), b.started.Load())
+	})
 
 	c, purpose := row.call, p.src.PollPurpose(s)
 	var wg sync.WaitGroup
@@ -96,7 +110,14 @@ dispatch:
 			<-slots // a cold load started reading it meanwhile
 			continue
 		}
-		if !p.ledger.Take(time.Now(), budget.Ask{Purpose: purpose, Weight: p.venue.Weight(c), Priority: budget.Waiting}) {
+		// A read that keeps a pair requests are reading now current may
+		// spend the whole class's cap; one of a pair asked for a while ago
+		// leaves the fifth kept for requests to the first.
+		prio := budget.Background
+		if pressed(hp) {
+			prio = budget.Waiting
+		}
+		if !p.ledger.Take(time.Now(), budget.Ask{Purpose: purpose, Weight: p.venue.Weight(c), Priority: prio}) {
 			hp.reading.Store(false)
 			<-slots
 			left := len(due) - i

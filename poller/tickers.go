@@ -50,7 +50,7 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	var st streamTickers
 	st.stats, st.statsAt, st.have = p.src.StreamTickers()
 	st.flowing = p.src.TickersFlowing(now)
-	st.quotes, st.at, st.all = p.src.Quotes(pairs.Spot(), now)
+	st.quotes, st.at, st.all = p.quotes(pairs.Spot(), now)
 
 	p.ct.mu.Lock()
 	contractsWant := p.ct.wantQuotes
@@ -120,9 +120,10 @@ func (p *Poller) readTickers(ctx context.Context, now time.Time, wantQuotes, wan
 // assembleTickers picks the statistics and quotes a build of the tickers
 // uses, and when each was read: the newer of the ticker stream's rows and
 // the bulk statistics; the spot pairs' local quotes over the bulk quotes.
-// A local quote is used while it is younger than fresh, or, while the bulk
-// quotes cannot stand in (none read within fresh: the venue refuses calls),
-// while it is younger than max-stale (Quotes drops the older); a spot pair
+// A quote of what is served (see Poller.quotes) is used while it is
+// younger than fresh, or, while the bulk quotes cannot stand in (none read
+// within fresh: the venue refuses calls), while Poller.quotes keeps it
+// (until two builds' time before max-stale); a spot pair
 // with neither is left out of /tickers, counted, rather than aging the
 // whole list. It is pure: bulk is read only.
 func assembleTickers(bulk *tickerReads, st streamTickers, now time.Time, fresh time.Duration) (stats []venue.Stat, statsAt time.Time, quotes []venue.Quote, quotesAt time.Time) {

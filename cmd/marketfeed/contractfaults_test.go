@@ -15,8 +15,8 @@ import (
 // path does not show: every listed pair answerable at once over REST alone,
 // and never a 200 older than max-stale from a subscription gone silent.
 
-// listedIDs returns the ticker ids /pairs lists.
-func listedIDs(t *testing.T, api string) []string {
+// listedPairs returns the pairs /pairs lists.
+func listedPairs(t *testing.T, api string) []wire.Pair {
 	t.Helper()
 	resp, body := get(t, api+"/api/public/pairs")
 	if resp.StatusCode != http.StatusOK {
@@ -24,6 +24,13 @@ func listedIDs(t *testing.T, api string) []string {
 	}
 	var pairs []wire.Pair
 	decode(t, body, &pairs)
+	return pairs
+}
+
+// listedIDs returns the ticker ids /pairs lists.
+func listedIDs(t *testing.T, api string) []string {
+	t.Helper()
+	pairs := listedPairs(t, api)
 	ids := make([]string, len(pairs))
 	for i, p := range pairs {
 		ids[i] = p.TickerID

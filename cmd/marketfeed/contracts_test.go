@@ -42,8 +42,8 @@ const (
 	// contracts are built once a second.
 	contractMarkBound = contractsMaxStale/2 + time.Second
 	// contractInterestMaxAge is how old open interest may be when answered:
-	// every contract is read once a minute, plus a round's second.
-	contractInterestMaxAge = 61 * time.Second
+	// every contract is read once every 5 minutes, plus a round's second.
+	contractInterestMaxAge = 5*time.Minute + time.Second
 	// answerSlack is an answer's own way back: an age is judged when the
 	// answer has arrived.
 	answerSlack = 250 * time.Millisecond
@@ -248,7 +248,7 @@ func contractIDs(items []wire.Contract) []string {
 // funding are the venue's at its timestamp, nine in ten at most 2 s old
 // when answered and none older than half max-stale and the second of a
 // build (a loaded machine stalls the stream now and then); open interest,
-// where read, is the venue's at its time and at most a minute old, valued
+// where read, is the venue's at its time and at most 5 minutes old, valued
 // in dollars at the mark, and is read within 75 s of the start (it waits
 // for weight nothing else wants); the best bid is under the best ask. Then a market the venue
 // delists leaves /contracts before it leaves /pairs.

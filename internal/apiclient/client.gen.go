@@ -191,7 +191,7 @@ type Contract struct {
 
 	// OpenInterestTimestamp The venue's time of its open-interest count (ms); null while open_interest is null.
 	// Open interest is read with the budget's idle weight: in steady state it is at most
-	// a minute old, during a recovery older.
+	// 5 minutes old, during a recovery older.
 	OpenInterestTimestamp *int64 `json:"open_interest_timestamp"`
 
 	// OpenInterestUsd open_interest × the mark price, when the target currency is the US dollar or a

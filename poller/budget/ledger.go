@@ -71,7 +71,18 @@ const (
 // purposes is the one table of what each purpose spends, may borrow and
 // leaves; the ledger names no purpose but through it.
 var purposes = [NumPurposes]rule{
-	PurposeCatalog:  {name: "catalog", class: ClassBulk, borrows: borrowAll},
+	// The pair list's read has a reserve of its own (Plan.Own), kept from
+	// every other read whatever its priority: the list keeps rule 1 and
+	// delistings true, and a cold start's syncs and the requests waiting
+	// on them, which may spend all the rest, refused it ("venue weight
+	// budget spent").
+	PurposeCatalog: {name: "catalog", class: ClassBulk, borrows: borrowAll},
+	// The bulk statistics and quotes, and every contract's marks, stand in
+	// for the ticker and mark price streams while those are lost, and have
+	// reserves of their own (Plan.Own) for that: when the venue dropped
+	// every stream with the minute nearly spent by a cold start's syncs,
+	// they were refused for half a minute, /tickers and /contracts aged to
+	// 502 and then listed a few pairs of 46 while every book answered.
 	PurposeTickers:  {name: "tickers", class: ClassBulk, borrows: borrowAll},
 	PurposeSnapshot: {name: "snapshot", class: ClassBook, borrows: borrowAll},
 	PurposeDepleted: {name: "dry", class: ClassBook, borrows: borrowAll},
@@ -119,8 +130,8 @@ var purposes = [NumPurposes]rule{
 	PurposePollBook:   {name: "poll", class: ClassBook, borrows: borrowAll},
 	PurposePollTrades: {name: "poll", class: ClassTrades, borrows: borrowAll},
 	PurposeContracts:  {name: "contracts", class: ClassBulk, borrows: borrowAll},
-	// Open interest is read one contract at a time, a minute's round of
-	// every contract as heavy as the steady state's every other read. It
+	// Open interest is read one contract at a time, a round of every
+	// contract every 5 minutes (see interestEvery in the poller). It
 	// spends only weight nothing else wants: it stops while the window is
 	// half spent, so that a recovery, whose syncs need the whole window,
 	// finds at most half of it taken, and the poller asks for none while a
@@ -284,13 +295,18 @@ type Ledger struct {
 	serving bool
 	total   int
 	byClass [NumClasses]int
+	// fromOwn is the window's spend by purpose granted from its own
+	// reserve (see Plan.Own); at NumPurposes, none ever is.
+	fromOwn [NumPurposes + 1]int
 	entries []spend // the calls of the last window, oldest first
 }
 
 type spend struct {
-	at     time.Time
-	weight int
-	class  Class
+	at      time.Time
+	weight  int
+	class   Class
+	purpose Purpose // NumPurposes: none (see add)
+	fromOwn bool    // granted from its purpose's own reserve
 }
 
 // window is the span the venue counts weight over.
@@ -341,7 +357,8 @@ func (b *Ledger) expire(now time.Time) {
 	cut := now.Add(-window)
 	i := 0
 	for ; i < len(b.entries) && !b.entries[i].at.After(cut); i++ {
-		b.count(-b.entries[i].weight, b.entries[i].class)
+		e := &b.entries[i]
+		b.count(-e.weight, e.class, e.purpose, e.fromOwn)
 	}
 	if i > 0 {
 		b.entries = append(b.entries[:0], b.entries[i:]...)
@@ -411,8 +428,10 @@ type Ask struct {
 
 // Take spends the ask's weight at now if it fits, and reports whether it
 // did. It fits if the window's total stays within the limit, less the
-// serving reserve unless the ask may borrow it; if it leaves what its
-// purpose leaves (see rule.leaves); and, unless the ask may borrow the
+// other purposes' own reserves (see Plan.Own) and the serving reserve
+// unless the ask may borrow it, or, for a purpose with a reserve of its
+// own, less the others' reserves alone while its own holds the ask; if it
+// leaves what its purpose leaves (see rule.leaves); and, unless the ask may borrow the
 // other classes' shares, if its class's spend stays within the class's
 // cap (see withinCaps). The caps are the planner's, asked for now.
 func (b *Ledger) Take(now time.Time, a Ask) bool {
@@ -431,13 +450,22 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 	caps := b.capsLocked(plan)
 	// The serving reserve is kept from the window's total as well as from
 	// its class's cap: a class's cap is what the limit leaves the bulk
-	// calls' plan, which they may have spent.
-	reserve := 0
+	// calls' plan, which they may have spent. The other purposes' own
+	// reserves, as far as they are unspent, are kept from every read. A
+	// read that does not fit so is taken from its own purpose's reserve if
+	// that holds it: the serving reserve's reads may have spent theirs
+	// below it.
+	kept := b.keptFrom(plan, a.Purpose)
+	serving := 0
 	if may&borrowServing == 0 {
-		reserve = b.reserved(caps)
+		serving = b.reserved(caps)
 	}
-	if b.total+a.Weight > b.limit-reserve {
-		return false
+	fromOwn := false
+	if b.total+a.Weight > b.limit-kept-serving {
+		if a.Weight > b.unspent(plan, a.Purpose) || b.total+a.Weight > b.limit-kept {
+			return false
+		}
+		fromOwn = true
 	}
 	if !b.leaves(now, r.leaves, a.Priority, caps, a.Weight) {
 		return false
@@ -445,8 +473,27 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 	if may&borrowShares == 0 && !b.withinCaps(now, a.Weight, r.class, caps, may) {
 		return false
 	}
-	b.add(now, a.Weight, r.class)
+	b.entries = append(b.entries, spend{now, a.Weight, r.class, a.Purpose, fromOwn})
+	b.count(a.Weight, r.class, a.Purpose, fromOwn)
 	return true
+}
+
+// unspent is what purpose's own reserve holds: its size less the reads it
+// granted in the window (reads that fitted without it spend none of it).
+func (b *Ledger) unspent(plan Plan, purpose Purpose) int {
+	return max(plan.Own[purpose]-b.fromOwn[purpose], 0)
+}
+
+// keptFrom is what the own reserves of every purpose but purpose hold
+// unspent (NumPurposes: of every purpose).
+func (b *Ledger) keptFrom(plan Plan, purpose Purpose) int {
+	n := 0
+	for pu := range plan.Own {
+		if Purpose(pu) != purpose {
+			n += b.unspent(plan, Purpose(pu))
+		}
+	}
+	return n
 }
 
 // leaves reports whether spending weight at prio at now leaves what l
@@ -524,16 +571,21 @@ func capped(v int) int {
 	return v
 }
 
+// add records weight of class spent at now, on no purpose (the weight the
+// venue counted beyond the ledger's, see Observe).
 func (b *Ledger) add(now time.Time, weight int, class Class) {
-	b.entries = append(b.entries, spend{now, weight, class})
-	b.count(weight, class)
+	b.entries = append(b.entries, spend{now, weight, class, NumPurposes, false})
+	b.count(weight, class, NumPurposes, false)
 }
 
 // count adds weight (negative when it expires) to the totals it counts
 // towards: the window's, its class's and its class's parent's.
-func (b *Ledger) count(weight int, class Class) {
+func (b *Ledger) count(weight int, class Class, purpose Purpose, fromOwn bool) {
 	b.total += weight
 	b.byClass[class] += weight
+	if fromOwn {
+		b.fromOwn[purpose] += weight
+	}
 	if p := parentOf[class]; p != class {
 		b.byClass[p] += weight
 	}
@@ -549,7 +601,7 @@ func (b *Ledger) FreeAt(now time.Time, weight int) time.Time {
 		return now
 	}
 	b.expire(now)
-	limit := b.limit
+	limit := b.limit - b.keptFrom(plan, NumPurposes)
 	if lends[Requested]&borrowServing == 0 {
 		limit -= b.reserved(b.capsLocked(plan))
 	}
@@ -644,6 +696,12 @@ type Plan struct {
 	Split [NumClasses]bool
 	// Share is a fixed cap for a class that has one (refreshes); 0: none.
 	Share [NumClasses]int
+	// Own is the weight kept for a purpose's reads from every read of
+	// another purpose, whatever its priority (see purposes): a read or
+	// two, so that what it stands for is never refused for other reads'
+	// sake; 0: none. A read of the purpose that does not fit otherwise
+	// spends it, and it is whole again once that read leaves the window.
+	Own [NumPurposes]int
 }
 
 // CapsOf returns every class's cap. The classes that split share what the

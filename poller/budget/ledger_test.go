@@ -440,3 +440,86 @@ func TestStandInsLeaveHalfTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// The pair list's read has a reserve of its own: a window that every other
+// read, at every priority, has spent as far as it may (the serving reserve
+// too) still takes it, twice in a minute, and no other read spends that
+// reserve. Before, the syncs of a cold start and the requests waiting on
+// them spent the window to its limit, and the pair list's read, a bulk
+// call at Waiting, was refused: the list could not drop a delisted pair.
+func TestPairListKeepsAReserveOfItsOwn(t *testing.T) {
+	b := newLedger(1000, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+		Demand: [NumClasses]float64{ClassBook: 10_000, ClassTrades: 10_000},
+		Share:  [NumClasses]int{ClassRefresh: 40, ClassProbe: 40}, Own: [NumPurposes]int{PurposeCatalog: 2}})
+	b.SetServingReserve(true)
+	now := time.Unix(1_000_000, 0)
+	for prio := range NumPriorities {
+		for pu := range NumPurposes {
+			if pu == PurposeCatalog {
+				continue
+			}
+			for b.Take(now, Ask{pu, 1, prio}) {
+			}
+		}
+	}
+	if spent := b.Spent(now); spent != 998 {
+		t.Fatalf("every other read spent the window to %d of 1000, want all but the pair list's 2", spent)
+	}
+	for i := range 2 {
+		if !b.Take(now, Ask{PurposeCatalog, 1, Waiting}) {
+			t.Fatalf("pair list read %d refused with its reserve free", i+1)
+		}
+	}
+	if b.Take(now, Ask{PurposeCatalog, 1, Waiting}) {
+		t.Fatal("the pair list's read went past the limit")
+	}
+	if at := b.FreeAt(now.Add(time.Second), 1); !at.Equal(now.Add(time.Minute)) {
+		t.Fatalf("FreeAt %v, want once the window's weight expires, %v", at.Sub(now), time.Minute)
+	}
+}
+
+// The bulk reads that stand in for lost streams (statistics and quotes,
+// every contract's marks) keep a reserve each, as the pair list does: the
+// minute spent by every other read at every priority, each still takes
+// its own reserve and no more, and none takes another's; reads that fitted
+// without it (a cold start's, before the streams flowed) spend none of it.
+// Before, a cold start's syncs left them nothing, and /tickers and
+// /contracts aged out.
+func TestStandInBulkReadsKeepReservesOfTheirOwn(t *testing.T) {
+	own := [NumPurposes]int{PurposeCatalog: 2, PurposeTickers: 45, PurposeContracts: 10}
+	b := newLedger(1000, Plan{Split: [NumClasses]bool{ClassBook: true, ClassTrades: true},
+		Demand: [NumClasses]float64{ClassBook: 10_000, ClassTrades: 10_000},
+		Share:  [NumClasses]int{ClassRefresh: 40, ClassProbe: 40}, Own: own})
+	b.SetServingReserve(true)
+	now := time.Unix(1_000_000, 0)
+	if !b.Take(now.Add(-30*time.Second), Ask{PurposeContracts, 10, Waiting}) {
+		t.Fatal("the marks were refused in an empty window")
+	}
+	for prio := range NumPriorities {
+		for pu := range NumPurposes {
+			if own[pu] > 0 {
+				continue
+			}
+			for b.Take(now, Ask{pu, 1, prio}) {
+			}
+		}
+	}
+	if spent := b.Spent(now); spent != 1000-57 {
+		t.Fatalf("every other read spent the window to %d of 1000, want all but the reserves' 57", spent)
+	}
+	if b.Take(now, Ask{PurposeTickers, 46, Waiting}) {
+		t.Fatal("the statistics and quotes took more than their reserve")
+	}
+	if !b.Take(now, Ask{PurposeTickers, 40, Waiting}) || !b.Take(now, Ask{PurposeTickers, 5, Waiting}) {
+		t.Fatal("the statistics and quotes were refused their reserve")
+	}
+	if b.Take(now, Ask{PurposeTickers, 1, Waiting}) {
+		t.Fatal("the statistics and quotes took the marks' reserve")
+	}
+	if !b.Take(now, Ask{PurposeContracts, 10, Waiting}) {
+		t.Fatal("the marks were refused their reserve")
+	}
+	if !b.Take(now, Ask{PurposeCatalog, 2, Waiting}) || b.Spent(now) != 1000 {
+		t.Fatalf("the pair list was refused its reserve, or the window holds %d", b.Spent(now))
+	}
+}

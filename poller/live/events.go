@@ -53,6 +53,7 @@ func (s *Source) Tickers(rows []venue.Stat) {
 // Live marks the pairs' streams of k as subscribed.
 func (s *Source) Live(k snapshot.Stream, symbols []string) {
 	now := time.Now()
+	s.subscribed[k].Store(true)
 	s.eachOf(symbols, func(lp *pair) {
 		st := lp.kind(k).feed()
 		st.live, st.at = true, now

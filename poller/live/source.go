@@ -169,6 +169,9 @@ type Source struct {
 	// weight, and books in sequence are not refreshed (see the due of
 	// each kind in kinds).
 	booksBehind atomic.Bool
+	// subscribed is set for a stream kind once the venue acknowledged a
+	// subscription of it (see PollPurpose).
+	subscribed  [snapshot.NumStreams]atomic.Bool
 	progress    syncProgress
 	// fellBack is how many streams of each kind the watchdog found served
 	// by REST at its last round (given up as silent), for the line that
@@ -321,11 +324,28 @@ func (s *Source) test(id string, f func(lp *pair) bool) bool {
 // PollPurpose is what the poller's REST round spends on a stream-fed pair
 // whose stream of k is lost: a stand-in, which leaves the window room for
 // the syncs the books need once their streams are back (see
-// budget.PurposeStandInBook).
-func (s *Source) PollPurpose(k snapshot.Stream) budget.Purpose { return standIn[k] }
-
-// standIn is the stand-in purpose of each stream kind.
-var standIn = [snapshot.NumStreams]budget.Purpose{
-	snapshot.StreamBook:   budget.PurposeStandInBook,
-	snapshot.StreamTrades: budget.PurposeStandInTrades,
+// budget.PurposeStandInBook). Until the venue has acknowledged a
+// subscription of k, no stream was lost and no sync waits for one: the
+// venue serves its REST API alone (its stream paths answer 404, say), and
+// a round's read is a poll, as without streams. As stand-ins, after a
+// few dozen pairs had been answered the pacing held the reads of a pair
+// clients kept reading for half a minute.
+func (s *Source) PollPurpose(k snapshot.Stream) budget.Purpose {
+	if !s.subscribed[k].Load() {
+		return poll[k]
+	}
+	return standIn[k]
 }
+
+// standIn is the stand-in purpose of each stream kind, and poll the purpose
+// of a REST round's read without streams.
+var (
+	standIn = [snapshot.NumStreams]budget.Purpose{
+		snapshot.StreamBook:   budget.PurposeStandInBook,
+		snapshot.StreamTrades: budget.PurposeStandInTrades,
+	}
+	poll = [snapshot.NumStreams]budget.Purpose{
+		snapshot.StreamBook:   budget.PurposePollBook,
+		snapshot.StreamTrades: budget.PurposePollTrades,
+	}
+)
