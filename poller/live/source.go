@@ -171,8 +171,8 @@ type Source struct {
 	booksBehind atomic.Bool
 	// subscribed is set for a stream kind once the venue acknowledged a
 	// subscription of it (see PollPurpose).
-	subscribed  [snapshot.NumStreams]atomic.Bool
-	progress    syncProgress
+	subscribed [snapshot.NumStreams]atomic.Bool
+	progress   syncProgress
 	// fellBack is how many streams of each kind the watchdog found served
 	// by REST at its last round (given up as silent), for the line that
 	// says when none is any more.
