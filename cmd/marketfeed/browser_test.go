@@ -252,22 +252,6 @@ func startForBrowser(t *testing.T, args ...string) string {
 	return api
 }
 
-// listedPairs reads /pairs as a client does.
-func listedPairs(t *testing.T, base string) []string {
-	t.Helper()
-	resp, body := get(t, base+"/api/public/pairs")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/pairs: %d %s", resp.StatusCode, body)
-	}
-	var pairs []wire.Pair
-	decode(t, body, &pairs)
-	var ids []string
-	for _, p := range pairs {
-		ids = append(ids, p.TickerID)
-	}
-	return ids
-}
-
 // The live market page on the simulated venue: it loads with no console
 // error and no failed request, lists exactly the pairs of /pairs, draws the
 // open pair's book point for level with the book's best bid and ask,
@@ -283,7 +267,7 @@ func TestBrowserMarketPage(t *testing.T) {
 		document.querySelector('#depth polyline.bids') !== null`, 15*time.Second)
 
 	rows := eval[[]string](t, b, `[...document.querySelectorAll('#pairs tbody tr')].map(r => r.dataset.id)`)
-	listed := listedPairs(t, base)
+	listed := listedIDs(t, base)
 	slices.Sort(rows)
 	slices.Sort(listed)
 	if !slices.Equal(rows, listed) {
@@ -396,7 +380,7 @@ func TestBrowserUnavailablePair(t *testing.T) {
 	b := newBrowser(t, base)
 	b.do(t, "open /", chromedp.Navigate(base+"/#BTC_USDT"))
 	b.waitFor(t, "BTC_USDT's chart", `document.querySelector('#depth polyline.bids') !== null`, 15*time.Second)
-	listed := listedPairs(t, base)
+	listed := listedIDs(t, base)
 
 	post(t, venue+"/_control/fault?status=503")
 	t.Cleanup(func() {
