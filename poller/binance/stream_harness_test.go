@@ -1,7 +1,6 @@
 package binance
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +19,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/coder/websocket"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/poller/venue/venuetest"
 )
 
@@ -323,16 +324,14 @@ func (h *harness) stop() {
 	h.v.stop()
 }
 
-// metric returns one metric's value from the Prometheus text.
+// metric returns one metric's value from the Prometheus text, as the text
+// writes it; "": none.
 func (h *harness) metric(name string) string {
-	var b bytes.Buffer
-	h.set.WritePrometheus(&b)
-	for line := range strings.Lines(b.String()) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			return v
-		}
+	v, ok := promtext.Scrape(h.t, h.set.WritePrometheus)[name]
+	if !ok {
+		return ""
 	}
-	return ""
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 func symbolsN(n int) []string {
