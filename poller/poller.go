@@ -313,7 +313,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	if err := p.RefreshCatalog(ctx); err != nil {
 		p.log.Warn("first catalog read failed; retrying on schedule", logKeyErr, err)
 	}
-	if err := p.RefreshTickers(ctx); err != nil {
+	if err := p.refreshTickers(ctx); err != nil {
 		p.log.Warn("first tickers read failed; retrying on schedule", logKeyErr, err)
 	}
 	// Over REST alone the contracts can be built at once from the reads
@@ -321,7 +321,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	// publication from the bulk quotes would go stale (and /contracts 502)
 	// before the books it then depends on are in sequence.
 	if !p.src.KeepsTickers() {
-		_ = p.RefreshContracts(ctx)
+		_ = p.refreshContracts(ctx)
 	}
 	logger := cronLogger{p.log}
 	c := cron.New(cron.WithLogger(logger))
@@ -344,8 +344,8 @@ func (p *Poller) Run(ctx context.Context) error {
 	if p.src.KeepsTickers() {
 		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
 	}
-	every(tickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
-	every(time.Second, single, func(ctx context.Context) { _ = p.RefreshContracts(ctx) })
+	every(tickersEvery, single, func(ctx context.Context) { _ = p.refreshTickers(ctx) })
+	every(time.Second, single, func(ctx context.Context) { _ = p.refreshContracts(ctx) })
 	for k, row := range streamRows {
 		every(row.every(&p.cfg), overlapping, func(ctx context.Context) { p.Refresh(ctx, snapshot.Stream(k)) })
 	}

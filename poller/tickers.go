@@ -36,12 +36,12 @@ type streamTickers struct {
 	all     bool        // every spot pair has a recent local quote
 }
 
-// RefreshTickers reads whichever of the bulk statistics and quotes are due
+// refreshTickers reads whichever of the bulk statistics and quotes are due
 // and publishes new tickers when anything changed. With streams, the
 // statistics come from the all-market ticker stream and the quotes from the
 // spot pairs' local books; the bulk calls stand in only for what the streams
 // do not cover (the stream is quiet, a spot pair's book is not synced yet).
-func (p *Poller) RefreshTickers(ctx context.Context) error {
+func (p *Poller) refreshTickers(ctx context.Context) error {
 	pairs := p.store.Pairs()
 	if pairs == nil {
 		return errors.New("no pairs yet")

@@ -62,7 +62,7 @@ func checkChain(t *testing.T, v *Venue, sym string, got []venue.DepthUpdate, k0,
 		}
 		from := v.bySymbol[sym].heartbeatOf(prev)
 		to := Heartbeat(time.UnixMilli(u.Time)) // the heartbeat the event ends at
-		want, err := v.DepthUpdateSince(sym, from, to)
+		want, err := v.depthUpdateSince(sym, from, to)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestStreamsDeliverInOrder(t *testing.T) {
 			// Trades: those of every heartbeat that ended, in order.
 			var want []venue.Trade
 			for k := k0; k < k1; k++ {
-				hb, _ := v.HeartbeatTrades(sym, k)
+				hb, _ := v.heartbeatTrades(sym, k)
 				want = append(want, hb...)
 			}
 			if len(want) == 0 || !reflect.DeepEqual(r.Trades(sym), want) {
