@@ -166,7 +166,7 @@ type app struct {
 	log     *slog.Logger
 	store   *snapshot.Store
 	venue   venue.Venue
-	role    part
+	role    player
 	srv     *server.Server
 	metrics *metrics.Set // the server's, the cluster's and the program's own
 	spotOK  *metrics.Counter
@@ -179,10 +179,10 @@ type app struct {
 	rotation atomic.Pointer[func() binance.Rotation]
 }
 
-// part is the part the process plays, built once: a role.Standalone, or a
+// player is the part the process plays, built once: a role.Standalone, or a
 // role.Cluster that plays the leader, a follower or alone as its member
 // says. Everything else asks it, never which it is.
-type part interface {
+type player interface {
 	server.Feed
 	Readiness() role.Readiness
 	WriteMetrics(w io.Writer)

@@ -52,9 +52,9 @@ var parentOf = [NumClasses]Class{
 // being served that ran dry or fell out of sequence meanwhile waited for
 // it, answering 502 for most of it.
 var servingReserve = struct {
-	part part
-	of   Class
-}{part{1, 25}, ClassBook}
+	fraction fraction
+	of       Class
+}{fraction{1, 25}, ClassBook}
 
 // Ledger holds the venue weight the poller may spend: at most the limit in
 // any 60-second window, and for each class at most its cap. A sliding window
@@ -197,7 +197,7 @@ func (b *Ledger) reserved(caps Caps) int {
 	if !b.serving {
 		return 0
 	}
-	return servingReserve.part.of(capped(caps[servingReserve.of]))
+	return servingReserve.fraction.of(capped(caps[servingReserve.of]))
 }
 
 // SyncRelease is the longest a request waits because Sync reads took the
@@ -288,7 +288,7 @@ func (b *Ledger) leaves(now time.Time, l leave, prio Priority, caps Caps, weight
 	if l.from == fromNothing || prio > l.upto {
 		return true
 	}
-	room := b.limit - l.part.of(l.of.in(caps, b.limit))
+	room := b.limit - l.fraction.of(l.of.in(caps, b.limit))
 	if b.total+weight > room {
 		return false
 	}

@@ -38,16 +38,16 @@ var purposes = [NumPurposes]rule{
 	PurposeTickers:       {name: "tickers", class: ClassBulk, borrows: borrowAll},
 	PurposeSnapshot:      {name: "snapshot", class: ClassBook, borrows: borrowAll},
 	PurposeDepleted:      {name: "dry", class: ClassBook, borrows: borrowAll},
-	PurposeDeepen:        {name: "deepen", class: ClassBook, borrows: borrowAll, leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Sync, paced: true}},
+	PurposeDeepen:        {name: "deepen", class: ClassBook, borrows: borrowAll, leaves: leave{from: fromWindow, fraction: fraction{1, 2}, of: sizeLimit, upto: Sync, paced: true}},
 	PurposeRefresh:       {name: "refresh", class: ClassRefresh, borrows: borrowAll &^ borrowShares},
 	PurposeProbe:         {name: "probe", class: ClassProbe, borrows: borrowAll &^ borrowShares},
-	PurposeBackfill:      {name: "backfill", class: ClassTrades, borrows: borrowAll, leaves: leave{from: fromWindow, part: part{1, 1}, of: sizeOf(ClassRefresh), upto: Sync}},
+	PurposeBackfill:      {name: "backfill", class: ClassTrades, borrows: borrowAll, leaves: leave{from: fromWindow, fraction: fraction{1, 1}, of: sizeOf(ClassRefresh), upto: Sync}},
 	PurposePollBook:      {name: "poll", class: ClassBook, borrows: borrowAll},
 	PurposePollTrades:    {name: "poll", class: ClassTrades, borrows: borrowAll},
 	PurposeContracts:     {name: "contracts", class: ClassBulk, borrows: borrowAll},
-	PurposeOpenInterest:  {name: "open_interest", class: ClassBulk, borrows: borrowAll, leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Serving}},
-	PurposeStandInBook:   {name: "standin", class: ClassBook, borrows: borrowAll, leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting, paced: true}},
-	PurposeStandInTrades: {name: "standin", class: ClassTrades, borrows: borrowAll, leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting, paced: true}},
+	PurposeOpenInterest:  {name: "open_interest", class: ClassBulk, borrows: borrowAll, leaves: leave{from: fromWindow, fraction: fraction{1, 2}, of: sizeLimit, upto: Serving}},
+	PurposeStandInBook:   {name: "standin", class: ClassBook, borrows: borrowAll, leaves: leave{from: fromWindow, fraction: fraction{1, 2}, of: sizeLimit, upto: Waiting, paced: true}},
+	PurposeStandInTrades: {name: "standin", class: ClassTrades, borrows: borrowAll, leaves: leave{from: fromWindow, fraction: fraction{1, 2}, of: sizeLimit, upto: Waiting, paced: true}},
 }
 
 // rule is a purpose's row of purposes.
@@ -102,10 +102,10 @@ var lends = [NumPriorities]borrow{
 // the window's limit by the asks of priorities up to upto (those above it
 // spend it).
 type leave struct {
-	from fromWhat
-	part part
-	of   size
-	upto Priority
+	from     fromWhat
+	fraction fraction
+	of       size
+	upto     Priority
 	// paced holds the reads to half of what the leave lets the window
 	// hold, counted over the window's last half (everything spent there,
 	// theirs or not), so that they spread over the minute rather than
@@ -121,13 +121,13 @@ const (
 	fromWindow                  // the window's limit
 )
 
-// part is a fraction, num/den, of a size.
-type part struct{ num, den int }
+// fraction is num/den of a size.
+type fraction struct{ num, den int }
 
 // of is the part of v, rounded down.
-func (p part) of(v int) int { return v * p.num / p.den }
+func (p fraction) of(v int) int { return v * p.num / p.den }
 
-// size is what a part is of: the window's limit (sizeLimit) or a class's
+// size is what a fraction is of: the window's limit (sizeLimit) or a class's
 // cap (sizeOf).
 type size int
 
