@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -93,7 +94,7 @@ func (p *Poller) warnUnlisted(pairs *snapshot.Pairs, spot []string) {
 			continue
 		}
 		if !p.unlisted[id] {
-			p.log.Warn("spot pair not published: the venue has no tradable market of that name", logKeyPair, id)
+			p.log.Warn("spot pair not published: the venue has no tradable market of that name", logkey.Pair, id)
 		}
 		unlisted[id] = true
 	}

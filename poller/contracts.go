@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -64,7 +65,7 @@ func (p *Poller) refreshContracts(ctx context.Context) error {
 	now := time.Now()
 	marks, marksAt, err := p.contractMarks(ctx, cr, pairs, now)
 	if err != nil && !venue.Paused(err) { // a pause logs itself
-		p.logs.Log(p.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logKeyErr, err.Error()))
+		p.logs.Log(p.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logkey.Err, err.Error()))
 	} else if err == nil {
 		p.logs.Forget("contracts")
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/robfig/cron/v3"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/internal/logthrottle"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/live"
@@ -311,10 +312,10 @@ func (p *Poller) Run(ctx context.Context) error {
 	defer stop()
 	ctx = p.life.ctx
 	if err := p.RefreshCatalog(ctx); err != nil {
-		p.log.Warn("first catalog read failed; retrying on schedule", logKeyErr, err)
+		p.log.Warn("first catalog read failed; retrying on schedule", logkey.Err, err)
 	}
 	if err := p.refreshTickers(ctx); err != nil {
-		p.log.Warn("first tickers read failed; retrying on schedule", logKeyErr, err)
+		p.log.Warn("first tickers read failed; retrying on schedule", logkey.Err, err)
 	}
 	// Over REST alone the contracts can be built at once from the reads
 	// above. With streams they wait for the books' quotes: a first
@@ -392,5 +393,5 @@ type cronLogger struct{ log *slog.Logger }
 
 func (l cronLogger) Info(string, ...any) {} // cron's scheduling chatter
 func (l cronLogger) Error(err error, msg string, kv ...any) {
-	l.log.Error(msg, append([]any{logKeyErr, err}, kv...)...)
+	l.log.Error(msg, append([]any{logkey.Err, err}, kv...)...)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"marketfeed/internal/backoff"
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -138,7 +139,7 @@ dispatch:
 			defer hp.reading.Store(false)
 			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil && !venue.Paused(err) {
 				p.logs.Log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
-					slog.String("stream", s.String()), slog.String(logKeyPair, pair.TickerID), slog.String(logKeyErr, err.Error()))
+					slog.String("stream", s.String()), slog.String(logkey.Pair, pair.TickerID), slog.String(logkey.Err, err.Error()))
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -57,7 +58,7 @@ func (p *Poller) refreshTickers(ctx context.Context) error {
 	p.ct.mu.Unlock()
 	read, err := p.readTickers(ctx, now, !st.all || contractsWant, !st.flowing)
 	if err != nil && !venue.Paused(err) { // a pause logs itself
-		p.logs.Log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logKeyErr, err.Error()))
+		p.logs.Log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logkey.Err, err.Error()))
 	} else if err == nil {
 		p.logs.Forget("tickers")
 	}

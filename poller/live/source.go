@@ -33,6 +33,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
@@ -171,8 +172,8 @@ type Source struct {
 	booksBehind atomic.Bool
 	// subscribed is set for a stream kind once the venue acknowledged a
 	// subscription of it (see PollPurpose).
-	subscribed  [snapshot.NumStreams]atomic.Bool
-	progress    syncProgress
+	subscribed [snapshot.NumStreams]atomic.Bool
+	progress   syncProgress
 	// fellBack is how many streams of each kind the watchdog found served
 	// by REST at its last round (given up as silent), for the line that
 	// says when none is any more.
@@ -209,7 +210,7 @@ func (s *Source) Schedule(sch Scheduler) {
 	sch.Go(func(ctx context.Context) {
 		if err := s.cfg.Streams.Run(ctx, s); err != nil && ctx.Err() == nil {
 			s.cfg.Log(slog.LevelError, "streams", "market streams stopped; pairs are served by REST",
-				slog.String(logKeyErr, err.Error()))
+				slog.String(logkey.Err, err.Error()))
 		}
 		if s.cfg.DepthEvery > 0 {
 			// The streams deliver nothing more: each book in sequence is
