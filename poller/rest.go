@@ -24,7 +24,6 @@ func (p *Poller) Refresh(ctx context.Context, s snapshot.Stream) { p.round(ctx, 
 // path: one row each, so that the steps are written once.
 type streamRow struct {
 	call venue.Call
-	part string // the label of the stream's metrics by part
 	// purpose is what a REST read of the stream spends on; its class is
 	// the stream's share of the budget.
 	purpose budget.Purpose
@@ -35,12 +34,12 @@ type streamRow struct {
 
 var streamRows = [snapshot.NumStreams]streamRow{
 	snapshot.StreamBook: {
-		call: venue.CallBook, part: "books", purpose: budget.PurposePollBook,
+		call: venue.CallBook, purpose: budget.PurposePollBook,
 		every: func(c *Config) time.Duration { return c.BookEvery },
 		read:  (*Poller).readBook,
 	},
 	snapshot.StreamTrades: {
-		call: venue.CallTrades, part: "trades", purpose: budget.PurposePollTrades,
+		call: venue.CallTrades, purpose: budget.PurposePollTrades,
 		every: func(c *Config) time.Duration { return c.TradesEvery },
 		read:  (*Poller).readTrades,
 	},

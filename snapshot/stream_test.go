@@ -68,3 +68,19 @@ func TestUnknownStreamPanics(t *testing.T) {
 		}
 	}
 }
+
+// A kind's names are what operators query and other processes read: the
+// metric labels and the replication keys stay as served.
+func TestStreamKindNames(t *testing.T) {
+	for _, tc := range []struct {
+		s                         Stream
+		name, part, venue, prefix string
+	}{
+		{StreamBook, "book", "books", "depth", "book."},
+		{StreamTrades, "trades", "trades", "trades", "trades."},
+	} {
+		if got := [4]string{tc.s.String(), tc.s.Part(), tc.s.VenueStream(), tc.s.KeyPrefix()}; got != [4]string{tc.name, tc.part, tc.venue, tc.prefix} {
+			t.Errorf("kind %d: names %q, want %q", int(tc.s), got, [4]string{tc.name, tc.part, tc.venue, tc.prefix})
+		}
+	}
+}

@@ -53,7 +53,6 @@ type tradesState struct {
 
 // tradesRow is the trades kind's row of kinds.
 var tradesRow = kindRow{
-	silence: "trades", part: "trades",
 	of:    func(lp *pair) kind { return &lp.tradesState },
 	every: func(cfg *Config) time.Duration { return cfg.TradesEvery },
 	// A read of trades has tier 0; the check of the venue's newest trade

@@ -144,12 +144,11 @@ func (h *events[E, In]) hold(in In, id, covered int64) {
 }
 
 // kinds is what differs between the streams a relay holds, one row per
-// stream kind: the label of its gauges, and its events.
+// stream kind: its events (its gauges' label is the kind's VenueStream).
 var kinds = [snapshot.NumStreams]struct {
-	label string
-	held  func() held
+	held func() held
 }{
-	snapshot.StreamBook: {"depth", func() held {
+	snapshot.StreamBook: {func() held {
 		arena := &depthArena{}
 		return &events[heldDepth, venue.DepthUpdate]{
 			id:     func(u heldDepth) int64 { return u.Last },
@@ -158,7 +157,7 @@ var kinds = [snapshot.NumStreams]struct {
 			period: arena.period,
 		}
 	}},
-	snapshot.StreamTrades: {"trades", func() held {
+	snapshot.StreamTrades: {func() held {
 		return &events[venue.Trade, venue.Trade]{
 			id:   func(tr venue.Trade) int64 { return tr.ID },
 			pass: func(sink venue.Sink, symbol string, tr venue.Trade) { sink.Trade(symbol, tr) },
@@ -177,8 +176,8 @@ func New(streams venue.Streams, held Held, set *metrics.Set) *Relay {
 	r := &Relay{streams: streams, held: held, ids: map[string]string{}}
 	r.pairs.Store(&map[string]*pair{})
 	if set != nil {
-		for k, row := range kinds {
-			k, name := snapshot.Stream(k), row.label
+		for k := range snapshot.NumStreams {
+			name := k.VenueStream()
 			set.NewGauge(`marketfeed_standby_streams_live{stream="`+name+`"}`, func() float64 { return float64(r.count(k).live) })
 			set.NewGauge(`marketfeed_standby_events_held{stream="`+name+`"}`, func() float64 { return float64(r.count(k).held) })
 		}
