@@ -213,7 +213,7 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 func leaders(nodes []*node) []*node {
 	var out []*node
 	for _, n := range nodes {
-		if n.m.Leading() {
+		if n.m.leading() {
 			out = append(out, n)
 		}
 	}
@@ -235,7 +235,7 @@ func settle(t *testing.T, f *feeder, nodes []*node) string {
 	defer func() {
 		if t.Failed() {
 			for _, n := range nodes {
-				t.Logf("%s (leading %v, synced %v, newest term %d) serves:\n%s", n.m.cfg.Member, n.m.Leading(), n.m.Synced(), n.m.newest.Load(), served(n.store))
+				t.Logf("%s (leading %v, synced %v, newest term %d) serves:\n%s", n.m.cfg.Member, n.m.leading(), n.m.Synced(), n.m.newest.Load(), served(n.store))
 			}
 		}
 	}()
@@ -297,7 +297,7 @@ func TestMembersFollowUntilTheyLead(t *testing.T) {
 	eventually(t, 5*time.Second, "no leader", func() bool { return len(leaders(nodes)) == 1 })
 	roles := func(nodes []*node) bool {
 		for _, n := range nodes {
-			if n.following.Load() == n.m.Leading() {
+			if n.following.Load() == n.m.leading() {
 				return false
 			}
 		}
@@ -413,7 +413,7 @@ func TestLateMemberCatchesUp(t *testing.T) {
 	s := natstest.Start(t)
 	f := new(feeder)
 	first := startMember(t, s, "a", f)
-	eventually(t, 5*time.Second, "no leader", first.m.Leading)
+	eventually(t, 5*time.Second, "no leader", first.m.leading)
 	settle(t, f, []*node{first})
 	f.pause()
 	late := startMember(t, s, "late", f)
@@ -445,7 +445,7 @@ func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
 	f.pause()
 	var follower *node
 	for _, n := range nodes {
-		if !n.m.Leading() {
+		if !n.m.leading() {
 			follower = n
 		}
 	}
@@ -525,7 +525,7 @@ func TestForeignLeaseIsCountedAndOutlived(t *testing.T) {
 	if n.m.Leader() != "" {
 		t.Fatalf("the foreign lease's holder is taken for the leader %q", n.m.Leader())
 	}
-	eventually(t, 5*time.Second, "no member leads after the foreign lease expired", n.m.Leading)
+	eventually(t, 5*time.Second, "no member leads after the foreign lease expired", n.m.leading)
 }
 
 // A NATS server restarted with nothing in it: the members join again
@@ -597,7 +597,7 @@ func TestLeaderKeepsItsTermThroughAFailedRenewal(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = m.Run(ctx, Roles{OnLead: func(ctx context.Context) { <-ctx.Done() }}) }()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, 5*time.Second, "no leader", m.Leading)
+	eventually(t, 5*time.Second, "no leader", m.leading)
 	term := m.Term()
 	lease.fail.Store(1)
 	eventually(t, 5*time.Second, "the renewal never failed", func() bool { return lease.failed.Load() == 1 })
@@ -610,12 +610,12 @@ func TestLeaderKeepsItsTermThroughAFailedRenewal(t *testing.T) {
 	}
 	failedAt := revision()
 	eventually(t, 5*time.Second, "no renewal after the failed one", func() bool { return revision() > failedAt })
-	if !m.Leading() || m.Term() != term || m.metrics.stepDowns.Get() != 0 {
-		t.Fatalf("after one failed renewal: leading %v, term %d (was %d), step-downs %d", m.Leading(), m.Term(), term, m.metrics.stepDowns.Get())
+	if !m.leading() || m.Term() != term || m.metrics.stepDowns.Get() != 0 {
+		t.Fatalf("after one failed renewal: leading %v, term %d (was %d), step-downs %d", m.leading(), m.Term(), term, m.metrics.stepDowns.Get())
 	}
 	lease.fail.Store(-1)
 	failing := time.Now()
-	eventually(t, 5*time.Second, "a leader whose renewals fail never stepped down", func() bool { return !m.Leading() })
+	eventually(t, 5*time.Second, "a leader whose renewals fail never stepped down", func() bool { return !m.leading() })
 	if took := time.Since(failing); took >= time.Second {
 		t.Fatalf("stepped down %s after its renewals began to fail, want before the 1s lease expires", took)
 	}
@@ -665,7 +665,7 @@ func TestLeaseOfANonMemberIsRemoved(t *testing.T) {
 		}
 	}()
 	n := startMember(t, s, "a", new(feeder))
-	eventually(t, 10*time.Second, "no member leads while a non-member renews the lease", n.m.Leading)
+	eventually(t, 10*time.Second, "no member leads while a non-member renews the lease", n.m.leading)
 	<-renewing
 	if n.m.metrics.dropped[dropForeign].Get() == 0 {
 		t.Fatal("the non-member's lease was not counted")
@@ -691,7 +691,7 @@ func TestMembersReadTheVenueAloneWhileNATSIsAway(t *testing.T) {
 	for _, n := range nodes {
 		eventually(t, 10*time.Second, n.m.cfg.Member+" does not read the venue alone", func() bool {
 			share := n.share.Load()
-			return n.m.Alone() && !n.m.Leading() && share != nil && *share == 0.5
+			return n.m.Alone() && !n.m.leading() && share != nil && *share == 0.5
 		})
 	}
 	restart()
@@ -743,7 +743,7 @@ func TestLaterPutsLandWithoutAcknowledgement(t *testing.T) {
 	s := natstest.Start(t)
 	f := new(feeder)
 	n := startMember(t, s, "a", f)
-	eventually(t, 5*time.Second, "no leader", n.m.Leading)
+	eventually(t, 5*time.Second, "no leader", n.m.leading)
 	eventually(t, 5*time.Second, "BTC_USDT's first book not acknowledged", func() bool { return n.m.firstPutAcked("book.BTC_USDT") })
 	n.m.putsMu.Lock()
 	first := n.m.firstPut["book.BTC_USDT"]
@@ -772,7 +772,7 @@ func TestLaterPutsLandWithoutAcknowledgement(t *testing.T) {
 func TestPairIsReplicatedOnceEveryMemberAppliedIt(t *testing.T) {
 	s := natstest.Start(t)
 	n := startMember(t, s, "a", new(feeder))
-	eventually(t, 5*time.Second, "no leader", n.m.Leading)
+	eventually(t, 5*time.Second, "no leader", n.m.leading)
 	eventually(t, 5*time.Second, "BTC_USDT not replicated on a cluster of one", func() bool { return n.m.Replicated("BTC_USDT") })
 	if n.m.Replicated("XRP_USDT") {
 		t.Fatal("a pair never published is replicated")
@@ -914,7 +914,7 @@ func TestFollowersLoadWaitsForAValueThatServesIt(t *testing.T) {
 	}
 	follower := func() *node {
 		for _, n := range nodes {
-			if !n.m.Leading() {
+			if !n.m.leading() {
 				return n
 			}
 		}

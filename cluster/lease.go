@@ -73,7 +73,7 @@ type term struct {
 	lease   []byte             // the lease's value: this member and number
 	renewed int64              // when the lease was last renewed, Unix ns
 	pings   *nats.Subscription // its pings and loads (see presence.go)
-	lead    *part              // OnLead's run
+	lead    *roleRun              // OnLead's run
 }
 
 // campaign is one session's pursuit of the lease.
@@ -85,7 +85,7 @@ type campaign struct {
 	tick, ping <-chan time.Time
 	term       *term  // the term this member leads in; nil while it does not
 	other      holder // the lease's holder, while another leads
-	follow     *part  // OnFollow's run, while this member does not lead
+	follow     *roleRun  // OnFollow's run, while this member does not lead
 	// failing counts the periods in a row in which NATS did not answer the
 	// lease's renewal or creation as a working engine does (done, or the
 	// key exists); past the lease's TTL the engine is lost. A read is no
@@ -109,7 +109,7 @@ func (c *campaign) run(ctx context.Context) {
 	defer c.end()
 	for state := stateFollowing; state != stateLost && state != stateStopped; {
 		if c.term == nil && c.follow == nil {
-			c.follow = startPart(ctx, c.roles.OnFollow)
+			c.follow = startRoleRun(ctx, c.roles.OnFollow)
 		}
 		switch state {
 		case stateFollowing:
@@ -291,7 +291,7 @@ func (c *campaign) win(ctx context.Context, t *term) {
 	m.log.Info("lease won: leading", "term", t.number)
 	c.follow.stop()
 	c.follow = nil
-	t.lead = startPart(ctx, c.roles.OnLead)
+	t.lead = startRoleRun(ctx, c.roles.OnLead)
 }
 
 // readHolder reads who holds the lease, which this member could not take.

@@ -107,7 +107,7 @@ func TestLeaderRenewalTransitions(t *testing.T) {
 			led := make(chan struct{})
 			c := offlineCampaign(t, lease)
 			held := hold(c, lease, tc.ago)
-			held.lead = startPart(t.Context(), func(ctx context.Context) { <-ctx.Done(); close(led) })
+			held.lead = startRoleRun(t.Context(), func(ctx context.Context) { <-ctx.Done(); close(led) })
 			tc.change(lease)
 			if got := c.renew(t.Context()); got != tc.want {
 				t.Fatalf("renewal ends %v, want %v", got, tc.want)

@@ -62,7 +62,7 @@ var errNoLeader = errors.New("cluster: no leader to read the venue")
 // plain NATS and the value through the watch, in either order.
 func (m *Member) Load(ctx context.Context, tickerID string, s snapshot.Stream, served func() bool) error {
 	term := m.newest.Load()
-	if term == 0 || m.Leading() {
+	if term == 0 || m.leading() {
 		return errNoLeader
 	}
 	if s < 0 || s >= snapshot.NumStreams {

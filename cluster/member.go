@@ -211,8 +211,8 @@ func (m *Member) open(ctx context.Context) error {
 // itself.
 func (m *Member) Alone() bool { return m.alone.Load() }
 
-// Leading reports whether this member holds the lease.
-func (m *Member) Leading() bool { return m.term.Load() != 0 }
+// leading reports whether this member holds the lease.
+func (m *Member) leading() bool { return m.term.Load() != 0 }
 
 // Term is the term this member leads in, 0 while it follows.
 func (m *Member) Term() uint64 { return m.term.Load() }

@@ -78,7 +78,7 @@ func newMemberMetrics(set *metrics.Set, m *Member) memberMetrics {
 	for r := range numDropReasons {
 		mm.dropped[r] = set.NewCounter(`marketfeed_cluster_values_dropped_total{reason="` + dropNames[r] + `"}`)
 	}
-	set.NewGauge(`marketfeed_cluster_leader`, func() float64 { return bool01(m.Leading()) })
+	set.NewGauge(`marketfeed_cluster_leader`, func() float64 { return bool01(m.leading()) })
 	set.NewGauge(`marketfeed_cluster_term`, func() float64 { return float64(m.NewestTerm()) })
 	set.NewGauge(`marketfeed_cluster_synced`, func() float64 { return bool01(m.Synced()) })
 	set.NewGauge(`marketfeed_cluster_alone`, func() float64 { return bool01(m.Alone()) })

@@ -60,7 +60,7 @@ func (m *Member) Run(ctx context.Context, r Roles) error {
 // period. From the first failed try until it joins, the member runs
 // onAlone. It reports whether it joined.
 func (m *Member) rejoin(ctx context.Context, onAlone func(ctx context.Context)) bool {
-	var alone *part
+	var alone *roleRun
 	for wait := time.Duration(0); ; wait = m.cfg.LeaseTTL / periodsPerTTL {
 		select {
 		case <-ctx.Done():
@@ -77,7 +77,7 @@ func (m *Member) rejoin(ctx context.Context, onAlone func(ctx context.Context)) 
 			m.log.Warn("cluster unreachable: reading the venue alone", "share", m.AloneShare())
 			m.alone.Store(true)
 			m.metrics.alone.Inc()
-			alone = startPart(ctx, onAlone)
+			alone = startRoleRun(ctx, onAlone)
 		}
 	}
 	m.endAlone(alone)
@@ -88,7 +88,7 @@ func (m *Member) rejoin(ctx context.Context, onAlone func(ctx context.Context)) 
 }
 
 // endAlone stops alone's run, if any.
-func (m *Member) endAlone(alone *part) {
+func (m *Member) endAlone(alone *roleRun) {
 	if alone != nil {
 		alone.stop()
 		m.alone.Store(false)
@@ -139,17 +139,17 @@ func (m *Member) session(ctx context.Context, r Roles) {
 	wg.Wait()
 }
 
-// part is one run of a role, which its owner stops and waits for.
-type part struct {
+// roleRun is one run of a role, which its owner stops and waits for.
+type roleRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// startPart runs role until the part is stopped or ctx is done; a nil role
-// is a part that runs nothing.
-func startPart(ctx context.Context, role func(ctx context.Context)) *part {
+// startRoleRun runs role until the run is stopped or ctx is done; a nil
+// role is a run of nothing.
+func startRoleRun(ctx context.Context, role func(ctx context.Context)) *roleRun {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &part{cancel: cancel, done: make(chan struct{})}
+	p := &roleRun{cancel: cancel, done: make(chan struct{})}
 	if role == nil {
 		close(p.done)
 		return p
@@ -161,8 +161,8 @@ func startPart(ctx context.Context, role func(ctx context.Context)) *part {
 	return p
 }
 
-// stop ends the part's run and waits for it; a nil part is not running.
-func (p *part) stop() {
+// stop ends the run and waits for it; a nil run is not running.
+func (p *roleRun) stop() {
 	if p == nil {
 		return
 	}

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -40,33 +38,6 @@ const (
 	valueMagic   = 0xb0
 	valueVersion = 5
 )
-
-// versionClosed is the version before, whose book wire forms end without
-// the open sides' bits (see snapshot.Open) and is otherwise this version's.
-// A member reads it, its books' sides closed as that leader served them, so
-// that a rolling upgrade works followers first, leader last (see
-// docs/deploy.md).
-const versionClosed = 4
-
-// versionSHA is two versions before, whose header carries the first 128
-// bits of the SHA-256 of what follows (shaLen bytes) where this version
-// has its checksum, and is otherwise versionClosed's. A member reads it, so
-// that a rolling upgrade works followers first, leader last (see
-// docs/deploy.md).
-const (
-	versionSHA = 3
-	shaLen     = 16
-)
-
-// A leader of three versions before wrote magicV2 | term (uvarint) | published
-// at (varint) | CRC32-C of the wire form (4 bytes, little-endian) | wire
-// form, whose wire forms are versionClosed's but for the gzip form they end
-// with (an empty one is added: the member compresses what it serves). A
-// member reads it, so that a rolling upgrade works followers first, leader
-// last (see docs/deploy.md): the upgraded followers go on applying the old
-// leader's values, and the leader, restarted last, hands over to a member
-// of this version.
-const magicV2 = 0xb2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -183,43 +154,6 @@ func checked(v []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: checksum mismatch", errBadValue)
 	}
 	return v[sumLen:], nil
-}
-
-// checkedSHA returns what follows the content hash of a value of the
-// version before (see versionSHA), if it hashes to it.
-func checkedSHA(v []byte) ([]byte, error) {
-	if len(v) < shaLen {
-		return nil, fmt.Errorf("%w: no content hash", errBadValue)
-	}
-	if sum := sha256.Sum256(v[shaLen:]); !bytes.Equal(sum[:shaLen], v[:shaLen]) {
-		return nil, fmt.Errorf("%w: content hash mismatch", errBadValue)
-	}
-	return v[shaLen:], nil
-}
-
-// parseValueV2 parses what follows the magic byte of a value of the
-// version before (see magicV2); its venue time is its publication time's.
-func parseValueV2(v []byte) (header, []byte, error) {
-	term, n := binary.Uvarint(v)
-	if n <= 0 || term == 0 {
-		return header{}, nil, fmt.Errorf("%w: no term", errBadValue)
-	}
-	v = v[n:]
-	at, n := binary.Varint(v)
-	if n <= 0 {
-		return header{}, nil, fmt.Errorf("%w: no publication time", errBadValue)
-	}
-	v = v[n:]
-	if len(v) < 4 {
-		return header{}, nil, fmt.Errorf("%w: no checksum", errBadValue)
-	}
-	sum, wire := binary.LittleEndian.Uint32(v), v[4:]
-	if crc32.Checksum(wire, castagnoli) != sum {
-		return header{}, nil, fmt.Errorf("%w: checksum mismatch", errBadValue)
-	}
-	// The form ends before the gzip form this version's forms end with:
-	// an empty one says there is none.
-	return header{term: term, venueTime: at / int64(time.Millisecond), publishedAt: at, closed: true}, append(wire[:len(wire):len(wire)], 0), nil
 }
 
 // The keys of the snapshot bucket: one per pair and stream (the stream's

@@ -125,7 +125,7 @@ func (w *wants) take(now int64) []byte {
 // of pair id, for the leader to keep it hot (see wantEvery). It allocates
 // nothing but the first time a pair is read.
 func (m *Member) Want(id []byte, s snapshot.Stream) {
-	if s < 0 || s >= snapshot.NumStreams || m.Leading() {
+	if s < 0 || s >= snapshot.NumStreams || m.leading() {
 		return
 	}
 	m.wantsRead.mark(id, s, m.cfg.Now().UnixNano())
@@ -144,7 +144,7 @@ func (m *Member) sendWants(ctx context.Context) {
 		}
 		msg := m.wantsRead.take(m.cfg.Now().UnixNano())
 		term := m.newest.Load()
-		if msg == nil || term == 0 || m.Leading() || m.Alone() {
+		if msg == nil || term == 0 || m.leading() || m.Alone() {
 			continue
 		}
 		if err := m.cfg.Conn.Publish(leaderSubject(m.cfg.Name, term), msg); err == nil {

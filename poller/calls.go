@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/live"
 	"marketfeed/poller/venue"
@@ -178,7 +179,7 @@ func (l *pauseLog) started(p *Poller, c venue.Call, now time.Time, d time.Durati
 	if changed {
 		p.logs.Forget("pause") // a new incident, or a new reason: never held back as a repeat
 	}
-	l.write(p, now, slog.String("call", c.String()), slog.String(logKeyErr, err.Error()))
+	l.write(p, now, slog.String("call", c.String()), slog.String(logkey.Err, err.Error()))
 }
 
 // remind logs the pause again, at most once a minute, as calls are

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -93,7 +94,7 @@ func (p *Poller) warnUnlisted(pairs *snapshot.Pairs, spot []string) {
 			continue
 		}
 		if !p.unlisted[id] {
-			p.log.Warn("spot pair not published: the venue has no tradable market of that name", logKeyPair, id)
+			p.log.Warn("spot pair not published: the venue has no tradable market of that name", logkey.Pair, id)
 		}
 		unlisted[id] = true
 	}
@@ -154,19 +155,23 @@ func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool 
 }
 
 // listable reports whether a pair new to the catalog since may be listed:
-// it has waited maxIncoming, or the store holds both a book and trades of
-// it, and so does every replica (see Config.Replicated).
+// it has waited maxIncoming, or the store holds a value of every stream
+// kind of it, and so does every replica (see Config.Replicated, which waits
+// for every kind too).
 func (p *Poller) listable(id string, since, now time.Time) bool {
 	if now.Sub(since) >= maxIncoming {
 		return true
 	}
-	b, _ := p.store.Book([]byte(id), now.UnixNano())
-	t, _ := p.store.Trades([]byte(id), now.UnixNano())
-	return b != nil && t != nil && (p.cfg.Replicated == nil || p.cfg.Replicated(id))
+	for k := range snapshot.NumStreams {
+		if !p.store.Holds(k, []byte(id), now.UnixNano()) {
+			return false
+		}
+	}
+	return p.cfg.Replicated == nil || p.cfg.Replicated(id)
 }
 
 // ListIncoming publishes the pair list again once a pair held back from it
-// holds a book and trades, or has waited maxIncoming.
+// holds a value of every stream kind, or has waited maxIncoming.
 func (p *Poller) ListIncoming() {
 	cur := p.store.Pairs()
 	if cur == nil || len(cur.Incoming()) == 0 {

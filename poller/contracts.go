@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -46,13 +47,13 @@ type contractReads struct {
 // minute, a third of the default budget, for no change a client would see.
 const interestEvery = 5 * time.Minute
 
-// RefreshContracts publishes /contracts from the marks (the mark price
+// refreshContracts publishes /contracts from the marks (the mark price
 // stream, or a premiumIndex read while it is quiet), the tickers'
 // statistics, every pair's best bid and ask (its local book, or the bulk
 // quotes), and the open interest read so far; then reads the open interest
 // due, with weight nothing else wants. It publishes only when the contracts
 // changed. A venue that reads no contract data publishes none.
-func (p *Poller) RefreshContracts(ctx context.Context) error {
+func (p *Poller) refreshContracts(ctx context.Context) error {
 	cr, ok := p.venue.(venue.ContractReader)
 	if !ok {
 		return nil
@@ -64,7 +65,7 @@ func (p *Poller) RefreshContracts(ctx context.Context) error {
 	now := time.Now()
 	marks, marksAt, err := p.contractMarks(ctx, cr, pairs, now)
 	if err != nil && !venue.Paused(err) { // a pause logs itself
-		p.logs.Log(p.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logKeyErr, err.Error()))
+		p.logs.Log(p.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logkey.Err, err.Error()))
 	} else if err == nil {
 		p.logs.Forget("contracts")
 	}
@@ -177,7 +178,7 @@ func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pai
 // contracts left out.
 //
 // A build from a pair list older than the one the last contracts were
-// built from is not published: RefreshContracts takes the pair list as it
+// built from is not published: refreshContracts takes the pair list as it
 // starts, and a catalog read that drops a pair meanwhile publishes the
 // contracts of the new list first (recontract); publishing the older build
 // after it listed the dropped pair's contract again, beside a /pairs that

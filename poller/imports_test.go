@@ -12,16 +12,19 @@ import (
 // shared helpers under internal/. A package missing from the table fails
 // too, so a new one states its place.
 var allowedImports = map[string][]string{
-	"marketfeed/snapshot":         {},
-	"marketfeed/server":           {"marketfeed/snapshot"},
-	"marketfeed/server/pages":     {},
-	"marketfeed/cluster":          {"marketfeed/snapshot"},
-	"marketfeed/poller/venue":     {"marketfeed/snapshot"},
-	"marketfeed/poller/binance":   {"marketfeed/poller/venue", "marketfeed/snapshot"},
-	"marketfeed/poller/sim":       {"marketfeed/poller/venue", "marketfeed/snapshot"},
-	"marketfeed/poller/orderbook": {"marketfeed/poller/venue", "marketfeed/snapshot"},
-	"marketfeed/poller/budget":    {"marketfeed/poller/venue"},
-	"marketfeed/poller/standby":   {"marketfeed/poller/venue", "marketfeed/snapshot"},
+	"marketfeed/snapshot":     {},
+	"marketfeed/server":       {"marketfeed/snapshot"},
+	"marketfeed/server/pages": {},
+	"marketfeed/cluster":      {"marketfeed/snapshot"},
+	"marketfeed/poller/venue": {"marketfeed/snapshot"},
+	// What the tests of several packages share of venue: imported by
+	// tests only.
+	"marketfeed/poller/venue/venuetest": {"marketfeed/poller/venue", "marketfeed/snapshot"},
+	"marketfeed/poller/binance":         {"marketfeed/poller/venue", "marketfeed/snapshot"},
+	"marketfeed/poller/sim":             {"marketfeed/poller/venue", "marketfeed/snapshot"},
+	"marketfeed/poller/orderbook":       {"marketfeed/poller/venue", "marketfeed/snapshot"},
+	"marketfeed/poller/budget":          {"marketfeed/poller/venue"},
+	"marketfeed/poller/standby":         {"marketfeed/poller/venue", "marketfeed/snapshot"},
 	"marketfeed/poller/live": {"marketfeed/poller/venue", "marketfeed/poller/orderbook",
 		"marketfeed/poller/budget", "marketfeed/snapshot"},
 	"marketfeed/poller": {"marketfeed/poller/venue", "marketfeed/poller/orderbook",

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -84,7 +85,7 @@ func TestSilentSubscriptionIsFoundOutByAProbe(t *testing.T) {
 		for range 50 { // 5 s: the venue's book moves, its stream says nothing
 			w.tick(sym)
 		}
-		m := scrape(t, w.metrics)
+		m := promtext.Scrape(t, w.metrics.WritePrometheus)
 		if got := m[`marketfeed_book_probes_total{outcome="behind"}`]; got != 1 {
 			t.Fatalf("probes that found the venue's book ahead: %v, want 1", got)
 		}
@@ -165,7 +166,7 @@ func TestLaggingStreamIsNotTakenForASilentOne(t *testing.T) {
 		}
 		time.Sleep(400 * time.Millisecond) // a publication period
 		synctest.Wait()
-		got := scrape(t, w.metrics)
+		got := promtext.Scrape(t, w.metrics.WritePrometheus)
 		if got[`marketfeed_book_probes_total{outcome="behind"}`] != 1 {
 			t.Fatalf("probes that found the book behind: %v, want 1", got[`marketfeed_book_probes_total{outcome="behind"}`])
 		}

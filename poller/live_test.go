@@ -11,6 +11,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/live"
 	"marketfeed/poller/venue"
@@ -251,7 +252,7 @@ func TestLostStreamKeepsTheBookOrResyncsWhenUpdatesWereMissed(t *testing.T) {
 				if got := w.v.syncs(w.symbols[0]); got != wantReads {
 					t.Errorf("%d snapshot reads after the stream came back, want %d", got-reads, wantReads-reads)
 				}
-				want(t, scrape(t, w.metrics), map[string]float64{
+				want(t, promtext.Scrape(t, w.metrics.WritePrometheus), map[string]float64{
 					`marketfeed_book_resyncs_total{cause="lost"}`: wantLost,
 					`marketfeed_books_suspended_total`:            1,
 				})
@@ -456,8 +457,8 @@ func TestStandInsForLostStreamsLeaveHalfTheBudget(t *testing.T) {
 				w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook)
 			}
 		}
-		standIn := w.weightOf(budget.PurposeStandInBook)
-		if poll := w.weightOf(budget.PurposePollBook); poll != 0 || standIn < 5*limit/4 {
+		standIn := w.weightOf(t, budget.PurposeStandInBook)
+		if poll := w.weightOf(t, budget.PurposePollBook); poll != 0 || standIn < 5*limit/4 {
 			t.Fatalf("stand-in weight %d, poll weight %d over 3 minutes: want the rounds' reads as stand-ins, near half the budget a minute", standIn, poll)
 		}
 		if most > limit/2+5 {

@@ -1,16 +1,15 @@
 package poller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -262,7 +261,7 @@ func TestLostQuietTradeWindowIsSettledByTheNewestTradeID(t *testing.T) {
 		if n := w.v.count(venue.CallTrades, sym); n != 1 {
 			t.Errorf("%d reads of trades, want only the first backfill", n)
 		}
-		if got := w.weightOf(budget.PurposeBackfill); got != 20+5 {
+		if got := w.weightOf(t, budget.PurposeBackfill); got != 20+5 {
 			t.Errorf("trade reads weighed %d, want the backfill's 20 and the check's 5", got)
 		}
 		if !w.p.served(pairID(1), snapshot.StreamTrades, 1) {
@@ -291,7 +290,7 @@ func TestLostTradeWindowReadsOnWhenTheNewestTradeIDIsLater(t *testing.T) {
 		if reads := w.v.fromReads(sym); len(reads) != 1 || reads[0].from != 26 {
 			t.Fatalf("reads of trades from an id %+v, want one from 26", reads)
 		}
-		if got := w.weightOf(budget.PurposeBackfill); got != 20+5+20 {
+		if got := w.weightOf(t, budget.PurposeBackfill); got != 20+5+20 {
 			t.Errorf("trade reads weighed %d, want the backfill's 20, the check's 5 and the read's 20", got)
 		}
 		if got, want := w.publishedTrades(), tradesBody(t, tape(30)); got != want {
@@ -301,17 +300,8 @@ func TestLostTradeWindowReadsOnWhenTheNewestTradeIDIsLater(t *testing.T) {
 }
 
 // weightOf is the REST weight the poller spent on purpose.
-func (w *streamWorld) weightOf(purpose budget.Purpose) int {
-	var buf bytes.Buffer
-	w.metrics.WritePrometheus(&buf)
-	prefix := `marketfeed_venue_weight_total{purpose="` + purpose.String() + `"} `
-	for line := range strings.Lines(buf.String()) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
+func (w *streamWorld) weightOf(t testing.TB, purpose budget.Purpose) int {
+	return int(promtext.Scrape(t, w.metrics.WritePrometheus)[`marketfeed_venue_weight_total{purpose="`+purpose.String()+`"}`])
 }
 
 // lostTradesTest runs f under synctest on a lostTradesWorld, whose pair's
@@ -381,7 +371,7 @@ func TestLostTradeStreamContinuesWhenNoTradeWasMissed(t *testing.T) {
 		if n := w.v.count(venue.CallTrades, w.symbols[0]); n != 1 {
 			t.Fatalf("%d trade reads, want only the first backfill", n)
 		}
-		if got := scrape(t, w.metrics)["marketfeed_trade_window_gaps_total"]; got != 0 {
+		if got := promtext.Scrape(t, w.metrics.WritePrometheus)["marketfeed_trade_window_gaps_total"]; got != 0 {
 			t.Fatalf("gaps %v, want 0", got)
 		}
 	})
@@ -409,7 +399,7 @@ func TestLostTradeStreamReadsOnlyTheMissedTrades(t *testing.T) {
 		if got, want := w.publishedTrades(), tradesBody(t, tape(33)[30:]); got != want {
 			t.Fatalf("published\n%s\nwant trades 31..33 while the read fails\n%s", got, want)
 		}
-		if got := scrape(t, w.metrics)["marketfeed_trade_window_holes"]; got != 1 {
+		if got := promtext.Scrape(t, w.metrics.WritePrometheus)["marketfeed_trade_window_holes"]; got != 1 {
 			t.Fatalf("windows with a hole %v, want 1", got)
 		}
 		last := w.healTrades(t, sym, tape(33))
@@ -420,7 +410,7 @@ func TestLostTradeStreamReadsOnlyTheMissedTrades(t *testing.T) {
 		if n := w.v.count(venue.CallTrades, sym) - len(reads); n != 1 {
 			t.Errorf("%d reads of the newest trades, want only the first backfill", n)
 		}
-		m := scrape(t, w.metrics)
+		m := promtext.Scrape(t, w.metrics.WritePrometheus)
 		if m["marketfeed_trade_window_gaps_total"] != 1 || m["marketfeed_trade_window_gaps_cut_total"] != 0 || m["marketfeed_trade_window_holes"] != 0 {
 			t.Errorf("gaps %v, cut %v, holes %v; want 1 gap filled", m["marketfeed_trade_window_gaps_total"], m["marketfeed_trade_window_gaps_cut_total"], m["marketfeed_trade_window_holes"])
 		}
@@ -476,7 +466,7 @@ func TestTradeGapTheVenueCannotFillIsCut(t *testing.T) {
 		if got, want := w.publishedTrades(), tradesBody(t, venueTape); got != want {
 			t.Fatalf("published\n%s\nwant the venue's own trades\n%s", got, want)
 		}
-		if got := scrape(t, w.metrics)["marketfeed_trade_window_gaps_cut_total"]; got != 1 {
+		if got := promtext.Scrape(t, w.metrics.WritePrometheus)["marketfeed_trade_window_gaps_cut_total"]; got != 1 {
 			t.Errorf("gaps cut %v, want 1", got)
 		}
 		if !w.p.served(pairID(1), snapshot.StreamTrades, 1) {

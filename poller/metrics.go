@@ -92,7 +92,7 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 		return p.born.UnixNano()
 	})
 	for s := range snapshot.NumStreams {
-		age(streamRows[s].part, func() int64 { return p.hotReadAt(s, time.Now()) })
+		age(s.Part(), func() int64 { return p.hotReadAt(s, time.Now()) })
 	}
 	return m
 }

@@ -1,7 +1,6 @@
 package poller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,18 +18,6 @@ import (
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
-
-// scrape returns a set's exposition as series → value.
-func scrape(t testing.TB, set *metrics.Set) map[string]float64 {
-	t.Helper()
-	var buf bytes.Buffer
-	set.WritePrometheus(&buf)
-	out, err := promtext.Parse(buf.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // want checks series values.
 func want(t testing.TB, got map[string]float64, series map[string]float64) {
@@ -62,7 +49,7 @@ func TestMetricsCountVenueCallsByOutcome(t *testing.T) {
 			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
 		p.Refresh(t.Context(), snapshot.StreamBook)
-		got := scrape(t, set)
+		got := promtext.Scrape(t, set.WritePrometheus)
 		want(t, got, map[string]float64{
 			`marketfeed_venue_calls_total{call="catalog",outcome="ok"}`:             1,
 			`marketfeed_venue_calls_total{call="book",outcome="ok"}`:                1,
@@ -110,7 +97,7 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 0.5})
 		p.Want([]byte(pairID(1)), snapshot.StreamBook)
 		p.Refresh(t.Context(), snapshot.StreamBook)
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_venue_weight_limit`:                      2400,
 			`marketfeed_venue_weight_budget`:                     1200,
 			`marketfeed_venue_weight_spent`:                      5, // the catalog read came before the limit was known
@@ -126,20 +113,20 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 		})
 		time.Sleep(350 * time.Millisecond)
 		p.Refresh(t.Context(), snapshot.StreamBook)
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_venue_calls_total{call="book",outcome="rate_limited"}`: 1,
 			`marketfeed_venue_paused`:                            1,
 			`marketfeed_venue_pauses_total{reason="rate_limit"}`: 1,
 			`marketfeed_venue_pauses_total{reason="transient"}`:  0,
 		})
 		time.Sleep(30 * time.Second)
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_venue_paused`:                            0,
 			`marketfeed_venue_pauses_total{reason="rate_limit"}`: 1,
 			`marketfeed_venue_weight_spent`:                      10, // both book reads, within the minute
 		})
 		time.Sleep(30 * time.Second)
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_venue_weight_spent`: 0, // the minute moved past every call
 		})
 	})
@@ -150,13 +137,13 @@ func TestMetricsShowPermanentFailureAndReadiness(t *testing.T) {
 		set := metrics.NewSet()
 		v := newFakeVenue(1)
 		p, _ := newTestPoller(v, Config{Metrics: set, Spot: []string{pairID(1)}})
-		if err := p.RefreshTickers(t.Context()); err != nil {
+		if err := p.refreshTickers(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		want(t, scrape(t, set), map[string]float64{`marketfeed_ready`: 1, `marketfeed_venue_permanent_failure`: 0})
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{`marketfeed_ready`: 1, `marketfeed_venue_permanent_failure`: 0})
 		v.setFail(func(venue.Call, string) error { return &venue.StatusError{Status: 451} })
 		_ = p.RefreshCatalog(t.Context())
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_ready`:                                   0,
 			`marketfeed_venue_permanent_failure`:                 1,
 			`marketfeed_venue_pauses_total{reason="restricted"}`: 1,
@@ -172,7 +159,7 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 		p := New(Config{Venue: v, Store: store, Metrics: set, Spot: []string{pairID(1)}})
 		time.Sleep(4 * time.Second)
 		// Nothing read yet: the data is as old as the poller; no hot pair.
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_snapshot_age_seconds{kind="pairs"}`:   4,
 			`marketfeed_snapshot_age_seconds{kind="tickers"}`: 4,
 			`marketfeed_snapshot_age_seconds{kind="books"}`:   0,
@@ -182,7 +169,7 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		if err := p.RefreshTickers(t.Context()); err != nil {
+		if err := p.refreshTickers(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		p.Want([]byte(pairID(1)), snapshot.StreamBook)
@@ -190,7 +177,7 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 		p.Want([]byte(pairID(3)), snapshot.StreamTrades)
 		time.Sleep(2 * time.Second)
 		// Hot pairs never read are as old as their first request.
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_snapshot_age_seconds{kind="pairs"}`:   3,
 			`marketfeed_snapshot_age_seconds{kind="tickers"}`: 2,
 			`marketfeed_snapshot_age_seconds{kind="books"}`:   2,
@@ -208,7 +195,7 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 		// Books: the oldest of the hot pairs, read 1.5 s ago.
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_snapshot_age_seconds{kind="books"}`:  1.5,
 			`marketfeed_snapshot_age_seconds{kind="trades"}`: 0.5,
 			`marketfeed_hot_pairs{stream="book"}`:            2,
@@ -216,7 +203,7 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 		})
 		// A pair nobody asked for within the hot TTL no longer counts.
 		time.Sleep(61 * time.Second)
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_snapshot_age_seconds{kind="books"}`: 0,
 		})
 	})
@@ -243,7 +230,7 @@ func TestMetricsCountColdLoadsAndTheirWait(t *testing.T) {
 		if err := p.Load(t.Context(), pairID(2), snapshot.StreamTrades, snapshot.MaxTrades); err == nil {
 			t.Fatal("a failing venue read loaded")
 		}
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_cold_loads_total{stream="book",outcome="ok"}`:           1,
 			`marketfeed_cold_loads_total{stream="book",outcome="failed"}`:       0,
 			`marketfeed_cold_loads_total{stream="trades",outcome="failed"}`:     1,
@@ -268,7 +255,7 @@ func TestMetricsCountReadsTheBudgetDeferred(t *testing.T) {
 			p.Want([]byte(pairID(i)), snapshot.StreamBook)
 		}
 		p.Refresh(t.Context(), snapshot.StreamBook)
-		got := scrape(t, set)
+		got := promtext.Scrape(t, set.WritePrometheus)
 		read := got[`marketfeed_venue_calls_total{call="book",outcome="ok"}`]
 		deferred := got[`marketfeed_venue_reads_deferred_total{stream="book"}`]
 		if read == 0 || deferred == 0 || read+deferred != 5 {
@@ -292,7 +279,7 @@ func TestRefusedBookCountsAsBadData(t *testing.T) {
 		if b, _ := store.Book([]byte(pairID(1)), time.Now().UnixNano()); b != nil {
 			t.Fatal("a refused book was published")
 		}
-		want(t, scrape(t, set), map[string]float64{
+		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_venue_calls_total{call="book",outcome="bad_data"}`: 1,
 			`marketfeed_venue_calls_total{call="book",outcome="ok"}`:       0,
 		})
@@ -324,5 +311,5 @@ func TestShortMaxStaleLeavesPerPairReadsTheirShare(t *testing.T) {
 	if p.planned.bulkReserve > 1200/2 {
 		t.Fatalf("bulk calls planned at %d a minute of a 1200 budget", p.planned.bulkReserve)
 	}
-	want(t, scrape(t, set), map[string]float64{"marketfeed_venue_max_stale_unmet": 1})
+	want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{"marketfeed_venue_max_stale_unmet": 1})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/robfig/cron/v3"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/internal/logthrottle"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/live"
@@ -311,17 +312,17 @@ func (p *Poller) Run(ctx context.Context) error {
 	defer stop()
 	ctx = p.life.ctx
 	if err := p.RefreshCatalog(ctx); err != nil {
-		p.log.Warn("first catalog read failed; retrying on schedule", logKeyErr, err)
+		p.log.Warn("first catalog read failed; retrying on schedule", logkey.Err, err)
 	}
-	if err := p.RefreshTickers(ctx); err != nil {
-		p.log.Warn("first tickers read failed; retrying on schedule", logKeyErr, err)
+	if err := p.refreshTickers(ctx); err != nil {
+		p.log.Warn("first tickers read failed; retrying on schedule", logkey.Err, err)
 	}
 	// Over REST alone the contracts can be built at once from the reads
 	// above. With streams they wait for the books' quotes: a first
 	// publication from the bulk quotes would go stale (and /contracts 502)
 	// before the books it then depends on are in sequence.
 	if !p.src.KeepsTickers() {
-		_ = p.RefreshContracts(ctx)
+		_ = p.refreshContracts(ctx)
 	}
 	logger := cronLogger{p.log}
 	c := cron.New(cron.WithLogger(logger))
@@ -344,8 +345,8 @@ func (p *Poller) Run(ctx context.Context) error {
 	if p.src.KeepsTickers() {
 		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
 	}
-	every(tickersEvery, single, func(ctx context.Context) { _ = p.RefreshTickers(ctx) })
-	every(time.Second, single, func(ctx context.Context) { _ = p.RefreshContracts(ctx) })
+	every(tickersEvery, single, func(ctx context.Context) { _ = p.refreshTickers(ctx) })
+	every(time.Second, single, func(ctx context.Context) { _ = p.refreshContracts(ctx) })
 	for k, row := range streamRows {
 		every(row.every(&p.cfg), overlapping, func(ctx context.Context) { p.Refresh(ctx, snapshot.Stream(k)) })
 	}
@@ -392,5 +393,5 @@ type cronLogger struct{ log *slog.Logger }
 
 func (l cronLogger) Info(string, ...any) {} // cron's scheduling chatter
 func (l cronLogger) Error(err error, msg string, kv ...any) {
-	l.log.Error(msg, append([]any{logKeyErr, err}, kv...)...)
+	l.log.Error(msg, append([]any{logkey.Err, err}, kv...)...)
 }

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 )
@@ -175,7 +176,7 @@ func TestDepletedBookIsRefreshedBeyondTheShare(t *testing.T) {
 		w.v.mu.Unlock()
 		time.Sleep(400 * time.Millisecond)
 		synctest.Wait()
-		if got := scrape(t, w.metrics)[`marketfeed_book_resyncs_total{cause="depleted"}`]; got != 1 {
+		if got := promtext.Scrape(t, w.metrics.WritePrometheus)[`marketfeed_book_resyncs_total{cause="depleted"}`]; got != 1 {
 			t.Fatalf("%v depleted refreshes counted, want 1", got)
 		}
 		if got, want := string(w.book(2).Body()), w.models[2].body(pairID(3)); got != want {

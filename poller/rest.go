@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"marketfeed/internal/backoff"
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -23,7 +24,6 @@ func (p *Poller) Refresh(ctx context.Context, s snapshot.Stream) { p.round(ctx, 
 // path: one row each, so that the steps are written once.
 type streamRow struct {
 	call venue.Call
-	part string // the label of the stream's metrics by part
 	// purpose is what a REST read of the stream spends on; its class is
 	// the stream's share of the budget.
 	purpose budget.Purpose
@@ -34,12 +34,12 @@ type streamRow struct {
 
 var streamRows = [snapshot.NumStreams]streamRow{
 	snapshot.StreamBook: {
-		call: venue.CallBook, part: "books", purpose: budget.PurposePollBook,
+		call: venue.CallBook, purpose: budget.PurposePollBook,
 		every: func(c *Config) time.Duration { return c.BookEvery },
 		read:  (*Poller).readBook,
 	},
 	snapshot.StreamTrades: {
-		call: venue.CallTrades, part: "trades", purpose: budget.PurposePollTrades,
+		call: venue.CallTrades, purpose: budget.PurposePollTrades,
 		every: func(c *Config) time.Duration { return c.TradesEvery },
 		read:  (*Poller).readTrades,
 	},
@@ -138,7 +138,7 @@ dispatch:
 			defer hp.reading.Store(false)
 			if err := p.read(ctx, s, pair, time.Unix(0, tick)); err != nil && !venue.Paused(err) {
 				p.logs.Log(p.log, slog.LevelWarn, "read-"+s.String(), "venue read failed",
-					slog.String("stream", s.String()), slog.String(logKeyPair, pair.TickerID), slog.String(logKeyErr, err.Error()))
+					slog.String("stream", s.String()), slog.String(logkey.Pair, pair.TickerID), slog.String(logkey.Err, err.Error()))
 			}
 		})
 	}

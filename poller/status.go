@@ -26,7 +26,7 @@ type Status struct {
 
 // Sources says where each part of the data comes from while the poller
 // reads market streams. In JSON, each stream kind's counts go under its
-// part's name (see streamRows): "books", "trades".
+// part's name (see snapshot.Stream.Part): "books", "trades".
 type Sources struct {
 	Tickers string // "stream" or "rest"
 	// Pairs counts the pairs of each stream kind by source: stream,
@@ -47,12 +47,12 @@ func (s Sources) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	b = append([]byte(`{"tickers":`), b...)
-	for k, row := range streamRows {
+	for k := range snapshot.NumStreams {
 		counts, err := json.Marshal(s.Pairs[k])
 		if err != nil {
 			return nil, err
 		}
-		b = append(append(append(append(b, `,"`...), row.part...), `":`...), counts...)
+		b = append(append(append(append(b, `,"`...), k.Part()...), `":`...), counts...)
 	}
 	if s.BookSync != nil {
 		sync, err := json.Marshal(s.BookSync)
@@ -81,8 +81,8 @@ func (s *Sources) UnmarshalJSON(b []byte) error {
 			err = json.Unmarshal(raw, &s.BookSync)
 		default:
 			err = fmt.Errorf("sources: unknown member %q", name)
-			for k, row := range streamRows {
-				if row.part == name {
+			for k := range snapshot.NumStreams {
+				if k.Part() == name {
 					err = json.Unmarshal(raw, &s.Pairs[k])
 				}
 			}

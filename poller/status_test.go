@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"marketfeed/internal/promtext"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -67,7 +68,7 @@ func TestStatusSaysWhichPairsWaitForBudget(t *testing.T) {
 		if got := books(); got["budget"] != 2 || got["rest"] != 0 {
 			t.Errorf("hot pairs whose reads the budget held back: %v, want budget 2, rest 0", got)
 		}
-		want(t, scrape(t, w.metrics), map[string]float64{
+		want(t, promtext.Scrape(t, w.metrics.WritePrometheus), map[string]float64{
 			`marketfeed_pairs{part="books",source="budget"}`: 2,
 			`marketfeed_pairs{part="books",source="rest"}`:   0,
 		})

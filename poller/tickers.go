@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -36,12 +37,12 @@ type streamTickers struct {
 	all     bool        // every spot pair has a recent local quote
 }
 
-// RefreshTickers reads whichever of the bulk statistics and quotes are due
+// refreshTickers reads whichever of the bulk statistics and quotes are due
 // and publishes new tickers when anything changed. With streams, the
 // statistics come from the all-market ticker stream and the quotes from the
 // spot pairs' local books; the bulk calls stand in only for what the streams
 // do not cover (the stream is quiet, a spot pair's book is not synced yet).
-func (p *Poller) RefreshTickers(ctx context.Context) error {
+func (p *Poller) refreshTickers(ctx context.Context) error {
 	pairs := p.store.Pairs()
 	if pairs == nil {
 		return errors.New("no pairs yet")
@@ -57,7 +58,7 @@ func (p *Poller) RefreshTickers(ctx context.Context) error {
 	p.ct.mu.Unlock()
 	read, err := p.readTickers(ctx, now, !st.all || contractsWant, !st.flowing)
 	if err != nil && !venue.Paused(err) { // a pause logs itself
-		p.logs.Log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logKeyErr, err.Error()))
+		p.logs.Log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logkey.Err, err.Error()))
 	} else if err == nil {
 		p.logs.Forget("tickers")
 	}

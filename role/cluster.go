@@ -82,7 +82,7 @@ type Cluster struct {
 }
 
 // playing is the role a member plays.
-type playing struct{ part }
+type playing struct{ answers }
 
 // Join joins the cluster member's config describes, and returns the
 // member's role: a follower until it is told otherwise. The member's
@@ -182,7 +182,7 @@ func (c *Cluster) Follow(ctx context.Context) {
 // play runs a role with a poller until ctx is done, then falls back to
 // the follower unless another role has been taken meanwhile.
 func (c *Cluster) play(ctx context.Context, r interface {
-	part
+	answers
 	run(ctx context.Context)
 }) {
 	p := &playing{r}
@@ -225,7 +225,7 @@ func (c *Cluster) followPairs(ctx context.Context) {
 	}
 }
 
-func (c *Cluster) playing() part { return c.now.Load().part }
+func (c *Cluster) playing() answers { return c.now.Load().answers }
 
 // Want marks a pair's stream hot where it is read: in this member's poller
 // while it has one, at the leader's otherwise.

@@ -66,8 +66,8 @@ type RateLimiter interface {
 	ChargeRate(key uint64, n uint32)
 }
 
-// part is what the role being played answers for the process.
-type part interface {
+// answers is what the role being played answers for the process.
+type answers interface {
 	// Want and Load are the server's feed (see server.Feed).
 	Want(id []byte, s snapshot.Stream)
 	Load(ctx context.Context, id string, s snapshot.Stream, depth int) error

@@ -1,7 +1,6 @@
 package role
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -122,17 +121,6 @@ func testCluster(e Engine) *Cluster {
 	return c
 }
 
-func scrape(t *testing.T, write func(w *bytes.Buffer)) map[string]float64 {
-	t.Helper()
-	var b bytes.Buffer
-	write(&b)
-	m, err := promtext.Parse(b.String())
-	if err != nil {
-		t.Fatalf("metrics: %v\n%s", err, b.String())
-	}
-	return m
-}
-
 func TestFollowerSendsWantsAndLoadsToTheLeader(t *testing.T) {
 	e := newFakeEngine()
 	c := testCluster(e)
@@ -186,7 +174,7 @@ func TestFollowerIsReadyOnceItHoldsThePairList(t *testing.T) {
 	if r.Ready || r.Cluster == nil || r.Cluster.Role != "follower" {
 		t.Fatalf("a follower with no pair list: %+v", r)
 	}
-	if got := scrape(t, func(w *bytes.Buffer) { c.WriteMetrics(w) })["marketfeed_ready"]; got != 0 {
+	if got := promtext.Scrape(t, c.WriteMetrics)["marketfeed_ready"]; got != 0 {
 		t.Errorf("marketfeed_ready = %v, want 0", got)
 	}
 	c.store.PutPairs(snapshot.NewPairs(nil, snapshot.PairsConfig{}, time.Now()), time.Now())
@@ -195,7 +183,7 @@ func TestFollowerIsReadyOnceItHoldsThePairList(t *testing.T) {
 	if !r.Ready || r.Reason != "ok" || *r.Cluster != want {
 		t.Errorf("a follower holding a pair list: %+v %+v", r, r.Cluster)
 	}
-	if got := scrape(t, func(w *bytes.Buffer) { c.WriteMetrics(w) })["marketfeed_ready"]; got != 1 {
+	if got := promtext.Scrape(t, c.WriteMetrics)["marketfeed_ready"]; got != 1 {
 		t.Errorf("marketfeed_ready = %v, want 1", got)
 	}
 }
@@ -238,7 +226,7 @@ func TestLeaderAnswersFromItsPoller(t *testing.T) {
 		if wants, loads := e.sent(); len(wants)+len(loads) != 0 {
 			t.Errorf("a leader sent %q %q to the engine", wants, loads)
 		}
-		if _, ok := scrape(t, func(w *bytes.Buffer) { c.WriteMetrics(w) })["marketfeed_venue_weight_budget"]; !ok {
+		if _, ok := promtext.Scrape(t, c.WriteMetrics)["marketfeed_venue_weight_budget"]; !ok {
 			t.Error("a leader's metrics are not its poller's")
 		}
 		stop()
@@ -253,7 +241,7 @@ func TestAloneReadsWithItsShareOfTheBudget(t *testing.T) {
 		e := newFakeEngine()
 		c := testCluster(e)
 		budget := func() float64 {
-			return scrape(t, func(w *bytes.Buffer) { c.WriteMetrics(w) })["marketfeed_venue_weight_budget"]
+			return promtext.Scrape(t, c.WriteMetrics)["marketfeed_venue_weight_budget"]
 		}
 		stop := start(c.Lead)
 		settled(c)

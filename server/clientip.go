@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
+
+	"marketfeed/internal/ascii"
 )
 
 // clientIP decides which address a request is counted against.
@@ -131,12 +133,12 @@ func parseIP(b []byte) (netip.Addr, bool) {
 		if end < 0 {
 			return netip.Addr{}, false
 		}
-		if rest := b[end+1:]; len(rest) > 0 && (rest[0] != ':' || !allDigits(rest[1:])) {
+		if rest := b[end+1:]; len(rest) > 0 && (rest[0] != ':' || !ascii.AllDigits(rest[1:])) {
 			return netip.Addr{}, false
 		}
 		b = b[1:end]
 	} else if i := bytes.IndexByte(b, ':'); i >= 0 && bytes.IndexByte(b[i+1:], ':') < 0 {
-		if !allDigits(b[i+1:]) {
+		if !ascii.AllDigits(b[i+1:]) {
 			return netip.Addr{}, false
 		}
 		b = b[:i] // a single colon: IPv4 with a port
@@ -158,18 +160,6 @@ func parseIP(b []byte) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
-}
-
-func allDigits(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // key is the rate-limit key of an address. IPv6 is keyed by its /64, the

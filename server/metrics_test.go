@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"net"
@@ -17,29 +16,10 @@ import (
 	"marketfeed/internal/promtext"
 )
 
-// scrapeSet returns a set's exposition as series → value.
-func scrapeSet(t testing.TB, set *metrics.Set) map[string]float64 {
-	t.Helper()
-	var buf bytes.Buffer
-	set.WritePrometheus(&buf)
-	return parseMetricsText(t, buf.String())
-}
-
-// parseMetricsText reads the Prometheus text format strictly enough to catch
-// a malformed line, a duplicate series or a value that is not a number.
-func parseMetricsText(t testing.TB, text string) map[string]float64 {
-	t.Helper()
-	out, err := promtext.Parse(text)
-	if err != nil {
-		t.Error(err)
-	}
-	return out
-}
-
 func TestMetricsCountRequestsByRouteAndStatus(t *testing.T) {
 	set := metrics.NewSet()
 	f := newFixture(t, func(c *Config) { c.Metrics = set })
-	before := scrapeSet(t, set)
+	before := promtext.Scrape(t, set.WritePrometheus)
 	// Every series exists before its first event, at 0.
 	for _, series := range []string{
 		`marketfeed_http_requests_total{route="orderbook",status="200"}`,
@@ -68,7 +48,7 @@ func TestMetricsCountRequestsByRouteAndStatus(t *testing.T) {
 	f.clock.Advance(DefaultMaxStale + time.Second) // the venue fails: the book is too old
 	f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT")
 
-	got := scrapeSet(t, set)
+	got := promtext.Scrape(t, set.WritePrometheus)
 	for series, want := range map[string]float64{
 		`marketfeed_http_requests_total{route="pairs",status="200"}`:                   2,
 		`marketfeed_http_requests_total{route="tickers",status="200"}`:                 1,
@@ -107,7 +87,7 @@ func TestMetricsCountRateLimitedAndPanickedRequests(t *testing.T) {
 	f.do(t, request{uri: "/api/public/trades?ticker_id=BTC_USDT", peer: "192.0.2.2:1"})
 	f.feed.panicOnWant.Store(true)
 	f.do(t, request{uri: "/api/public/trades?ticker_id=BTC_USDT", peer: "192.0.2.3:1"})
-	got := scrapeSet(t, set)
+	got := promtext.Scrape(t, set.WritePrometheus)
 	for series, want := range map[string]float64{
 		`marketfeed_http_requests_total{route="orderbook",status="200"}`: 1,
 		`marketfeed_http_requests_total{route="orderbook",status="429"}`: 1,
@@ -150,7 +130,7 @@ func TestMetricsCountRequestsTheServerCouldNotRead(t *testing.T) {
 		t.Fatalf("status %d, want 431", resp.StatusCode())
 	}
 	series := `marketfeed_http_requests_total{route="other",status="431"}`
-	if got := scrapeSet(t, set)[series]; got != 1 {
+	if got := promtext.Scrape(t, set.WritePrometheus)[series]; got != 1 {
 		t.Fatalf("%s = %v, want 1", series, got)
 	}
 }
@@ -161,7 +141,7 @@ func TestLatencyHistogramIsCumulativeAndSumsSeconds(t *testing.T) {
 		m.observe(uint64(i), labelTickers, 200, d) // five connections: the shards add up
 	}
 	m.count(9, labelOther, 431)
-	got := parseMetricsText(t, string(m.appendTo(nil)))
+	got := promtext.Must(t, string(m.appendTo(nil)))
 	const name = "marketfeed_http_request_duration_seconds"
 	for series, want := range map[string]float64{
 		name + `_bucket{route="tickers",le="0.000005"}`:                2, // the bound itself is inside its bucket

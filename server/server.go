@@ -25,6 +25,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/snapshot"
 )
 
@@ -113,21 +114,6 @@ type Config struct {
 	// Default 10000.
 	MaxConns int
 }
-
-// Log attribute keys. Each meaning has one key, the one the rest of the
-// service uses too, so that a query for a pair or an error finds every line
-// about it whichever component wrote it.
-const (
-	logComponent = "component"
-	logErr       = "err"
-	logPair      = "pair"
-	logStream    = "stream"
-	logPanic     = "panic"
-	logMethod    = "method"
-	logURI       = "uri"
-	logStack     = "stack"
-	logSource    = "source"
-)
 
 // Defaults for the zero values of Config.
 const (
@@ -226,7 +212,7 @@ func New(cfg Config) *Server {
 		store:         cfg.Store,
 		feed:          cfg.Feed,
 		pages:         cfg.Pages,
-		log:           log.With(logComponent, "server"),
+		log:           log.With(logkey.Component, "server"),
 		now:           cfg.Now,
 		maxStale:      orDefault(cfg.MaxStale, DefaultMaxStale),
 		pairsMaxStale: orDefault(cfg.PairsMaxStale, DefaultPairsMaxStale),
@@ -387,10 +373,10 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 func (s *Server) finish(ctx *fasthttp.RequestCtx, start time.Time, label *int) {
 	if r := recover(); r != nil {
 		s.log.Error("panic in handler",
-			slog.Any(logPanic, r),
-			slog.String(logMethod, string(ctx.Method())),
-			slog.String(logURI, string(ctx.RequestURI())),
-			slog.String(logStack, string(debug.Stack())))
+			slog.Any(logkey.Panic, r),
+			slog.String(logkey.Method, string(ctx.Method())),
+			slog.String(logkey.URI, string(ctx.RequestURI())),
+			slog.String(logkey.Stack, string(debug.Stack())))
 		ctx.Response.Reset()
 		fail(&ctx.Response, errInternal)
 	}
@@ -671,8 +657,8 @@ func (s *Server) load(id []byte, stream snapshot.Stream, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.coldTimeout)
 	defer cancel()
 	if err := s.feed.Load(ctx, string(id), stream, n); err != nil {
-		s.log.Debug("cold load failed", slog.String(logPair, string(id)),
-			slog.String(logStream, stream.String()), slog.Any(logErr, err))
+		s.log.Debug("cold load failed", slog.String(logkey.Pair, string(id)),
+			slog.String(logkey.Stream, stream.String()), slog.Any(logkey.Err, err))
 	}
 }
 
@@ -701,5 +687,5 @@ func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
 type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Warn(fmt.Sprintf(format, args...), slog.String(logSource, "fasthttp"))
+	l.log.Warn(fmt.Sprintf(format, args...), slog.String(logkey.Source, "fasthttp"))
 }

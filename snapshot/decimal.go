@@ -183,12 +183,12 @@ func Product(x, y string) (string, error) {
 // fallback keeps.
 const BaseVolumeDecimals = 8
 
-// BaseVolumeFallback returns targetVolume / lastPrice truncated toward zero to
+// baseVolumeFallback returns targetVolume / lastPrice truncated toward zero to
 // eight decimal places, for venues that do not send a base volume. With a zero
 // last price the answer is "0" when the target volume is zero too, and an
 // error otherwise: such a ticker is not published until the venue sends
 // usable values.
-func BaseVolumeFallback(targetVolume, lastPrice string) (string, error) {
+func baseVolumeFallback(targetVolume, lastPrice string) (string, error) {
 	t, err := parse(targetVolume)
 	if err != nil {
 		return "", err

@@ -185,9 +185,9 @@ func TestBaseVolumeFallback(t *testing.T) {
 		{"512345678.9012", "0.00001234", "41519098776434.35980551"}, // 22 digits
 		{"99999999.99999999", "0.00000001", "9999999999999999"},
 	} {
-		got, err := BaseVolumeFallback(c.target, c.last)
+		got, err := baseVolumeFallback(c.target, c.last)
 		if err != nil || got != c.want {
-			t.Errorf("BaseVolumeFallback(%s, %s) = %q, %v; want %s", c.target, c.last, got, err, c.want)
+			t.Errorf("baseVolumeFallback(%s, %s) = %q, %v; want %s", c.target, c.last, got, err, c.want)
 		}
 	}
 }
@@ -196,16 +196,16 @@ func TestBaseVolumeFallbackZeroLastPrice(t *testing.T) {
 	// A zero last price cannot turn a nonzero quote volume into a base
 	// volume; the ticker must wait for usable values instead.
 	for _, c := range [][2]string{{"5", "0"}, {"0.1", "0.000"}, {"1", "-0"}} {
-		if got, err := BaseVolumeFallback(c[0], c[1]); err == nil {
-			t.Errorf("BaseVolumeFallback(%s, %s) = %q, want an error", c[0], c[1], got)
+		if got, err := baseVolumeFallback(c[0], c[1]); err == nil {
+			t.Errorf("baseVolumeFallback(%s, %s) = %q, want an error", c[0], c[1], got)
 		}
 	}
 }
 
 func TestBaseVolumeFallbackRejectsNonPlain(t *testing.T) {
 	for _, c := range [][2]string{{"1e3", "1"}, {"1", "1E3"}, {"", "1"}, {"1", ""}, {"NaN", "1"}, {"1", "Inf"}, {" 1", "1"}, {"+1", "1"}} {
-		if got, err := BaseVolumeFallback(c[0], c[1]); err == nil {
-			t.Errorf("BaseVolumeFallback(%q, %q) = %q, want an error", c[0], c[1], got)
+		if got, err := baseVolumeFallback(c[0], c[1]); err == nil {
+			t.Errorf("baseVolumeFallback(%q, %q) = %q, want an error", c[0], c[1], got)
 		}
 	}
 }
@@ -222,25 +222,25 @@ func truncated8(t testing.TB, target, last string) *big.Rat {
 
 func checkFallback(t testing.TB, target, last string) {
 	t.Helper()
-	got, err := BaseVolumeFallback(target, last)
+	got, err := baseVolumeFallback(target, last)
 	if rat(t, last).Sign() == 0 {
 		if rat(t, target).Sign() == 0 && (err != nil || got != "0") {
-			t.Fatalf("BaseVolumeFallback(%s, %s) = %q, %v; want 0", target, last, got, err)
+			t.Fatalf("baseVolumeFallback(%s, %s) = %q, %v; want 0", target, last, got, err)
 		}
 		if rat(t, target).Sign() != 0 && err == nil {
-			t.Fatalf("BaseVolumeFallback(%s, %s) = %q; want an error", target, last, got)
+			t.Fatalf("baseVolumeFallback(%s, %s) = %q; want an error", target, last, got)
 		}
 		return
 	}
 	if err != nil {
-		t.Fatalf("BaseVolumeFallback(%s, %s): %v", target, last, err)
+		t.Fatalf("baseVolumeFallback(%s, %s): %v", target, last, err)
 	}
 	checkCanonical(t, got)
 	if _, frac, _ := strings.Cut(got, "."); len(frac) > BaseVolumeDecimals {
-		t.Fatalf("BaseVolumeFallback(%s, %s) = %s has more than %d decimals", target, last, got, BaseVolumeDecimals)
+		t.Fatalf("baseVolumeFallback(%s, %s) = %s has more than %d decimals", target, last, got, BaseVolumeDecimals)
 	}
 	if want := truncated8(t, target, last); rat(t, got).Cmp(want) != 0 {
-		t.Fatalf("BaseVolumeFallback(%s, %s) = %s, want %s", target, last, got, want.FloatString(BaseVolumeDecimals))
+		t.Fatalf("baseVolumeFallback(%s, %s) = %s, want %s", target, last, got, want.FloatString(BaseVolumeDecimals))
 	}
 }
 
@@ -308,10 +308,10 @@ func FuzzBaseVolumeFallback(f *testing.F) {
 	f.Add("512345678.9012", "0.00001234")
 	f.Add("1e3", "1")
 	f.Fuzz(func(t *testing.T, target, last string) {
-		got, err := BaseVolumeFallback(target, last)
+		got, err := baseVolumeFallback(target, last)
 		if !IsPlain(target) || !IsPlain(last) {
 			if err == nil {
-				t.Fatalf("BaseVolumeFallback(%q, %q) = %q, want an error", target, last, got)
+				t.Fatalf("baseVolumeFallback(%q, %q) = %q, want an error", target, last, got)
 			}
 			return
 		}

@@ -234,6 +234,17 @@ func (s *Store) ReadAt(st Stream, id []byte) (at int64, listed bool) {
 	return at, true
 }
 
+// Holds reports whether a pair answered at now (see Listed) holds a value
+// of st: a read of it has been published.
+func (s *Store) Holds(st Stream, id []byte, now int64) bool {
+	c := s.answered(id, now)
+	if c == nil {
+		return false
+	}
+	_, ok := st.row().readAt(c)
+	return ok
+}
+
 // FreshAt reports whether the pair's snapshot of st may still be served at
 // now, by the freshness rule (see fresh.go); no snapshot is never fresh.
 func (s *Store) FreshAt(st Stream, id []byte, now int64, maxStale time.Duration) bool {

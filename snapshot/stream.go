@@ -60,7 +60,7 @@ func (t *Trades) Serves(int) bool { return true }
 // is put, and what venue id it covers. Built by kindRow from typed
 // functions, so that a row cannot mix one kind's value with another's.
 type streamRow struct {
-	name string // the kind's name: its metrics label, its load requests' word
+	kindNames
 	// keyPrefix starts the key a replica's bucket keeps a pair's value of
 	// the kind under, the ticker_id ending it.
 	keyPrefix string
@@ -74,8 +74,25 @@ type streamRow struct {
 	covered func(c *cell, answered bool) int64
 }
 
+// kindNames are a kind's names where operators and other processes read
+// them: metric label values, log keys' values, replication keys. Each is
+// read from here by every package that writes it, so that a kind has one
+// label per meaning everywhere; changing one changes what is served.
+type kindNames struct {
+	// name is the kind's name: its stream metrics label, its load
+	// requests' word, its replication key's prefix (see String).
+	name string
+	// part labels the kind's pairs by part: marketfeed_pairs, the seeds,
+	// the snapshot ages and /readyz sources (see Part).
+	part string
+	// venueStream is the venue's stream that feeds the kind: its label in
+	// the stream metrics (events, silences, a relay's gauges; see
+	// VenueStream).
+	venueStream string
+}
+
 var streamRows = [NumStreams]streamRow{
-	StreamBook: kindRow("book", func(c *cell) *atomic.Pointer[Book] { return &c.book }, DecodeBook, (*Store).PutBook,
+	StreamBook: kindRow(kindNames{name: "book", part: "books", venueStream: "depth"}, func(c *cell) *atomic.Pointer[Book] { return &c.book }, DecodeBook, (*Store).PutBook,
 		// A book is rebuilt from the deeper value when there is one
 		// (see Depth), so the events it needs go on from the depth's.
 		func(c *cell, b *Book) int64 {
@@ -87,7 +104,7 @@ var streamRows = [NumStreams]streamRow{
 			}
 			return 0
 		}),
-	StreamTrades: kindRow("trades", func(c *cell) *atomic.Pointer[Trades] { return &c.trades }, DecodeTrades, (*Store).PutTrades,
+	StreamTrades: kindRow(kindNames{name: "trades", part: "trades", venueStream: "trades"}, func(c *cell) *atomic.Pointer[Trades] { return &c.trades }, DecodeTrades, (*Store).PutTrades,
 		func(_ *cell, t *Trades) int64 {
 			if t != nil {
 				return t.NewestVenueID()
@@ -102,10 +119,10 @@ var streamRows = [NumStreams]streamRow{
 func kindRow[T any, V interface {
 	*T
 	PairValue
-}](name string, in func(c *cell) *atomic.Pointer[T], decode func([]byte) (V, error), put func(*Store, V) bool, covered func(c *cell, v V) int64) streamRow {
+}](names kindNames, in func(c *cell) *atomic.Pointer[T], decode func([]byte) (V, error), put func(*Store, V) bool, covered func(c *cell, v V) int64) streamRow {
 	return streamRow{
-		name:      name,
-		keyPrefix: name + ".",
+		kindNames: names,
+		keyPrefix: names.name + ".",
 		get:       func(c *cell) PairValue { return V(in(c).Load()) },
 		readAt: func(c *cell) (int64, bool) {
 			v := V(in(c).Load())
@@ -150,6 +167,14 @@ func (s Stream) String() string {
 	}
 	return streamRows[s].name
 }
+
+// Part is the kind's label by part ("books", "trades"): of the per-pair
+// metrics by part and of /readyz sources.
+func (s Stream) Part() string { return s.row().part }
+
+// VenueStream is the name of the venue's stream that feeds the kind
+// ("depth", "trades"), as the stream metrics label it.
+func (s Stream) VenueStream() string { return s.row().venueStream }
 
 // KeyPrefix is what the key a replica keeps a pair's value of s under
 // starts with; the ticker_id follows.

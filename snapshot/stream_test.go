@@ -68,3 +68,42 @@ func TestUnknownStreamPanics(t *testing.T) {
 		}
 	}
 }
+
+// A kind's names are what operators query and other processes read: the
+// metric labels and the replication keys stay as served.
+func TestStreamKindNames(t *testing.T) {
+	for _, tc := range []struct {
+		s                         Stream
+		name, part, venue, prefix string
+	}{
+		{StreamBook, "book", "books", "depth", "book."},
+		{StreamTrades, "trades", "trades", "trades", "trades."},
+	} {
+		if got := [4]string{tc.s.String(), tc.s.Part(), tc.s.VenueStream(), tc.s.KeyPrefix()}; got != [4]string{tc.name, tc.part, tc.venue, tc.prefix} {
+			t.Errorf("kind %d: names %q, want %q", int(tc.s), got, [4]string{tc.name, tc.part, tc.venue, tc.prefix})
+		}
+	}
+}
+
+// A pair holds a kind once a value of it is put, and nothing of a kind
+// put for another pair, nor of an unlisted pair.
+func TestStoreHoldsEachKindOnceItIsPut(t *testing.T) {
+	s := NewStore()
+	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
+	id, now := []byte("BTC_USDT"), readAt.UnixNano()
+	values := [NumStreams]PairValue{StreamBook: bookFor(t, "BTC_USDT"), StreamTrades: tradesFor(t, "BTC_USDT")}
+	for k := range NumStreams {
+		if s.Holds(k, id, now) {
+			t.Errorf("%v held before its put", k)
+		}
+		s.Put(values[k])
+		for j := range NumStreams {
+			if got, want := s.Holds(j, id, now), j <= k; got != want {
+				t.Errorf("after %v's put: holds %v %v, want %v", k, j, got, want)
+			}
+			if s.Holds(j, []byte("ETH_USDT"), now) || s.Holds(j, []byte("XRP_USDT"), now) {
+				t.Errorf("after %v's put: another pair holds %v", k, j)
+			}
+		}
+	}
+}

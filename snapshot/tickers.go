@@ -18,7 +18,7 @@ type Omission struct {
 // NewTickers builds the tickers of the spot pairs in pairs from the venue's
 // bulk statistics and best quotes. bid and ask are both the perpetual's exact
 // mid. base_volume is the venue's own when it sends one, otherwise the
-// truncated fallback (see BaseVolumeFallback). A pair whose statistics or
+// truncated fallback (see baseVolumeFallback). A pair whose statistics or
 // quote are missing or unusable is left out and reported, so one bad symbol
 // does not take the whole route down. readAt is when the venue was read and
 // becomes every item's timestamp.
@@ -96,7 +96,7 @@ func appendStatHead(b []byte, p Pair, st *Stat) ([]byte, error) {
 	switch {
 	case baseVolume == "":
 		var err error
-		if baseVolume, err = BaseVolumeFallback(st.QuoteVolume, st.LastPrice); err != nil {
+		if baseVolume, err = baseVolumeFallback(st.QuoteVolume, st.LastPrice); err != nil {
 			return nil, fmt.Errorf("base volume fallback: %w", err)
 		}
 	case !isNonNegative(baseVolume):

@@ -24,55 +24,19 @@ import (
 // The peer is the reference a plain integration stands for: net/http, the
 // query parsed with url.Values, the answer encoded from structs with
 // encoding/json on every request. It holds the same data marketfeed serves
-// (read from marketfeed once at start) so that both write the same bytes.
-
-type peerPair struct {
-	TickerID    string `json:"ticker_id"`
-	Base        string `json:"base"`
-	Target      string `json:"target"`
-	Kind        string `json:"kind"`
-	PriceSource string `json:"price_source"`
-}
-
-type peerTicker struct {
-	TickerID       string `json:"ticker_id"`
-	BaseCurrency   string `json:"base_currency"`
-	TargetCurrency string `json:"target_currency"`
-	LastPrice      string `json:"last_price"`
-	BaseVolume     string `json:"base_volume"`
-	TargetVolume   string `json:"target_volume"`
-	Bid            string `json:"bid"`
-	Ask            string `json:"ask"`
-	High           string `json:"high"`
-	Low            string `json:"low"`
-	Timestamp      int64  `json:"timestamp"`
-}
-
-type peerBook struct {
-	TickerID  string      `json:"ticker_id"`
-	Timestamp int64       `json:"timestamp"`
-	Bids      [][2]string `json:"bids"`
-	Asks      [][2]string `json:"asks"`
-}
-
-type peerTrade struct {
-	TradeID        string `json:"trade_id"`
-	Price          string `json:"price"`
-	BaseVolume     string `json:"base_volume"`
-	TargetVolume   string `json:"target_volume"`
-	TradeTimestamp int64  `json:"trade_timestamp"`
-	Type           string `json:"type"`
-}
+// (read from marketfeed once at start) so that both write the same bytes,
+// in the API's bodies as Go values (internal/wire): a field marketfeed
+// writes that wire lacks fails the peer's start (see loadPeerData).
 
 // peerData is everything the peer serves. It is read once and never changed,
 // so handlers share it without locks.
 type peerData struct {
-	pairs     []peerPair
-	tickers   []peerTicker
+	pairs     []wire.Pair
+	tickers   []wire.Ticker
 	contracts []wire.Contract
 	specs     []wire.ContractSpec
-	books     map[string]peerBook
-	trades    map[string][]peerTrade
+	books     map[string]wire.Book
+	trades    map[string][]wire.Trade
 }
 
 // runPeer is the peer subcommand: read the data, then serve until ctx is done.
@@ -111,7 +75,7 @@ func runPeer(ctx context.Context, args []string) error {
 // which proves the structs carry everything marketfeed wrote and that the
 // peer's answers are the same bytes as marketfeed's.
 func loadPeerData(ctx context.Context, client *http.Client, base string, ids []string) (*peerData, error) {
-	d := &peerData{books: map[string]peerBook{}, trades: map[string][]peerTrade{}}
+	d := &peerData{books: map[string]wire.Book{}, trades: map[string][]wire.Trade{}}
 	if err := fetchDecode(ctx, client, base+"/api/public/pairs", &d.pairs); err != nil {
 		return nil, err
 	}
@@ -126,11 +90,11 @@ func loadPeerData(ctx context.Context, client *http.Client, base string, ids []s
 	}
 	for _, id := range ids {
 		q := url.QueryEscape(id)
-		var b peerBook
+		var b wire.Book
 		if err := fetchDecode(ctx, client, base+"/api/public/orderbook?ticker_id="+q, &b); err != nil {
 			return nil, err
 		}
-		var t []peerTrade
+		var t []wire.Trade
 		if err := fetchDecode(ctx, client, base+"/api/public/trades?ticker_id="+q, &t); err != nil {
 			return nil, err
 		}
@@ -221,7 +185,7 @@ func (d *peerData) tradeList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	side := q.Get("type")
-	out := []peerTrade{}
+	out := []wire.Trade{}
 	for _, t := range all {
 		if side != "" && t.Type != side {
 			continue

@@ -103,11 +103,7 @@ func (v streamingVenue) OpenInterestWeight() int { return v.sim.OpenInterestWeig
 func scrapeMetrics(t *testing.T, m *member) map[string]float64 {
 	t.Helper()
 	_, body := get(t, m.ops+"/metrics")
-	out, err := promtext.Parse(string(body))
-	if err != nil {
-		t.Fatalf("%s /metrics: %v", m.name, err)
-	}
-	return out
+	return promtext.Must(t, string(body))
 }
 
 // waitMetrics polls a member's /metrics until every series has its value.

@@ -39,6 +39,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"marketfeed/cluster"
+	"marketfeed/internal/logkey"
 	"marketfeed/internal/promdoc"
 	"marketfeed/poller"
 	"marketfeed/poller/binance"
@@ -134,22 +135,6 @@ func versionOf(given string, info *debug.BuildInfo) string {
 	return rev
 }
 
-// Log attribute keys. One key per meaning across the program's logs, as
-// litestream does, so that a query for an attribute finds every line that
-// carries it: "err" and never "error", "pair" for a ticker_id.
-const (
-	logKeyErr     = "err"      // an error
-	logKeyURL     = "url"      // a URL
-	logKeyVenue   = "venue"    // the -venue name
-	logKeyOps     = "ops"      // the operator endpoints' address; empty: off
-	logKeyVersion = "version"  // the build's version
-	logKeyFile    = "file"     // a file read
-	logKeyPair    = "pair"     // one ticker_id
-	logKeyPairs   = "pairs"    // how many ticker_ids
-	logKeyVar     = "variable" // an environment variable
-	logKeyMeant   = "meant"    // the variable a misspelt one is nearest to
-)
-
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.logLevel}
 	if cfg.logFormat == "json" {
@@ -166,7 +151,7 @@ type app struct {
 	log     *slog.Logger
 	store   *snapshot.Store
 	venue   venue.Venue
-	role    part
+	role    player
 	srv     *server.Server
 	metrics *metrics.Set // the server's, the cluster's and the program's own
 	spotOK  *metrics.Counter
@@ -179,10 +164,10 @@ type app struct {
 	rotation atomic.Pointer[func() binance.Rotation]
 }
 
-// part is the part the process plays, built once: a role.Standalone, or a
+// player is the part the process plays, built once: a role.Standalone, or a
 // role.Cluster that plays the leader, a follower or alone as its member
 // says. Everything else asks it, never which it is.
-type part interface {
+type player interface {
 	server.Feed
 	Readiness() role.Readiness
 	WriteMetrics(w io.Writer)
@@ -345,8 +330,8 @@ func (a *app) run(ctx context.Context, reload <-chan os.Signal) error {
 			}
 		})
 	}
-	a.log.Info("serving", logKeyURL, "http://"+a.api.Addr().String()+"/api/public/pairs",
-		logKeyVenue, a.cfg.venue, logKeyOps, a.opsAddr(), logKeyVersion, buildVersion())
+	a.log.Info("serving", logkey.URL, "http://"+a.api.Addr().String()+"/api/public/pairs",
+		logkey.Venue, a.cfg.venue, logkey.Ops, a.opsAddr(), logkey.Version, buildVersion())
 
 	var runErr error
 loop:
@@ -365,7 +350,7 @@ loop:
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := a.srv.Shutdown(shutCtx); err != nil {
-		a.log.Warn("api drain", logKeyErr, err)
+		a.log.Warn("api drain", logkey.Err, err)
 	}
 	stopPoll()
 	if ops != nil {
@@ -392,14 +377,14 @@ func (a *app) opsAddr() string {
 func (a *app) warnConfig() {
 	for _, name := range a.cfg.unknownEnv {
 		if meant := nearEnv(name, a.cfg.flagNames); meant != "" {
-			a.log.Warn("environment variable ignored: it sets no flag", logKeyVar, name, logKeyMeant, meant)
+			a.log.Warn("environment variable ignored: it sets no flag", logkey.Var, name, logkey.Meant, meant)
 		} else {
-			a.log.Warn("environment variable ignored: it sets no flag", logKeyVar, name)
+			a.log.Warn("environment variable ignored: it sets no flag", logkey.Var, name)
 		}
 	}
 	if len(a.role.Spot()) == 0 {
 		a.log.Warn("no spot pairs: /tickers answers [] (tickers are for spot pairs only); set -spot or -spot-file",
-			logKeyVenue, a.cfg.venue)
+			logkey.Venue, a.cfg.venue)
 	}
 }
 
@@ -421,14 +406,14 @@ func (a *app) reloadSpot() {
 	ids, err := readSpotFile(a.cfg.spotFile)
 	if err != nil {
 		a.spotBad.Inc()
-		a.log.Error("spot file rejected; keeping the current spot list", logKeyErr, err)
+		a.log.Error("spot file rejected; keeping the current spot list", logkey.Err, err)
 		a.role.WarnSpot()
 		return
 	}
 	a.spotOK.Inc()
 	spot := append(slices.Clip(a.cfg.spotFlag), ids...)
 	a.role.SetSpot(spot)
-	a.log.Info("spot list reloaded", logKeyFile, a.cfg.spotFile, logKeyPairs, len(ids))
+	a.log.Info("spot list reloaded", logkey.File, a.cfg.spotFile, logkey.Pairs, len(ids))
 }
 
 // opsHandler serves the operator endpoints: metrics, liveness, readiness

@@ -131,12 +131,8 @@ func scrapeModes(t *testing.T) *exported {
 func (e *exported) scrape(t *testing.T, mode, ops string) {
 	t.Helper()
 	_, body := get(t, ops+"/metrics")
-	out, err := promtext.Parse(string(body))
-	if err != nil {
-		t.Fatalf("%s/metrics: %v", ops, err)
-	}
 	e.raw[mode] = body
-	e.add(mode, out)
+	e.add(mode, promtext.Must(t, string(body)))
 }
 
 // waitRole waits until a cluster member is ready as a leader or a follower,

@@ -197,11 +197,7 @@ func scrapeOps(t *testing.T, spec *opsSpec, ops string) map[string]float64 {
 	if status != 200 {
 		t.Fatalf("/metrics: %d", status)
 	}
-	out, err := promtext.Parse(string(body))
-	if err != nil {
-		t.Error(err)
-	}
-	return out
+	return promtext.Must(t, string(body))
 }
 
 func TestMetricsEndpointShowsTheService(t *testing.T) {

@@ -290,11 +290,7 @@ func TestStreamTwoLines(t *testing.T) {
 func opsMetrics(t *testing.T, a *app) map[string]float64 {
 	t.Helper()
 	_, body := get(t, "http://"+a.ops.Addr().String()+"/metrics")
-	m, err := promtext.Parse(string(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return promtext.Must(t, string(body))
 }
 
 // TestStreamVenueLimits runs against a venue stricter than documented: it

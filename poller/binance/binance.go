@@ -136,8 +136,8 @@ var Aster = Preset{
 // Presets lists every known venue, in the order help texts show them.
 var Presets = []Preset{Binance, Aster}
 
-// PresetByName returns the preset whose Name is exactly name.
-func PresetByName(name string) (Preset, bool) {
+// presetByName returns the preset whose Name is exactly name.
+func presetByName(name string) (Preset, bool) {
 	for _, p := range Presets {
 		if p.Name == name {
 			return p, true

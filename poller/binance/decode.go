@@ -8,6 +8,7 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"marketfeed/internal/ascii"
 	"marketfeed/poller/venue"
 )
 
@@ -91,7 +92,7 @@ func (f field) positive() (string, bool) {
 // natural returns the field when it is a JSON integer without a sign,
 // fraction or exponent that fits an int64.
 func (f field) natural() (int64, bool) {
-	if !allDigits(f.raw) {
+	if !ascii.AllDigits(f.raw) {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(f.raw, 10, 64)
@@ -107,19 +108,6 @@ func (f field) boolean() (v, ok bool) {
 		return false, true
 	}
 	return false, false
-}
-
-// allDigits reports whether s is one or more ASCII digits.
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // badData is an error that wraps venue.ErrBadData.

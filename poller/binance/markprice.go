@@ -16,7 +16,7 @@ import (
 // symbol and one bad row must not cost the others their second.
 //
 // It is not yet subscribed by Streams: a later step gives the stream kind
-// its row in the stream tables, from these names and MarkPricePath.
+// its row in the stream tables, from these names and markPricePath.
 
 // The mark price stream names, as the venue spells them. The venue also
 // serves a 3 s cadence without the "@1s"; the client reads the 1 s one.
@@ -29,12 +29,12 @@ const (
 	MarkPriceSuffix = "@markPrice@1s"
 )
 
-// MarkPricePath returns the path the mark price streams are served on: the
+// markPricePath returns the path the mark price streams are served on: the
 // market path. Binance's notice of its 2026 split of the stream paths
 // routes markPrice to /market with aggTrade and the tickers (and the
 // streams doc says a name subscribed on the wrong path is acknowledged and
 // never delivers); Aster serves every stream on one path.
-func (p StreamPreset) MarkPricePath() string { return p.MarketPath }
+func (p StreamPreset) markPricePath() string { return p.MarketPath }
 
 // isMarkPriceName reports whether a combined stream's name is a mark price
 // stream, at either cadence: "!markPrice@arr", "!markPrice@arr@1s",

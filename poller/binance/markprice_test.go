@@ -133,11 +133,11 @@ func TestMarkPriceNames(t *testing.T) {
 			t.Errorf("isMarkPriceName(%q) = %v, want %v", name, got, want)
 		}
 	}
-	if got := Binance.Streams.MarkPricePath(); got != "/market/stream" {
-		t.Errorf("Binance MarkPricePath = %q, want the market path", got)
+	if got := Binance.Streams.markPricePath(); got != "/market/stream" {
+		t.Errorf("Binance markPricePath = %q, want the market path", got)
 	}
-	if got := Aster.Streams.MarkPricePath(); got != Aster.Streams.DepthPath {
-		t.Errorf("Aster MarkPricePath = %q, want its one path", got)
+	if got := Aster.Streams.markPricePath(); got != Aster.Streams.DepthPath {
+		t.Errorf("Aster markPricePath = %q, want its one path", got)
 	}
 	if !strings.HasSuffix(MarkPriceStream, "@1s") || !strings.HasSuffix(MarkPriceSuffix, "@1s") {
 		t.Error("the client reads the 1 s mark price streams")

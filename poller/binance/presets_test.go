@@ -21,9 +21,9 @@ func TestPresets(t *testing.T) {
 		{Binance, "binance", "https://fapi.binance.com", [6]int{1, 40, 5, 5, 20, 5}},
 		{Aster, "aster", "https://fapi.asterdex.com", [6]int{1, 40, 2, 5, 20, 1}},
 	} {
-		p, ok := PresetByName(tc.name)
+		p, ok := presetByName(tc.name)
 		if !ok || !reflect.DeepEqual(p, tc.p) {
-			t.Errorf("PresetByName(%q) = %+v, %v", tc.name, p, ok)
+			t.Errorf("presetByName(%q) = %+v, %v", tc.name, p, ok)
 		}
 		if p.URL != tc.url {
 			t.Errorf("%s URL = %q, want %q", tc.name, p.URL, tc.url)
@@ -49,8 +49,8 @@ func TestPresets(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"sim", "Binance", "", "binance-perp"} {
-		if _, ok := PresetByName(name); ok {
-			t.Errorf("PresetByName(%q) found a preset", name)
+		if _, ok := presetByName(name); ok {
+			t.Errorf("presetByName(%q) found a preset", name)
 		}
 	}
 }

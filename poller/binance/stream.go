@@ -239,8 +239,8 @@ type streamMetrics struct {
 
 func newStreamMetrics(set *metrics.Set) *streamMetrics {
 	return &streamMetrics{
-		depthEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="depth"}`),
-		tradeEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="trades"}`),
+		depthEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="` + snapshot.StreamBook.VenueStream() + `"}`),
+		tradeEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="` + snapshot.StreamTrades.VenueStream() + `"}`),
 		tickerEvents:  set.NewCounter(`marketfeed_stream_events_total{kind="tickers"}`),
 		markEvents:    set.NewCounter(`marketfeed_stream_events_total{kind="marks"}`),
 		unknownEvents: set.NewCounter(`marketfeed_stream_events_total{kind="unknown"}`),

@@ -1,7 +1,6 @@
 package binance
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,8 +19,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/coder/websocket"
 
-	"marketfeed/poller/venue"
-	"marketfeed/snapshot"
+	"marketfeed/internal/promtext"
+	"marketfeed/poller/venue/venuetest"
 )
 
 // The stream tests run a fake venue inside a testing/synctest bubble. The
@@ -232,65 +232,34 @@ func (v *fakeStreamVenue) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// recordSink records what the streams deliver, in order.
-type recordSink struct {
-	mu      sync.Mutex
-	calls   []string
-	depth   []venue.DepthUpdate
-	trades  []venue.Trade
-	tickers [][]venue.Stat
-	marks   [][]venue.Contract
-}
+// recordSink records what the streams deliver, in order: a copy of each
+// depth event, since a connection decodes every frame into the same memory.
+type recordSink struct{ venuetest.Recorder }
 
-func (r *recordSink) add(s string) {
-	r.mu.Lock()
-	r.calls = append(r.calls, s)
-	r.mu.Unlock()
-}
+func newRecordSink() *recordSink { return &recordSink{venuetest.Recorder{Clone: true}} }
 
-func (r *recordSink) Depth(u venue.DepthUpdate) {
-	r.mu.Lock()
-	r.depth = append(r.depth, u)
-	r.mu.Unlock()
-	r.add("depth " + u.Symbol)
-}
-
-func (r *recordSink) Trade(symbol string, tr venue.Trade) {
-	r.mu.Lock()
-	r.trades = append(r.trades, tr)
-	r.mu.Unlock()
-	r.add("trade " + symbol)
-}
-
-func (r *recordSink) Contracts(rows []venue.Contract) {
-	r.mu.Lock()
-	r.marks = append(r.marks, rows)
-	r.mu.Unlock()
-	r.add(fmt.Sprintf("contracts %d", len(rows)))
-}
-
-func (r *recordSink) Tickers(rows []venue.Stat) {
-	r.mu.Lock()
-	r.tickers = append(r.tickers, rows)
-	r.mu.Unlock()
-	r.add(fmt.Sprintf("tickers %d", len(rows)))
-}
-
-func (r *recordSink) Live(kind snapshot.Stream, symbols []string) {
-	r.add(fmt.Sprintf("live %s %s", kind, strings.Join(sorted(symbols), ",")))
-}
-
-func (r *recordSink) Lost(kind snapshot.Stream, symbols []string) {
-	r.add(fmt.Sprintf("lost %s %s", kind, strings.Join(sorted(symbols), ",")))
-}
-
-// take returns the calls recorded since the last take.
+// take returns the calls recorded since the last take, a line each.
 func (r *recordSink) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.calls
-	r.calls = nil
-	return c
+	var out []string
+	for _, c := range r.Take() {
+		var l string
+		switch c.Method {
+		case venuetest.Depth:
+			l = "depth " + c.Depth.Symbol
+		case venuetest.Trade:
+			l = "trade " + c.Symbol
+		case venuetest.Contracts:
+			l = fmt.Sprintf("contracts %d", len(c.Contracts))
+		case venuetest.Tickers:
+			l = fmt.Sprintf("tickers %d", len(c.Stats))
+		case venuetest.Live:
+			l = fmt.Sprintf("live %s %s", c.Kind, strings.Join(sorted(c.Symbols), ","))
+		case venuetest.Lost:
+			l = fmt.Sprintf("lost %s %s", c.Kind, strings.Join(sorted(c.Symbols), ","))
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 func sorted(s []string) []string {
@@ -328,7 +297,7 @@ func startHarness(t *testing.T, p Preset, symbols []string, setup func(*fakeStre
 	if setup != nil {
 		setup(v)
 	}
-	h := &harness{t: t, v: v, sink: &recordSink{}, set: metrics.NewSet(), done: make(chan error, 1)}
+	h := &harness{t: t, v: v, sink: newRecordSink(), set: metrics.NewSet(), done: make(chan error, 1)}
 	o.BaseURL = "ws://venue"
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -355,16 +324,14 @@ func (h *harness) stop() {
 	h.v.stop()
 }
 
-// metric returns one metric's value from the Prometheus text.
+// metric returns one metric's value from the Prometheus text, as the text
+// writes it; "": none.
 func (h *harness) metric(name string) string {
-	var b bytes.Buffer
-	h.set.WritePrometheus(&b)
-	for line := range strings.Lines(b.String()) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			return v
-		}
+	v, ok := promtext.Scrape(h.t, h.set.WritePrometheus)[name]
+	if !ok {
+		return ""
 	}
-	return ""
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 func symbolsN(n int) []string {

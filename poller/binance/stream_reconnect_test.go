@@ -308,9 +308,7 @@ func TestStreamsReplacedConnectionGoesOnceItHasCaughtUp(t *testing.T) {
 		if !slices.Contains(h.v.events(), fmt.Sprintf("closed %d", old.n)) {
 			t.Fatal("the old connection still open once it read an event stamped after its replacement")
 		}
-		h.sink.mu.Lock()
-		n := len(h.sink.trades)
-		h.sink.mu.Unlock()
+		n := len(h.sink.Trades(""))
 		if n != 2 {
 			t.Errorf("%d trades delivered from the old connection, want both", n)
 		}

@@ -156,14 +156,12 @@ func TestStreamsEvents(t *testing.T) {
 		depth.send(t, `{"stream":"sushiusdt@depth@100ms","data":{"e":"depthUpdate"`)
 		synctest.Wait()
 		wantCalls(t, sorted(h.sink.take()), "depth SUSHIUSDT", "tickers 1", "trade SUSHIUSDT")
-		h.sink.mu.Lock()
-		if u := h.sink.depth[0]; u.First != 600859599090 || u.Last != 600859600917 || u.Prev != 600859598061 || u.Time != 1626992741024 || len(u.Bids) != 3 {
+		if u := h.sink.DepthEvents("")[0]; u.First != 600859599090 || u.Last != 600859600917 || u.Prev != 600859598061 || u.Time != 1626992741024 || len(u.Bids) != 3 {
 			t.Errorf("depth %+v", u)
 		}
-		if tr := h.sink.trades[0]; tr != (venue.Trade{ID: 87353230, LastID: 126902927, Time: 1626992744108, Price: "7.6120", Size: "297"}) {
+		if tr := h.sink.Trades("")[0]; tr != (venue.Trade{ID: 87353230, LastID: 126902927, Time: 1626992744108, Price: "7.6120", Size: "297"}) {
 			t.Errorf("trade %+v", tr)
 		}
-		h.sink.mu.Unlock()
 
 		before := len(depth.messages())
 		depth.send(t, `{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1e3","1"]],"a":[]}}`)

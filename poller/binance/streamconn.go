@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"marketfeed/internal/backoff"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -146,112 +144,6 @@ func (sl *slot) run(ctx context.Context, sink venue.Sink) {
 		// failing backs off.
 		if ctx.Err() == nil && !healthy {
 			_ = backoff.Sleep(ctx, bo.Next())
-		}
-	}
-}
-
-// serve keeps c, or the connection that replaced it, subscribed to the
-// slot's names until the connection closes or ctx is done, and returns once
-// its reader has ended. A closed connection's streams are reported Lost.
-// healthy reports a connection (with the ones it replaced as planned) that
-// served longer than backoffMax before the venue closed it, or that the
-// venue closed on its schedule.
-func (sl *slot) serve(ctx context.Context, c *wsConn, sink venue.Sink, bo *backoff.Retries) (healthy bool) {
-	since := time.Now()
-	// The replacement is due at the slot's turn (see replaceAt), which moves
-	// when the venue's closes teach a closing age; after a replacement
-	// failed, not before retryAt. armed is when ageTimer fires.
-	var armed, retryAt time.Time
-	ageTimer := time.NewTimer(time.Hour)
-	defer ageTimer.Stop()
-	rotate := reconnects()
-	var retry <-chan time.Time
-	refusals := reconnects()
-	sl.blocked = make(map[string]bool)
-
-	for {
-		refused, err := sl.sync(ctx, c, sink)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			sl.s.slotDown(sl)
-			sl.s.warn("sync "+sl.url, "market stream connection broken", "url", sl.url, "err", err)
-			c.broken.Store(true)
-			_ = c.ws.CloseNow()
-		case refused && retry == nil:
-			retry = time.After(refusals.Next())
-		case !refused && retry == nil:
-			refusals.Reset()
-		}
-		if err == nil {
-			sl.s.slotUp(sl) // subscribed: the end of its outage, if it had one
-		}
-		now := time.Now()
-		if at := later(sl.s.replaceAt(sl, c.opened, now), retryAt); !at.Equal(armed) {
-			armed = at
-			ageTimer.Reset(at.Sub(now))
-		}
-		select {
-		case <-ctx.Done():
-			c.closeNow()
-			return false
-		case <-c.done:
-			// A connection that lived long enough was healthy, and so was one
-			// the venue closed on its schedule: the next one starts the
-			// back-off afresh. One the slot broke itself teaches nothing.
-			scheduled := sl.s.closedBy(c)
-			lived := time.Since(since)
-			if healthy = scheduled || lived > backoffMax; healthy || lived > healthyAge {
-				bo.Reset()
-			}
-			sl.s.met.closed.Inc()
-			if ctx.Err() == nil {
-				sl.s.slotDown(sl)
-			}
-			sl.s.warn("closed "+sl.url, "market stream connection closed", "url", sl.url, "err", c.err)
-			c.reportLost(sink)
-			if websocket.CloseStatus(c.err) == websocket.StatusPolicyViolation {
-				n := sl.s.shrink(sl)
-				sl.s.log.Warn("the venue closed a market stream connection for breaking its rules; fewer streams a connection from now on",
-					"url", sl.url, "streams_per_connection", n)
-			}
-			return
-		case <-sl.wake:
-		case <-retry:
-			retry = nil
-			clear(sl.blocked)
-		case <-ageTimer.C:
-			armed = time.Time{}
-			nc, err := sl.replace(ctx, c, sink)
-			if err != nil {
-				if ctx.Err() != nil {
-					continue
-				}
-				sl.s.met.refused.Inc()
-				sl.s.warn("replace "+sl.url, "market stream replacement failed; keeping the old connection", "url", sl.url, "err", err)
-				retryAt = time.Now().Add(rotate.Next())
-				continue
-			}
-			rotate.Reset()
-			retryAt = time.Time{}
-			sl.s.met.rotated.Inc()
-			// The replacement carries on the same service without a break:
-			// its age for the back-off is the slot's, not its own, or a
-			// venue close soon after a planned rotation would wait out a
-			// back-off and lose events as a failing connection would.
-			old := c
-			c = nc
-			old.catchUp(time.Now())
-			select {
-			case <-old.done:
-				// The venue closed old before its replacement was
-				// acknowledged: its streams may have missed events in
-				// between, which the books must be told, as after any close,
-				// before they hear them live again.
-				old.reportLost(sink)
-				report(c.refs(), sink.Live)
-			default:
-			}
-			sl.handOver(ctx, old)
 		}
 	}
 }

@@ -48,10 +48,8 @@ func depthEvent(first, last, prev int, levels string) string {
 
 // deliveredIDs returns the last update ids of the depth events delivered.
 func (r *recordSink) deliveredIDs() []int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var ids []int64
-	for _, u := range r.depth {
+	for _, u := range r.DepthEvents("") {
 		ids = append(ids, u.Last)
 	}
 	return ids
@@ -108,16 +106,14 @@ func TestTwoLinesDeliverEachEventOnce(t *testing.T) {
 		// would put older statistics back: dropped.
 		market[0].send(t, fmt.Sprintf(tickers, 2500, 6))
 		synctest.Wait()
-		h.sink.mu.Lock()
 		var tradeIDs []int64
-		for _, tr := range h.sink.trades {
+		for _, tr := range h.sink.Trades("") {
 			tradeIDs = append(tradeIDs, tr.ID)
 		}
 		var volumes []string
-		for _, rows := range h.sink.tickers {
+		for _, rows := range h.sink.TickerRows() {
 			volumes = append(volumes, rows[0].BaseVolume)
 		}
-		h.sink.mu.Unlock()
 		if !slices.Equal(tradeIDs, []int64{10, 11}) {
 			t.Errorf("delivered trade ids %v, want 10 and 11 once each", tradeIDs)
 		}
@@ -164,12 +160,10 @@ func TestTwoLinesDeliverEachMarkPriceFrameOnce(t *testing.T) {
 		market[0].send(t, fmt.Sprintf(marks, 3000, "101"))
 		market[0].send(t, fmt.Sprintf(marks, 2500, "99"))
 		synctest.Wait()
-		h.sink.mu.Lock()
 		var got []venue.Contract
-		for _, rows := range h.sink.marks {
+		for _, rows := range h.sink.ContractRows() {
 			got = append(got, rows...)
 		}
-		h.sink.mu.Unlock()
 		want := []venue.Contract{
 			{Symbol: "BTCUSDT", MarkPrice: "100", IndexPrice: "99.5", SettlePrice: "99", FundingRate: "0.0001", NextFunding: 1767225600000, Time: 2000},
 			{Symbol: "BTCUSDT", MarkPrice: "101", IndexPrice: "99.5", SettlePrice: "99", FundingRate: "0.0001", NextFunding: 1767225600000, Time: 3000},
@@ -277,7 +271,7 @@ func TestTwoLinesOneDroppedMidBurstLosesNothing(t *testing.T) {
 func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	var d dedup
 	d.watch(map[string]bool{"BTCUSDT": true})
-	sink := &recordSink{}
+	sink := newRecordSink()
 	ev := func(last, time int64) venue.DepthUpdate {
 		return venue.DepthUpdate{Symbol: "BTCUSDT", First: last, Last: last, Prev: last - 1, Time: time}
 	}
@@ -320,7 +314,7 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 func TestLineReportsMerge(t *testing.T) {
 	s := NewStreams(Binance, StreamOptions{Lines: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s.Watch([]string{"BTCUSDT"})
-	sink := &recordSink{}
+	sink := newRecordSink()
 	a, b := lineSink{Sink: sink, s: s, line: 0}, lineSink{Sink: sink, s: s, line: 1}
 	book := snapshot.StreamBook
 	a.Live(book, []string{"BTCUSDT", "ETHUSDT"})

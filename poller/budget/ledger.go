@@ -42,214 +42,6 @@ var parentOf = [NumClasses]Class{
 	ClassProbe: ClassProbe,
 }
 
-// Purpose says what REST weight is spent on: the one classification of
-// spend. Each purpose belongs to one class, whose cap it is held to, says
-// what it may borrow of the weight kept back and what it leaves unspent,
-// and has a name for metrics (two purposes may share one): see purposes.
-type Purpose int
-
-// The purposes of REST calls.
-const (
-	PurposeCatalog       Purpose = iota // the market list
-	PurposeTickers                      // bulk statistics and quotes
-	PurposeSnapshot                     // order book snapshots that sync local books
-	PurposeDepleted                     // the refresh of a book with a side run dry: from the book share
-	PurposeDeepen                       // the refresh of a book started from a seed's or a sync's few levels: from the book share, leaving half the window
-	PurposeRefresh                      // deeper snapshots laid under local books in sequence
-	PurposeProbe                        // a few levels' read proving a quiet stream-fed book current
-	PurposeBackfill                     // trade reads that fill a stream-fed window
-	PurposePollBook                     // book reads of pairs served by REST
-	PurposePollTrades                   // trade reads of pairs served by REST
-	PurposeContracts                    // every perpetual's mark, index and funding, when their stream is quiet
-	PurposeOpenInterest                 // one perpetual's open interest: idle weight only (see purposes)
-	PurposeStandInBook                  // book reads of a stream-fed pair while its stream is lost, by REST rounds
-	PurposeStandInTrades                // trade reads of a stream-fed pair while its stream is lost, by REST rounds
-	// NumPurposes is the number of purposes, for tables indexed by Purpose.
-	NumPurposes
-)
-
-// purposes is the one table of what each purpose spends, may borrow and
-// leaves; the ledger names no purpose but through it.
-var purposes = [NumPurposes]rule{
-	// The pair list's read has a reserve of its own (Plan.Own), kept from
-	// every other read whatever its priority: the list keeps rule 1 and
-	// delistings true, and a cold start's syncs and the requests waiting
-	// on them, which may spend all the rest, refused it ("venue weight
-	// budget spent").
-	PurposeCatalog: {name: "catalog", class: ClassBulk, borrows: borrowAll},
-	// The bulk statistics and quotes, and every contract's marks, stand in
-	// for the ticker and mark price streams while those are lost, and have
-	// reserves of their own (Plan.Own) for that: when the venue dropped
-	// every stream with the minute nearly spent by a cold start's syncs,
-	// they were refused for half a minute, /tickers and /contracts aged to
-	// 502 and then listed a few pairs of 46 while every book answered.
-	PurposeTickers:  {name: "tickers", class: ClassBulk, borrows: borrowAll},
-	PurposeSnapshot: {name: "snapshot", class: ClassBook, borrows: borrowAll},
-	PurposeDepleted: {name: "dry", class: ClassBook, borrows: borrowAll},
-	// Deepening leaves half the window unspent, as open interest does: the
-	// two are what a steady minute spends beyond the refreshes, and a
-	// recovery, whose syncs of every book that missed events need two
-	// minutes' parts of the budget within 90 s, must find the window's
-	// last seconds mostly free (the syncs spend at most the budget less
-	// what the 30 s before the venue's return spent; see docs/sweep.md).
-	// Kept from the class's spend, the deepening of every book after a
-	// recovery held the window at three quarters of the limit for
-	// minutes, and the next recovery took a third minute. It is kept from
-	// the window rather than from the book class's cap because the window
-	// also holds what the venue counted beyond this ledger's own spend: a
-	// member that takes over a cluster's ingest starts every book from
-	// the last leader's 100 levels with that leader's minute in its
-	// window, and a deepening held to the class's cap alone filled the
-	// window within 13 s; a book's probe and a dry book's refresh then
-	// found only the serving reserve, and a book being served answered
-	// 502.
-	//
-	// Its reads are paced as well: a quarter of the limit in any 30 s. The
-	// deepening of a cold start's or a recovery's books finds half the
-	// window free each time the minute before expires, and spent it at
-	// once: 834 weight in the 15 s before an outage, which the venue
-	// counted for the first 45 s after the streams were back, when the
-	// syncs of every book could read nothing.
-	PurposeDeepen: {name: "deepen", class: ClassBook, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Sync, paced: true}},
-	// Refreshes and probes are held to their class's share whatever the
-	// priority: the shares bound what one kind of read costs (the
-	// refreshes of books in sequence, the probes of quiet ones), however
-	// urgent each read is.
-	PurposeRefresh: {name: "refresh", class: ClassRefresh, borrows: borrowAll &^ borrowShares},
-	PurposeProbe:   {name: "probe", class: ClassProbe, borrows: borrowAll &^ borrowShares},
-	// Backfills leave the refresh share of the window unspent. A backfill
-	// only fills toward 100 trades a window that already answers, while a
-	// book whose side ran dry is served as it was until its refresh lands
-	// and answers 502 past max-stale; with streams keeping every pair,
-	// nothing else bounds the backfills below the limit, and after a cold
-	// start of a few seconds they spent the rest of the minute (680 of
-	// 1,200 at 46 pairs) and a dry book waited out the minute.
-	PurposeBackfill: {name: "backfill", class: ClassTrades, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{1, 1}, of: sizeOf(ClassRefresh), upto: Sync}},
-	PurposePollBook:   {name: "poll", class: ClassBook, borrows: borrowAll},
-	PurposePollTrades: {name: "poll", class: ClassTrades, borrows: borrowAll},
-	PurposeContracts:  {name: "contracts", class: ClassBulk, borrows: borrowAll},
-	// Open interest is read one contract at a time, a round of every
-	// contract every 5 minutes (see interestEvery in the poller). It
-	// spends only weight nothing else wants: it stops while the window is
-	// half spent, so that a recovery, whose syncs need the whole window,
-	// finds at most half of it taken, and the poller asks for none while a
-	// book waits for its sync (see RefreshContracts).
-	PurposeOpenInterest: {name: "open_interest", class: ClassBulk, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Serving}},
-	// A REST round's reads of a stream-fed pair whose stream is lost stand
-	// in for the stream until it is back, and leave half the window
-	// unspent, as open interest and the deepening do; a request that
-	// waits for such a pair asks above them and spends it. When the venue
-	// drops every stream, every book the aggregators read stands in at
-	// once, far more than the budget reads every 350 ms: in a 10 s outage
-	// at 446 pairs they spent the window's every free weight on a few
-	// dozen books and trade windows (aggTrades, 20 each), and the syncs
-	// of all 446 books waited a further minute once the streams were back.
-	// They are paced as the deepening is: all due every 350 ms, they would
-	// spend their half within the outage's first second.
-	PurposeStandInBook: {name: "standin", class: ClassBook, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting, paced: true}},
-	PurposeStandInTrades: {name: "standin", class: ClassTrades, borrows: borrowAll,
-		leaves: leave{from: fromWindow, part: part{1, 2}, of: sizeLimit, upto: Waiting, paced: true}},
-}
-
-// rule is a purpose's row of purposes.
-type rule struct {
-	// name labels the purpose's metrics; two purposes may share one. The
-	// refreshes of dry books and the deepening have names of their own: a
-	// new leader's spend could not be told from the refresh share's under
-	// one "refresh", which is what took its window.
-	name string
-	// class is the share the purpose spends: its cap holds the purpose's
-	// reads, and its spend counts them.
-	class Class
-	// borrows is what of the weight kept back from the purpose's class
-	// and the window its reads may spend, as far as their priority allows
-	// (see lends).
-	borrows borrow
-	// leaves is what its reads leave unspent for the others; the zero
-	// leave, nothing.
-	leaves leave
-}
-
-// borrow is a set of the parts of the budget kept back from a read that it
-// may spend all the same: an ask may spend what both its purpose and its
-// priority may borrow.
-type borrow uint8
-
-const (
-	// borrowIdleFifth: the fifth of a class's cap kept back for
-	// requests, once it would otherwise go unused (see Sync).
-	borrowIdleFifth borrow = 1 << iota
-	// borrowFifth: the fifth of a class's cap kept back for requests.
-	borrowFifth
-	// borrowShares: beyond its class's cap, whatever the other classes'
-	// shares leave of the window.
-	borrowShares
-	// borrowServing: the serving reserve (see servingReserve).
-	borrowServing
-
-	borrowAll = borrowIdleFifth | borrowFifth | borrowShares | borrowServing
-)
-
-// lends is what the reads of each priority may borrow (see Priority).
-var lends = [NumPriorities]borrow{
-	Background: 0,
-	Sync:       borrowIdleFifth,
-	Waiting:    borrowFifth,
-	Requested:  borrowFifth | borrowShares,
-	Serving:    borrowFifth | borrowShares | borrowServing,
-}
-
-// leave is what a purpose's reads leave unspent: part of a size, kept from
-// the window's limit by the asks of priorities up to upto (those above it
-// spend it).
-type leave struct {
-	from fromWhat
-	part part
-	of   size
-	upto Priority
-	// paced holds the reads to half of what the leave lets the window
-	// hold, counted over the window's last half (everything spent there,
-	// theirs or not), so that they spread over the minute rather than
-	// fill their part at once (see PurposeDeepen).
-	paced bool
-}
-
-// fromWhat is what a leave is kept from.
-type fromWhat int
-
-const (
-	fromNothing fromWhat = iota // the zero leave: nothing is left
-	fromWindow                  // the window's limit
-)
-
-// part is a fraction, num/den, of a size.
-type part struct{ num, den int }
-
-// of is the part of v, rounded down.
-func (p part) of(v int) int { return v * p.num / p.den }
-
-// size is what a part is of: the window's limit (sizeLimit) or a class's
-// cap (sizeOf).
-type size int
-
-// sizeLimit is the window's limit.
-const sizeLimit size = -1
-
-// sizeOf is class's cap; a class with no cap of its own has none to leave.
-func sizeOf(class Class) size { return size(class) }
-
-// in is the size's weight under caps and limit.
-func (s size) in(caps Caps, limit int) int {
-	if s == sizeLimit {
-		return limit
-	}
-	return capped(caps[Class(s)])
-}
-
 // servingReserve is the weight only asks that may borrow it spend, while
 // the ledger keeps it (SetServingReserve): part of a class's cap, kept from
 // that class's cap and from the window's total; a twenty-fifth of the book
@@ -260,15 +52,9 @@ func (s size) in(caps Caps, limit int) int {
 // being served that ran dry or fell out of sequence meanwhile waited for
 // it, answering 502 for most of it.
 var servingReserve = struct {
-	part part
-	of   Class
-}{part{1, 25}, ClassBook}
-
-// String is the purpose's metric label.
-func (p Purpose) String() string { return purposes[p].name }
-
-// Class is the class whose cap the purpose's spend is held to.
-func (p Purpose) Class() Class { return purposes[p].class }
+	fraction fraction
+	of       Class
+}{fraction{1, 25}, ClassBook}
 
 // Ledger holds the venue weight the poller may spend: at most the limit in
 // any 60-second window, and for each class at most its cap. A sliding window
@@ -411,7 +197,7 @@ func (b *Ledger) reserved(caps Caps) int {
 	if !b.serving {
 		return 0
 	}
-	return servingReserve.part.of(capped(caps[servingReserve.of]))
+	return servingReserve.fraction.of(capped(caps[servingReserve.of]))
 }
 
 // SyncRelease is the longest a request waits because Sync reads took the
@@ -502,7 +288,7 @@ func (b *Ledger) leaves(now time.Time, l leave, prio Priority, caps Caps, weight
 	if l.from == fromNothing || prio > l.upto {
 		return true
 	}
-	room := b.limit - l.part.of(l.of.in(caps, b.limit))
+	room := b.limit - l.fraction.of(l.of.in(caps, b.limit))
 	if b.total+weight > room {
 		return false
 	}

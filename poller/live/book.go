@@ -55,7 +55,6 @@ type bookState struct {
 
 // bookRow is the order book kind's row of kinds.
 var bookRow = kindRow{
-	silence: "depth", part: "books",
 	of:    func(lp *pair) kind { return &lp.bookState },
 	every: func(cfg *Config) time.Duration { return cfg.BookEvery },
 	purpose: [numTiers]budget.Purpose{tierDepleted: budget.PurposeDepleted, tierDry: budget.PurposeDepleted, tierResync: budget.PurposeSnapshot,

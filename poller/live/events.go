@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -95,15 +96,9 @@ func (s *Source) eachOf(symbols []string, f func(lp *pair)) {
 // resynced records that a pair's book left sequence. Called with lp.mu held.
 func (s *Source) resynced(lp *pair, cause string, err error) {
 	s.metrics.resyncs[cause].Inc()
-	attrs := []any{slog.String(logKeyPair, lp.tickerID), slog.String("cause", cause)}
+	attrs := []any{slog.String(logkey.Pair, lp.tickerID), slog.String("cause", cause)}
 	if err != nil {
-		attrs = append(attrs, slog.String(logKeyErr, err.Error()))
+		attrs = append(attrs, slog.String(logkey.Err, err.Error()))
 	}
 	s.cfg.Log(slog.LevelInfo, "resync-"+cause, "order book resyncs", attrs...)
 }
-
-// Log attribute keys, one per meaning, as the poller's.
-const (
-	logKeyErr  = "err"
-	logKeyPair = "pair"
-)

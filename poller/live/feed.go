@@ -186,9 +186,6 @@ type kind interface {
 // kindRow is what the source knows of a stream kind besides a pair's state
 // of it: one row each, in kinds.
 type kindRow struct {
-	// silence labels the venue stream in the silence metrics, and part
-	// the kind in the pairs-by-source and seed metrics.
-	silence, part string
 	// of returns the pair's state of the kind.
 	of func(lp *pair) kind
 	// every is the period of the kind's publication.

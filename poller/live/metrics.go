@@ -58,13 +58,13 @@ func newSourceMetrics(set *metrics.Set, s *Source) *sourceMetrics {
 	for _, cause := range resyncCauses {
 		m.resyncs[cause] = set.NewCounter(`marketfeed_book_resyncs_total{cause="` + cause + `"}`)
 	}
-	for k, row := range kinds {
-		stream := `stream="` + row.silence + `"`
+	for k := range snapshot.NumStreams {
+		stream := `stream="` + k.VenueStream() + `"`
 		m.silent[k][0] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="resubscribed"}`)
 		m.silent[k][1] = set.NewCounter(`marketfeed_stream_silences_total{` + stream + `,action="rest"}`)
-		m.seeded[k] = set.NewCounter(`marketfeed_seeded_total{part="` + row.part + `"}`)
+		m.seeded[k] = set.NewCounter(`marketfeed_seeded_total{part="` + k.Part() + `"}`)
 		for src, name := range sourceNames {
-			set.NewGauge(`marketfeed_pairs{part="`+row.part+`",source="`+name+`"}`, func() float64 {
+			set.NewGauge(`marketfeed_pairs{part="`+k.Part()+`",source="`+name+`"}`, func() float64 {
 				return float64(s.counts()[k][src])
 			})
 		}

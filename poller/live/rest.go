@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"marketfeed/internal/backoff"
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -300,7 +301,7 @@ func (s *Source) run(ctx context.Context, k snapshot.Stream, lp *pair, tier Tier
 			return // a pause of every call logs itself
 		}
 		s.cfg.Log(slog.LevelWarn, "rest-"+k.String(), "venue read of a stream-fed pair failed",
-			slog.String("purpose", r.purpose[tier].String()), slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+			slog.String("purpose", r.purpose[tier].String()), slog.String(logkey.Pair, lp.tickerID), slog.String(logkey.Err, err.Error()))
 		return
 	}
 	st.failures = 0

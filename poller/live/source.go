@@ -33,6 +33,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
@@ -209,7 +210,7 @@ func (s *Source) Schedule(sch Scheduler) {
 	sch.Go(func(ctx context.Context) {
 		if err := s.cfg.Streams.Run(ctx, s); err != nil && ctx.Err() == nil {
 			s.cfg.Log(slog.LevelError, "streams", "market streams stopped; pairs are served by REST",
-				slog.String(logKeyErr, err.Error()))
+				slog.String(logkey.Err, err.Error()))
 		}
 		if s.cfg.DepthEvery > 0 {
 			// The streams deliver nothing more: each book in sequence is

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -52,7 +53,6 @@ type tradesState struct {
 
 // tradesRow is the trades kind's row of kinds.
 var tradesRow = kindRow{
-	silence: "trades", part: "trades",
 	of:    func(lp *pair) kind { return &lp.tradesState },
 	every: func(cfg *Config) time.Duration { return cfg.TradesEvery },
 	// A read of trades has tier 0; the check of the venue's newest trade
@@ -233,7 +233,7 @@ func (t *tradesState) take(s *Source, lp *pair, now time.Time) (build func()) {
 		t, err := snapshot.NewTradesAfter(prev, lp.tickerID, list, now)
 		if err != nil {
 			s.cfg.Log(slog.LevelWarn, "trades-"+lp.tickerID, "trade window unusable",
-				slog.String(logKeyPair, lp.tickerID), slog.String(logKeyErr, err.Error()))
+				slog.String(logkey.Pair, lp.tickerID), slog.String(logkey.Err, err.Error()))
 		}
 		lp.mu.Lock()
 		lp.trades.finish(seq, t, s.cfg.Store.PutTrades)

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/snapshot"
 )
 
@@ -102,5 +103,5 @@ func (s *Source) fallBack(lp *pair, k snapshot.Stream, st *stream) {
 	st.silent.fellBack = true
 	s.metrics.silent[k][1].Inc()
 	s.cfg.Log(slog.LevelWarn, "silent-"+k.String(), "stream silent; pair served by REST until it delivers",
-		slog.String(logKeyPair, lp.tickerID), slog.String("stream", k.String()))
+		slog.String(logkey.Pair, lp.tickerID), slog.String("stream", k.String()))
 }

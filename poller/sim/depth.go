@@ -77,14 +77,14 @@ func (v *Venue) UpdateID(symbol string, k int64) (int64, error) {
 // this heartbeat's, Prev the previous heartbeat's, and Time the heartbeat's
 // start. Applied to the book at Prev it gives the book at Last.
 func (v *Venue) DepthUpdate(symbol string, k int64) (venue.DepthUpdate, error) {
-	return v.DepthUpdateSince(symbol, k-1, k)
+	return v.depthUpdateSince(symbol, k-1, k)
 }
 
-// DepthUpdateSince returns symbol's diff event spanning heartbeats from
+// depthUpdateSince returns symbol's diff event spanning heartbeats from
 // (exclusive) to k (inclusive): the levels that differ between the two
 // books, chained from the update id of from. A stream that fell behind sends
 // one such event instead of a gap. from must be before k.
-func (v *Venue) DepthUpdateSince(symbol string, from, k int64) (venue.DepthUpdate, error) {
+func (v *Venue) depthUpdateSince(symbol string, from, k int64) (venue.DepthUpdate, error) {
 	m, err := v.market("depth update", symbol)
 	if err != nil {
 		return venue.DepthUpdate{}, err
@@ -119,10 +119,10 @@ func (m *market) depthUpdate(k0, k1 int64) venue.DepthUpdate {
 	}
 }
 
-// HeartbeatTrades returns symbol's trades during heartbeat k, oldest first,
+// heartbeatTrades returns symbol's trades during heartbeat k, oldest first,
 // with their ids: what the aggregate trade stream sends once the heartbeat
 // is over, and what Trades returns for those times.
-func (v *Venue) HeartbeatTrades(symbol string, k int64) ([]venue.Trade, error) {
+func (v *Venue) heartbeatTrades(symbol string, k int64) ([]venue.Trade, error) {
 	m, err := v.market("heartbeat trades", symbol)
 	if err != nil {
 		return nil, err

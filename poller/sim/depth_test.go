@@ -164,7 +164,7 @@ func TestDepthUpdateSince(t *testing.T) {
 	for _, sym := range []string{"ETHUSDT", "1000SHIBUSDT"} {
 		for _, span := range []int64{2, 7, 60, 3000} {
 			k := Heartbeat(t0)
-			u, err := v.DepthUpdateSince(sym, k-span, k)
+			u, err := v.depthUpdateSince(sym, k-span, k)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestDepthUpdateSince(t *testing.T) {
 			sameWithin(t, sym, local, bookAt(t, v, sym, last, 1000), before)
 		}
 	}
-	if _, err := v.DepthUpdateSince("ETHUSDT", 10, 10); err == nil {
+	if _, err := v.depthUpdateSince("ETHUSDT", 10, 10); err == nil {
 		t.Error("an empty span gave no error")
 	}
 }
@@ -294,7 +294,7 @@ func TestTradeIDsAgree(t *testing.T) {
 		}
 		streamed := map[int64]venue.Trade{}
 		for k := Heartbeat(time.UnixMilli(trades[0].Time)); k <= Heartbeat(t0); k++ {
-			hb, err := v.HeartbeatTrades(sym, k)
+			hb, err := v.heartbeatTrades(sym, k)
 			if err != nil {
 				t.Fatal(err)
 			}

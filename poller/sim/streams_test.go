@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"marketfeed/poller/venue"
+	"marketfeed/poller/venue/venuetest"
 	"marketfeed/snapshot"
 )
 
@@ -20,62 +21,20 @@ var _ venue.Streams = (*Venue)(nil).Streams()
 // recorder is a sink that keeps what it was given, in order. stall, when
 // set, is how long its first Depth call takes: a slow consumer.
 type recorder struct {
-	mu        sync.Mutex
-	depth     map[string][]venue.DepthUpdate
-	trades    map[string][]venue.Trade
-	tickers   [][]venue.Stat
-	contracts [][]venue.Contract
-	live      map[snapshot.Stream][]string
-	lost      map[snapshot.Stream][]string
-	stall     time.Duration
+	venuetest.Recorder
+	mu    sync.Mutex
+	stall time.Duration
 }
 
-func newRecorder() *recorder {
-	return &recorder{
-		depth:  map[string][]venue.DepthUpdate{},
-		trades: map[string][]venue.Trade{},
-		live:   map[snapshot.Stream][]string{},
-		lost:   map[snapshot.Stream][]string{},
-	}
-}
+func newRecorder() *recorder { return &recorder{} }
 
 func (r *recorder) Depth(u venue.DepthUpdate) {
 	r.mu.Lock()
 	stall := r.stall
 	r.stall = 0
-	r.depth[u.Symbol] = append(r.depth[u.Symbol], u)
 	r.mu.Unlock()
+	r.Recorder.Depth(u)
 	time.Sleep(stall) // a consumer that falls behind, in the bubble's time
-}
-
-func (r *recorder) Trade(symbol string, tr venue.Trade) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.trades[symbol] = append(r.trades[symbol], tr)
-}
-
-func (r *recorder) Contracts(rows []venue.Contract) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.contracts = append(r.contracts, rows)
-}
-
-func (r *recorder) Tickers(rows []venue.Stat) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.tickers = append(r.tickers, rows)
-}
-
-func (r *recorder) Live(kind snapshot.Stream, symbols []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.live[kind] = append(r.live[kind], symbols...)
-}
-
-func (r *recorder) Lost(kind snapshot.Stream, symbols []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lost[kind] = append(r.lost[kind], symbols...)
 }
 
 // run starts the streams in the bubble and returns a stop function that
@@ -103,7 +62,7 @@ func checkChain(t *testing.T, v *Venue, sym string, got []venue.DepthUpdate, k0,
 		}
 		from := v.bySymbol[sym].heartbeatOf(prev)
 		to := Heartbeat(time.UnixMilli(u.Time)) // the heartbeat the event ends at
-		want, err := v.DepthUpdateSince(sym, from, to)
+		want, err := v.depthUpdateSince(sym, from, to)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,40 +101,42 @@ func TestStreamsDeliverInOrder(t *testing.T) {
 			t.Fatalf("%d heartbeats passed, want 21", k1-k0)
 		}
 
-		r.mu.Lock()
-		defer r.mu.Unlock()
 		if got := slices.Sorted(func(yield func(string) bool) {
-			for sym := range r.depth {
-				yield(sym)
+			seen := map[string]bool{}
+			for _, u := range r.DepthEvents("") {
+				if !seen[u.Symbol] {
+					seen[u.Symbol] = true
+					yield(u.Symbol)
+				}
 			}
 		}); !reflect.DeepEqual(got, []string{"BTCUSDT", "ETHUSDT"}) {
 			t.Errorf("depth events for %v, want BTCUSDT and ETHUSDT", got)
 		}
 		for _, sym := range []string{"BTCUSDT", "ETHUSDT"} {
-			if len(r.depth[sym]) != 21 {
-				t.Errorf("%s: %d depth events in 21 heartbeats", sym, len(r.depth[sym]))
+			if len(r.DepthEvents(sym)) != 21 {
+				t.Errorf("%s: %d depth events in 21 heartbeats", sym, len(r.DepthEvents(sym)))
 			}
-			checkChain(t, v, sym, r.depth[sym], k0, k1)
+			checkChain(t, v, sym, r.DepthEvents(sym), k0, k1)
 			// Trades: those of every heartbeat that ended, in order.
 			var want []venue.Trade
 			for k := k0; k < k1; k++ {
-				hb, _ := v.HeartbeatTrades(sym, k)
+				hb, _ := v.heartbeatTrades(sym, k)
 				want = append(want, hb...)
 			}
-			if len(want) == 0 || !reflect.DeepEqual(r.trades[sym], want) {
-				t.Errorf("%s: %d trades streamed, want the %d of the heartbeats", sym, len(r.trades[sym]), len(want))
+			if len(want) == 0 || !reflect.DeepEqual(r.Trades(sym), want) {
+				t.Errorf("%s: %d trades streamed, want the %d of the heartbeats", sym, len(r.Trades(sym)), len(want))
 			}
 		}
-		if len(r.tickers) != 2 || len(r.tickers[0]) != len(v.markets) {
-			t.Errorf("%d ticker deliveries, want 2 of %d rows", len(r.tickers), len(v.markets))
+		if len(r.TickerRows()) != 2 || len(r.TickerRows()[0]) != len(v.markets) {
+			t.Errorf("%d ticker deliveries, want 2 of %d rows", len(r.TickerRows()), len(v.markets))
 		}
 		wantLive := []string{"BTCUSDT", "ETHUSDT", "ETHUSDT"}
-		if !reflect.DeepEqual(r.live[snapshot.StreamBook], wantLive) ||
-			!reflect.DeepEqual(r.live[snapshot.StreamTrades], wantLive[:2]) {
-			t.Errorf("live %v, want depth %v and trades %v", r.live, wantLive, wantLive[:2])
+		if !reflect.DeepEqual(r.Reported(venuetest.Live, snapshot.StreamBook), wantLive) ||
+			!reflect.DeepEqual(r.Reported(venuetest.Live, snapshot.StreamTrades), wantLive[:2]) {
+			t.Errorf("live %v and %v, want depth %v and trades %v", r.Reported(venuetest.Live, snapshot.StreamBook), r.Reported(venuetest.Live, snapshot.StreamTrades), wantLive, wantLive[:2])
 		}
-		if !reflect.DeepEqual(r.lost[snapshot.StreamBook], []string{"NOPEUSDT"}) {
-			t.Errorf("lost %v, want NOPEUSDT", r.lost)
+		if !reflect.DeepEqual(r.Reported(venuetest.Lost, snapshot.StreamBook), []string{"NOPEUSDT"}) {
+			t.Errorf("lost %v, want NOPEUSDT", r.Reported(venuetest.Lost, snapshot.StreamBook))
 		}
 	})
 }
@@ -195,13 +156,11 @@ func TestStreamsWatchChanges(t *testing.T) {
 		if err := stop(); !errors.Is(err, context.Canceled) {
 			t.Fatal(err)
 		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if len(r.depth["BTCUSDT"]) != 5 || len(r.depth["XRPUSDT"]) != 5 {
-			t.Errorf("%d BTCUSDT and %d XRPUSDT events, want 5 and 5", len(r.depth["BTCUSDT"]), len(r.depth["XRPUSDT"]))
+		if len(r.DepthEvents("BTCUSDT")) != 5 || len(r.DepthEvents("XRPUSDT")) != 5 {
+			t.Errorf("%d BTCUSDT and %d XRPUSDT events, want 5 and 5", len(r.DepthEvents("BTCUSDT")), len(r.DepthEvents("XRPUSDT")))
 		}
-		if !reflect.DeepEqual(r.live[snapshot.StreamBook], []string{"BTCUSDT", "XRPUSDT"}) {
-			t.Errorf("live %v", r.live[snapshot.StreamBook])
+		if !reflect.DeepEqual(r.Reported(venuetest.Live, snapshot.StreamBook), []string{"BTCUSDT", "XRPUSDT"}) {
+			t.Errorf("live %v", r.Reported(venuetest.Live, snapshot.StreamBook))
 		}
 	})
 }
@@ -228,10 +187,8 @@ func TestStreamsCatchUp(t *testing.T) {
 				t.Fatal(err)
 			}
 			k1 := Heartbeat(time.Now())
-			r.mu.Lock()
-			defer r.mu.Unlock()
 			for _, sym := range []string{"BTCUSDT", "SOLUSDT"} {
-				if spans := checkChain(t, v, sym, r.depth[sym], k0, k1); spans != tc.wantSpans {
+				if spans := checkChain(t, v, sym, r.DepthEvents(sym), k0, k1); spans != tc.wantSpans {
 					t.Errorf("stall %s, %s: %d spanning events, want %d", tc.stall, sym, spans, tc.wantSpans)
 				}
 			}

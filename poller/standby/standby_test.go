@@ -13,31 +13,17 @@ import (
 	"unsafe"
 
 	"marketfeed/poller/venue"
+	"marketfeed/poller/venue/venuetest"
 	"marketfeed/snapshot"
 )
 
 // recorder is a venue.Sink that writes down what it gets, in order, and a
 // venue.Streams that writes down its watch lists.
 type recorder struct {
+	venuetest.Recorder
 	mu      sync.Mutex
-	got     []string
 	watches [][]string
 }
-
-func (c *recorder) add(format string, args ...any) {
-	c.mu.Lock()
-	c.got = append(c.got, fmt.Sprintf(format, args...))
-	c.mu.Unlock()
-}
-
-func (c *recorder) Depth(u venue.DepthUpdate)       { c.add("depth %s %d", u.Symbol, u.Last) }
-func (c *recorder) Trade(sym string, t venue.Trade) { c.add("trade %s %d", sym, t.ID) }
-func (c *recorder) Tickers(rows []venue.Stat)       { c.add("tickers %d", len(rows)) }
-func (c *recorder) Contracts(rows []venue.Contract) { c.add("contracts %d", len(rows)) }
-func (c *recorder) Live(k snapshot.Stream, syms []string) {
-	c.add("live %s %v", k, syms)
-}
-func (c *recorder) Lost(k snapshot.Stream, syms []string) { c.add("lost %s %v", k, syms) }
 
 func (c *recorder) Run(ctx context.Context, _ venue.Sink) error { <-ctx.Done(); return ctx.Err() }
 func (c *recorder) Watch(symbols []string) {
@@ -47,11 +33,34 @@ func (c *recorder) Watch(symbols []string) {
 }
 func (c *recorder) Resubscribe(snapshot.Stream, string) {}
 
-func (c *recorder) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.got
-	c.got = nil
+// take returns the calls since the last take, a line each.
+func (c *recorder) take() []string { return lines(c.Take(), false) }
+
+// lines writes calls down a line each; withLevels, a depth event's levels
+// too.
+func lines(calls []venuetest.Call, withLevels bool) []string {
+	var out []string
+	for _, call := range calls {
+		var l string
+		switch u := call.Depth; call.Method {
+		case venuetest.Depth:
+			l = fmt.Sprintf("depth %s %d", u.Symbol, u.Last)
+			if withLevels {
+				l = fmt.Sprintf("%s %v %v", l, u.Bids, u.Asks)
+			}
+		case venuetest.Trade:
+			l = fmt.Sprintf("trade %s %d", call.Symbol, call.Trade.ID)
+		case venuetest.Tickers:
+			l = fmt.Sprintf("tickers %d", len(call.Stats))
+		case venuetest.Contracts:
+			l = fmt.Sprintf("contracts %d", len(call.Contracts))
+		case venuetest.Live:
+			l = fmt.Sprintf("live %s %v", call.Kind, call.Symbols)
+		case venuetest.Lost:
+			l = fmt.Sprintf("lost %s %v", call.Kind, call.Symbols)
+		}
+		out = append(out, l)
+	}
 	return out
 }
 
@@ -302,14 +311,18 @@ func TestContinues(t *testing.T) {
 }
 
 // levels records the levels of the depth events it gets, as a poller's
-// book would read them during the call.
+// book would read them during the call: a copy of them is kept.
 type levels struct {
 	recorder
 }
 
-func (c *levels) Depth(u venue.DepthUpdate) {
-	c.add("depth %s %d %v %v", u.Symbol, u.Last, u.Bids, u.Asks)
+func newLevels() *levels {
+	l := &levels{}
+	l.Clone = true
+	return l
 }
+
+func (c *levels) take() []string { return lines(c.Take(), true) }
 
 // What is held of a depth event is the relay's copy: the adapter reuses its
 // frame, symbol included, once the call returns, and the memory of an event
@@ -339,7 +352,7 @@ func TestHeldDepthIsACopyOfTheLentFrame(t *testing.T) {
 		cov.set(snapshot.StreamBook, 2) // both dropped; their memory is the next events'
 		send(3, "7", "0.125")
 		send(4, "99.75", "1.5")
-		sink := &levels{}
+		sink := newLevels()
 		defer lend(r, sink)()
 		r.Streams().Watch([]string{"BTCUSDT"})
 		want := []string{
@@ -373,7 +386,7 @@ func TestHeldMemoryFollowsWhatIsHeld(t *testing.T) {
 	check := func() {
 		t.Helper()
 		list := slices.Clone(h.list)
-		sink := &levels{}
+		sink := newLevels()
 		for _, u := range list {
 			arena.lend(sink, "BTCUSDT", u)
 		}
