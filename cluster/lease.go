@@ -73,7 +73,7 @@ type term struct {
 	lease   []byte             // the lease's value: this member and number
 	renewed int64              // when the lease was last renewed, Unix ns
 	pings   *nats.Subscription // its pings and loads (see presence.go)
-	lead    *roleRun              // OnLead's run
+	lead    *roleRun           // OnLead's run
 }
 
 // campaign is one session's pursuit of the lease.
@@ -83,9 +83,9 @@ type campaign struct {
 	connected  func() bool // whether the connection to NATS is up
 	period     time.Duration
 	tick, ping <-chan time.Time
-	term       *term  // the term this member leads in; nil while it does not
-	other      holder // the lease's holder, while another leads
-	follow     *roleRun  // OnFollow's run, while this member does not lead
+	term       *term    // the term this member leads in; nil while it does not
+	other      holder   // the lease's holder, while another leads
+	follow     *roleRun // OnFollow's run, while this member does not lead
 	// failing counts the periods in a row in which NATS did not answer the
 	// lease's renewal or creation as a working engine does (done, or the
 	// key exists); past the lease's TTL the engine is lost. A read is no
