@@ -281,7 +281,7 @@ func (d *documents) onboard() map[string]int64 {
 // member that takes over a cluster's ingest holds the last leader's
 // contracts, and /contracts keeps every open interest while it reads them
 // again, the oldest first as the last leader would have. Called with
-// p.ct.mu held, once.
+// d.ct.mu held, once.
 func (d *documents) seedInterest(pairs *snapshot.Pairs) {
 	for id, oi := range d.store.Contracts().Interest() {
 		pr, ok := pairs.Lookup(id)
