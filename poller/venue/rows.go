@@ -5,8 +5,9 @@ package venue
 // (snapshot.Stream). Each has its row type, which Rows carries.
 type Doc uint8
 
-// The whole-market streams. A new one takes a constant here, its row type
-// in Rows with a constructor and a reader, and a name in docNames.
+// The whole-market streams. A new one takes a constant here, a name in
+// docNames, and a field of its row type in Rows with a constructor and a
+// reader.
 const (
 	// DocTickers is the all-market ticker stream: rows of Stat, only the
 	// markets that changed.
@@ -48,6 +49,3 @@ func (r Rows) Stats() []Stat { return r.stats }
 
 // Contracts are the rows of a DocMarks delivery; nil for another kind.
 func (r Rows) Contracts() []Contract { return r.contracts }
-
-// Len is how many rows the delivery holds.
-func (r Rows) Len() int { return len(r.stats) + len(r.contracts) }
