@@ -1,12 +1,14 @@
 package poller
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"marketfeed/internal/logkey"
 	"marketfeed/internal/logthrottle"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -65,3 +67,35 @@ func newDocuments(p *Poller, src docSource) *documents {
 // streamed reports whether the whole-market stream doc delivers recently
 // enough that its REST read need not stand in.
 func (d *documents) streamed(doc venue.Doc, now time.Time) bool { return d.src.Flowing(doc, now) }
+
+// first makes the documents' first reads, once the catalog's: the
+// tickers, and over REST alone the contracts too (keepsTickers: the source
+// keeps the tickers from a stream).
+func (d *documents) first(ctx context.Context, keepsTickers bool) {
+	if err := d.refreshTickers(ctx); err != nil {
+		d.log.Warn("first tickers read failed; retrying on schedule", logkey.Err, err)
+	}
+	// Over REST alone the contracts can be built at once from the reads
+	// above. With streams they wait for the books' quotes: a first
+	// publication from the bulk quotes would go stale (and /contracts 502)
+	// before the books it then depends on are in sequence.
+	if !keepsTickers {
+		_ = d.refreshContracts(ctx)
+	}
+}
+
+// schedule runs the documents' work on every, Run's schedule of jobs that
+// never overlap themselves.
+func (d *documents) schedule(every func(time.Duration, func(context.Context)), keepsTickers bool) {
+	every(time.Second, func(context.Context) { d.listIncoming() })
+	// A source that keeps the tickers from a stream has them rebuilt as
+	// often as books are published, so that a spot pair's book back in
+	// sequence shows in /tickers at once; the bulk calls keep their own,
+	// slower plan either way.
+	tickersEvery := d.cfg.TickersEvery
+	if keepsTickers {
+		tickersEvery = min(tickersEvery, d.cfg.BookEvery)
+	}
+	every(tickersEvery, func(ctx context.Context) { _ = d.refreshTickers(ctx) })
+	every(time.Second, func(ctx context.Context) { _ = d.refreshContracts(ctx) })
+}

@@ -310,16 +310,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	if err := p.RefreshCatalog(ctx); err != nil {
 		p.log.Warn("first catalog read failed; retrying on schedule", logkey.Err, err)
 	}
-	if err := p.docs.refreshTickers(ctx); err != nil {
-		p.log.Warn("first tickers read failed; retrying on schedule", logkey.Err, err)
-	}
-	// Over REST alone the contracts can be built at once from the reads
-	// above. With streams they wait for the books' quotes: a first
-	// publication from the bulk quotes would go stale (and /contracts 502)
-	// before the books it then depends on are in sequence.
-	if !p.src.KeepsTickers() {
-		_ = p.docs.refreshContracts(ctx)
-	}
+	p.docs.first(ctx, p.src.KeepsTickers())
 	logger := cronLogger{p.log}
 	c := cron.New(cron.WithLogger(logger))
 	// Bulk jobs never overlap themselves. Per-pair rounds may: a round waits
@@ -332,17 +323,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		c.Schedule(Every(d), chain.Then(cron.FuncJob(func() { f(ctx) })))
 	}
 	every(p.cfg.CatalogEvery, single, func(ctx context.Context) { _ = p.RefreshCatalog(ctx) })
-	every(time.Second, single, func(context.Context) { p.docs.listIncoming() })
-	// A source that keeps the tickers from a stream has them rebuilt as
-	// often as books are published, so that a spot pair's book back in
-	// sequence shows in /tickers at once; the bulk calls keep their own,
-	// slower plan either way.
-	tickersEvery := p.cfg.TickersEvery
-	if p.src.KeepsTickers() {
-		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
-	}
-	every(tickersEvery, single, func(ctx context.Context) { _ = p.docs.refreshTickers(ctx) })
-	every(time.Second, single, func(ctx context.Context) { _ = p.docs.refreshContracts(ctx) })
+	p.docs.schedule(func(d time.Duration, f func(context.Context)) { every(d, single, f) }, p.src.KeepsTickers())
 	for k, row := range streamRows {
 		every(row.every(&p.cfg), overlapping, func(ctx context.Context) { p.Refresh(ctx, snapshot.Stream(k)) })
 	}
