@@ -42,7 +42,7 @@ type bulkPlan struct {
 func (p *Poller) plan(limit int) {
 	p.planned.mu.Lock()
 	defer p.planned.mu.Unlock()
-	ceiling := max(p.cfg.TickersEvery, p.fresher())
+	ceiling := max(p.cfg.TickersEvery, p.cfg.fresher())
 	p.planned.staleUnmet = false
 	interval := func(weight int, share float64) time.Duration {
 		if limit == 0 || weight == 0 {
@@ -62,7 +62,7 @@ func (p *Poller) plan(limit int) {
 	p.planned.catalogReserve = perMinute(p.venue.Weight(venue.CallCatalog), p.cfg.CatalogEvery)
 	p.planned.contractsReserve = 0
 	if _, ok := p.venue.(venue.ContractReader); ok {
-		p.planned.contractsReserve = perMinute(p.venue.Weight(venue.CallContracts), p.fresher())
+		p.planned.contractsReserve = perMinute(p.venue.Weight(venue.CallContracts), p.cfg.fresher())
 	}
 	p.planned.bulkReserve = perMinute(p.venue.Weight(venue.CallStats), p.planned.statsEvery) +
 		perMinute(p.venue.Weight(venue.CallQuotes), p.planned.quotesEvery) + p.planned.catalogReserve +
@@ -78,9 +78,9 @@ func (p *Poller) reserve() int {
 	p.planned.mu.Unlock()
 	now := time.Now()
 	switch {
-	case !p.src.TickersFlowing(now):
+	case !p.docs.streamed(venue.DocTickers, now):
 		return all
-	case p.src.ContractsFlowing(now):
+	case p.docs.streamed(venue.DocMarks, now):
 		return catalog
 	}
 	return catalog + contracts
@@ -267,6 +267,15 @@ func bulk[T any](ctx context.Context, p *Poller, c venue.Call, fn func(context.C
 	}
 	p.metrics.weight[ask.Purpose].Add(ask.Weight)
 	return callFor(ctx, p, c, fn)
+}
+
+// readBulk runs one bulk call that returns a list.
+func readBulk[T any](ctx context.Context, p *Poller, c venue.Call, read func(context.Context) ([]T, error)) ([]T, error) {
+	out, err := bulk(ctx, p, c, read)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", c, err)
+	}
+	return out, nil
 }
 
 // bookWeight is the weight of a book read of the given depth.

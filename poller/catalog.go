@@ -42,75 +42,82 @@ func (p *Poller) RefreshCatalog(ctx context.Context) error {
 				"max_stale", p.cfg.MaxStale, "stats_every", statsEvery)
 		}
 	}
-	p.catalogMu.Lock()
-	p.markets = cat.Markets
-	spot := p.spot
-	p.catalogMu.Unlock()
-	p.publishPairs(cat.Markets, spot, start)
+	p.docs.catalogRead(cat.Markets, start)
 	return nil
+}
+
+// catalogRead keeps a catalog read at readAt and publishes its pair list.
+func (d *documents) catalogRead(markets []venue.Market, readAt time.Time) {
+	d.cat.mu.Lock()
+	d.cat.markets = markets
+	spot := d.cat.spot
+	d.cat.mu.Unlock()
+	d.publishPairs(markets, spot, readAt)
 }
 
 // publishPairs publishes the pair list and, with streams, has the streams
 // follow it.
-func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time.Time) {
-	cfg := p.pairsConfig(spot)
+func (d *documents) publishPairs(markets []venue.Market, spot []string, readAt time.Time) {
+	cfg := d.pairsConfig(spot)
 	pairs := snapshot.NewPairs(markets, cfg, readAt)
 	now := time.Now()
 	published := pairs
-	if cfg.Incoming = p.incoming(pairs, now); len(cfg.Incoming) > 0 {
+	if cfg.Incoming = d.incoming(pairs, now); len(cfg.Incoming) > 0 {
 		// The source follows every pair; the store lists the rest.
 		published = snapshot.NewPairs(markets, cfg, readAt)
 	}
-	p.warnUnlisted(pairs, spot)
+	d.warnUnlisted(pairs, spot)
 	// The contracts of pairs no longer listed go first: no /contracts
 	// answered after this /pairs lists a pair it does not.
-	p.recontract(published)
-	p.store.PutPairs(published, now)
-	p.src.SetPairs(pairs)
+	d.recontract(published)
+	d.store.PutPairs(published, now)
+	d.src.SetPairs(pairs)
 }
 
 // pairsConfig is the publication rules' configuration with the spot list.
-func (p *Poller) pairsConfig(spot []string) snapshot.PairsConfig {
-	return snapshot.PairsConfig{Venue: p.venue.Name(), Spot: spot, Quotes: p.cfg.Quotes}
+func (d *documents) pairsConfig(spot []string) snapshot.PairsConfig {
+	return snapshot.PairsConfig{Venue: d.venue.Name(), Spot: spot, Quotes: d.cfg.Quotes}
 }
 
 // warnUnlisted logs each id of the spot list that pairs does not publish as
 // spot, once while it stays so: an id the venue has no tradable market of
 // is left out by the publication rules, and would otherwise be dropped
 // without a word.
-func (p *Poller) warnUnlisted(pairs *snapshot.Pairs, spot []string) {
-	if !p.cfg.WarnUnlistedSpot {
+func (d *documents) warnUnlisted(pairs *snapshot.Pairs, spot []string) {
+	if !d.cfg.WarnUnlistedSpot {
 		return
 	}
 	published := make(map[string]bool)
 	for _, pair := range pairs.Spot() {
 		published[pair.TickerID] = true
 	}
-	p.catalogMu.Lock()
-	defer p.catalogMu.Unlock()
+	d.cat.mu.Lock()
+	defer d.cat.mu.Unlock()
 	unlisted := make(map[string]bool)
 	for _, id := range spot {
 		if published[id] {
 			continue
 		}
-		if !p.unlisted[id] {
-			p.log.Warn("spot pair not published: the venue has no tradable market of that name", logkey.Pair, id)
+		if !d.cat.unlisted[id] {
+			d.log.Warn("spot pair not published: the venue has no tradable market of that name", logkey.Pair, id)
 		}
 		unlisted[id] = true
 	}
-	p.unlisted = unlisted
+	d.cat.unlisted = unlisted
 }
 
 // WarnSpot logs again each spot id the venue has no tradable market of, as
 // on SIGHUP, when an operator looks at the log for what the configuration
 // does; nothing before the first catalog read, which logs them itself.
-func (p *Poller) WarnSpot() {
-	p.catalogMu.Lock()
-	markets, spot := p.markets, p.spot
-	p.unlisted = nil
-	p.catalogMu.Unlock()
+func (p *Poller) WarnSpot() { p.docs.warnSpot() }
+
+func (d *documents) warnSpot() {
+	d.cat.mu.Lock()
+	markets, spot := d.cat.markets, d.cat.spot
+	d.cat.unlisted = nil
+	d.cat.mu.Unlock()
 	if markets != nil {
-		p.warnUnlisted(snapshot.NewPairs(markets, p.pairsConfig(spot), time.Now()), spot)
+		d.warnUnlisted(snapshot.NewPairs(markets, d.pairsConfig(spot), time.Now()), spot)
 	}
 }
 
@@ -127,11 +134,11 @@ const maxIncoming = 30 * time.Second
 // it. Only with market streams,
 // which keep every listed pair current whether asked for or not; and not
 // for the first list, which a process cannot serve anything before.
-func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool {
-	p.arrivalsMu.Lock()
-	defer p.arrivalsMu.Unlock()
-	prev := p.store.Pairs()
-	if prev == nil || p.cfg.Streams == nil {
+func (d *documents) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool {
+	d.arrivalsMu.Lock()
+	defer d.arrivalsMu.Unlock()
+	prev := d.store.Pairs()
+	if prev == nil || d.cfg.Streams == nil {
 		return nil
 	}
 	arrivals := make(map[string]time.Time)
@@ -140,17 +147,17 @@ func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool 
 		if _, listed := prev.Lookup(pair.TickerID); listed {
 			continue
 		}
-		since, seen := p.arrivals[pair.TickerID]
+		since, seen := d.arrivals[pair.TickerID]
 		if !seen {
 			since = now
 		}
-		if p.listable(pair.TickerID, since, now) {
+		if d.listable(pair.TickerID, since, now) {
 			continue
 		}
 		arrivals[pair.TickerID] = since
 		held[pair.TickerID] = true
 	}
-	p.arrivals = arrivals
+	d.arrivals = arrivals
 	return held
 }
 
@@ -158,53 +165,55 @@ func (p *Poller) incoming(pairs *snapshot.Pairs, now time.Time) map[string]bool 
 // it has waited maxIncoming, or the store holds a value of every stream
 // kind of it, and so does every replica (see Config.Replicated, which waits
 // for every kind too).
-func (p *Poller) listable(id string, since, now time.Time) bool {
+func (d *documents) listable(id string, since, now time.Time) bool {
 	if now.Sub(since) >= maxIncoming {
 		return true
 	}
 	for k := range snapshot.NumStreams {
-		if !p.store.Holds(k, []byte(id), now.UnixNano()) {
+		if !d.store.Holds(k, []byte(id), now.UnixNano()) {
 			return false
 		}
 	}
-	return p.cfg.Replicated == nil || p.cfg.Replicated(id)
+	return d.cfg.Replicated == nil || d.cfg.Replicated(id)
 }
 
-// ListIncoming publishes the pair list again once a pair held back from it
+// listIncoming publishes the pair list again once a pair held back from it
 // holds a value of every stream kind, or has waited maxIncoming.
-func (p *Poller) ListIncoming() {
-	cur := p.store.Pairs()
+func (d *documents) listIncoming() {
+	cur := d.store.Pairs()
 	if cur == nil || len(cur.Incoming()) == 0 {
 		return
 	}
 	now := time.Now()
-	p.arrivalsMu.Lock()
+	d.arrivalsMu.Lock()
 	due := false
 	for _, pair := range cur.Incoming() {
-		if since, ok := p.arrivals[pair.TickerID]; !ok || p.listable(pair.TickerID, since, now) {
+		if since, ok := d.arrivals[pair.TickerID]; !ok || d.listable(pair.TickerID, since, now) {
 			due = true
 		}
 	}
-	p.arrivalsMu.Unlock()
+	d.arrivalsMu.Unlock()
 	if !due {
 		return
 	}
-	p.catalogMu.Lock()
-	markets, spot := p.markets, p.spot
-	p.catalogMu.Unlock()
-	p.publishPairs(markets, spot, time.Unix(0, cur.ReadAt()))
+	d.cat.mu.Lock()
+	markets, spot := d.cat.markets, d.cat.spot
+	d.cat.mu.Unlock()
+	d.publishPairs(markets, spot, time.Unix(0, cur.ReadAt()))
 }
 
 // SetSpot replaces the platform's spot list and republishes the pairs from
 // the last catalog read, without calling the venue; it warns of the list's
 // ids the venue has no tradable market of (see warnUnlisted).
-func (p *Poller) SetSpot(ids []string) {
-	p.catalogMu.Lock()
-	p.spot = slices.Clone(ids)
-	p.unlisted = nil // a new list: warn of its unlisted ids afresh
-	markets := p.markets
-	p.catalogMu.Unlock()
-	if prev := p.store.Pairs(); prev != nil {
-		p.publishPairs(markets, ids, time.Unix(0, prev.ReadAt()))
+func (p *Poller) SetSpot(ids []string) { p.docs.setSpot(ids) }
+
+func (d *documents) setSpot(ids []string) {
+	d.cat.mu.Lock()
+	d.cat.spot = slices.Clone(ids)
+	d.cat.unlisted = nil // a new list: warn of its unlisted ids afresh
+	markets := d.cat.markets
+	d.cat.mu.Unlock()
+	if prev := d.store.Pairs(); prev != nil {
+		d.publishPairs(markets, ids, time.Unix(0, prev.ReadAt()))
 	}
 }

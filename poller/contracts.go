@@ -53,54 +53,51 @@ const interestEvery = 5 * time.Minute
 // quotes), and the open interest read so far; then reads the open interest
 // due, with weight nothing else wants. It publishes only when the contracts
 // changed. A venue that reads no contract data publishes none.
-func (p *Poller) refreshContracts(ctx context.Context) error {
-	cr, ok := p.venue.(venue.ContractReader)
+func (d *documents) refreshContracts(ctx context.Context) error {
+	cr, ok := d.venue.(venue.ContractReader)
 	if !ok {
 		return nil
 	}
-	pairs := p.store.Pairs()
+	pairs := d.store.Pairs()
 	if pairs == nil {
 		return errors.New("no pairs yet")
 	}
 	now := time.Now()
-	marks, marksAt, err := p.contractMarks(ctx, cr, pairs, now)
+	marks, marksAt, err := d.contractMarks(ctx, cr, pairs, now)
 	if err != nil && !venue.Paused(err) { // a pause logs itself
-		p.logs.Log(p.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logkey.Err, err.Error()))
+		d.logs.Log(d.log, slog.LevelWarn, "contracts", "contracts read failed", slog.String(logkey.Err, err.Error()))
 	} else if err == nil {
-		p.logs.Forget("contracts")
+		d.logs.Forget("contracts")
 	}
-	p.tk.mu.Lock()
-	stats, statsAt := p.tk.stats, p.tk.statsAt
-	bulkQuotes, bulkAt := p.tk.quotes, p.tk.quotesAt
-	p.tk.mu.Unlock()
-	if rows, at, have := p.src.StreamTickers(); have && (stats == nil || at.After(statsAt)) {
-		stats, statsAt = rows, at
+	stats, statsAt, bulkQuotes, bulkAt := d.tk.last()
+	if rows, at, have := d.src.StreamRows(venue.DocTickers); have && (stats == nil || at.After(statsAt)) {
+		stats, statsAt = rows.Stats(), at
 	}
-	local, localAt, all := p.quotes(pairs.List(), now)
-	quotes, quotesAt, all := contractQuotes(local, localAt, all, bulkQuotes, bulkAt, now, p.fresher())
-	p.ct.mu.Lock()
+	local, localAt, all := d.quotes(pairs.List(), now)
+	quotes, quotesAt, all := contractQuotes(local, localAt, all, bulkQuotes, bulkAt, now, d.cfg.fresher())
+	d.ct.mu.Lock()
 	// Over REST alone only the bulk quotes give every contract its bid
 	// and ask. With streams every book gives its own once in sequence;
 	// until then, or while it resyncs past its last quote's freshness,
 	// the bulk quotes keep its contract listed. Their weight (at most the
 	// plan's tenth of the budget) is the cost of a /contracts that does
 	// not drop a contract and list it again as its book syncs.
-	p.ct.wantQuotes = !all
-	interest := make([]venue.OpenInterest, 0, len(p.ct.interest))
-	for _, oi := range p.ct.interest {
+	d.ct.wantQuotes = !all
+	interest := make([]venue.OpenInterest, 0, len(d.ct.interest))
+	for _, oi := range d.ct.interest {
 		interest = append(interest, oi)
 	}
-	p.ct.mu.Unlock()
+	d.ct.mu.Unlock()
 	// Nothing is published before there are marks, statistics and quotes
 	// to build from: a list of every contract left out would be a 200
 	// that says nothing.
 	if marks != nil && stats != nil && len(quotes) > 0 {
-		p.publishContracts(pairs, snapshot.ContractsInput{
-			Stats: stats, Books: quotes, Marks: marks, Interest: interest, Onboard: p.onboard(),
+		d.publishContracts(pairs, snapshot.ContractsInput{
+			Stats: stats, Books: quotes, Marks: marks, Interest: interest, Onboard: d.onboard(),
 			ReadAt: earlier(marksAt, earlier(statsAt, quotesAt)),
 		})
 	}
-	p.readInterest(ctx, cr, pairs, now)
+	d.readInterest(ctx, cr, pairs, now)
 	return err
 }
 
@@ -109,47 +106,48 @@ func (p *Poller) refreshContracts(ctx context.Context) error {
 // within max-stale. The premiumIndex is read again, at most every half
 // max-stale, while the stream is quiet or leaves out a listed symbol (one
 // symbol's stream can go silent while the rest flow).
-func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pairs *snapshot.Pairs, now time.Time) ([]venue.Contract, time.Time, error) {
-	rows, at, have := p.src.StreamContracts()
-	streamed := make(map[string]bool, len(rows))
+func (d *documents) contractMarks(ctx context.Context, cr venue.ContractReader, pairs *snapshot.Pairs, now time.Time) ([]venue.Contract, time.Time, error) {
+	streamed, at, have := d.src.StreamRows(venue.DocMarks)
+	rows := streamed.Contracts()
+	sent := make(map[string]bool, len(rows))
 	for _, r := range rows {
-		streamed[r.Symbol] = true
+		sent[r.Symbol] = true
 	}
 	// The listed symbols the stream has not brought: a read stands in for
 	// those, and for those alone (the read lists every market the venue
 	// has, listed here or not).
 	wanted := make(map[string]bool)
 	for _, pr := range pairs.List() {
-		if !streamed[pr.Symbol] {
+		if !sent[pr.Symbol] {
 			wanted[pr.Symbol] = true
 		}
 	}
-	missing := !have || !p.src.ContractsFlowing(now) || len(wanted) > 0
-	p.ct.mu.Lock()
-	rest, restAt := p.ct.marks, p.ct.marksAt
-	due := missing && now.Sub(p.ct.marksTried) >= p.fresher()
+	missing := !have || !d.src.Flowing(venue.DocMarks, now) || len(wanted) > 0
+	d.ct.mu.Lock()
+	rest, restAt := d.ct.marks, d.ct.marksAt
+	due := missing && now.Sub(d.ct.marksTried) >= d.cfg.fresher()
 	if due {
-		p.ct.marksTried = now
+		d.ct.marksTried = now
 	}
-	p.ct.mu.Unlock()
+	d.ct.mu.Unlock()
 	var err error
 	if due {
 		// A row the adapter found unusable is not among them: its
 		// contract is left out of the publication and counted there.
 		var read []venue.Contract
-		if read, err = bulk(ctx, p, venue.CallContracts, func(ctx context.Context) ([]venue.Contract, error) {
+		if read, err = bulk(ctx, d.calls, venue.CallContracts, func(ctx context.Context) ([]venue.Contract, error) {
 			rows, _, err := cr.Contracts(ctx)
 			return rows, err
 		}); err == nil {
-			p.ct.mu.Lock()
-			p.ct.marks, p.ct.marksAt = read, now
-			p.ct.mu.Unlock()
+			d.ct.mu.Lock()
+			d.ct.marks, d.ct.marksAt = read, now
+			d.ct.mu.Unlock()
 			rest, restAt = read, now
 		} else {
 			err = fmt.Errorf("read %s: %w", venue.CallContracts, err)
 		}
 	}
-	if rest == nil || now.Sub(restAt) > p.cfg.MaxStale {
+	if rest == nil || now.Sub(restAt) > d.cfg.MaxStale {
 		if !have {
 			return nil, time.Time{}, err
 		}
@@ -183,26 +181,26 @@ func (p *Poller) contractMarks(ctx context.Context, cr venue.ContractReader, pai
 // contracts of the new list first (recontract); publishing the older build
 // after it listed the dropped pair's contract again, beside a /pairs that
 // no longer had it.
-func (p *Poller) publishContracts(pairs *snapshot.Pairs, in snapshot.ContractsInput) {
+func (d *documents) publishContracts(pairs *snapshot.Pairs, in snapshot.ContractsInput) {
 	c, omitted := snapshot.NewContracts(pairs, in)
-	p.ct.mu.Lock()
-	p.ct.last = &in
-	if pairs.Version() < p.ct.from {
-		p.ct.mu.Unlock()
+	d.ct.mu.Lock()
+	d.ct.last = &in
+	if pairs.Version() < d.ct.from {
+		d.ct.mu.Unlock()
 		return
 	}
-	same := bytes.Equal(c.Tag(), p.ct.tag) && p.ct.from == pairs.Version()
+	same := bytes.Equal(c.Tag(), d.ct.tag) && d.ct.from == pairs.Version()
 	if !same {
-		p.ct.tag, p.ct.from = c.Tag(), pairs.Version()
+		d.ct.tag, d.ct.from = c.Tag(), pairs.Version()
 	}
-	p.ct.mu.Unlock()
-	p.contractsOmitted.Store(int64(len(omitted)))
+	d.ct.mu.Unlock()
+	d.contractsOmitted.Store(int64(len(omitted)))
 	if same {
 		return
 	}
-	p.store.PutContracts(c)
+	d.store.PutContracts(c)
 	if len(omitted) > 0 {
-		p.logs.Log(p.log, slog.LevelWarn, "contracts omitted", "contracts left out",
+		d.logs.Log(d.log, slog.LevelWarn, "contracts omitted", "contracts left out",
 			slog.Int("count", len(omitted)), slog.String("first", omitted[0].TickerID+": "+omitted[0].Reason))
 	}
 }
@@ -214,16 +212,16 @@ func (p *Poller) publishContracts(pairs *snapshot.Pairs, in snapshot.ContractsIn
 // budget lets it spend only weight nothing else
 // wants (budget.PurposeOpenInterest): during a recovery open interest ages,
 // and /contracts says how old it is.
-func (p *Poller) readInterest(ctx context.Context, cr venue.ContractReader, pairs *snapshot.Pairs, now time.Time) {
-	if !p.src.Settled(now) {
+func (d *documents) readInterest(ctx context.Context, cr venue.ContractReader, pairs *snapshot.Pairs, now time.Time) {
+	if !d.src.Settled(now) {
 		return
 	}
 	list := pairs.List()
 	n := (len(list)*int(time.Second) + int(interestEvery) - 1) / int(interestEvery)
-	p.ct.mu.Lock()
-	if p.ct.readAt == nil {
-		p.ct.readAt, p.ct.interest = map[string]time.Time{}, map[string]venue.OpenInterest{}
-		p.seedInterest(pairs)
+	d.ct.mu.Lock()
+	if d.ct.readAt == nil {
+		d.ct.readAt, d.ct.interest = map[string]time.Time{}, map[string]venue.OpenInterest{}
+		d.seedInterest(pairs)
 	}
 	due := make([]string, 0, n)
 	seen := make(map[string]bool, len(list))
@@ -232,34 +230,34 @@ func (p *Poller) readInterest(ctx context.Context, cr venue.ContractReader, pair
 			continue
 		}
 		seen[pr.Symbol] = true
-		if at, ok := p.ct.readAt[pr.Symbol]; !ok || now.Sub(at) >= interestEvery-time.Second {
+		if at, ok := d.ct.readAt[pr.Symbol]; !ok || now.Sub(at) >= interestEvery-time.Second {
 			due = append(due, pr.Symbol)
 		}
 	}
 	// The oldest first; never read (the zero time) is oldest of all.
-	slices.SortStableFunc(due, func(a, b string) int { return p.ct.readAt[a].Compare(p.ct.readAt[b]) })
+	slices.SortStableFunc(due, func(a, b string) int { return d.ct.readAt[a].Compare(d.ct.readAt[b]) })
 	due = due[:min(len(due), n)]
 	// A symbol no longer listed is forgotten.
-	for s := range p.ct.readAt {
+	for s := range d.ct.readAt {
 		if !seen[s] {
-			delete(p.ct.readAt, s)
-			delete(p.ct.interest, s)
+			delete(d.ct.readAt, s)
+			delete(d.ct.interest, s)
 		}
 	}
-	p.ct.mu.Unlock()
+	d.ct.mu.Unlock()
 	for _, s := range due {
-		oi, err := bulk(ctx, p, venue.CallOpenInterest, func(ctx context.Context) (venue.OpenInterest, error) {
+		oi, err := bulk(ctx, d.calls, venue.CallOpenInterest, func(ctx context.Context) (venue.OpenInterest, error) {
 			return cr.OpenInterest(ctx, s)
 		})
 		if errors.Is(err, venue.ErrNoBudget) || errors.Is(err, venue.ErrPaused) {
 			return // no idle weight, or calls paused: not tried, first again next round
 		}
-		p.ct.mu.Lock()
-		p.ct.readAt[s] = now // tried: a read the venue failed waits its turn again
+		d.ct.mu.Lock()
+		d.ct.readAt[s] = now // tried: a read the venue failed waits its turn again
 		if err == nil {
-			p.ct.interest[s] = oi
+			d.ct.interest[s] = oi
 		}
-		p.ct.mu.Unlock()
+		d.ct.mu.Unlock()
 		if err != nil {
 			return
 		}
@@ -267,11 +265,11 @@ func (p *Poller) readInterest(ctx context.Context, cr venue.ContractReader, pair
 }
 
 // onboard is when the venue listed each market, by symbol, where it says.
-func (p *Poller) onboard() map[string]int64 {
-	p.catalogMu.Lock()
-	defer p.catalogMu.Unlock()
-	m := make(map[string]int64, len(p.markets))
-	for _, mk := range p.markets {
+func (d *documents) onboard() map[string]int64 {
+	d.cat.mu.Lock()
+	defer d.cat.mu.Unlock()
+	m := make(map[string]int64, len(d.cat.markets))
+	for _, mk := range d.cat.markets {
 		if mk.Onboard > 0 {
 			m[mk.Symbol] = mk.Onboard
 		}
@@ -283,16 +281,16 @@ func (p *Poller) onboard() map[string]int64 {
 // member that takes over a cluster's ingest holds the last leader's
 // contracts, and /contracts keeps every open interest while it reads them
 // again, the oldest first as the last leader would have. Called with
-// p.ct.mu held, once.
-func (p *Poller) seedInterest(pairs *snapshot.Pairs) {
-	for id, oi := range p.store.Contracts().Interest() {
+// d.ct.mu held, once.
+func (d *documents) seedInterest(pairs *snapshot.Pairs) {
+	for id, oi := range d.store.Contracts().Interest() {
 		pr, ok := pairs.Lookup(id)
 		if !ok {
 			continue
 		}
 		oi.Symbol = pr.Symbol
-		p.ct.interest[pr.Symbol] = oi
-		p.ct.readAt[pr.Symbol] = time.UnixMilli(oi.Time)
+		d.ct.interest[pr.Symbol] = oi
+		d.ct.readAt[pr.Symbol] = time.UnixMilli(oi.Time)
 	}
 }
 
@@ -300,12 +298,12 @@ func (p *Poller) seedInterest(pairs *snapshot.Pairs) {
 // published, from what the last contracts were built from: a pair that
 // leaves /pairs leaves /contracts in the same step, before the new list is
 // served (and, in a cluster, before it is replicated).
-func (p *Poller) recontract(pairs *snapshot.Pairs) {
-	p.ct.mu.Lock()
-	last := p.ct.last
-	p.ct.mu.Unlock()
+func (d *documents) recontract(pairs *snapshot.Pairs) {
+	d.ct.mu.Lock()
+	last := d.ct.last
+	d.ct.mu.Unlock()
 	if last != nil {
-		p.publishContracts(pairs, *last)
+		d.publishContracts(pairs, *last)
 	}
 }
 

@@ -96,10 +96,10 @@ func TestContractsOverRESTCoverEveryPair(t *testing.T) {
 	p, store := newTestPoller(v, Config{})
 	ctx := t.Context()
 	for range 2 {
-		if err := p.refreshTickers(ctx); err != nil {
+		if err := p.docs.refreshTickers(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.refreshContracts(ctx); err != nil {
+		if err := p.docs.refreshContracts(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -124,7 +124,7 @@ func TestContractsOverRESTCoverEveryPair(t *testing.T) {
 		t.Fatalf("open interest read for %v, want two different contracts", got)
 	}
 	for range 2 {
-		if err := p.refreshContracts(ctx); err != nil {
+		if err := p.docs.refreshContracts(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,24 +146,24 @@ func TestContractsPublishedOnlyWhenChanged(t *testing.T) {
 		v := newContractVenue(2)
 		p, store := newTestPoller(v, Config{})
 		ctx := t.Context()
-		_ = p.refreshContracts(ctx) // asks for the bulk quotes, reads one open interest
-		_ = p.refreshTickers(ctx)
-		_ = p.refreshContracts(ctx) // reads the other
-		_ = p.refreshContracts(ctx) // publishes both
+		_ = p.docs.refreshContracts(ctx) // asks for the bulk quotes, reads one open interest
+		_ = p.docs.refreshTickers(ctx)
+		_ = p.docs.refreshContracts(ctx) // reads the other
+		_ = p.docs.refreshContracts(ctx) // publishes both
 		first := store.Contracts()
 		if first == nil || first.Len() != 2 {
 			t.Fatalf("contracts %v, want both pairs'", first)
 		}
-		_ = p.refreshContracts(ctx)
+		_ = p.docs.refreshContracts(ctx)
 		if store.Contracts() != first {
 			t.Fatal("the same contracts were published again")
 		}
 		v.cmu.Lock()
 		v.funding = "-0.0002"
 		v.cmu.Unlock()
-		time.Sleep(p.fresher()) // the premiumIndex is read again, and the tickers' bulk reads
-		_ = p.refreshTickers(ctx)
-		_ = p.refreshContracts(ctx)
+		time.Sleep(p.cfg.fresher()) // the premiumIndex is read again, and the tickers' bulk reads
+		_ = p.docs.refreshTickers(ctx)
+		_ = p.docs.refreshContracts(ctx)
 		if c := store.Contracts(); c == first || contractItems(t, store)[pairID(1)]["funding_rate"] != "-0.02" {
 			t.Fatalf("the new funding rate was not published: %s", c.Body())
 		}
@@ -189,24 +189,24 @@ func TestContractsOfAnOlderPairListAreNotPublished(t *testing.T) {
 		v := newContractVenue(2)
 		p, store := newTestPoller(v, Config{})
 		ctx := t.Context()
-		_ = p.refreshContracts(ctx)
-		_ = p.refreshTickers(ctx)
-		_ = p.refreshContracts(ctx)
-		_ = p.refreshContracts(ctx)
+		_ = p.docs.refreshContracts(ctx)
+		_ = p.docs.refreshTickers(ctx)
+		_ = p.docs.refreshContracts(ctx)
+		_ = p.docs.refreshContracts(ctx)
 		if len(contractItems(t, store)) != 2 {
 			t.Fatal("contracts not published for both pairs")
 		}
 		before := store.Pairs() // what a refreshContracts under way holds
-		p.ct.mu.Lock()
-		in := *p.ct.last
-		p.ct.mu.Unlock()
+		p.docs.ct.mu.Lock()
+		in := *p.docs.ct.last
+		p.docs.ct.mu.Unlock()
 		v.mu.Lock()
 		v.markets = v.markets[1:]
 		v.mu.Unlock()
 		if err := p.RefreshCatalog(ctx); err != nil {
 			t.Fatal(err)
 		}
-		p.publishContracts(before, in) // that refresh publishes now
+		p.docs.publishContracts(before, in) // that refresh publishes now
 		if items := contractItems(t, store); len(items) != 1 {
 			t.Fatalf("contracts %v after %s left the pair list, want %s's alone", items, pairID(1), pairID(2))
 		}
@@ -219,14 +219,14 @@ func TestContractWithABadRowIsLeftOutAndCounted(t *testing.T) {
 	v := newContractVenue(3)
 	v.badIndex = "P002USDT"
 	p, store := newTestPoller(v, Config{})
-	_ = p.refreshContracts(t.Context())
-	_ = p.refreshTickers(t.Context())
-	_ = p.refreshContracts(t.Context())
+	_ = p.docs.refreshContracts(t.Context())
+	_ = p.docs.refreshTickers(t.Context())
+	_ = p.docs.refreshContracts(t.Context())
 	items := contractItems(t, store)
 	if _, ok := items[pairID(2)]; ok || len(items) != 2 {
 		t.Fatalf("contracts %v, want P002_USDT's left out", items)
 	}
-	if n := p.contractsOmitted.Load(); n != 1 {
+	if n := p.docs.contractsOmitted.Load(); n != 1 {
 		t.Errorf("marketfeed_contracts_omitted = %d, want 1", n)
 	}
 }
@@ -236,7 +236,7 @@ func TestContractWithABadRowIsLeftOutAndCounted(t *testing.T) {
 func TestNoContractsFromAVenueWithoutContractData(t *testing.T) {
 	v := newFakeVenue(2)
 	p, store := newTestPoller(v, Config{})
-	if err := p.refreshContracts(t.Context()); err != nil {
+	if err := p.docs.refreshContracts(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if store.Contracts() != nil || len(v.log()) != 1 { // the catalog read
@@ -267,11 +267,11 @@ func TestContractsFromTheMarkStreamNeedNoRead(t *testing.T) {
 				rows = append(rows, venue.Contract{Symbol: s, MarkPrice: "10.7", IndexPrice: "10.69", SettlePrice: "10.68",
 					FundingRate: "0.0003", NextFunding: 1767254400000, Time: time.Now().UnixMilli()})
 			}
-			src.Contracts(rows)
+			src.Rows(venue.MarkRows(rows))
 		}
 		stream("P001USDT", "P002USDT", "P003USDT")
-		_ = p.refreshTickers(ctx)
-		_ = p.refreshContracts(ctx)
+		_ = p.docs.refreshTickers(ctx)
+		_ = p.docs.refreshContracts(ctx)
 		if n := v.count(venue.CallContracts, ""); n != 0 {
 			t.Fatalf("%d premiumIndex reads while the stream brought every symbol", n)
 		}
@@ -281,14 +281,14 @@ func TestContractsFromTheMarkStreamNeedNoRead(t *testing.T) {
 			}
 		}
 		// P003USDT's stream goes silent while the others' flow.
-		for range p.fresher()/time.Second + 1 {
+		for range p.cfg.fresher()/time.Second + 1 {
 			time.Sleep(time.Second)
 			stream("P001USDT", "P002USDT")
-			_ = p.refreshTickers(ctx)
-			_ = p.refreshContracts(ctx)
+			_ = p.docs.refreshTickers(ctx)
+			_ = p.docs.refreshContracts(ctx)
 		}
 		if n := v.count(venue.CallContracts, ""); n != 1 {
-			t.Fatalf("%d premiumIndex reads once the stream left P003USDT out for %s, want 1", n, p.fresher())
+			t.Fatalf("%d premiumIndex reads once the stream left P003USDT out for %s, want 1", n, p.cfg.fresher())
 		}
 		items := contractItems(t, store)
 		if items[pairID(3)]["contract_price"] != "10.5" || items[pairID(1)]["contract_price"] != "10.7" {
@@ -310,21 +310,21 @@ func TestOpenInterestWaitsForIdleWeight(t *testing.T) {
 		v.limit = 200 // a budget of 100 a minute: the statistics (40) and a premiumIndex (10) spend half
 		p, store := newTestPoller(v, Config{})
 		ctx := t.Context()
-		_ = p.refreshTickers(ctx)
+		_ = p.docs.refreshTickers(ctx)
 		for range 3 {
-			_ = p.refreshContracts(ctx)
+			_ = p.docs.refreshContracts(ctx)
 			time.Sleep(time.Second)
 		}
 		if n := v.count(venue.CallOpenInterest, ""); n != 0 {
 			t.Fatalf("%d open-interest reads with the minute more than half spent", n)
 		}
 		time.Sleep(time.Minute) // the minute's reads age out; nothing else is due
-		_ = p.refreshContracts(ctx)
+		_ = p.docs.refreshContracts(ctx)
 		if got := v.symbolsOf(venue.CallOpenInterest, 0); !slices.Equal(got, []string{"P001USDT"}) {
 			t.Fatalf("open interest read for %v once weight was idle, want P001USDT, never read", got)
 		}
-		_ = p.refreshTickers(ctx) // the quotes of a minute ago are too old to publish with
-		_ = p.refreshContracts(ctx)
+		_ = p.docs.refreshTickers(ctx) // the quotes of a minute ago are too old to publish with
+		_ = p.docs.refreshContracts(ctx)
 		if it := contractItems(t, store)[pairID(1)]; it["open_interest"] != "1000.5" {
 			t.Errorf("P001_USDT after its read: %v", it)
 		}
@@ -346,9 +346,9 @@ func TestOpenInterestStartsFromThePublishedContracts(t *testing.T) {
 	})
 	store.PutContracts(last)
 	ctx := t.Context()
-	_ = p.refreshContracts(ctx)
-	_ = p.refreshTickers(ctx)
-	_ = p.refreshContracts(ctx)
+	_ = p.docs.refreshContracts(ctx)
+	_ = p.docs.refreshTickers(ctx)
+	_ = p.docs.refreshContracts(ctx)
 	if got := v.symbolsOf(venue.CallOpenInterest, 0); !slices.Equal(got, []string{"P002USDT"}) {
 		t.Fatalf("open interest read for %v, want P002USDT's, which the last leader had not published", got)
 	}
@@ -444,8 +444,8 @@ func TestAReadTheStreamCoversDoesNotAgeTheContracts(t *testing.T) {
 		if err := p.RefreshCatalog(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_ = p.refreshTickers(ctx)
-		_ = p.refreshContracts(ctx) // the stream has said nothing: a read stands in
+		_ = p.docs.refreshTickers(ctx)
+		_ = p.docs.refreshContracts(ctx) // the stream has said nothing: a read stands in
 		if n := v.count(venue.CallContracts, ""); n != 1 {
 			t.Fatalf("%d premiumIndex reads before the stream flowed, want 1", n)
 		}
@@ -458,13 +458,13 @@ func TestAReadTheStreamCoversDoesNotAgeTheContracts(t *testing.T) {
 				rows = append(rows, venue.Contract{Symbol: s, MarkPrice: "10.7", IndexPrice: "10.69", FundingRate: "0",
 					NextFunding: 1767254400000, Time: time.Now().UnixMilli()})
 			}
-			src.Contracts(rows)
-			src.Tickers([]venue.Stat{{Symbol: "P001USDT", LastPrice: "10.5", High: "11", Low: "10", QuoteVolume: "1050"}})
-			_ = p.refreshTickers(ctx)
-			_ = p.refreshContracts(ctx)
+			src.Rows(venue.MarkRows(rows))
+			src.Rows(venue.TickerRows([]venue.Stat{{Symbol: "P001USDT", LastPrice: "10.5", High: "11", Low: "10", QuoteVolume: "1050"}}))
+			_ = p.docs.refreshTickers(ctx)
+			_ = p.docs.refreshContracts(ctx)
 		}
 		// The quotes are the bulk read's, of every period of the plan.
-		if c := store.Contracts(); time.Now().UnixNano()-c.ReadAt() > int64(p.fresher()) {
+		if c := store.Contracts(); time.Now().UnixNano()-c.ReadAt() > int64(p.cfg.fresher()) {
 			t.Errorf("the contracts are %s old with the stream bringing every symbol each second",
 				time.Duration(time.Now().UnixNano()-c.ReadAt()))
 		}
@@ -484,9 +484,9 @@ func TestOpenInterestIsReadEveryFiveMinutes(t *testing.T) {
 		readAt := map[string][]time.Duration{}
 		start := time.Now()
 		for range 11 * 60 {
-			_ = p.refreshTickers(ctx)
+			_ = p.docs.refreshTickers(ctx)
 			from := len(v.log())
-			_ = p.refreshContracts(ctx)
+			_ = p.docs.refreshContracts(ctx)
 			for _, s := range v.symbolsOf(venue.CallOpenInterest, from) {
 				readAt[s] = append(readAt[s], time.Since(start))
 			}
@@ -530,13 +530,13 @@ func TestContractsArePricedFromTheServedBook(t *testing.T) {
 	if err := p.Load(ctx, pairID(1), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.refreshTickers(ctx)
-	_ = p.refreshContracts(ctx)
+	_ = p.docs.refreshTickers(ctx)
+	_ = p.docs.refreshContracts(ctx)
 	items := contractItems(t, store)
 	if it := items[pairID(1)]; len(items) != 1 || it == nil || it["bid"] != "10.4" || it["ask"] != "10.6" {
 		t.Fatalf("contracts %v: want %s's alone, at its served book's 10.4 and 10.6", items, pairID(1))
 	}
-	if n := p.contractsOmitted.Load(); n != 2 {
+	if n := p.docs.contractsOmitted.Load(); n != 2 {
 		t.Errorf("%d contracts counted as left out, want the 2 whose books are not served", n)
 	}
 }

@@ -275,7 +275,7 @@ func TestSilentStreamIsResubscribedThenServedByREST(t *testing.T) {
 		}
 		for range 150 { // 15 s: the market trades, its depth stream says nothing
 			volume++
-			w.src.Tickers([]venue.Stat{{Symbol: quiet, LastPrice: "1", High: "1", Low: "1", BaseVolume: strconv.Itoa(volume), QuoteVolume: "1"}})
+			w.src.Rows(venue.TickerRows([]venue.Stat{{Symbol: quiet, LastPrice: "1", High: "1", Low: "1", BaseVolume: strconv.Itoa(volume), QuoteVolume: "1"}}))
 			w.tick(quiet)
 		}
 		w.fs.mu.Lock()

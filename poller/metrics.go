@@ -70,8 +70,8 @@ func newPollerMetrics(set *metrics.Set, p *Poller) *pollerMetrics {
 	set.NewGauge("marketfeed_venue_weight_limit", func() float64 { return float64(p.venueLimit.Load()) })
 	set.NewGauge("marketfeed_venue_weight_budget", func() float64 { return float64(p.ledger.Limit()) })
 	set.NewGauge("marketfeed_venue_weight_spent", func() float64 { return float64(p.ledger.Spent(time.Now())) })
-	set.NewGauge("marketfeed_tickers_omitted", func() float64 { return float64(p.omitted.Load()) })
-	set.NewGauge("marketfeed_contracts_omitted", func() float64 { return float64(p.contractsOmitted.Load()) })
+	set.NewGauge("marketfeed_tickers_omitted", func() float64 { return float64(p.docs.omitted.Load()) })
+	set.NewGauge("marketfeed_contracts_omitted", func() float64 { return float64(p.docs.contractsOmitted.Load()) })
 	set.NewGauge("marketfeed_ready", func() float64 { return b2f(p.Status().Ready) })
 	age := func(kind string, readAt func() int64) {
 		set.NewGauge(`marketfeed_snapshot_age_seconds{kind="`+kind+`"}`, func() float64 {

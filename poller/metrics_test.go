@@ -137,7 +137,7 @@ func TestMetricsShowPermanentFailureAndReadiness(t *testing.T) {
 		set := metrics.NewSet()
 		v := newFakeVenue(1)
 		p, _ := newTestPoller(v, Config{Metrics: set, Spot: []string{pairID(1)}})
-		if err := p.refreshTickers(t.Context()); err != nil {
+		if err := p.docs.refreshTickers(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{`marketfeed_ready`: 1, `marketfeed_venue_permanent_failure`: 0})
@@ -169,7 +169,7 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		if err := p.refreshTickers(t.Context()); err != nil {
+		if err := p.docs.refreshTickers(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		p.Want([]byte(pairID(1)), snapshot.StreamBook)

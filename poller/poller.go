@@ -2,7 +2,9 @@
 // Run and the poller's one lifetime, the one call path every venue call
 // takes (the gate, the budget, the call timeout, the metrics), the REST
 // rounds over the pairs requests keep hot, the single-flight cold loads of
-// a pair's first request, the catalog, and the assembly of the tickers.
+// a pair's first request; and, apart from those (see documents), the
+// whole-market documents: the pair list from the catalog, the tickers and
+// the contracts.
 // Where the venue has market streams, the stream-fed source (poller/live)
 // keeps every listed pair current on jobs the poller runs for it (see
 // live.Scheduler).
@@ -16,7 +18,6 @@ package poller
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,6 +124,12 @@ type Config struct {
 // the measurements).
 const DefaultSyncDepth = snapshot.DepthLevels
 
+// fresher is the age within which data from the streams (and the bulk
+// calls' last reads) is used without another REST read standing in: half of
+// max-stale, so that a source gone quiet leaves time for a read before
+// anything ages out.
+func (c *Config) fresher() time.Duration { return c.MaxStale / 2 }
+
 func (c *Config) setDefaults() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -189,28 +196,13 @@ type Poller struct {
 
 	life    lifetime
 	flights flights
-	// catalogMu guards the spot list and the last catalog, from which the
-	// pairs are rebuilt when the spot list changes.
-	catalogMu sync.Mutex
-	spot      []string
-	markets   []venue.Market
-	// unlisted are the spot ids warned of as not published, so that a
-	// catalog read once a minute does not repeat the warning (see
-	// warnUnlisted).
-	unlisted map[string]bool
-	// arrivals are when the pairs held back from /pairs first appeared in
-	// the catalog (see incoming).
-	arrivalsMu sync.Mutex
-	arrivals   map[string]time.Time
-	planned    bulkPlan
-	tk         tickerReads
-	ct         contractReads
+	planned bulkPlan
+	// docs builds the whole-market documents: the pair list, the tickers
+	// and the contracts.
+	docs *documents
 
-	stretched atomic.Int64 // reads a round could not afford
-	omitted   atomic.Int64 // spot tickers left out of the last build
-	// contractsOmitted is how many contracts the last build left out.
-	contractsOmitted atomic.Int64
-	venueLimit       atomic.Int64 // the venue's weight limit per minute; 0: none
+	stretched  atomic.Int64 // reads a round could not afford
+	venueLimit atomic.Int64 // the venue's weight limit per minute; 0: none
 }
 
 // lifetime is the poller's one lifetime: every goroutine it starts runs
@@ -254,7 +246,6 @@ func New(cfg Config) *Poller {
 		liveSlots: make(chan struct{}, cfg.Parallel),
 		life:      lifetime{ctx: ctx, cancel: cancel},
 		flights:   flights{m: make(map[flightKey]*flight)},
-		spot:      slices.Clone(cfg.Spot),
 		born:      time.Now(),
 	}
 	for st := range snapshot.NumStreams {
@@ -269,10 +260,13 @@ func New(cfg Config) *Poller {
 		set = metrics.NewSet()
 	}
 	// The one choice of source; nothing else asks whether streams are read.
-	p.src = restOnly{}
+	var src interface {
+		source
+		docSource
+	} = restOnly{}
 	if cfg.Streams != nil {
 		p.ledger.SetServingReserve(true)
-		p.src = live.New(live.Config{
+		src = live.New(live.Config{
 			Streams: cfg.Streams,
 			REST:    liveREST{p},
 			Store:   cfg.Store,
@@ -285,7 +279,7 @@ func New(cfg Config) *Poller {
 			},
 			Metrics:      set,
 			MaxStale:     cfg.MaxStale,
-			Fresh:        p.fresher(),
+			Fresh:        p.cfg.fresher(),
 			SyncDepth:    cfg.SyncDepth,
 			RefreshDepth: cfg.RefreshDepth,
 			BookEvery:    cfg.BookEvery,
@@ -294,6 +288,8 @@ func New(cfg Config) *Poller {
 			DepthEvery:   cfg.DepthEvery,
 		})
 	}
+	p.src = src
+	p.docs = newDocuments(p, src)
 	p.metrics = newPollerMetrics(set, p)
 	p.plan(0)
 	return p
@@ -314,16 +310,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	if err := p.RefreshCatalog(ctx); err != nil {
 		p.log.Warn("first catalog read failed; retrying on schedule", logkey.Err, err)
 	}
-	if err := p.refreshTickers(ctx); err != nil {
-		p.log.Warn("first tickers read failed; retrying on schedule", logkey.Err, err)
-	}
-	// Over REST alone the contracts can be built at once from the reads
-	// above. With streams they wait for the books' quotes: a first
-	// publication from the bulk quotes would go stale (and /contracts 502)
-	// before the books it then depends on are in sequence.
-	if !p.src.KeepsTickers() {
-		_ = p.refreshContracts(ctx)
-	}
+	p.docs.first(ctx, p.src.KeepsTickers())
 	logger := cronLogger{p.log}
 	c := cron.New(cron.WithLogger(logger))
 	// Bulk jobs never overlap themselves. Per-pair rounds may: a round waits
@@ -336,17 +323,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		c.Schedule(Every(d), chain.Then(cron.FuncJob(func() { f(ctx) })))
 	}
 	every(p.cfg.CatalogEvery, single, func(ctx context.Context) { _ = p.RefreshCatalog(ctx) })
-	every(time.Second, single, func(context.Context) { p.ListIncoming() })
-	// A source that keeps the tickers from a stream has them rebuilt as
-	// often as books are published, so that a spot pair's book back in
-	// sequence shows in /tickers at once; the bulk calls keep their own,
-	// slower plan either way.
-	tickersEvery := p.cfg.TickersEvery
-	if p.src.KeepsTickers() {
-		tickersEvery = min(tickersEvery, p.cfg.BookEvery)
-	}
-	every(tickersEvery, single, func(ctx context.Context) { _ = p.refreshTickers(ctx) })
-	every(time.Second, single, func(ctx context.Context) { _ = p.refreshContracts(ctx) })
+	p.docs.schedule(func(d time.Duration, f func(context.Context)) { every(d, single, f) }, p.src.KeepsTickers())
 	for k, row := range streamRows {
 		every(row.every(&p.cfg), overlapping, func(ctx context.Context) { p.Refresh(ctx, snapshot.Stream(k)) })
 	}

@@ -195,7 +195,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 					p.Want(id, snapshot.StreamBook)
 					p.Refresh(t.Context(), snapshot.StreamBook)
 					p.Refresh(t.Context(), snapshot.StreamTrades)
-					_ = p.refreshTickers(t.Context())
+					_ = p.docs.refreshTickers(t.Context())
 					_ = p.RefreshCatalog(t.Context())
 					if err := p.Load(t.Context(), pairID(2), snapshot.StreamBook, snapshot.MaxDepth); !errors.Is(err, venue.ErrPaused) {
 						t.Fatalf("Load during the pause = %v, want ErrPaused", err)
@@ -222,7 +222,7 @@ func TestRegionRefusalMakesThePollerNotReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(1)
 		p, _ := newTestPoller(v, Config{Spot: []string{pairID(1)}})
-		if err := p.refreshTickers(t.Context()); err != nil {
+		if err := p.docs.refreshTickers(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if st := p.Status(); !st.Ready {
@@ -380,7 +380,7 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 func TestTickersPublishedForSpotPairs(t *testing.T) {
 	v := newFakeVenue(3)
 	p, store := newTestPoller(v, Config{Spot: []string{pairID(2)}})
-	if err := p.refreshTickers(t.Context()); err != nil {
+	if err := p.docs.refreshTickers(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	tk := store.Tickers()

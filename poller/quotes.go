@@ -19,8 +19,8 @@ import (
 // otherwise answer 502 in between. all reports whether every pair's quote
 // is younger than fresh, so that the bulk quotes need not stand in; at is
 // when each quote was current.
-func (p *Poller) quotes(pairs []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool) {
-	local, localAt, _ := p.src.Quotes(pairs, now)
+func (d *documents) quotes(pairs []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool) {
+	local, localAt, _ := d.src.Quotes(pairs, now)
 	type quote struct {
 		q  venue.Quote
 		at time.Time
@@ -29,12 +29,12 @@ func (p *Poller) quotes(pairs []snapshot.Pair, now time.Time) (quotes []venue.Qu
 	for i, q := range local {
 		bySymbol[q.Symbol] = quote{q, localAt[i]}
 	}
-	fresh, oldest := p.fresher(), p.cfg.MaxStale-quoteSlack(p.cfg.MaxStale)
+	fresh, oldest := d.cfg.fresher(), d.cfg.MaxStale-quoteSlack(d.cfg.MaxStale)
 	all = true
 	for _, pr := range pairs {
 		best, ok := bySymbol[pr.Symbol]
 		if !ok || now.Sub(best.at) > fresh {
-			if q, qAt, served := p.servedQuote(pr, now); served && (!ok || qAt.After(best.at)) {
+			if q, qAt, served := d.servedQuote(pr, now); served && (!ok || qAt.After(best.at)) {
 				best, ok = quote{q, qAt}, true
 			}
 		}
@@ -59,9 +59,9 @@ func quoteSlack(maxStale time.Duration) time.Duration { return min(2*time.Second
 // servedQuote is the top of the book the store serves for pair at now, and
 // when that book was read or last confirmed current; ok is false when it
 // serves none, or one with a side empty (no best level to quote).
-func (p *Poller) servedQuote(pair snapshot.Pair, now time.Time) (q venue.Quote, at time.Time, ok bool) {
-	b, _ := p.store.Book([]byte(pair.TickerID), now.UnixNano())
-	if !b.FreshAt(now.UnixNano(), p.cfg.MaxStale) {
+func (d *documents) servedQuote(pair snapshot.Pair, now time.Time) (q venue.Quote, at time.Time, ok bool) {
+	b, _ := d.store.Book([]byte(pair.TickerID), now.UnixNano())
+	if !b.FreshAt(now.UnixNano(), d.cfg.MaxStale) {
 		return q, at, false
 	}
 	bids, asks := b.Sides()

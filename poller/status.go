@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -109,14 +110,14 @@ func (p *Poller) Status() Status {
 		BudgetSpent: p.ledger.Spent(time.Now()),
 		Stretched:   p.stretched.Load(),
 		Pauses:      p.gate.Pauses(),
-		Omitted:     p.omitted.Load(),
+		Omitted:     p.docs.omitted.Load(),
 	}
 	for k := range st.Hot {
 		st.Hot[k] = p.hot[k].Len()
 	}
 	if pairs, ok := p.src.Sources(); ok {
 		src := &Sources{Tickers: "rest", Pairs: pairs}
-		if p.src.TickersFlowing(time.Now()) {
+		if p.docs.streamed(venue.DocTickers, time.Now()) {
 			src.Tickers = "stream"
 		}
 		if sp := p.src.SyncProgress(); sp.Behind > 0 {

@@ -14,6 +14,7 @@ import (
 // source is what the poller asks of where pairs' data comes from besides
 // its own REST rounds: the stream-fed live.Source, or restOnly when the
 // venue's streams are not read, so that neither path asks which it has.
+// What the whole-market documents ask of it is docSource.
 type source interface {
 	// SetPairs follows a new pair list.
 	SetPairs(pairs *snapshot.Pairs)
@@ -24,24 +25,6 @@ type source interface {
 	// and a book deep enough to serve depth levels a side; handled is
 	// false when the caller must read REST instead.
 	Load(ctx context.Context, id string, s snapshot.Stream, depth int) (handled bool, err error)
-	// TickersFlowing reports whether the ticker stream makes the bulk
-	// statistics unnecessary.
-	TickersFlowing(now time.Time) bool
-	// StreamTickers returns the ticker stream's rows and when they last
-	// arrived; ok is false before any did.
-	StreamTickers() (rows []venue.Stat, at time.Time, ok bool)
-	// ContractsFlowing reports whether the mark price stream makes the
-	// premiumIndex read unnecessary.
-	ContractsFlowing(now time.Time) bool
-	// StreamContracts returns the mark price stream's rows and when they
-	// last arrived; ok is false before any did.
-	StreamContracts() (rows []venue.Contract, at time.Time, ok bool)
-	// SeedTickers gives the stream's rows the bulk statistics as a base.
-	SeedTickers(stats []venue.Stat)
-	// Quotes returns the spot pairs' quotes from their local books, when
-	// each was current, and whether all are recent enough that the bulk
-	// quotes need not stand in.
-	Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool)
 	// Sources counts the pairs of each stream kind by where they come
 	// from; ok is false without streams.
 	Sources() (pairs [snapshot.NumStreams]map[string]int, ok bool)
@@ -61,7 +44,34 @@ type source interface {
 	PollPurpose(s snapshot.Stream) budget.Purpose
 }
 
-var _ source = (*live.Source)(nil)
+// docSource is what the whole-market documents ask of the same source:
+// each whole-market stream's rows by its kind (see venue.Doc), and the
+// quotes of the local books.
+type docSource interface {
+	// SetPairs follows the pair list the documents publish.
+	SetPairs(pairs *snapshot.Pairs)
+	// Flowing reports whether the whole-market stream doc delivers
+	// recently enough that its REST read need not stand in.
+	Flowing(doc venue.Doc, now time.Time) bool
+	// StreamRows returns the rows the stream doc has brought and when they
+	// were current; ok is false while there is none.
+	StreamRows(doc venue.Doc) (rows venue.Rows, at time.Time, ok bool)
+	// SeedRows gives a stream's rows a REST read's as a base.
+	SeedRows(rows venue.Rows)
+	// Quotes returns the spot pairs' quotes from their local books, when
+	// each was current, and whether all are recent enough that the bulk
+	// quotes need not stand in.
+	Quotes(spot []snapshot.Pair, now time.Time) (quotes []venue.Quote, at []time.Time, all bool)
+	// Settled is source.Settled: open interest is read only then.
+	Settled(now time.Time) bool
+}
+
+var (
+	_ source    = (*live.Source)(nil)
+	_ docSource = (*live.Source)(nil)
+	_ source    = restOnly{}
+	_ docSource = restOnly{}
+)
 
 // restOnly is the source of a poller that reads no streams: nothing is
 // stream-fed, so every question has the REST answer.
@@ -72,11 +82,11 @@ func (restOnly) Streaming(string, snapshot.Stream) bool { return false }
 func (restOnly) Load(context.Context, string, snapshot.Stream, int) (bool, error) {
 	return false, nil
 }
-func (restOnly) TickersFlowing(time.Time) bool                        { return false }
-func (restOnly) StreamTickers() ([]venue.Stat, time.Time, bool)       { return nil, time.Time{}, false }
-func (restOnly) SeedTickers([]venue.Stat)                             {}
-func (restOnly) ContractsFlowing(time.Time) bool                      { return false }
-func (restOnly) StreamContracts() ([]venue.Contract, time.Time, bool) { return nil, time.Time{}, false }
+func (restOnly) Flowing(venue.Doc, time.Time) bool { return false }
+func (restOnly) StreamRows(venue.Doc) (venue.Rows, time.Time, bool) {
+	return venue.Rows{}, time.Time{}, false
+}
+func (restOnly) SeedRows(venue.Rows) {}
 func (restOnly) Quotes([]snapshot.Pair, time.Time) ([]venue.Quote, []time.Time, bool) {
 	return nil, nil, false
 }

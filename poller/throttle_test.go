@@ -115,7 +115,7 @@ func TestARegionRefusedIsLoggedOnceAMinuteAndItsEnd(t *testing.T) {
 		for time.Since(start) < 10*time.Minute {
 			p.Want([]byte(pairID(1)), snapshot.StreamBook)
 			p.Refresh(t.Context(), snapshot.StreamBook)
-			_ = p.refreshTickers(t.Context())
+			_ = p.docs.refreshTickers(t.Context())
 			time.Sleep(1500 * time.Millisecond)
 		}
 		mu.Lock()
@@ -123,7 +123,7 @@ func TestARegionRefusedIsLoggedOnceAMinuteAndItsEnd(t *testing.T) {
 		mu.Unlock()
 		for time.Since(start) < 16*time.Minute {
 			p.Refresh(t.Context(), snapshot.StreamBook)
-			_ = p.refreshTickers(t.Context())
+			_ = p.docs.refreshTickers(t.Context())
 			time.Sleep(1500 * time.Millisecond)
 		}
 		msgs, _ := rec.lines()

@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,6 +25,13 @@ type tickerReads struct {
 	from        uint64 // version of the pairs the current tickers were built from
 }
 
+// last returns what the bulk reads last brought, and when.
+func (tk *tickerReads) last() (stats []venue.Stat, statsAt time.Time, quotes []venue.Quote, quotesAt time.Time) {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	return tk.stats, tk.statsAt, tk.quotes, tk.quotesAt
+}
+
 // streamTickers is what the streams know of the tickers at one moment.
 type streamTickers struct {
 	stats   []venue.Stat // the ticker stream's rows
@@ -42,76 +48,78 @@ type streamTickers struct {
 // statistics come from the all-market ticker stream and the quotes from the
 // spot pairs' local books; the bulk calls stand in only for what the streams
 // do not cover (the stream is quiet, a spot pair's book is not synced yet).
-func (p *Poller) refreshTickers(ctx context.Context) error {
-	pairs := p.store.Pairs()
+func (d *documents) refreshTickers(ctx context.Context) error {
+	pairs := d.store.Pairs()
 	if pairs == nil {
 		return errors.New("no pairs yet")
 	}
 	now := time.Now()
 	var st streamTickers
-	st.stats, st.statsAt, st.have = p.src.StreamTickers()
-	st.flowing = p.src.TickersFlowing(now)
-	st.quotes, st.at, st.all = p.quotes(pairs.Spot(), now)
+	var rows venue.Rows
+	rows, st.statsAt, st.have = d.src.StreamRows(venue.DocTickers)
+	st.stats = rows.Stats()
+	st.flowing = d.src.Flowing(venue.DocTickers, now)
+	st.quotes, st.at, st.all = d.quotes(pairs.Spot(), now)
 
-	p.ct.mu.Lock()
-	contractsWant := p.ct.wantQuotes
-	p.ct.mu.Unlock()
-	read, err := p.readTickers(ctx, now, !st.all || contractsWant, !st.flowing)
+	d.ct.mu.Lock()
+	contractsWant := d.ct.wantQuotes
+	d.ct.mu.Unlock()
+	read, err := d.readTickers(ctx, now, !st.all || contractsWant, !st.flowing)
 	if err != nil && !venue.Paused(err) { // a pause logs itself
-		p.logs.Log(p.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logkey.Err, err.Error()))
+		d.logs.Log(d.log, slog.LevelWarn, "tickers", "tickers read failed", slog.String(logkey.Err, err.Error()))
 	} else if err == nil {
-		p.logs.Forget("tickers")
+		d.logs.Forget("tickers")
 	}
 
-	p.tk.mu.Lock()
-	stats, statsAt, quotes, quotesAt := assembleTickers(&p.tk, st, now, p.fresher())
-	rebuild := (read || st.have || len(st.quotes) > 0 || p.tk.from != pairs.Version()) && stats != nil && quotes != nil
+	d.tk.mu.Lock()
+	stats, statsAt, quotes, quotesAt := assembleTickers(&d.tk, st, now, d.cfg.fresher())
+	rebuild := (read || st.have || len(st.quotes) > 0 || d.tk.from != pairs.Version()) && stats != nil && quotes != nil
 	if rebuild {
-		p.tk.from = pairs.Version()
+		d.tk.from = pairs.Version()
 	}
-	p.tk.mu.Unlock()
+	d.tk.mu.Unlock()
 	if rebuild {
-		p.publishTickers(pairs, stats, quotes, earlier(statsAt, quotesAt))
+		d.publishTickers(pairs, stats, quotes, earlier(statsAt, quotesAt))
 	}
 	return err
 }
 
 // readTickers reads the bulk quotes and statistics that are wanted and due
 // by the plan, keeps what they brought, and reports whether any read.
-func (p *Poller) readTickers(ctx context.Context, now time.Time, wantQuotes, wantStats bool) (read bool, err error) {
-	p.planned.mu.Lock()
-	quotesEvery, statsEvery := p.planned.quotesEvery, p.planned.statsEvery
-	p.planned.mu.Unlock()
-	p.tk.mu.Lock()
-	quotesDue := wantQuotes && now.Sub(p.tk.quotesTried) >= quotesEvery
-	statsDue := wantStats && now.Sub(p.tk.statsTried) >= statsEvery
+func (d *documents) readTickers(ctx context.Context, now time.Time, wantQuotes, wantStats bool) (read bool, err error) {
+	d.plan.mu.Lock()
+	quotesEvery, statsEvery := d.plan.quotesEvery, d.plan.statsEvery
+	d.plan.mu.Unlock()
+	d.tk.mu.Lock()
+	quotesDue := wantQuotes && now.Sub(d.tk.quotesTried) >= quotesEvery
+	statsDue := wantStats && now.Sub(d.tk.statsTried) >= statsEvery
 	if quotesDue {
-		p.tk.quotesTried = now
+		d.tk.quotesTried = now
 	}
 	if statsDue {
-		p.tk.statsTried = now
+		d.tk.statsTried = now
 	}
-	p.tk.mu.Unlock()
+	d.tk.mu.Unlock()
 
 	var errs []error
 	if quotesDue {
-		if quotes, err := readBulk(ctx, p, venue.CallQuotes, p.venue.Quotes); err != nil {
+		if quotes, err := readBulk(ctx, d.calls, venue.CallQuotes, d.venue.Quotes); err != nil {
 			errs = append(errs, err)
 		} else {
-			p.tk.mu.Lock()
-			p.tk.quotes, p.tk.quotesAt = quotes, now
-			p.tk.mu.Unlock()
+			d.tk.mu.Lock()
+			d.tk.quotes, d.tk.quotesAt = quotes, now
+			d.tk.mu.Unlock()
 			read = true
 		}
 	}
 	if statsDue {
-		if stats, err := readBulk(ctx, p, venue.CallStats, p.venue.Stats); err != nil {
+		if stats, err := readBulk(ctx, d.calls, venue.CallStats, d.venue.Stats); err != nil {
 			errs = append(errs, err)
 		} else {
-			p.tk.mu.Lock()
-			p.tk.stats, p.tk.statsAt = stats, now
-			p.tk.mu.Unlock()
-			p.src.SeedTickers(stats)
+			d.tk.mu.Lock()
+			d.tk.stats, d.tk.statsAt = stats, now
+			d.tk.mu.Unlock()
+			d.src.SeedRows(venue.TickerRows(stats))
 			read = true
 		}
 	}
@@ -156,12 +164,12 @@ func assembleTickers(bulk *tickerReads, st streamTickers, now time.Time, fresh t
 
 // publishTickers builds and publishes the tickers, counting the spot pairs
 // left out.
-func (p *Poller) publishTickers(pairs *snapshot.Pairs, stats []venue.Stat, quotes []venue.Quote, readAt time.Time) {
+func (d *documents) publishTickers(pairs *snapshot.Pairs, stats []venue.Stat, quotes []venue.Quote, readAt time.Time) {
 	t, omitted := snapshot.NewTickers(pairs, stats, quotes, readAt)
-	p.store.PutTickers(t)
-	p.omitted.Store(int64(len(omitted)))
+	d.store.PutTickers(t)
+	d.omitted.Store(int64(len(omitted)))
 	if len(omitted) > 0 {
-		p.logs.Log(p.log, slog.LevelWarn, "omitted", "spot tickers left out",
+		d.logs.Log(d.log, slog.LevelWarn, "omitted", "spot tickers left out",
 			slog.Int("count", len(omitted)), slog.String("first", omitted[0].TickerID+": "+omitted[0].Reason))
 	}
 }
@@ -181,21 +189,6 @@ func overlay(base, over []venue.Quote) []venue.Quote {
 	}
 	return append(out, over...)
 }
-
-// readBulk runs one bulk call that returns a list.
-func readBulk[T any](ctx context.Context, p *Poller, c venue.Call, read func(context.Context) ([]T, error)) ([]T, error) {
-	out, err := bulk(ctx, p, c, read)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", c, err)
-	}
-	return out, nil
-}
-
-// fresher is the age within which data from the streams (and the bulk
-// calls' last reads) is used without another REST read standing in: half of
-// max-stale, so that a source gone quiet leaves time for a read before
-// anything ages out.
-func (p *Poller) fresher() time.Duration { return p.cfg.MaxStale / 2 }
 
 // earlier returns the earlier of two times.
 func earlier(a, b time.Time) time.Time {

@@ -663,6 +663,13 @@ func (h *wsHub) Trade(symbol string, tr venue.Trade) {
 	h.publish(strings.ToLower(symbol)+"@aggTrade", func() []byte { return appendAggTrade(nil, symbol, tr, E) })
 }
 
+// Rows takes a whole-market stream's rows to the method of their kind;
+// the other kind's rows are none.
+func (h *wsHub) Rows(rows venue.Rows) {
+	h.Tickers(rows.Stats())
+	h.Contracts(rows.Contracts())
+}
+
 // Contracts is the simulator's mark prices of a second, which the hub does
 // not take from the simulator's heartbeats: it publishes them on its own
 // once-a-second clock, as the venue does (see runMarkPrices).

@@ -353,7 +353,7 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 		}
 		m.tickerEvents.Inc()
 		if len(f.tickers) > 0 {
-			sink.Tickers(f.tickers)
+			sink.Rows(venue.TickerRows(f.tickers))
 		}
 	case frameMarkPrices:
 		c.reached(f.marksTime)
@@ -363,7 +363,7 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 		}
 		m.markEvents.Inc()
 		if len(f.marks) > 0 {
-			sink.Contracts(f.marks)
+			sink.Rows(venue.MarkRows(f.marks))
 		}
 	}
 }

@@ -22,22 +22,11 @@ const (
 
 var resyncCauses = []string{causeGap, causeLost, causeShort, causeDepleted, causeStale, causeBadData, causeSilent}
 
-// Tickers merges rows of the all-market ticker stream. Rows for symbols
-// outside the catalog (other margin kinds, dated contracts) are dropped. A
-// changed volume means the market traded: its depth and trade streams must
-// be delivering too, which is what the silence watchdog checks.
-func (s *Source) Tickers(rows []venue.Stat) {
-	now := time.Now()
-	pairs := *s.pairs.Load()
-	s.tickersMu.Lock()
-	s.tickersAt = now
-	for _, r := range rows {
-		if lp := pairs[r.Symbol]; lp != nil {
-			s.tickers[r.Symbol] = r
-		}
-	}
-	s.tickersMu.Unlock()
-	for _, r := range rows {
+// traded follows the ticker stream's rows of the listed symbols: a
+// changed volume means the market traded, so its depth and trade streams
+// must be delivering too, which is what the silence watchdog checks.
+func (s *Source) traded(rows venue.Rows, pairs map[string]*pair, now time.Time) {
+	for _, r := range rows.Stats() {
 		lp := pairs[r.Symbol]
 		if lp == nil {
 			continue

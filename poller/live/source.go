@@ -1,7 +1,8 @@
 // Package live keeps every listed pair current from the venue's market
 // streams: a local order book per pair synced from a REST snapshot and kept
 // in sequence by the diff stream, a window of the newest aggregate trades per
-// pair, and the all-market ticker's rows. A Source is the streams' Sink.
+// pair, and the latest rows of each whole-market stream (the all-market
+// tickers, the mark prices). A Source is the streams' Sink.
 //
 // A lost connection costs only what was really missed: a book is suspended
 // until its next event says whether its chain goes on, and a trade window
@@ -153,14 +154,8 @@ type Source struct {
 	// setMu.
 	nextSlot uint32
 
-	tickersMu sync.Mutex
-	tickers   map[string]venue.Stat // newest row per catalog symbol
-	tickersAt time.Time             // when the last ticker-stream rows arrived
-	// contracts holds the mark price stream's newest row per catalog
-	// symbol, and contractsAt when its last frame arrived.
-	contractsMu sync.Mutex
-	contracts   map[string]contractRow
-	contractsAt time.Time
+	// docs holds the latest rows of each whole-market stream (see docs).
+	docs [venue.NumDocs]holder
 
 	// wake starts a sync or backfill round at once when a request waits.
 	wake chan struct{}
@@ -194,8 +189,10 @@ func New(cfg Config) *Source {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
 	}
-	s := &Source{cfg: cfg, tickers: make(map[string]venue.Stat),
-		contracts: make(map[string]contractRow), wake: make(chan struct{}, 1)}
+	s := &Source{cfg: cfg, wake: make(chan struct{}, 1)}
+	for d, row := range docs {
+		s.docs[d] = row.hold()
+	}
 	empty := map[string]*pair{}
 	s.pairs.Store(&empty)
 	s.ids.Store(&empty)

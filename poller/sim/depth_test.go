@@ -399,8 +399,7 @@ type discard struct{}
 
 func (discard) Depth(venue.DepthUpdate)        {}
 func (discard) Trade(string, venue.Trade)      {}
-func (discard) Tickers([]venue.Stat)           {}
-func (discard) Contracts([]venue.Contract)     {}
+func (discard) Rows(venue.Rows)                {}
 func (discard) Live(snapshot.Stream, []string) {}
 func (discard) Lost(snapshot.Stream, []string) {}
 

@@ -163,8 +163,8 @@ func (s *Streams) deliver(sink venue.Sink, last, k, now int64) {
 		}
 	}
 	if floorDiv(k, tickerEvery) > floorDiv(last, tickerEvery) {
-		sink.Tickers(s.v.stats(now))
-		sink.Contracts(s.v.ContractsAt(now))
+		sink.Rows(venue.TickerRows(s.v.stats(now)))
+		sink.Rows(venue.MarkRows(s.v.ContractsAt(now)))
 	}
 }
 

@@ -18,8 +18,7 @@ type sinkFunc struct{ depth atomic.Int64 }
 
 func (s *sinkFunc) Depth(venue.DepthUpdate)                     { s.depth.Add(1) }
 func (s *sinkFunc) Trade(string, venue.Trade)                   {}
-func (s *sinkFunc) Tickers([]venue.Stat)                        {}
-func (s *sinkFunc) Contracts([]venue.Contract)                  {}
+func (s *sinkFunc) Rows(venue.Rows)                             {}
 func (s *sinkFunc) Live(snapshot.Stream, []string)              {}
 func (s *sinkFunc) Lost(snapshot.Stream, []string)              {}
 func (s *sinkFunc) Run(ctx context.Context, _ venue.Sink) error { <-ctx.Done(); return ctx.Err() }

@@ -443,23 +443,14 @@ func heldOf[E, In any](r *Relay, p *pair, kind snapshot.Stream) (h *events[E, In
 	return p.held[kind].(*events[E, In]), r.held(kind, p.id), true
 }
 
-// Tickers passes the all-market ticker stream on while a poller runs; a
-// follower has no use for it (the leader's tickers are replicated).
-func (r *Relay) Tickers(rows []venue.Stat) {
+// Rows passes a whole-market stream's rows on while a poller runs; a
+// follower has no use for them (the leader's whole-market documents are
+// replicated).
+func (r *Relay) Rows(rows venue.Rows) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sink != nil {
-		r.sink.Tickers(rows)
-	}
-}
-
-// Contracts passes the mark price stream on while a poller runs; a
-// follower has no use for it (the leader's contracts are replicated).
-func (r *Relay) Contracts(rows []venue.Contract) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sink != nil {
-		r.sink.Contracts(rows)
+		r.sink.Rows(rows)
 	}
 }
 

@@ -132,7 +132,7 @@ func TestHeldEventsAreWhatIsPastTheMembersValues(t *testing.T) {
 		}
 		cov.set(snapshot.StreamBook, 25) // the leader's next book
 		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: 40})
-		r.Tickers(make([]venue.Stat, 3))                       // nobody to pass them to
+		r.Rows(venue.TickerRows(make([]venue.Stat, 3)))        // nobody to pass them to
 		r.Depth(venue.DepthUpdate{Symbol: "ETHUSDT", Last: 5}) // not acknowledged: not held
 
 		sink := &recorder{}
@@ -143,7 +143,7 @@ func TestHeldEventsAreWhatIsPastTheMembersValues(t *testing.T) {
 		}
 		r.Streams().Watch([]string{"BTCUSDT", "ETHUSDT"})
 		r.Depth(venue.DepthUpdate{Symbol: "BTCUSDT", Last: 50})
-		r.Tickers(make([]venue.Stat, 2))
+		r.Rows(venue.TickerRows(make([]venue.Stat, 2)))
 		want := []string{
 			"live book [BTCUSDT]", "depth BTCUSDT 30", "depth BTCUSDT 40",
 			"live trades [BTCUSDT]", "trade BTCUSDT 4", "trade BTCUSDT 5",

@@ -64,13 +64,11 @@ type Sink interface {
 	// Trade delivers one aggregate trade; tr.ID is the venue's aggregate
 	// trade id.
 	Trade(symbol string, tr Trade)
-	// Tickers delivers rows of the all-market ticker stream: only the
-	// symbols that changed, possibly symbols outside the catalog.
-	Tickers(rows []Stat)
-	// Contracts delivers the rows of the all-market mark price stream:
-	// every perpetual's mark, index and funding, once a second, possibly
-	// symbols outside the catalog.
-	Contracts(rows []Contract)
+	// Rows delivers rows of a whole-market stream (see Doc): the ticker
+	// stream's only the symbols that changed, the mark price stream's
+	// every perpetual's mark, index and funding once a second; either
+	// possibly symbols outside the catalog.
+	Rows(rows Rows)
 	// Live reports that the streams of kind for symbols (snapshot.StreamBook:
 	// the depth stream; snapshot.StreamTrades: the aggregate trade stream) are subscribed and
 	// acknowledged on a connection that is reading.

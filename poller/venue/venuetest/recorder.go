@@ -74,15 +74,15 @@ func (r *Recorder) Trade(symbol string, tr venue.Trade) {
 	r.add(Call{Method: Trade, Symbol: symbol, Trade: tr})
 }
 
-// Tickers records a delivery of ticker rows.
-func (r *Recorder) Tickers(rows []venue.Stat) {
-	r.add(Call{Method: Tickers, Stats: slices.Clone(rows)})
+// Rows records a delivery of a whole-market stream's rows, as a call of
+// its method (see docMethods).
+func (r *Recorder) Rows(rows venue.Rows) {
+	r.add(Call{Method: docMethods[rows.Doc()], Stats: slices.Clone(rows.Stats()), Contracts: slices.Clone(rows.Contracts())})
 }
 
-// Contracts records a delivery of mark price rows.
-func (r *Recorder) Contracts(rows []venue.Contract) {
-	r.add(Call{Method: Contracts, Contracts: slices.Clone(rows)})
-}
+// docMethods is the Method a delivery of each whole-market stream is
+// recorded as.
+var docMethods = [venue.NumDocs]Method{venue.DocTickers: Tickers, venue.DocMarks: Contracts}
 
 // Live records symbols' streams of kind reported live.
 func (r *Recorder) Live(kind snapshot.Stream, symbols []string) {

@@ -7,47 +7,6 @@ import (
 	"marketfeed/snapshot"
 )
 
-// TickersFlowing reports whether the ticker stream has delivered recently
-// enough (see Config.Fresh) that the statistics need no REST read.
-func (s *Source) TickersFlowing(now time.Time) bool {
-	s.tickersMu.Lock()
-	defer s.tickersMu.Unlock()
-	return !s.tickersAt.IsZero() && now.Sub(s.tickersAt) <= s.cfg.Fresh
-}
-
-// StreamTickers returns the statistics the ticker stream has brought (over
-// the REST statistics seeded under them, for markets it has not sent) and
-// when its rows last arrived; ok is false before any arrived. The stream
-// sends only the markets that changed, so every row is current as of at.
-func (s *Source) StreamTickers() (rows []venue.Stat, at time.Time, ok bool) {
-	s.tickersMu.Lock()
-	defer s.tickersMu.Unlock()
-	if s.tickersAt.IsZero() {
-		return nil, time.Time{}, false
-	}
-	rows = make([]venue.Stat, 0, len(s.tickers))
-	for _, r := range s.tickers {
-		rows = append(rows, r)
-	}
-	return rows, s.tickersAt, true
-}
-
-// SeedTickers keeps REST statistics as the base the stream's rows update:
-// the stream sends only the markets that changed.
-func (s *Source) SeedTickers(stats []venue.Stat) {
-	pairs := *s.pairs.Load()
-	s.tickersMu.Lock()
-	defer s.tickersMu.Unlock()
-	for _, r := range stats {
-		if _, listed := pairs[r.Symbol]; !listed {
-			continue
-		}
-		if _, have := s.tickers[r.Symbol]; !have {
-			s.tickers[r.Symbol] = r
-		}
-	}
-}
-
 // Quotes returns the best bid and ask of the spot pairs from their local
 // books, each with when it was current: the perpetual's mid the tickers
 // publish. A book in sequence gives its current top, current when the venue
