@@ -127,8 +127,8 @@ test-browser:
 	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update && \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
-	$(call need_tests,./cmd/marketfeed,$(BROWSER_RUN),-tags browser)
-	$(GO) test -tags browser -run '$(BROWSER_RUN)' -count=1 -v ./cmd/marketfeed
+	$(call need_tests,./apptest,$(BROWSER_RUN),-tags browser)
+	$(GO) test -tags browser -run '$(BROWSER_RUN)' -count=1 -v ./apptest
 
 ## build-static: a static, stripped binary with its version, as docs/deploy.md ships it
 build-static:
@@ -162,8 +162,8 @@ chaos:
 SOAKTIME ?= 10m
 SOAK_RUN := ^TestSoak$$
 soak:
-	$(call need_tests,./cmd/marketfeed,$(SOAK_RUN),-tags soak)
-	$(GO) test -tags soak -run '$(SOAK_RUN)' -count=1 -v -timeout 60m ./cmd/marketfeed -soak.duration=$(SOAKTIME)
+	$(call need_tests,./apptest,$(SOAK_RUN),-tags soak)
+	$(GO) test -tags soak -run '$(SOAK_RUN)' -count=1 -v -timeout 60m ./apptest -soak.duration=$(SOAKTIME)
 
 ## abuse: malformed requests, slow connections, the connection cap, a million client addresses; prints the figures
 ABUSE_SERVER := TestTenThousandMalformed|TestBareLineFeed|TestTwoThousandSlow|TestConnection|TestMillionClient|TestSpoofed

@@ -29,6 +29,9 @@ var allowedImports = map[string][]string{
 		"marketfeed/poller/budget", "marketfeed/snapshot"},
 	"marketfeed/poller": {"marketfeed/poller/venue", "marketfeed/poller/orderbook",
 		"marketfeed/poller/budget", "marketfeed/poller/live", "marketfeed/snapshot"},
+	// The system tests' harness: it runs the binaries and reads them over
+	// HTTP, so it needs no package of ours but the internal helpers.
+	"marketfeed/apptest": {},
 	"marketfeed/role": {"marketfeed/snapshot", "marketfeed/poller", "marketfeed/poller/live",
 		"marketfeed/poller/standby", "marketfeed/poller/venue", "marketfeed/cluster"},
 }

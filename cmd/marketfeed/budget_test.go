@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/internal/wire"
 )
 
@@ -24,11 +25,11 @@ func hammer(t *testing.T, api, id string, clients int, d time.Duration) (times m
 	for range clients {
 		wg.Go(func() {
 			for time.Now().Before(end) {
-				resp, body := get(t, api+"/api/public/orderbook?ticker_id="+id)
+				resp, body := apptest.Get(t, api+"/api/public/orderbook?ticker_id="+id)
 				mu.Lock()
 				if resp.StatusCode == http.StatusOK {
 					var b wire.Book
-					decode(t, body, &b)
+					apptest.Decode(t, body, &b)
 					times[b.Timestamp] = true
 				} else {
 					failed++
@@ -52,12 +53,12 @@ func hammer(t *testing.T, api, id string, clients int, d time.Duration) (times m
 // process read it every 350 ms. Without streams (-venue-streams off) the
 // same: the sweep's pairs, hot for a minute, were read before it.
 func TestRESTOnlyRequestedPairIsReadOnItsSchedule(t *testing.T) {
-	venue := startVenueSim(t, "-streams=false", "-weight-limit", "2400")
+	venue := apptest.StartVenueSim(t, "-streams=false", "-weight-limit", "2400")
 	t.Run("streams refused", func(t *testing.T) {
-		requestedPairReadOnSchedule(t, streamArgs(venue.url, 10*time.Second))
+		requestedPairReadOnSchedule(t, streamArgs(venue.URL, 10*time.Second))
 	})
 	t.Run("streams off", func(t *testing.T) {
-		requestedPairReadOnSchedule(t, chaosArgs(venue.url, 10*time.Second))
+		requestedPairReadOnSchedule(t, chaosArgs(venue.URL, 10*time.Second))
 	})
 }
 
@@ -65,7 +66,7 @@ func TestRESTOnlyRequestedPairIsReadOnItsSchedule(t *testing.T) {
 // then hammers that one and counts its reads.
 func requestedPairReadOnSchedule(t *testing.T, args []string) {
 	api, _, _ := startLoggedApp(t, args...)
-	ids := listedIDs(t, api)
+	ids := apptest.ListedIDs(t, api)
 	if len(ids) < 20 {
 		t.Fatalf("%d pairs listed, want a few dozen", len(ids))
 	}
@@ -75,7 +76,7 @@ func requestedPairReadOnSchedule(t *testing.T, args []string) {
 			continue
 		}
 		for _, q := range []string{"", "&depth=5"} {
-			if resp, body := get(t, api+"/api/public/orderbook?ticker_id="+other+q); resp.StatusCode != http.StatusOK {
+			if resp, body := apptest.Get(t, api+"/api/public/orderbook?ticker_id="+other+q); resp.StatusCode != http.StatusOK {
 				t.Fatalf("/orderbook of %s%s: %d %s", other, q, resp.StatusCode, body)
 			}
 		}
@@ -120,12 +121,12 @@ func sampleWholeMarket(t *testing.T, api string, ids []string, ridesOut time.Dur
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Go(func() {
-				resp, body := get(t, api+"/api/public/orderbook?ticker_id="+id+"&depth=1")
+				resp, body := apptest.Get(t, api+"/api/public/orderbook?ticker_id="+id+"&depth=1")
 				if resp.StatusCode != http.StatusOK {
 					return
 				}
 				var b wire.Book
-				decode(t, body, &b)
+				apptest.Decode(t, body, &b)
 				mu.Lock()
 				ok[id] = time.Since(time.UnixMilli(b.Timestamp)) <= ridesOut
 				mu.Unlock()
@@ -135,19 +136,19 @@ func sampleWholeMarket(t *testing.T, api string, ids []string, ridesOut time.Dur
 		return ok
 	}
 	s := wholeMarket{before: books(), tickers: map[string]bool{}, contracts: map[string]bool{}}
-	resp, body := get(t, api+"/api/public/tickers")
+	resp, body := apptest.Get(t, api+"/api/public/tickers")
 	if s.tickersStatus = resp.StatusCode; resp.StatusCode == http.StatusOK {
 		var items []wire.Ticker
-		decode(t, body, &items)
+		apptest.Decode(t, body, &items)
 		for _, it := range items {
 			s.tickers[it.TickerID] = true
 		}
 		s.tickersN = len(items)
 	}
-	resp, body = get(t, api+"/api/public/contracts")
+	resp, body = apptest.Get(t, api+"/api/public/contracts")
 	if s.contractsStatus = resp.StatusCode; resp.StatusCode == http.StatusOK {
 		var items []wire.Contract
-		decode(t, body, &items)
+		apptest.Decode(t, body, &items)
 		for _, it := range items {
 			s.contracts[it.TickerID] = true
 		}
@@ -172,10 +173,10 @@ func TestWholeMarketListsStayWholeThroughAStreamDrop(t *testing.T) {
 		t.Skip("builds venuesim and reads it for about a minute")
 	}
 	const maxStale = 10 * time.Second
-	venue := startVenueSim(t, "-weight-limit", "2400")
-	api, a, _ := startLoggedApp(t, streamArgs(venue.url, maxStale)...)
+	venue := apptest.StartVenueSim(t, "-weight-limit", "2400")
+	api, a, _ := startLoggedApp(t, streamArgs(venue.URL, maxStale)...)
 	began := time.Now()
-	pairs := listedPairs(t, api)
+	pairs := apptest.ListedPairs(t, api)
 	ids := make([]string, len(pairs))
 	spot := map[string]bool{}
 	for i, p := range pairs {
@@ -183,14 +184,14 @@ func TestWholeMarketListsStayWholeThroughAStreamDrop(t *testing.T) {
 		spot[p.TickerID] = p.Kind == "spot"
 	}
 	budget := opsMetrics(t, a)["marketfeed_venue_weight_budget"]
-	if !waitFor(20*time.Second, func() bool { return opsMetrics(t, a)["marketfeed_venue_weight_spent"] >= budget*3/4 }) {
+	if !apptest.WaitFor(20*time.Second, func() bool { return opsMetrics(t, a)["marketfeed_venue_weight_spent"] >= budget*3/4 }) {
 		t.Fatalf("the cold start never spent three quarters of the minute's %v", budget)
 	}
 	if wait := 15*time.Second - time.Since(began); wait > 0 {
 		time.Sleep(wait) // a point in the run, not a wait for anything
 	}
 	t.Logf("dropping every stream for 10 s with %v of %v spent", opsMetrics(t, a)["marketfeed_venue_weight_spent"], budget)
-	venue.control(http.MethodPost, "/_control/drop?for=10s")
+	venue.Control(http.MethodPost, "/_control/drop?for=10s")
 	start := time.Now()
 	var samples, listsDown, missing, ridden int
 	var logged time.Duration

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/poller/sim"
 	"marketfeed/poller/venue"
 )
@@ -193,7 +194,7 @@ func (c *edgeClient) do(method, path, clientIP string, headers ...string) edgeAn
 // requests for route answered status reached the origin.
 func originCount(t *testing.T, ops, route string, status int) int {
 	t.Helper()
-	_, body := get(t, ops+"/metrics")
+	_, body := apptest.Get(t, ops+"/metrics")
 	series := `marketfeed_http_requests_total{route="` + route + `",status="` + strconv.Itoa(status) + `"} `
 	for line := range strings.Lines(string(body)) {
 		if v, ok := strings.CutPrefix(line, series); ok {

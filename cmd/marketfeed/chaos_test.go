@@ -10,13 +10,13 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/snapshot"
 )
 
@@ -36,89 +36,6 @@ import (
 // hot pair's book is fresh again (a 200 whose venue timestamp is after the
 // heal), split into the back-off left when the venue healed (no call reaches
 // it) and the refresh that follows.
-
-// venueMarkers are bytes that only a venue body carries. None may appear in
-// an answer of ours.
-var venueMarkers = []string{
-	"<html", "venue fault", "Attention required", "Invalid symbol", "-1121", `"msg"`, `"code":-`,
-	"1e999,", "NaN", `"symbol"`, "lastUpdateId", "isBuyerMaker", "quoteVolume", "bidPrice",
-}
-
-// venueSim is a running venuesim binary.
-type venueSim struct {
-	t   testing.TB
-	url string
-}
-
-// startVenueSim builds and starts cmd/venuesim on loopback. A weight limit
-// well above what the hot pairs need keeps the budget from stretching
-// cadence, so that what the tests measure is the faults alone.
-func startVenueSim(t *testing.T, args ...string) *venueSim {
-	t.Helper()
-	bin := buildBinary(t, t.TempDir(), "marketfeed/cmd/venuesim")
-	url, _ := startBinary(t, bin, append([]string{"-listen", "127.0.0.1:0", "-weight-limit", "24000"}, args...)...)
-	return &venueSim{t: t, url: url}
-}
-
-func (v *venueSim) control(method, path string) {
-	v.t.Helper()
-	req, err := http.NewRequest(method, v.url+path, nil)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		v.t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
-	}
-}
-
-// fault sets a fault; query is venuesim's, e.g. "status=503&flap=1s".
-func (v *venueSim) fault(query string) { v.control(http.MethodPost, "/_control/fault?"+query) }
-
-// heal clears every fault and returns when the venue answers with data again.
-func (v *venueSim) heal() { v.control(http.MethodDelete, "/_control/fault") }
-
-// list delists a market or lists it again.
-func (v *venueSim) list(symbol string, listed bool) {
-	v.control(http.MethodPost, "/_control/market?symbol="+symbol+"&listed="+strconv.FormatBool(listed))
-}
-
-// venueCall is one call the venue received.
-type venueCall struct {
-	At    time.Time
-	Path  string
-	Fault bool
-}
-
-// calls returns the calls the venue received since t, oldest first.
-func (v *venueSim) calls(since time.Time) []venueCall {
-	v.t.Helper()
-	resp, err := http.Get(v.url + "/_control/calls?since_us=" + strconv.FormatInt(since.UnixMicro(), 10))
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Calls []struct {
-			At    int64 `json:"at_us"`
-			Path  string
-			Fault bool
-		}
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		v.t.Fatal(err)
-	}
-	out := make([]venueCall, len(body.Calls))
-	for i, c := range body.Calls {
-		out[i] = venueCall{time.UnixMicro(c.At), c.Path, c.Fault}
-	}
-	return out
-}
 
 // logCounter is a slog handler that counts records by level and keeps the
 // messages of errors, so that a recovered panic anywhere in the process
@@ -295,7 +212,7 @@ func (tr *traffic) once(tg target) {
 	default:
 		problem = fmt.Sprintf("status %d: %s", status, body)
 	}
-	for _, m := range venueMarkers {
+	for _, m := range apptest.VenueMarkers {
 		if bytes.Contains(body, []byte(m)) {
 			problem = fmt.Sprintf("venue bytes %q in the answer: %.200s", m, body)
 		}
@@ -378,7 +295,7 @@ func (tr *traffic) report(t testing.TB) (total, s502 int) {
 // chaos is one run: the venue, the app, the traffic and the measurements.
 type chaos struct {
 	t       *testing.T
-	venue   *venueSim
+	venue   *apptest.VenueSim
 	api     string
 	app     *app
 	logs    *logCounter
@@ -416,8 +333,8 @@ var chaosTargets = []target{
 }
 
 func startChaos(t *testing.T, maxStale time.Duration) *chaos {
-	venue := startVenueSim(t)
-	api, a, logs := startLoggedApp(t, chaosArgs(venue.url, maxStale)...)
+	venue := apptest.StartVenueSim(t)
+	api, a, logs := startLoggedApp(t, chaosArgs(venue.URL, maxStale)...)
 	return &chaos{t: t, venue: venue, api: api, app: a, logs: logs, traffic: newTraffic(t, api, a.store, maxStale)}
 }
 
@@ -460,18 +377,6 @@ func (c *chaos) untilFresh(id string, from time.Time, limit time.Duration) time.
 	return time.Time{}
 }
 
-// waitFor polls cond every 20 ms until it holds or limit passes.
-func waitFor(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond) // polling a running process with a deadline
-	}
-	return true
-}
-
 // oneCycle is the book refresh period, and the slack a shared, noisy machine
 // (and the race detector) needs on top of it before a late refresh counts as
 // a failure. The figures report the measured times.
@@ -489,10 +394,10 @@ func (c *chaos) rateLimited(status int, retryAfter time.Duration) {
 	name := fmt.Sprintf("%d Retry-After %s", status, retryAfter)
 	c.traffic.setPhase(name)
 	set := time.Now()
-	c.venue.fault(fmt.Sprintf("status=%d&retry_after=%s&count=1", status, retryAfter))
+	c.venue.Fault(fmt.Sprintf("status=%d&retry_after=%s&count=1", status, retryAfter))
 	var hit time.Time
-	if !waitFor(10*time.Second, func() bool {
-		for _, call := range c.venue.calls(set) {
+	if !apptest.WaitFor(10*time.Second, func() bool {
+		for _, call := range c.venue.Calls(set) {
 			if call.Fault {
 				hit = call.At
 				return true
@@ -510,7 +415,7 @@ func (c *chaos) rateLimited(status int, retryAfter time.Duration) {
 	var during, straggling int
 	var lastStraggler time.Duration
 	first := time.Time{}
-	for _, call := range c.venue.calls(hit) {
+	for _, call := range c.venue.Calls(hit) {
 		switch {
 		case !call.At.After(hit):
 		case call.At.Before(hit.Add(inFlight)):
@@ -551,17 +456,17 @@ func (c *chaos) rateLimited(status int, retryAfter time.Duration) {
 func (c *chaos) outage(name, query string, hold, stall time.Duration) (resume, fresh time.Duration) {
 	t := c.t
 	c.traffic.setPhase(name)
-	c.venue.fault(query)
+	c.venue.Fault(query)
 	time.Sleep(hold) // the fault's duration: the venue misbehaves meanwhile, nothing to wait for
 	c.traffic.setPhase(name + ", healed")
 	healed := time.Now()
-	c.venue.heal()
+	c.venue.Heal()
 	at := c.untilFresh("BTC_USDT", healed, backoffLimit+10*time.Second)
 	if at.IsZero() {
 		t.Fatalf("%s: BTC_USDT book not fresh %s after the venue healed", name, backoffLimit+10*time.Second)
 	}
 	var first time.Time
-	for _, call := range c.venue.calls(healed) {
+	for _, call := range c.venue.Calls(healed) {
 		if !call.Fault {
 			first = call.At
 			break
@@ -590,7 +495,7 @@ func (c *chaos) delist(hold time.Duration, gone bool) {
 	t := c.t
 	name := "market delisted"
 	c.traffic.setPhase(name)
-	c.venue.list("DOGEUSDT", false)
+	c.venue.List("DOGEUSDT", false)
 	btc := c.bookTime("BTC_USDT")
 	time.Sleep(hold) // the market is away meanwhile, nothing to wait for
 	_, listed := c.app.store.Pairs().Lookup("DOGE_USDT")
@@ -602,7 +507,7 @@ func (c *chaos) delist(hold time.Duration, gone bool) {
 	}
 	c.traffic.setPhase(name + ", relisted")
 	relisted := time.Now()
-	c.venue.list("DOGEUSDT", true)
+	c.venue.List("DOGEUSDT", true)
 	limit := oneCycle + cycleSlack
 	if gone {
 		limit += time.Minute // the catalog is read once a minute

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"marketfeed/apptest"
 	"marketfeed/internal/natstest"
 	"marketfeed/internal/promtext"
 	"marketfeed/poller"
@@ -102,7 +103,7 @@ func (v streamingVenue) OpenInterestWeight() int { return v.sim.OpenInterestWeig
 // scrapeMetrics reads a member's /metrics.
 func scrapeMetrics(t *testing.T, m *member) map[string]float64 {
 	t.Helper()
-	_, body := get(t, m.ops+"/metrics")
+	_, body := apptest.Get(t, m.ops+"/metrics")
 	return promtext.Must(t, string(body))
 }
 
@@ -131,7 +132,7 @@ func waitMetrics(t *testing.T, m *member, limit time.Duration, want map[string]f
 // role reads a member's part from its /readyz.
 func (m *member) role(t *testing.T) (ready bool, role clusterRole) {
 	t.Helper()
-	resp, body := get(t, m.ops+"/readyz")
+	resp, body := apptest.Get(t, m.ops+"/readyz")
 	var r readiness
 	if err := json.Unmarshal(body, &r); err != nil || r.Cluster == nil {
 		t.Fatalf("%s /readyz %d: %s", m.name, resp.StatusCode, body)
@@ -205,7 +206,7 @@ func ask(t *testing.T, base, uri, ifNoneMatch string) answer {
 	if ifNoneMatch != "" {
 		req.Header.Set("If-None-Match", ifNoneMatch)
 	}
-	resp, body := do(t, req)
+	resp, body := apptest.Do(t, req)
 	return answer{resp.StatusCode, resp.Header.Get("ETag"), string(body)}
 }
 

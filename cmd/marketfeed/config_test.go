@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/poller/binance"
 	"marketfeed/server"
 )
@@ -214,7 +214,7 @@ func TestBinaryRefusesBadConfiguration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t, t.TempDir(), "marketfeed/cmd/marketfeed")
+	bin := apptest.Build(t, t.TempDir(), "marketfeed/cmd/marketfeed")
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, envPrefix) {
@@ -263,7 +263,7 @@ func TestMaxConnsCapsTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	if resp := requestPairs(t, first); resp.StatusCode != http.StatusOK {
+	if resp := apptest.RequestPairs(t, first); resp.StatusCode != http.StatusOK {
 		t.Fatalf("connection within -max-conns: %d", resp.StatusCode)
 	}
 	second, err := net.Dial("tcp", addr)
@@ -271,26 +271,9 @@ func TestMaxConnsCapsTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	if resp := requestPairs(t, second); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp := apptest.RequestPairs(t, second); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("connection over -max-conns 1: %d, want 503", resp.StatusCode)
 	}
-}
-
-// requestPairs sends one request for the pair list on c and reads the
-// answer; c stays open.
-func requestPairs(t *testing.T, c net.Conn) *http.Response {
-	t.Helper()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, "GET /api/public/pairs HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
 }
 
 // A misspelt variable is pointed to the flag's variable it nearly names:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/internal/wire"
 	"marketfeed/poller/sim"
 	"marketfeed/snapshot"
@@ -15,29 +16,6 @@ import (
 // path does not show: every listed pair answerable at once over REST alone,
 // and never a 200 older than max-stale from a subscription gone silent.
 
-// listedPairs returns the pairs /pairs lists.
-func listedPairs(t *testing.T, api string) []wire.Pair {
-	t.Helper()
-	resp, body := get(t, api+"/api/public/pairs")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/pairs: %d", resp.StatusCode)
-	}
-	var pairs []wire.Pair
-	decode(t, body, &pairs)
-	return pairs
-}
-
-// listedIDs returns the ticker ids /pairs lists.
-func listedIDs(t *testing.T, api string) []string {
-	t.Helper()
-	pairs := listedPairs(t, api)
-	ids := make([]string, len(pairs))
-	for i, p := range pairs {
-		ids[i] = p.TickerID
-	}
-	return ids
-}
-
 // Rule 1 over REST alone: on a venue whose stream paths answer 404 (streams
 // on, refused), the first request for every listed pair's book and then
 // its trades answers 200. The budget's classes split the minute by the
@@ -46,22 +24,22 @@ func listedIDs(t *testing.T, api string) []string {
 // a pair's trades answered 502 within a millisecond, the minute all but
 // unspent.
 func TestRESTOnlyVenueAnswersEveryListedPairAtOnce(t *testing.T) {
-	venue := startVenueSim(t, "-streams=false", "-weight-limit", "2400")
-	api, _, _ := startLoggedApp(t, append(streamArgs(venue.url, 10*time.Second), "-quotes", "USDC")...)
-	ids := listedIDs(t, api)
+	venue := apptest.StartVenueSim(t, "-streams=false", "-weight-limit", "2400")
+	api, _, _ := startLoggedApp(t, append(streamArgs(venue.URL, 10*time.Second), "-quotes", "USDC")...)
+	ids := apptest.ListedIDs(t, api)
 	if len(ids) < 5 {
 		t.Fatalf("%d pairs listed, want the spot pairs and the USDC perpetuals", len(ids))
 	}
 	start := time.Now()
 	for _, id := range ids {
-		if resp, body := get(t, api+"/api/public/orderbook?ticker_id="+id); resp.StatusCode != http.StatusOK {
+		if resp, body := apptest.Get(t, api+"/api/public/orderbook?ticker_id="+id); resp.StatusCode != http.StatusOK {
 			t.Fatalf("first /orderbook of %s: %d %s", id, resp.StatusCode, body)
 		}
 	}
 	// A round of polls of the books now hot has run.
-	if !waitFor(5*time.Second, func() bool {
+	if !apptest.WaitFor(5*time.Second, func() bool {
 		n := 0
-		for _, c := range venue.calls(start) {
+		for _, c := range venue.Calls(start) {
 			if strings.HasPrefix(c.Path, "/fapi/v1/depth") {
 				n++
 			}
@@ -71,13 +49,13 @@ func TestRESTOnlyVenueAnswersEveryListedPairAtOnce(t *testing.T) {
 		t.Fatal("the hot books were not polled")
 	}
 	for _, id := range ids {
-		resp, body := get(t, api+"/api/public/trades?ticker_id="+id)
+		resp, body := apptest.Get(t, api+"/api/public/trades?ticker_id="+id)
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("first /trades of %s after /pairs: %d %s", id, resp.StatusCode, body)
 			continue
 		}
 		var trades []wire.Trade
-		decode(t, body, &trades)
+		apptest.Decode(t, body, &trades)
 	}
 }
 
@@ -92,25 +70,25 @@ func TestRESTOnlyVenueAnswersEveryListedPairAtOnce(t *testing.T) {
 // long as the silence lasted.
 func TestSilentSymbolIsNeverServedStale(t *testing.T) {
 	const maxStale = 3 * time.Second
-	venue := startVenueSim(t)
-	api, a, _ := startLoggedApp(t, streamArgs(venue.url, maxStale)...)
+	venue := apptest.StartVenueSim(t)
+	api, a, _ := startLoggedApp(t, streamArgs(venue.URL, maxStale)...)
 	allStreamed(t, a, time.Minute)
 	truth := &truthChecker{t: t, api: api, world: sim.New(sim.Config{Seed: 1})}
 	const id, symbol = "BTC_USDT", "BTCUSDT"
-	if resp, body := get(t, api+"/api/public/orderbook?ticker_id="+id); resp.StatusCode != http.StatusOK {
+	if resp, body := apptest.Get(t, api+"/api/public/orderbook?ticker_id="+id); resp.StatusCode != http.StatusOK {
 		t.Fatalf("before the silence: %d %s", resp.StatusCode, body)
 	}
 	const silence = 4 * maxStale
-	venue.control(http.MethodPost, "/_control/silence?symbol="+symbol+"&for="+silence.String())
+	venue.Control(http.MethodPost, "/_control/silence?symbol="+symbol+"&for="+silence.String())
 	start := time.Now()
 	var answered, failed int
 	var oldest time.Duration
 	for time.Since(start) < silence {
-		resp, body := get(t, api+"/api/public/orderbook?ticker_id="+id)
+		resp, body := apptest.Get(t, api+"/api/public/orderbook?ticker_id="+id)
 		switch resp.StatusCode {
 		case http.StatusOK:
 			var b wire.Book
-			decode(t, body, &b)
+			apptest.Decode(t, body, &b)
 			// The venue's clock and ours are this machine's; a 200 is
 			// judged when it is answered, so a little slack for the
 			// answer's own way back.
@@ -141,7 +119,7 @@ func TestSilentSymbolIsNeverServedStale(t *testing.T) {
 	if m[`marketfeed_stream_silences_total{stream="trades",action="rest"}`] < 1 {
 		t.Error("the trade window's check did not find the trade stream silent")
 	}
-	if !waitFor(30*time.Second, func() bool { return a.poller().Status().Sources.Pairs[snapshot.StreamBook]["rest"] == 0 }) {
+	if !apptest.WaitFor(30*time.Second, func() bool { return a.poller().Status().Sources.Pairs[snapshot.StreamBook]["rest"] == 0 }) {
 		t.Fatalf("the stream does not keep the book again after the silence: %+v", a.poller().Status().Sources)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/internal/promtext"
 	"marketfeed/internal/wire"
 	"marketfeed/poller/sim"
@@ -195,51 +196,6 @@ func (c *contractTruth) checkInterest(got wire.Contract, pair snapshot.Pair, ans
 	}
 }
 
-// readContracts reads /contracts or /contract_specs into v; it reports
-// whether the answer was a 200 and its ETag.
-func readContracts(t *testing.T, url string, v any) (ok bool, etag string) {
-	t.Helper()
-	resp, body := get(t, url)
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("%s: %d %s", url, resp.StatusCode, body)
-		return false, ""
-	}
-	decode(t, body, v)
-	return true, resp.Header.Get("ETag")
-}
-
-// waitContracts waits until /contracts under base lists exactly the
-// pairs ids, in their order, and returns that answer and the
-// /contract_specs read after it.
-func waitContracts(t *testing.T, base string, ids []string, limit time.Duration) ([]wire.Contract, []wire.ContractSpec) {
-	t.Helper()
-	var items []wire.Contract
-	if !waitFor(limit, func() bool {
-		resp, body := get(t, base+"/contracts")
-		if resp.StatusCode != http.StatusOK {
-			return false
-		}
-		checkOK(t, resp)
-		decode(t, body, &items)
-		return slices.Equal(contractIDs(items), ids)
-	}) {
-		t.Fatalf("/contracts did not list every pair within %s: %v", limit, contractIDs(items))
-	}
-	resp, body := get(t, base+"/contract_specs")
-	checkOK(t, resp)
-	var specs []wire.ContractSpec
-	decode(t, body, &specs)
-	return items, specs
-}
-
-func contractIDs(items []wire.Contract) []string {
-	ids := make([]string, len(items))
-	for i, it := range items {
-		ids[i] = it.TickerID
-	}
-	return ids
-}
-
 // TestContractsAreTheVenuesContracts reads /pairs, /contracts and
 // /contract_specs every 500 ms as an aggregator does, for 12 s once every
 // book is in sequence: every answer is a 200; every listed pair has one
@@ -256,16 +212,16 @@ func TestContractsAreTheVenuesContracts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds venuesim and reads it for about 20 s")
 	}
-	v := startVenueSim(t, "-weight-limit", "2400")
-	api, a, _ := startLoggedApp(t, streamArgs(v.url, contractsMaxStale)...)
+	v := apptest.StartVenueSim(t, "-weight-limit", "2400")
+	api, a, _ := startLoggedApp(t, streamArgs(v.URL, contractsMaxStale)...)
 	base := api + "/api/public"
 	start := time.Now()
-	ids := listedIDs(t, api)
-	waitContracts(t, base, ids, 20*time.Second)
+	ids := apptest.ListedIDs(t, api)
+	apptest.WaitContracts(t, base, ids, 20*time.Second)
 	t.Logf("every listed pair in /contracts %s after start", time.Since(start).Round(time.Millisecond))
 	const streamBooks = `marketfeed_pairs{part="books",source="stream"}`
-	if !waitFor(20*time.Second, func() bool {
-		_, body := get(t, "http://"+a.opsAddr()+"/metrics")
+	if !apptest.WaitFor(20*time.Second, func() bool {
+		_, body := apptest.Get(t, "http://"+a.opsAddr()+"/metrics")
 		got, err := promtext.Parse(string(body))
 		return err == nil && got[streamBooks] == float64(len(ids))
 	}) {
@@ -276,18 +232,18 @@ func TestContractsAreTheVenuesContracts(t *testing.T) {
 	truth := newContractTruth(t, a.store)
 	var reads, samePublication int
 	for begin := time.Now(); time.Since(begin) < 12*time.Second; time.Sleep(500 * time.Millisecond) { // an aggregator's pace
-		ids := listedIDs(t, api)
+		ids := apptest.ListedIDs(t, api)
 		var items, again []wire.Contract
 		var specs []wire.ContractSpec
-		ok, tag := readContracts(t, base+"/contracts", &items)
+		ok, tag := apptest.ReadContracts(t, base+"/contracts", &items)
 		answered := time.Now()
-		okSpecs, _ := readContracts(t, base+"/contract_specs", &specs)
-		okAgain, tagAgain := readContracts(t, base+"/contracts", &again)
+		okSpecs, _ := apptest.ReadContracts(t, base+"/contract_specs", &specs)
+		okAgain, tagAgain := apptest.ReadContracts(t, base+"/contracts", &again)
 		if !ok || !okSpecs || !okAgain {
 			continue
 		}
 		reads++
-		if got := contractIDs(items); !slices.Equal(got, ids) || !slices.IsSorted(got) {
+		if got := apptest.ContractIDs(items); !slices.Equal(got, ids) || !slices.IsSorted(got) {
 			t.Errorf("/contracts lists %v, /pairs %v", got, ids)
 		}
 		for _, it := range items {
@@ -329,7 +285,7 @@ func TestContractsAreTheVenuesContracts(t *testing.T) {
 	waited := truth.withInterest == 0
 	for deadline := time.Now().Add(75 * time.Second); truth.withInterest == 0 && time.Now().Before(deadline); time.Sleep(time.Second) {
 		var items []wire.Contract
-		if ok, _ := readContracts(t, base+"/contracts", &items); ok {
+		if ok, _ := apptest.ReadContracts(t, base+"/contracts", &items); ok {
 			answered := time.Now()
 			for _, it := range items {
 				truth.check(it, answered)
@@ -350,24 +306,24 @@ func TestContractsAreTheVenuesContracts(t *testing.T) {
 // read at once (rather than on the minute): once /pairs no longer lists
 // DOGE_USDT, neither does any /contracts or /contract_specs answer; the
 // contracts without it are published before the pair list is.
-func delistLeavesContracts(t *testing.T, v *venueSim, a *app, api string) {
+func delistLeavesContracts(t *testing.T, v *apptest.VenueSim, a *app, api string) {
 	const id, symbol = "DOGE_USDT", "DOGEUSDT"
-	if !slices.Contains(listedIDs(t, api), id) {
+	if !slices.Contains(apptest.ListedIDs(t, api), id) {
 		t.Fatalf("%s is not listed to begin with", id)
 	}
-	if _, body := get(t, api+"/api/public/contracts"); !strings.Contains(string(body), `"ticker_id":"`+id+`"`) {
+	if _, body := apptest.Get(t, api+"/api/public/contracts"); !strings.Contains(string(body), `"ticker_id":"`+id+`"`) {
 		t.Fatalf("/contracts does not list %s to begin with", id)
 	}
 	clearOfCatalogRead(3 * time.Second)
-	v.list(symbol, false)
+	v.List(symbol, false)
 	if err := a.poller().RefreshCatalog(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(listedIDs(t, api), id) {
+	if slices.Contains(apptest.ListedIDs(t, api), id) {
 		t.Fatalf("/pairs still lists %s after a catalog read without it", id)
 	}
 	for _, route := range []string{"/contracts", "/contract_specs"} {
-		resp, body := get(t, api+"/api/public"+route)
+		resp, body := apptest.Get(t, api+"/api/public"+route)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d %s", route, resp.StatusCode, body)
 		}

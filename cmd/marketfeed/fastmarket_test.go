@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/internal/wire"
 	"marketfeed/poller/sim"
 )
@@ -20,14 +21,14 @@ type venueBook struct {
 
 // trueBook reads venuesim's book of symbol at update id u, depth levels a
 // side: the venue's own answer, which follows its fast markets.
-func (v *venueSim) trueBook(symbol string, u int64, depth int) venueBook {
-	v.t.Helper()
-	resp, body := get(v.t.(*testing.T), v.url+"/_control/book?symbol="+symbol+"&update_id="+strconv.FormatInt(u, 10)+"&depth="+strconv.Itoa(depth))
+func trueBook(t *testing.T, v *apptest.VenueSim, symbol string, u int64, depth int) venueBook {
+	t.Helper()
+	resp, body := apptest.Get(t, v.URL+"/_control/book?symbol="+symbol+"&update_id="+strconv.FormatInt(u, 10)+"&depth="+strconv.Itoa(depth))
 	if resp.StatusCode != http.StatusOK {
-		v.t.Fatalf("true book of %s at %d: %d %s", symbol, u, resp.StatusCode, body)
+		t.Fatalf("true book of %s at %d: %d %s", symbol, u, resp.StatusCode, body)
 	}
 	var b venueBook
-	decode(v.t.(*testing.T), body, &b)
+	apptest.Decode(t, body, &b)
 	return b
 }
 
@@ -43,8 +44,8 @@ func TestFastMarketServesEveryBookWholeOrNot(t *testing.T) {
 		t.Skip("builds venuesim and runs for about half a minute")
 	}
 	const maxStale = 3 * time.Second
-	venue := startVenueSim(t)
-	api, a, _ := startLoggedApp(t, streamArgs(venue.url, maxStale)...)
+	venue := apptest.StartVenueSim(t)
+	api, a, _ := startLoggedApp(t, streamArgs(venue.URL, maxStale)...)
 	allStreamed(t, a, 30*time.Second)
 	world := sim.New(sim.Config{Seed: 1}) // venuesim's update ids, which no fast market moves
 
@@ -54,17 +55,17 @@ func TestFastMarketServesEveryBookWholeOrNot(t *testing.T) {
 		if depth != 100 {
 			uri += "&depth=" + strconv.Itoa(depth)
 		}
-		resp, body := get(t, uri)
+		resp, body := apptest.Get(t, uri)
 		if resp.StatusCode != http.StatusOK {
 			return resp.StatusCode, levels
 		}
 		var got wire.Book
-		decode(t, body, &got)
+		apptest.Decode(t, body, &got)
 		u, err := world.UpdateID(symbol, sim.Heartbeat(time.UnixMilli(got.Timestamp)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := venue.trueBook(symbol, u, depth)
+		want := trueBook(t, venue, symbol, u, depth)
 		for _, side := range []struct {
 			name      string
 			got, want [][2]string
@@ -86,8 +87,8 @@ func TestFastMarketServesEveryBookWholeOrNot(t *testing.T) {
 	before := opsMetrics(t, a)
 	// Every venue read takes 800 ms meanwhile, as under a cascade's load:
 	// the snapshots laid under the book land well behind its top.
-	venue.fault("delay=800ms")
-	venue.control(http.MethodPost, "/_control/fast?symbol="+symbol+"&levels=200&for=8s")
+	venue.Fault("delay=800ms")
+	venue.Control(http.MethodPost, "/_control/fast?symbol="+symbol+"&levels=200&for=8s")
 	statuses := map[int]int{}
 	end := time.Now().Add(10 * time.Second) // the move, and the books catching up after it
 	for i := 0; time.Now().Before(end); i++ {
@@ -99,7 +100,7 @@ func TestFastMarketServesEveryBookWholeOrNot(t *testing.T) {
 		statuses[status]++
 		time.Sleep(20 * time.Millisecond) // a client's pace, not a wait for anything
 	}
-	venue.heal()
+	venue.Heal()
 	after := opsMetrics(t, a)
 	delta := func(name string) float64 { return after[name] - before[name] }
 	requested := delta(`marketfeed_book_depth_reads_total{reason="request"}`)
@@ -127,7 +128,7 @@ func TestFastMarketServesEveryBookWholeOrNot(t *testing.T) {
 		t.Log("no request found the book short: the refreshes kept it deep enough")
 	}
 	// After the move, the book serves the full depth again.
-	if !waitFor(10*time.Second, func() bool { status, n := read(100); return status == http.StatusOK && n == [2]int{100, 100} }) {
+	if !apptest.WaitFor(10*time.Second, func() bool { status, n := read(100); return status == http.StatusOK && n == [2]int{100, 100} }) {
 		t.Error("the book did not serve 100 levels a side again after the move")
 	}
 }

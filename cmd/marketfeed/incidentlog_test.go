@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"marketfeed/apptest"
 )
 
 // logRecorder keeps every line a process logs, in order, and wakes those
@@ -93,15 +95,15 @@ func TestLogSaysWhenAnIncidentEnds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds venuesim and runs for about a minute")
 	}
-	venue := startVenueSim(t)
+	venue := apptest.StartVenueSim(t)
 	logs := newLogRecorder()
-	_, _, a, _ := startAppLogged(t, nil, nil, logs, streamArgs(venue.url, 3*time.Second)...)
+	_, _, a, _ := startAppLogged(t, nil, nil, logs, streamArgs(venue.URL, 3*time.Second)...)
 	allStreamed(t, a, 30*time.Second)
 	logs.waitFor(t, 0, "every order book in sequence", 30*time.Second)
 
 	mark := logs.mark()
 	before := opsMetrics(t, a)
-	venue.control(http.MethodPost, "/_control/drop")
+	venue.Control(http.MethodPost, "/_control/drop")
 	down := logs.waitFor(t, mark, "market stream connection closed", 10*time.Second)
 	logs.waitFor(t, down, "market streams up again", 20*time.Second)
 	if n := logs.count(down, "market streams up again"); n != 1 {
@@ -116,7 +118,7 @@ func TestLogSaysWhenAnIncidentEnds(t *testing.T) {
 	}
 
 	mark = logs.mark()
-	venue.control(http.MethodPost, "/_control/silence?stream=ethusdt@depth@100ms&for=12s")
+	venue.Control(http.MethodPost, "/_control/silence?stream=ethusdt@depth@100ms&for=12s")
 	silent := logs.waitFor(t, mark, "stream silent; pair served by REST", 30*time.Second)
 	end := logs.waitFor(t, silent, "every silenced stream delivers again", 40*time.Second)
 	if n := logs.count(silent, "every silenced stream delivers again"); n != 1 {
@@ -134,16 +136,16 @@ func TestLogOfARegionRefusedIsOneLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds venuesim")
 	}
-	venue := startVenueSim(t)
+	venue := apptest.StartVenueSim(t)
 	logs := newLogRecorder()
-	_, ops, a, _ := startAppLogged(t, nil, nil, logs, chaosArgs(venue.url, 3*time.Second)...) // ready
+	_, ops, a, _ := startAppLogged(t, nil, nil, logs, chaosArgs(venue.URL, 3*time.Second)...) // ready
 	mark := logs.mark()
-	venue.fault("status=451")
+	venue.Fault("status=451")
 	logs.waitFor(t, mark, "the venue refuses this region (HTTP 451)", 10*time.Second)
 	// The pause refuses every read: let several rounds of tickers and
 	// contracts reads pass, as the tickers' age shows.
 	tickersAge := `marketfeed_snapshot_age_seconds{kind="tickers"}`
-	if !waitFor(20*time.Second, func() bool { return opsMetrics(t, a)[tickersAge] >= 8 }) {
+	if !apptest.WaitFor(20*time.Second, func() bool { return opsMetrics(t, a)[tickersAge] >= 8 }) {
 		t.Fatalf("tickers not 8 s old within 20 s of the 451: %v", opsMetrics(t, a)[tickersAge])
 	}
 	var region []string
@@ -161,7 +163,7 @@ func TestLogOfARegionRefusedIsOneLine(t *testing.T) {
 	if len(region) != 1 {
 		t.Errorf("the 451 logged %d times in 8 s, want once:\n%s", len(region), strings.Join(logs.since(mark), "\n"))
 	}
-	if _, body := get(t, ops+"/readyz"); !strings.Contains(string(body), "venue refuses this region (451)") {
+	if _, body := apptest.Get(t, ops+"/readyz"); !strings.Contains(string(body), "venue refuses this region (451)") {
 		t.Errorf("/readyz does not say the region is refused: %s", body)
 	}
 }

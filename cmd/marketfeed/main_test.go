@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/internal/wire"
 	"marketfeed/poller"
 	"marketfeed/poller/sim"
@@ -127,7 +127,7 @@ func startAppLogged(t *testing.T, src venue.Venue, environ []string, log slog.Ha
 	reload = runApp(t, a)
 	api = "http://" + a.api.Addr().String()
 	ops = "http://" + a.ops.Addr().String()
-	waitReady(t, ops)
+	apptest.WaitReady(t, ops)
 	return api, ops, a, reload
 }
 
@@ -148,64 +148,14 @@ func runApp(t *testing.T, a *app) chan os.Signal {
 	return reload
 }
 
-// waitReady polls /readyz until the first catalog and tickers are loaded.
-func waitReady(t *testing.T, ops string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(ops + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond) // polling a real process for readiness, not synchronising test logic
-	}
-	t.Fatal("not ready within 10s")
-}
-
-func get(t *testing.T, url string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return do(t, req)
-}
-
-// do sends req and returns its response and whole body.
-func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
-	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, body
-}
-
-func decode(t *testing.T, body []byte, v any) {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("decode %s: %v", body, err)
-	}
-}
-
 func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 	api, ops, _, _ := startApp(t, nil)
 	base := api + "/api/public"
 
-	resp, body := get(t, base+"/pairs")
-	checkOK(t, resp)
+	resp, body := apptest.Get(t, base+"/pairs")
+	apptest.CheckOK(t, resp)
 	var pairs []wire.Pair
-	decode(t, body, &pairs)
+	apptest.Decode(t, body, &pairs)
 	kinds := map[string]string{}
 	for _, p := range pairs {
 		kinds[p.TickerID] = p.Kind
@@ -220,10 +170,10 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 		t.Error("PEPE_USDT is published though the venue only has 1000PEPEUSDT")
 	}
 
-	resp, body = get(t, base+"/tickers")
-	checkOK(t, resp)
+	resp, body = apptest.Get(t, base+"/tickers")
+	apptest.CheckOK(t, resp)
 	var tickers []wire.Ticker
-	decode(t, body, &tickers)
+	apptest.Decode(t, body, &tickers)
 	if len(tickers) == 0 {
 		t.Fatal("no tickers")
 	}
@@ -237,10 +187,10 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 	}
 
 	for _, route := range []string{"/trades", "/historical_trades"} {
-		resp, body = get(t, base+route+"?ticker_id=BTC_USDT&limit=7&type=buy")
-		checkOK(t, resp)
+		resp, body = apptest.Get(t, base+route+"?ticker_id=BTC_USDT&limit=7&type=buy")
+		apptest.CheckOK(t, resp)
 		var trades []wire.Trade
-		decode(t, body, &trades)
+		apptest.Decode(t, body, &trades)
 		if len(trades) == 0 || len(trades) > 7 {
 			t.Fatalf("%s limit=7 gave %d trades", route, len(trades))
 		}
@@ -254,16 +204,16 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 		}
 	}
 
-	resp, body = get(t, base+"/orderbook?ticker_id=1000PEPE_USDT&depth=5")
-	checkOK(t, resp)
+	resp, body = apptest.Get(t, base+"/orderbook?ticker_id=1000PEPE_USDT&depth=5")
+	apptest.CheckOK(t, resp)
 	var book wire.Book
-	decode(t, body, &book)
+	apptest.Decode(t, body, &book)
 	if book.TickerID != "1000PEPE_USDT" || len(book.Bids) != 5 || len(book.Asks) != 5 {
 		t.Fatalf("depth=5 book: %s with %d bids, %d asks", book.TickerID, len(book.Bids), len(book.Asks))
 	}
-	resp, body = get(t, base+"/orderbook?ticker_id=BTC_USDT")
-	checkOK(t, resp)
-	decode(t, body, &book)
+	resp, body = apptest.Get(t, base+"/orderbook?ticker_id=BTC_USDT")
+	apptest.CheckOK(t, resp)
+	apptest.Decode(t, body, &book)
 	if len(book.Bids) != 100 || len(book.Asks) != 100 {
 		t.Fatalf("default depth gave %d bids, %d asks; want 100", len(book.Bids), len(book.Asks))
 	}
@@ -271,7 +221,7 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 	// One contract per pair, and its specification in the other list. Read
 	// last: the first contracts follow readiness by up to a second, and the
 	// books above are read at once.
-	contracts, specs := waitContracts(t, base, listedIDs(t, api), 10*time.Second)
+	contracts, specs := apptest.WaitContracts(t, base, apptest.ListedIDs(t, api), 10*time.Second)
 	if len(specs) != len(contracts) {
 		t.Errorf("%d specifications of %d contracts", len(specs), len(contracts))
 	}
@@ -285,35 +235,19 @@ func TestEveryRouteAnswersOverHTTPOnTheSimulatedVenue(t *testing.T) {
 		{"/trades?ticker_id=BTC_USDT&type=BUY", 400},
 		{"/fees", 404},
 	} {
-		resp, _ := get(t, base+tc.path)
+		resp, _ := apptest.Get(t, base+tc.path)
 		if resp.StatusCode != tc.status || resp.Header.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s: %d %q, want %d no-store", tc.path, resp.StatusCode, resp.Header.Get("Cache-Control"), tc.status)
 		}
 	}
 
-	resp, body = get(t, ops+"/healthz")
+	resp, body = apptest.Get(t, ops+"/healthz")
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"ok"`) {
 		t.Errorf("/healthz: %d %s", resp.StatusCode, body)
 	}
-	resp, body = get(t, ops+"/readyz")
+	resp, body = apptest.Get(t, ops+"/readyz")
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"ready":true`) {
 		t.Errorf("/readyz: %d %s", resp.StatusCode, body)
-	}
-}
-
-func checkOK(t *testing.T, resp *http.Response) {
-	t.Helper()
-	if resp.StatusCode != 200 {
-		t.Fatalf("%s: status %d", resp.Request.URL, resp.StatusCode)
-	}
-	for h, want := range map[string]string{
-		"Content-Type":                "application/json",
-		"Cache-Control":               "public, max-age=5",
-		"Access-Control-Allow-Origin": "*",
-	} {
-		if got := resp.Header.Get(h); got != want {
-			t.Errorf("%s: %s = %q, want %q", resp.Request.URL, h, got, want)
-		}
 	}
 }
 
@@ -385,9 +319,9 @@ func TestSIGHUPReloadsTheSpotFileAndKeepsTheListOnABadFile(t *testing.T) {
 	write("# platform coins\nBTC_USDT\n")
 	api, _, a, reload := startApp(t, nil, "-spot-file", file)
 	kind := func(id string) string {
-		_, body := get(t, api+"/api/public/pairs")
+		_, body := apptest.Get(t, api+"/api/public/pairs")
 		var pairs []wire.Pair
-		decode(t, body, &pairs)
+		apptest.Decode(t, body, &pairs)
 		for _, p := range pairs {
 			if p.TickerID == id {
 				return p.Kind

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"marketfeed/apptest"
 	"marketfeed/internal/promtext"
 	"marketfeed/internal/venuetruth"
 	"marketfeed/internal/wire"
@@ -44,12 +44,12 @@ type truthChecker struct {
 // check reads one pair's full book and compares it, level for level, with
 // the venue's true top 100 at the book's heartbeat.
 func (c *truthChecker) check(id, symbol string) {
-	resp, body := get(c.t, c.api+"/api/public/orderbook?ticker_id="+id)
+	resp, body := apptest.Get(c.t, c.api+"/api/public/orderbook?ticker_id="+id)
 	if resp.StatusCode != http.StatusOK {
 		return // the traffic's checks judge non-200 answers
 	}
 	var got wire.Book
-	decode(c.t, body, &got)
+	apptest.Decode(c.t, body, &got)
 	c.compare(id, symbol, got)
 }
 
@@ -90,7 +90,7 @@ func (c *truthChecker) compare(id, symbol string, got wire.Book) {
 // the streams, and returns how long that took.
 func allStreamed(t *testing.T, a *app, limit time.Duration) time.Duration {
 	start := time.Now()
-	if !waitFor(limit, func() bool {
+	if !apptest.WaitFor(limit, func() bool {
 		src := a.poller().Status().Sources
 		return src != nil && src.Pairs[snapshot.StreamBook]["syncing"] == 0 && src.Pairs[snapshot.StreamBook]["rest"] == 0 && src.Pairs[snapshot.StreamBook]["stream"] > 0 &&
 			src.Pairs[snapshot.StreamBook]["budget"] == 0 && src.Pairs[snapshot.StreamTrades]["budget"] == 0 &&
@@ -106,7 +106,7 @@ func allStreamed(t *testing.T, a *app, limit time.Duration) time.Duration {
 func (c *chaos) streamFault(name, method, path string, limit time.Duration) time.Duration {
 	c.traffic.setPhase(name)
 	at := time.Now()
-	c.venue.control(method, path)
+	c.venue.Control(method, path)
 	fresh := c.untilFresh("BTC_USDT", at.Add(100*time.Millisecond), limit)
 	if fresh.IsZero() {
 		c.t.Fatalf("%s: BTC_USDT not fresh within %s", name, limit)
@@ -130,8 +130,8 @@ type streamRun struct {
 // at most limit.
 func startStreamRun(t *testing.T, limit time.Duration, args ...string) *streamRun {
 	const maxStale = 3 * time.Second
-	venue := startVenueSim(t)
-	api, a, logs := startLoggedApp(t, append(streamArgs(venue.url, maxStale), args...)...)
+	venue := apptest.StartVenueSim(t)
+	api, a, logs := startLoggedApp(t, append(streamArgs(venue.URL, maxStale), args...)...)
 	c := &chaos{t: t, venue: venue, api: api, app: a, logs: logs, traffic: newTraffic(t, api, a.store, maxStale)}
 	r := &streamRun{chaos: c, truth: &truthChecker{t: t, api: api, world: sim.New(sim.Config{Seed: 1})}}
 	ctx, stop := context.WithTimeout(context.Background(), limit)
@@ -181,15 +181,15 @@ func TestStreamFaults(t *testing.T) {
 	// A 429 met by the resync's snapshot read: the pause is obeyed, then
 	// the book resyncs.
 	c.traffic.setPhase("429 during a resync")
-	c.venue.fault("status=429&retry_after=2s&count=1")
+	c.venue.Fault("status=429&retry_after=2s&count=1")
 	c.streamFault("gap with a 429 on the resync", http.MethodPost, "/_control/gap?symbol=BTCUSDT", 15*time.Second)
-	c.venue.heal()
+	c.venue.Heal()
 	checkAll()
 	// A depth stream acknowledged but silent while its market trades: it is
 	// resubscribed, then the pair is served by REST until it delivers.
 	c.traffic.setPhase("silent depth stream")
-	c.venue.control(http.MethodPost, "/_control/silence?stream=ethusdt@depth@100ms&for=20s")
-	if !waitFor(20*time.Second, func() bool { return a.poller().Status().Sources.Pairs[snapshot.StreamBook]["rest"] >= 1 }) {
+	c.venue.Control(http.MethodPost, "/_control/silence?stream=ethusdt@depth@100ms&for=20s")
+	if !apptest.WaitFor(20*time.Second, func() bool { return a.poller().Status().Sources.Pairs[snapshot.StreamBook]["rest"] >= 1 }) {
 		t.Fatalf("a silent depth stream was never given up for REST: %+v", a.poller().Status().Sources)
 	}
 	c.figure("%-28s pair served by REST after the watchdog gave up on it", "silent depth stream")
@@ -239,7 +239,7 @@ func TestStreamTwoLines(t *testing.T) {
 		c.traffic.setPhase(name)
 		before := opsMetrics(t, a)
 		at := time.Now()
-		c.venue.control(http.MethodPost, "/_control/drop?line="+line)
+		c.venue.Control(http.MethodPost, "/_control/drop?line="+line)
 		// Fresh means a book built from an event after the drop; with the
 		// other line carrying every event that takes a heartbeat, not a
 		// reconnection and a resync.
@@ -252,7 +252,7 @@ func TestStreamTwoLines(t *testing.T) {
 			stale = max(stale, fresh.Sub(from))
 			time.Sleep(100 * time.Millisecond) // sampling the book's age across the reconnection
 		}
-		if !waitFor(10*time.Second, func() bool {
+		if !apptest.WaitFor(10*time.Second, func() bool {
 			return opsMetrics(t, a)["marketfeed_stream_connections"] == before["marketfeed_stream_connections"]
 		}) {
 			t.Fatalf("%s: the line did not come back", name)
@@ -289,7 +289,7 @@ func TestStreamTwoLines(t *testing.T) {
 // opsMetrics scrapes the app's /metrics.
 func opsMetrics(t *testing.T, a *app) map[string]float64 {
 	t.Helper()
-	_, body := get(t, "http://"+a.ops.Addr().String()+"/metrics")
+	_, body := apptest.Get(t, "http://"+a.ops.Addr().String()+"/metrics")
 	return promtext.Must(t, string(body))
 }
 
@@ -304,8 +304,8 @@ func TestStreamVenueLimits(t *testing.T) {
 		t.Skip("builds venuesim and runs for about half a minute")
 	}
 	const maxStale = 3 * time.Second
-	venue := startVenueSim(t, "-ws-max-streams", "30", "-ws-max-age", "8s")
-	api, a, logs := startLoggedApp(t, append(streamArgs(venue.url, maxStale), "-venue-ws-max-age", "3s")...)
+	venue := apptest.StartVenueSim(t, "-ws-max-streams", "30", "-ws-max-age", "8s")
+	api, a, logs := startLoggedApp(t, append(streamArgs(venue.URL, maxStale), "-venue-ws-max-age", "3s")...)
 	c := &chaos{t: t, venue: venue, api: api, app: a, logs: logs, traffic: newTraffic(t, api, a.store, maxStale)}
 	c.traffic.setPhase("cold start over the venue's limits")
 	synced := allStreamed(t, a, 60*time.Second)
@@ -326,17 +326,7 @@ func TestStreamVenueLimits(t *testing.T) {
 	m = opsMetrics(t, a)
 	rotated := m[`marketfeed_stream_reconnects_total{reason="rotated"}`] - rotatedBefore
 	lost := m[`marketfeed_book_resyncs_total{cause="lost"}`] - lostBefore
-	var stats struct {
-		Closes map[string]int64 `json:"closes"`
-	}
-	resp, err := http.Get(venue.url + "/_control/ws")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	stats := venueConnections(t, venue)
 	c.figure("%-28s %v connections replaced in 12 s, %v books resynced for a lost stream, venue closes by reason %v",
 		"rotation", rotated, lost, stats.Closes)
 	if rotated < 4 {
@@ -360,13 +350,13 @@ func TestAnUnusableStreamEventResyncsForBadData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds venuesim")
 	}
-	venue := startVenueSim(t)
+	venue := apptest.StartVenueSim(t)
 	logs := newLogRecorder()
-	_, _, a, _ := startAppLogged(t, nil, nil, logs, append(streamArgs(venue.url, 3*time.Second), "-venue-ws-lines", "1")...)
+	_, _, a, _ := startAppLogged(t, nil, nil, logs, append(streamArgs(venue.URL, 3*time.Second), "-venue-ws-lines", "1")...)
 	allStreamed(t, a, 30*time.Second)
 	mark := logs.mark()
 	before := opsMetrics(t, a)
-	venue.control(http.MethodPost, "/_control/garble?symbol=BTCUSDT")
+	venue.Control(http.MethodPost, "/_control/garble?symbol=BTCUSDT")
 	logs.waitFor(t, mark, "order book resyncs pair=BTC_USDT cause=bad_data", 10*time.Second)
 	allStreamed(t, a, 30*time.Second)
 	after := opsMetrics(t, a)

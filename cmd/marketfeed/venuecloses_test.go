@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"marketfeed/apptest"
 )
 
 // venueWS is what venuesim's /_control/ws reports of its stream
@@ -14,17 +16,17 @@ type venueWS struct {
 	MaxAgeMs int64            `json:"max_age_ms"`
 }
 
-// ws reads the venue's report of its stream connections.
-func (v *venueSim) ws() venueWS {
-	v.t.Helper()
-	resp, err := http.Get(v.url + "/_control/ws")
+// venueConnections reads v's report of its stream connections.
+func venueConnections(t *testing.T, v *apptest.VenueSim) venueWS {
+	t.Helper()
+	resp, err := http.Get(v.URL + "/_control/ws")
 	if err != nil {
-		v.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	var st venueWS
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		v.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return st
 }
@@ -49,11 +51,11 @@ func TestStreamVenueClosesOnItsSchedule(t *testing.T) {
 	// together: what that costs is what cannot be stitched, and it is not
 	// what is measured. Then the venue's closes teach the age.
 	c.traffic.setPhase("venue closes at 3 s: first closes")
-	c.venue.control(http.MethodPost, "/_control/max-age?age="+age.String()+"&for=2m")
+	c.venue.Control(http.MethodPost, "/_control/max-age?age="+age.String()+"&for=2m")
 	time.Sleep(3 * age) // three of the venue's periods: nothing to wait for on the old code
 
 	c.traffic.setPhase("venue closes at 3 s")
-	before, closes := opsMetrics(t, a), c.venue.ws().Closes
+	before, closes := opsMetrics(t, a), venueConnections(t, c.venue).Closes
 	const window = 7 * age
 	var stale time.Duration
 	for end := time.Now().Add(window); time.Now().Before(end); {
@@ -65,7 +67,7 @@ func TestStreamVenueClosesOnItsSchedule(t *testing.T) {
 		stale = max(stale, fresh.Sub(from))
 		time.Sleep(200 * time.Millisecond) // sampling the book's age across the venue's closes
 	}
-	after, closesAfter := opsMetrics(t, a), c.venue.ws().Closes
+	after, closesAfter := opsMetrics(t, a), venueConnections(t, c.venue).Closes
 	delta := func(k string) float64 { return after[k] - before[k] }
 	c.figure("%-28s over %s: %v connections replaced, %v closed by the venue (%d for their age); books suspended %v, resynced for lost events %v, for a gap %v; BTC_USDT fresh within %s at every sample; learned closing age %vs",
 		"venue closes at 3 s", window, delta(`marketfeed_stream_reconnects_total{reason="rotated"}`),
@@ -93,7 +95,7 @@ func TestStreamVenueClosesOnItsSchedule(t *testing.T) {
 	// /readyz says so too.
 	_, body := loadOpsSpec(t).get(t, "http://"+a.ops.Addr().String()+"/readyz")
 	var ready readiness
-	decode(t, body, &ready)
+	apptest.Decode(t, body, &ready)
 	if st := ready.Streams; st == nil || st.VenueCloseAge != after["marketfeed_stream_venue_close_age_seconds"] || st.MaxAge > limitOf*st.VenueCloseAge {
 		t.Errorf("/readyz streams %+v, want the learned closing age and a max age four fifths of it: %s", st, body)
 	}

@@ -1,6 +1,6 @@
 //go:build browser
 
-package main
+package apptest
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -247,8 +248,8 @@ func (b *browser) bookRead(t *testing.T, ts string) (wire.Book, bool) {
 // base URL.
 func startForBrowser(t *testing.T, args ...string) string {
 	t.Helper()
-	bin := buildBinary(t, t.TempDir(), "marketfeed/cmd/marketfeed")
-	api, _ := startBinary(t, bin, append([]string{"-listen", "127.0.0.1:0", "-ops-listen", ""}, args...)...)
+	bin := Build(t, t.TempDir(), "marketfeed/cmd/marketfeed")
+	api, _ := Start(t, bin, append([]string{"-listen", "127.0.0.1:0", "-ops-listen", ""}, args...)...)
 	return api
 }
 
@@ -267,7 +268,7 @@ func TestBrowserMarketPage(t *testing.T) {
 		document.querySelector('#depth polyline.bids') !== null`, 15*time.Second)
 
 	rows := eval[[]string](t, b, `[...document.querySelectorAll('#pairs tbody tr')].map(r => r.dataset.id)`)
-	listed := listedIDs(t, base)
+	listed := ListedIDs(t, base)
 	slices.Sort(rows)
 	slices.Sort(listed)
 	if !slices.Equal(rows, listed) {
@@ -373,23 +374,23 @@ func TestBrowserMarketPage(t *testing.T) {
 func TestBrowserUnavailablePair(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	venuesim := buildBinary(t, dir, "marketfeed/cmd/venuesim")
-	venue, _ := startBinary(t, venuesim, "-listen", "127.0.0.1:0")
+	venuesim := Build(t, dir, "marketfeed/cmd/venuesim")
+	venue, _ := Start(t, venuesim, "-listen", "127.0.0.1:0")
 	base := startForBrowser(t, "-venue", "binance", "-venue-url", venue, "-venue-streams", "off",
 		"-max-stale", "60s", "-spot", "BTC_USDT,ETH_USDT")
 	b := newBrowser(t, base)
 	b.do(t, "open /", chromedp.Navigate(base+"/#BTC_USDT"))
 	b.waitFor(t, "BTC_USDT's chart", `document.querySelector('#depth polyline.bids') !== null`, 15*time.Second)
-	listed := listedIDs(t, base)
+	listed := ListedIDs(t, base)
 
-	post(t, venue+"/_control/fault?status=503")
+	Post(t, venue+"/_control/fault?status=503")
 	t.Cleanup(func() {
 		req, _ := http.NewRequest(http.MethodDelete, venue+"/_control/fault", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	})
-	resp, body := get(t, base+"/api/public/orderbook?ticker_id=DOGE_USDT")
+	resp, body := Get(t, base+"/api/public/orderbook?ticker_id=DOGE_USDT")
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("a cold pair during the fault: %d %s, want 502", resp.StatusCode, body)
 	}
@@ -430,7 +431,11 @@ func TestBrowserReferences(t *testing.T) {
 		var d struct {
 			Paths map[string]any `yaml:"paths"`
 		}
-		if err := yaml.Unmarshal([]byte(readDoc(t, doc)), &d); err != nil {
+		spec, err := os.ReadFile(filepath.Join(repoRoot, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(spec, &d); err != nil {
 			t.Fatal(err)
 		}
 		b.do(t, "open "+page, chromedp.Navigate(base+page))

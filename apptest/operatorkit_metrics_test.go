@@ -1,4 +1,4 @@
-package main
+package apptest
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"marketfeed/internal/natstest"
+	"marketfeed/internal/opsclient"
 	"marketfeed/internal/promexpr"
 	"marketfeed/internal/promtext"
 )
@@ -102,20 +103,20 @@ func (e *exported) add(mode string, scrape map[string]float64) {
 func scrapeModes(t *testing.T) *exported {
 	t.Helper()
 	dir := t.TempDir()
-	venuesim := buildBinary(t, dir, "marketfeed/cmd/venuesim")
-	marketfeed := buildBinary(t, dir, "marketfeed/cmd/marketfeed")
+	venuesim := Build(t, dir, "marketfeed/cmd/venuesim")
+	marketfeed := Build(t, dir, "marketfeed/cmd/marketfeed")
 	e := &exported{labels: map[string]map[string]map[string]bool{}, modes: map[string][]string{}, raw: map[string][]byte{}}
 
-	venue, _ := startBinary(t, venuesim, "-listen", "127.0.0.1:0")
-	_, ops := startBinary(t, marketfeed, "-venue", "binance", "-venue-url", venue, "-venue-streams", "on",
+	venue, _ := Start(t, venuesim, "-listen", "127.0.0.1:0")
+	_, ops := Start(t, marketfeed, "-venue", "binance", "-venue-url", venue, "-venue-streams", "on",
 		"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0")
-	waitReady(t, "http://"+ops)
+	WaitReady(t, "http://"+ops)
 	e.scrape(t, modeSingle, "http://"+ops)
 
 	nats := natstest.Start(t)
 	roles := map[string]string{}
 	for _, name := range []string{"a", "b"} {
-		_, ops := startBinary(t, marketfeed, "-cluster", nats.ClientURL(), "-cluster-member", name,
+		_, ops := Start(t, marketfeed, "-cluster", nats.ClientURL(), "-cluster-member", name,
 			"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0")
 		roles[waitRole(t, "http://"+ops)] = "http://" + ops
 	}
@@ -130,7 +131,7 @@ func scrapeModes(t *testing.T) *exported {
 // scrape reads the /metrics of the mode's process at ops.
 func (e *exported) scrape(t *testing.T, mode, ops string) {
 	t.Helper()
-	_, body := get(t, ops+"/metrics")
+	_, body := Get(t, ops+"/metrics")
 	e.raw[mode] = body
 	e.add(mode, promtext.Must(t, string(body)))
 }
@@ -141,11 +142,11 @@ func waitRole(t *testing.T, ops string) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, body := get(t, ops+"/readyz")
-		var r readiness
+		_, body := Get(t, ops+"/readyz")
+		var r opsclient.Readiness // the /readyz body as the operator document declares it
 		if err := json.Unmarshal(body, &r); err == nil && r.Ready && r.Cluster != nil &&
-			(r.Cluster.Role == "leader" || r.Cluster.Role == "follower") {
-			return r.Cluster.Role
+			(r.Cluster.Role == opsclient.RoleLeader || r.Cluster.Role == opsclient.RoleFollower) {
+			return string(r.Cluster.Role)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not ready as a leader or a follower within 20s: %s", ops, body)
@@ -332,9 +333,9 @@ func TestMetricsHaveHelpAndType(t *testing.T) {
 		t.Skip("builds and runs the binary in four modes")
 	}
 	exp := scrapeModes(t)
-	bin := buildBinary(t, t.TempDir(), "marketfeed/cmd/marketfeed")
-	_, ops := startBinary(t, bin, "-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0")
-	waitReady(t, "http://"+ops)
+	bin := Build(t, t.TempDir(), "marketfeed/cmd/marketfeed")
+	_, ops := Start(t, bin, "-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0")
+	WaitReady(t, "http://"+ops)
 	exp.scrape(t, "simulator", "http://"+ops)
 	for mode, body := range exp.raw {
 		for _, problem := range metadataProblems(string(body)) {

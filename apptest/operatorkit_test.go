@@ -1,4 +1,4 @@
-package main
+package apptest
 
 import (
 	"encoding/json"
@@ -23,9 +23,9 @@ import (
 // labels and label values the binary exports.
 
 var (
-	kitRuleFiles = filepath.Join("..", "..", "deploy", "prometheus", "*.rules.yml")
-	kitRuleTests = filepath.Join("..", "..", "deploy", "prometheus", "tests", "*.test.yml")
-	kitDashboard = filepath.Join("..", "..", "deploy", "grafana", "marketfeed.json")
+	kitRuleFiles = filepath.Join(repoRoot, "deploy", "prometheus", "*.rules.yml")
+	kitRuleTests = filepath.Join(repoRoot, "deploy", "prometheus", "tests", "*.test.yml")
+	kitDashboard = filepath.Join(repoRoot, "deploy", "grafana", "marketfeed.json")
 )
 
 // kitRule is one rule of a rule file.

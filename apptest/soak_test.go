@@ -1,6 +1,6 @@
 //go:build soak
 
-package main
+package apptest
 
 import (
 	"bufio"
@@ -84,19 +84,19 @@ var soakFaults = []string{
 // venue byte; resident memory, goroutines and file descriptors must be flat
 // between the first minute after warm-up and the last.
 //
-//	go test -tags soak -run TestSoak -count=1 -v -timeout 30m ./cmd/marketfeed -soak.duration=10m
+//	go test -tags soak -run TestSoak -count=1 -v -timeout 30m ./apptest -soak.duration=10m
 func TestSoak(t *testing.T) {
 	duration := *soakDuration
 	dir := t.TempDir()
-	venueBin := buildBinary(t, dir, "marketfeed/cmd/venuesim")
-	feedBin := buildBinary(t, dir, "marketfeed/cmd/marketfeed")
-	venueURL, _ := startBinary(t, venueBin, "-listen", "127.0.0.1:0", "-weight-limit", "24000")
-	venue := &venueSim{t: t, url: venueURL}
+	venueBin := Build(t, dir, "marketfeed/cmd/venuesim")
+	feedBin := Build(t, dir, "marketfeed/cmd/marketfeed")
+	venueURL, _ := Start(t, venueBin, "-listen", "127.0.0.1:0", "-weight-limit", "24000")
+	venue := &VenueSim{t: t, URL: venueURL}
 	const maxStale = 10 * time.Second
-	api, ops, pid := startProcess(t, feedBin, "-venue", "binance", "-venue-url", venueURL,
+	api, ops, pid := StartProcess(t, feedBin, "-venue", "binance", "-venue-url", venueURL,
 		"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-spot", "BTC_USDT,ETH_USDT,SOL_USDT,ADA_USDT,DOGE_USDT",
 		"-rate-limit", "0", "-max-stale", maxStale.String())
-	waitReady(t, "http://"+ops)
+	WaitReady(t, "http://"+ops)
 
 	books := []string{"BTC_USDT", "ETH_USDT", "SOL_USDT", "BNB_USDT", "XRP_USDT", "DOGE_USDT", "ADA_USDT", "LINK_USDT", "AVAX_USDT", "1000PEPE_USDT"}
 	var targets []string
@@ -198,7 +198,7 @@ func TestSoak(t *testing.T) {
 					mu.Unlock()
 					problem("%s: status %d: %.200s", path, resp.StatusCode, body)
 				}
-				for _, m := range venueMarkers {
+				for _, m := range VenueMarkers {
 					if bytes.Contains(body, []byte(m)) {
 						problem("%s: venue bytes %q in the answer", path, m)
 					}
@@ -217,14 +217,14 @@ func TestSoak(t *testing.T) {
 		defer tick.Stop()
 		for i := 0; ; i++ {
 			if f := soakFaults[i%len(soakFaults)]; f == "" {
-				venue.heal()
+				venue.Heal()
 			} else {
-				venue.fault(f)
+				venue.Fault(f)
 			}
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
-				venue.heal()
+				venue.Heal()
 				return
 			}
 		}

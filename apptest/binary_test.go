@@ -1,16 +1,12 @@
-package main
+package apptest
 
 import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,87 +14,9 @@ import (
 	"marketfeed/internal/wire"
 )
 
-// buildBinary builds a command of this module into dir.
-func buildBinary(t *testing.T, dir, pkg string) string {
-	t.Helper()
-	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
-
-var (
-	servingURL = regexp.MustCompile(`msg=serving .*?url=(http://[0-9.:]+)`)
-	opsAddr    = regexp.MustCompile(` ops=([0-9.:]+)`)
-)
-
-// startBinary starts a built command and returns the URL (and ops address)
-// from its "serving" log line. The process is stopped with SIGTERM when the
-// test ends, and must exit cleanly.
-func startBinary(t *testing.T, bin string, args ...string) (url, ops string) {
-	t.Helper()
-	url, ops, _ = startProcess(t, bin, args...)
-	return url, ops
-}
-
-// startProcess is startBinary that also returns the process id, for reading
-// the process's resident memory.
-func startProcess(t *testing.T, bin string, args ...string) (url, ops string, pid int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan [2]string, 1)
-	// The log's last lines say why a process did not stop cleanly.
-	var tailMu sync.Mutex
-	var tail []string
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(stderr)
-		sent := false
-		for sc.Scan() { // drains the log for as long as the process runs
-			tailMu.Lock()
-			tail = append(tail[max(len(tail)-19, 0):], sc.Text())
-			tailMu.Unlock()
-			if m := servingURL.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				var o string
-				if m := opsAddr.FindStringSubmatch(sc.Text()); m != nil {
-					o = m[1]
-				}
-				found <- [2]string{m[1], o}
-				sent = true
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-drained
-		err := cmd.Wait()
-		tailMu.Lock()
-		defer tailMu.Unlock()
-		switch {
-		case err != nil:
-			t.Errorf("%s did not stop cleanly on SIGTERM: %v; its log ended:\n%s", filepath.Base(bin), err, strings.Join(tail, "\n"))
-		case t.Failed():
-			t.Logf("%s's log ended:\n%s", filepath.Base(bin), strings.Join(tail, "\n"))
-		}
-	})
-	select {
-	case m := <-found:
-		return m[0], m[1], cmd.Process.Pid
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s printed no serving line", filepath.Base(bin))
-		return "", "", 0
-	}
-}
+// repoRoot is the repository's root, seen from this package's directory:
+// the tests read the documents, the operator kit and the Makefile there.
+const repoRoot = ".."
 
 // TestRealBinaryAgainstVenuesim runs marketfeed -venue binance against
 // cmd/venuesim, both real binaries over HTTP, reading REST only: every route
@@ -112,31 +30,31 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 		t.Skip("builds and runs two binaries")
 	}
 	dir := t.TempDir()
-	venuesim := buildBinary(t, dir, "marketfeed/cmd/venuesim")
-	marketfeed := buildBinary(t, dir, "marketfeed/cmd/marketfeed")
-	venue, _ := startBinary(t, venuesim, "-listen", "127.0.0.1:0")
-	api, ops := startBinary(t, marketfeed, "-venue", "binance", "-venue-url", venue, "-venue-streams", "off",
+	venuesim := Build(t, dir, "marketfeed/cmd/venuesim")
+	marketfeed := Build(t, dir, "marketfeed/cmd/marketfeed")
+	venue, _ := Start(t, venuesim, "-listen", "127.0.0.1:0")
+	api, ops := Start(t, marketfeed, "-venue", "binance", "-venue-url", venue, "-venue-streams", "off",
 		"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-spot", "BTC_USDT,ETH_USDT,ADA_USDT",
 		"-log-level", "debug") // a failed cold load is logged at debug
 
-	waitReady(t, "http://"+ops)
+	WaitReady(t, "http://"+ops)
 	base := api + "/api/public"
 
-	resp, body := get(t, base+"/pairs")
-	checkOK(t, resp)
+	resp, body := Get(t, base+"/pairs")
+	CheckOK(t, resp)
 	var pairs []wire.Pair
-	decode(t, body, &pairs)
+	Decode(t, body, &pairs)
 	if len(pairs) < 40 || pairs[0].PriceSource != "binance-perp" {
 		t.Fatalf("%d pairs, first %+v", len(pairs), pairs[0])
 	}
-	resp, body = get(t, base+"/tickers")
-	checkOK(t, resp)
+	resp, body = Get(t, base+"/tickers")
+	CheckOK(t, resp)
 	var tickers []wire.Ticker
-	decode(t, body, &tickers)
+	Decode(t, body, &tickers)
 	if len(tickers) != 3 {
 		t.Fatalf("%d tickers, want one per spot pair (3)", len(tickers))
 	}
-	contracts, specs := waitContracts(t, base, listedIDs(t, api), 10*time.Second)
+	contracts, specs := WaitContracts(t, base, ListedIDs(t, api), 10*time.Second)
 	if len(specs) != len(contracts) {
 		t.Fatalf("%d specifications of %d contracts", len(specs), len(contracts))
 	}
@@ -150,15 +68,15 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 	}
 	for _, route := range []string{"/orderbook?ticker_id=BTC_USDT&depth=3", "/trades?ticker_id=BTC_USDT&limit=3",
 		"/historical_trades?ticker_id=BTC_USDT&type=sell"} {
-		resp, body := get(t, base+route)
+		resp, body := Get(t, base+route)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: status %d: %s", route, resp.StatusCode, body)
 		}
-		checkOK(t, resp)
+		CheckOK(t, resp)
 	}
 
 	stats := func() map[string]int {
-		_, body := get(t, venue+"/_control/stats")
+		_, body := Get(t, venue+"/_control/stats")
 		var s struct{ Served map[string]int }
 		if err := json.Unmarshal(body, &s); err != nil {
 			t.Fatal(err)
@@ -172,11 +90,11 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 		}
 		return n
 	}
-	post(t, venue+"/_control/fault?status=429&retry_after=3s")
+	Post(t, venue+"/_control/fault?status=429&retry_after=3s")
 	// The next read meets the 429 and pauses every call for 3 s.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, body = get(t, venue+"/_control/stats")
+		_, body = Get(t, venue+"/_control/stats")
 		var s struct{ Faulted int }
 		_ = json.Unmarshal(body, &s)
 		if s.Faulted > 0 {
@@ -189,11 +107,11 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 	}
 	pausedAt := time.Now()
 	before := total(stats())
-	resp, body = get(t, base+"/orderbook?ticker_id=BTC_USDT&depth=1")
+	resp, body = Get(t, base+"/orderbook?ticker_id=BTC_USDT&depth=1")
 	if resp.StatusCode != 200 {
 		t.Fatalf("hot pair during the pause: %d %s, want its last good book", resp.StatusCode, body)
 	}
-	resp, body = get(t, base+"/orderbook?ticker_id=SOL_USDT")
+	resp, body = Get(t, base+"/orderbook?ticker_id=SOL_USDT")
 	if resp.StatusCode != 502 || !strings.Contains(string(body), "UPSTREAM_UNAVAILABLE") || strings.Contains(string(body), "html") {
 		t.Fatalf("cold pair during the pause: %d %s, want 502 UPSTREAM_UNAVAILABLE", resp.StatusCode, body)
 	}
@@ -208,7 +126,7 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		resp, _ := get(t, base+"/orderbook?ticker_id=SOL_USDT&depth=1")
+		resp, _ := Get(t, base+"/orderbook?ticker_id=SOL_USDT&depth=1")
 		if resp.StatusCode == 200 {
 			break
 		}
@@ -216,19 +134,6 @@ func TestRealBinaryAgainstVenuesim(t *testing.T) {
 			t.Fatalf("cold pair still %d 8 s after the venue healed", resp.StatusCode)
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func post(t *testing.T, url string) {
-	t.Helper()
-	resp, err := http.Post(url, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("POST %s: %d", url, resp.StatusCode)
 	}
 }
 

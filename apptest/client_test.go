@@ -1,4 +1,4 @@
-package main
+package apptest
 
 import (
 	"bufio"
@@ -28,8 +28,8 @@ import (
 // The Go clients generated from the OpenAPI documents, as SDK authors
 // generate them, and the document each comes from.
 var generatedClients = []struct{ dir, doc string }{
-	{filepath.Join("..", "..", "internal", "apiclient"), filepath.Join("..", "..", "docs", "openapi.yaml")},
-	{filepath.Join("..", "..", "internal", "opsclient"), filepath.Join("..", "..", "docs", "openapi-ops.yaml")},
+	{filepath.Join(repoRoot, "internal", "apiclient"), filepath.Join(repoRoot, "docs", "openapi.yaml")},
+	{filepath.Join(repoRoot, "internal", "opsclient"), filepath.Join(repoRoot, "docs", "openapi-ops.yaml")},
 }
 
 var outputLine = regexp.MustCompile(`(?m)^output: .*$`)
@@ -82,12 +82,12 @@ func TestGeneratedClientAgainstTheBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t, t.TempDir(), "marketfeed/cmd/marketfeed")
+	bin := Build(t, t.TempDir(), "marketfeed/cmd/marketfeed")
 	// start runs the binary with args and returns a client of its API, the
 	// API's address and the operator listener's URL.
 	start := func(args ...string) (c *apiclient.ClientWithResponses, addr, ops string) {
 		t.Helper()
-		url, ops := startBinary(t, bin, append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)...)
+		url, ops := Start(t, bin, append([]string{"-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0"}, args...)...)
 		base := strings.TrimSuffix(url, "/api/public/pairs")
 		c, err := apiclient.NewClientWithResponses(base)
 		if err != nil {
@@ -99,13 +99,13 @@ func TestGeneratedClientAgainstTheBinary(t *testing.T) {
 	limited, _, limitedOps := start("-rate-limit", "3")
 	dead, _, _ := start("-venue", "binance", "-venue-url", "http://127.0.0.1:1", "-venue-streams", "off")
 	_, cappedAddr, cappedOps := start("-max-conns", "1")
-	waitReady(t, ops)
-	waitReady(t, limitedOps)
-	waitReady(t, cappedOps)
+	WaitReady(t, ops)
+	WaitReady(t, limitedOps)
+	WaitReady(t, cappedOps)
 	ctx := context.Background()
 	// Readiness waits for the pairs and tickers; the contracts are first
 	// published at the poller's first contracts round, up to a second later.
-	if !waitFor(10*time.Second, func() bool {
+	if !WaitFor(10*time.Second, func() bool {
 		resp, err := api.GetContractsWithResponse(ctx, nil)
 		return err == nil && statusOf(resp) == http.StatusOK
 	}) {
@@ -272,7 +272,7 @@ func holdConnection(t *testing.T, addr string) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requestPairs(t, c)
+	RequestPairs(t, c)
 	return c
 }
 
