@@ -65,7 +65,7 @@ func (p *Poller) publishPairs(markets []venue.Market, spot []string, readAt time
 	// The contracts of pairs no longer listed go first: no /contracts
 	// answered after this /pairs lists a pair it does not.
 	p.recontract(published)
-	p.store.PutPairs(published, now)
+	p.store.PutDoc(published, now)
 	p.src.SetPairs(pairs)
 }
 

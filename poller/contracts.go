@@ -200,7 +200,7 @@ func (p *Poller) publishContracts(pairs *snapshot.Pairs, in snapshot.ContractsIn
 	if same {
 		return
 	}
-	p.store.PutContracts(c)
+	p.store.PutDoc(c, time.Now())
 	if len(omitted) > 0 {
 		p.logs.Log(p.log, slog.LevelWarn, "contracts omitted", "contracts left out",
 			slog.Int("count", len(omitted)), slog.String("first", omitted[0].TickerID+": "+omitted[0].Reason))

@@ -158,7 +158,7 @@ func assembleTickers(bulk *tickerReads, st streamTickers, now time.Time, fresh t
 // left out.
 func (p *Poller) publishTickers(pairs *snapshot.Pairs, stats []venue.Stat, quotes []venue.Quote, readAt time.Time) {
 	t, omitted := snapshot.NewTickers(pairs, stats, quotes, readAt)
-	p.store.PutTickers(t)
+	p.store.PutDoc(t, time.Now())
 	p.omitted.Store(int64(len(omitted)))
 	if len(omitted) > 0 {
 		p.logs.Log(p.log, slog.LevelWarn, "omitted", "spot tickers left out",
