@@ -18,7 +18,7 @@ func (m *Member) published(v snapshot.Published) {
 	if key == "" {
 		return
 	}
-	if d, ok := v.(snapshot.DocValue); ok && d.Doc().Catalog() {
+	if catalogKey(key) {
 		m.forgetPuts(v.(*snapshot.Pairs)) // the catalog is the pair list
 	}
 	buf := valueBufs.Get().(*[]byte)

@@ -58,8 +58,8 @@ type docRow struct {
 
 var docRows = [NumDocs]docRow{
 	DocPairs:     docKind("pairs", true, DecodePairs, (*Store).putPairs),
-	DocTickers:   docKind("tickers", false, DecodeTickers, keepDoc[*Tickers]),
-	DocContracts: docKind("contracts", false, DecodeContracts, keepDoc[*Contracts]),
+	DocTickers:   docKind("tickers", false, DecodeTickers, putAlone[*Tickers]),
+	DocContracts: docKind("contracts", false, DecodeContracts, putAlone[*Contracts]),
 }
 
 // docKind builds a document's row from its value type's functions.
@@ -80,9 +80,9 @@ func docKind[V DocValue](key string, catalog bool, decode func([]byte) (V, error
 	}
 }
 
-// keepDoc is the put of a document that stands alone: it takes the place
+// putAlone is the put of a document that stands alone: it takes the place
 // of the one before, whenever it was built.
-func keepDoc[V DocValue](s *Store, v V, _ time.Time) { s.keepDoc(v) }
+func putAlone[V DocValue](s *Store, v V, _ time.Time) { s.keepDoc(v) }
 
 // row returns the document's row; a Doc that names no document panics: it
 // can only come from a programming error.
@@ -114,9 +114,9 @@ func (d Doc) Catalog() bool { return d.row().catalog }
 func (d Doc) Decode(wire []byte) (DocValue, error) { return d.row().decode(wire) }
 
 // PutDoc publishes v at now, in place of the store's document of its kind.
-// The pair list's put keeps the cells of the pairs it still holds and of
-// those it drops for a while after now (see putPairs); the others stand
-// alone.
+// The catalog's put, the pair list's, keeps the cells of the pairs it
+// still holds and of those it drops for a while after now (see putPairs);
+// the others stand alone.
 func (s *Store) PutDoc(v DocValue, now time.Time) { v.Doc().row().put(s, v, now) }
 
 // keepDoc puts v in its kind's place and hands it on.
