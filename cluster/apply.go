@@ -13,7 +13,8 @@ import (
 // watch applies the snapshot bucket's values to the store until ctx is
 // done or a watch ends on its own, while this member does not lead. The
 // values the bucket held when a watch started come first, and are applied
-// pair list first, so that every pair's book and trades find it listed.
+// the catalog (the pair list, see snapshot.Doc.Catalog) first, so that
+// every pair's book and trades find it listed.
 //
 // A leader's store has every value it puts: its watch is stopped for its
 // term, and started again when the term ends. Receiving each of its own
@@ -73,7 +74,7 @@ func (m *Member) applyWatch(ctx context.Context, w jetstream.KeyWatcher) (leads 
 			var newest uint64
 			for _, first := range []bool{true, false} {
 				for _, e := range initial {
-					if (e.Key() == keyPairs) == first {
+					if catalogKey(e.Key()) == first {
 						m.apply(e)
 						newest = max(newest, e.Revision())
 					}

@@ -52,6 +52,21 @@ type feeder struct {
 func (f *feeder) pause()  { f.mu.Lock(); f.paused = true; f.mu.Unlock() }
 func (f *feeder) resume() { f.mu.Lock(); f.paused = false; f.mu.Unlock() }
 
+// btcDocs are the tickers and contracts of pairs, BTC_USDT's alone, read
+// at now.
+func btcDocs(pairs *snapshot.Pairs, now time.Time) (*snapshot.Tickers, *snapshot.Contracts) {
+	tk, _ := snapshot.NewTickers(pairs, []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000", High: "51000", Low: "49000",
+		BaseVolume: "10", QuoteVolume: "500000"}}, []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "49999", Ask: "50001"}}, now)
+	c, _ := snapshot.NewContracts(pairs, snapshot.ContractsInput{
+		Stats: []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000", High: "51000", Low: "49000", BaseVolume: "10", QuoteVolume: "500000"}},
+		Books: []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "49999", Ask: "50001"}},
+		Marks: []snapshot.Contract{{Symbol: "BTCUSDT", MarkPrice: "50000.5", IndexPrice: "49990", FundingRate: "0.0001",
+			NextFunding: now.UnixMilli() + 3600_000, Time: now.UnixMilli()}},
+		ReadAt: now,
+	})
+	return tk, c
+}
+
 func (f *feeder) lead(store *snapshot.Store) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		var markets []snapshot.Market
@@ -61,18 +76,10 @@ func (f *feeder) lead(store *snapshot.Store) func(ctx context.Context) {
 		}
 		now := time.Now()
 		pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{Venue: "sim", Spot: []string{"BTC_USDT"}}, now)
-		store.PutPairs(pairs, now)
-		tk, _ := snapshot.NewTickers(pairs, []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000", High: "51000", Low: "49000",
-			BaseVolume: "10", QuoteVolume: "500000"}}, []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "49999", Ask: "50001"}}, now)
-		store.PutTickers(tk)
-		c, _ := snapshot.NewContracts(pairs, snapshot.ContractsInput{
-			Stats: []snapshot.Stat{{Symbol: "BTCUSDT", LastPrice: "50000", High: "51000", Low: "49000", BaseVolume: "10", QuoteVolume: "500000"}},
-			Books: []snapshot.Quote{{Symbol: "BTCUSDT", Bid: "49999", Ask: "50001"}},
-			Marks: []snapshot.Contract{{Symbol: "BTCUSDT", MarkPrice: "50000.5", IndexPrice: "49990", FundingRate: "0.0001",
-				NextFunding: now.UnixMilli() + 3600_000, Time: now.UnixMilli()}},
-			ReadAt: now,
-		})
-		store.PutContracts(c)
+		store.PutDoc(pairs, now)
+		tk, c := btcDocs(pairs, now)
+		store.PutDoc(tk, now)
+		store.PutDoc(c, now)
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -435,7 +442,7 @@ func TestStaleForeignAndBadValuesAreDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk, _ := snapshot.NewTickers(snapshot.NewPairs(nil, snapshot.PairsConfig{}, time.Now()), nil, nil, time.Now())
-	if _, err := seed.snaps.Put(t.Context(), keyTickers, appendValue(nil, header{term: 3, publishedAt: 1}, tk)); err != nil {
+	if _, err := seed.snaps.Put(t.Context(), "tickers", appendValue(nil, header{term: 3, publishedAt: 1}, tk)); err != nil {
 		t.Fatal(err)
 	}
 	f := new(feeder)
@@ -1204,7 +1211,7 @@ func TestAppliedBookKeepsItsOpenSides(t *testing.T) {
 		{"the version before's", b.AppendWire(nil)[:len(b.AppendWire(nil))-1], true, true},
 	} {
 		store := snapshot.NewStore()
-		store.PutPairs(snapshot.NewPairs([]snapshot.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
+		store.PutDoc(snapshot.NewPairs([]snapshot.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
 			snapshot.PairsConfig{Venue: "sim"}, now), now)
 		if err := applyWire(store, keyOfStream(snapshot.StreamBook, "BTC_USDT"), c.wire, c.closed, now.UnixNano()); err != nil {
 			t.Fatalf("%s: %v", c.name, err)

@@ -6,7 +6,8 @@
 // (see presence.go). Only the leader reads the venue: it puts the wire form
 // of every snapshot its store publishes (see value.go) into a second,
 // in-memory bucket, one key per pair and stream, one per pair for its
-// book's depth, plus the pair list and the tickers. Every member applies a
+// book's depth, plus one per whole-market document (the pair list, the
+// tickers, the contracts: snapshot.Doc). Every member applies a
 // watch of that bucket to its own store and serves from it, so every member
 // answers with the same bytes and the same tags; the leader serves what it
 // publishes as it publishes it. A value of a term older than the newest a

@@ -18,8 +18,8 @@ func (m *Member) published(v snapshot.Published) {
 	if key == "" {
 		return
 	}
-	if list, ok := v.(*snapshot.Pairs); ok {
-		m.forgetPuts(list)
+	if catalogKey(key) {
+		m.forgetPuts(v.(*snapshot.Pairs)) // the catalog is the pair list
 	}
 	buf := valueBufs.Get().(*[]byte)
 	*buf = appendValue((*buf)[:0], header{term: term, venueTime: venueTimeOf(v), publishedAt: m.cfg.Now().UnixNano()}, v)
@@ -107,7 +107,7 @@ func (q *publishQueue) init() {
 func (q *publishQueue) put(key string, value *[]byte) {
 	q.mu.Lock()
 	switch i, ok := q.since[key]; {
-	case key == keyPairs:
+	case catalogKey(key):
 		q.entries = append(q.entries, keyValue{key, value})
 		clear(q.since)
 	case ok:

@@ -172,7 +172,7 @@ func TestMembersHoldOneAddressToTheLimitInAnyMinute(t *testing.T) {
 		store := snapshot.NewStore()
 		pairs := snapshot.NewPairs([]snapshot.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Trading: true}},
 			snapshot.PairsConfig{Venue: "sim", Spot: []string{"BTC_USDT"}}, t0)
-		store.PutPairs(pairs, t0)
+		store.PutDoc(pairs, t0)
 		m, err := Join(t.Context(), Config{Conn: connect(t, s), Member: name, Store: store})
 		if err != nil {
 			t.Fatal(err)

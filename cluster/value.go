@@ -158,15 +158,10 @@ func checked(v []byte) ([]byte, error) {
 
 // The keys of the snapshot bucket: one per pair and stream (the stream's
 // snapshot.Stream.KeyPrefix, then the ticker_id), one per pair for its
-// depth (see snapshot.Depth), and one each for the pair list, the tickers
-// and the contracts. A ticker_id is letters, digits and one underscore,
-// all valid in a key.
-const (
-	keyPairs       = "pairs"
-	keyTickers     = "tickers"
-	keyContracts   = "contracts"
-	keyDepthPrefix = "depth."
-)
+// depth (see snapshot.Depth), and one per whole-market document, its
+// snapshot.Doc.Key. A ticker_id is letters, digits and one underscore, all
+// valid in a key.
+const keyDepthPrefix = "depth."
 
 // pairOfKey returns the ticker_id a per-pair key names.
 func pairOfKey(key string) (id string, ok bool) {
@@ -190,6 +185,23 @@ func streamOfKey(key string) (s snapshot.Stream, id string, ok bool) {
 // keyOfStream is the key a pair's stream is published under.
 func keyOfStream(s snapshot.Stream, tickerID string) string { return s.KeyPrefix() + tickerID }
 
+// docOfKey returns the whole-market document a key names.
+func docOfKey(key string) (snapshot.Doc, bool) {
+	for d := range snapshot.NumDocs {
+		if key == d.Key() {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// catalogKey reports whether key is the catalog's, the pair list the
+// per-pair values hang off (see snapshot.Doc.Catalog).
+func catalogKey(key string) bool {
+	d, ok := docOfKey(key)
+	return ok && d.Catalog()
+}
+
 // keyOf returns the key a published snapshot goes under.
 func keyOf(v snapshot.Published) string {
 	switch v := v.(type) {
@@ -197,12 +209,8 @@ func keyOf(v snapshot.Published) string {
 		return keyOfStream(v.Stream(), v.TickerID())
 	case *snapshot.Depth:
 		return keyDepthPrefix + v.TickerID()
-	case *snapshot.Pairs:
-		return keyPairs
-	case *snapshot.Tickers:
-		return keyTickers
-	case *snapshot.Contracts:
-		return keyContracts
+	case snapshot.DocValue:
+		return v.Doc().Key()
 	}
 	return ""
 }
@@ -212,30 +220,16 @@ func keyOf(v snapshot.Published) string {
 // says the value's version wrote books without their open sides' bits
 // (see versionClosed): such a book is read with both sides closed.
 func applyWire(store *snapshot.Store, key string, wire []byte, closed bool, now int64) error {
-	switch {
-	case key == keyPairs:
-		p, err := snapshot.DecodePairs(wire)
+	if d, ok := docOfKey(key); ok {
+		v, err := d.Decode(wire)
 		if err != nil {
 			return err
 		}
-		store.PutPairs(p, time.Unix(0, now))
+		store.PutDoc(v, time.Unix(0, now))
 		return nil
-	case key == keyTickers:
-		t, err := snapshot.DecodeTickers(wire)
-		if err != nil {
-			return err
-		}
-		store.PutTickers(t)
-		return nil
-	case key == keyContracts:
-		c, err := snapshot.DecodeContracts(wire)
-		if err != nil {
-			return err
-		}
-		store.PutContracts(c)
-		return nil
-	case strings.HasPrefix(key, keyDepthPrefix):
-		return applyDepth(store, key[len(keyDepthPrefix):], wire)
+	}
+	if id, ok := strings.CutPrefix(key, keyDepthPrefix); ok {
+		return applyDepth(store, id, wire)
 	}
 	if st, id, ok := streamOfKey(key); ok {
 		if closed && st == snapshot.StreamBook {

@@ -105,7 +105,7 @@ func TestTheWatchStopsForATermAndStartsAgainAfter(t *testing.T) {
 			}
 			return b
 		}
-		first.updates <- fakeEntry{key: keyPairs, value: value(1, pairs), rev: 1}
+		first.updates <- fakeEntry{key: "pairs", value: value(1, pairs), rev: 1}
 		first.updates <- nil // every value held at the start has come
 		synctest.Wait()
 		if !m.Synced() || store.Pairs() == nil {
@@ -131,7 +131,7 @@ func TestTheWatchStopsForATermAndStartsAgainAfter(t *testing.T) {
 		}
 		next := bucket.watches[1]
 		newer := book("101.5")
-		next.updates <- fakeEntry{key: keyPairs, value: value(1, pairs), rev: 1}
+		next.updates <- fakeEntry{key: "pairs", value: value(1, pairs), rev: 1}
 		next.updates <- fakeEntry{key: "book.BTC_USDT", value: value(3, newer), rev: 9}
 		next.updates <- nil
 		synctest.Wait()

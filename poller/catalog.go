@@ -70,7 +70,7 @@ func (d *documents) publishPairs(markets []venue.Market, spot []string, readAt t
 	// The contracts of pairs no longer listed go first: no /contracts
 	// answered after this /pairs lists a pair it does not.
 	d.recontract(published)
-	d.store.PutPairs(published, now)
+	d.store.PutDoc(published, now)
 	d.src.SetPairs(pairs)
 }
 

@@ -198,7 +198,7 @@ func (d *documents) publishContracts(pairs *snapshot.Pairs, in snapshot.Contract
 	if same {
 		return
 	}
-	d.store.PutContracts(c)
+	d.store.PutDoc(c, time.Now())
 	if len(omitted) > 0 {
 		d.logs.Log(d.log, slog.LevelWarn, "contracts omitted", "contracts left out",
 			slog.Int("count", len(omitted)), slog.String("first", omitted[0].TickerID+": "+omitted[0].Reason))

@@ -344,7 +344,7 @@ func TestOpenInterestStartsFromThePublishedContracts(t *testing.T) {
 		Interest: []snapshot.OpenInterest{{Symbol: "P001USDT", Amount: "77.7", Time: time.Now().UnixMilli()}},
 		ReadAt:   time.Now(),
 	})
-	store.PutContracts(last)
+	store.PutDoc(last, time.Now())
 	ctx := t.Context()
 	_ = p.docs.refreshContracts(ctx)
 	_ = p.docs.refreshTickers(ctx)

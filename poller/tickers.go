@@ -166,7 +166,7 @@ func assembleTickers(bulk *tickerReads, st streamTickers, now time.Time, fresh t
 // left out.
 func (d *documents) publishTickers(pairs *snapshot.Pairs, stats []venue.Stat, quotes []venue.Quote, readAt time.Time) {
 	t, omitted := snapshot.NewTickers(pairs, stats, quotes, readAt)
-	d.store.PutTickers(t)
+	d.store.PutDoc(t, time.Now())
 	d.omitted.Store(int64(len(omitted)))
 	if len(omitted) > 0 {
 		d.logs.Log(d.log, slog.LevelWarn, "omitted", "spot tickers left out",

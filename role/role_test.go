@@ -149,7 +149,7 @@ func TestFollowerSendsWantsAndLoadsToTheLeader(t *testing.T) {
 	served := e.served
 	e.mu.Unlock()
 	level := func(p string) []snapshot.Level { return []snapshot.Level{{Price: p, Size: "1"}} }
-	c.store.PutPairs(snapshot.NewPairs([]snapshot.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
+	c.store.PutDoc(snapshot.NewPairs([]snapshot.Market{{Symbol: "BTCUSDT", Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
 		snapshot.PairsConfig{}, time.Now()), time.Now())
 	c.store.PutBook(snapshot.NewLocalBook(btc, time.Now().UnixMilli(), 1, level("9"), level("10"), snapshot.Open{Bids: true}, time.Now()))
 	if served() {
@@ -177,7 +177,7 @@ func TestFollowerIsReadyOnceItHoldsThePairList(t *testing.T) {
 	if got := promtext.Scrape(t, c.WriteMetrics)["marketfeed_ready"]; got != 0 {
 		t.Errorf("marketfeed_ready = %v, want 0", got)
 	}
-	c.store.PutPairs(snapshot.NewPairs(nil, snapshot.PairsConfig{}, time.Now()), time.Now())
+	c.store.PutDoc(snapshot.NewPairs(nil, snapshot.PairsConfig{}, time.Now()), time.Now())
 	r = c.Readiness()
 	want := ClusterStatus{Role: "follower", Term: 7, Leader: "m1", Synced: true, Members: 2}
 	if !r.Ready || r.Reason != "ok" || *r.Cluster != want {

@@ -198,9 +198,9 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{store: snapshot.NewStore(), feed: new(fakeFeed), clock: newClock()}
 	pairs := snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, t0)
-	f.store.PutPairs(pairs, t0)
-	f.store.PutTickers(fixtureTickers(pairs, t0))
-	f.store.PutContracts(fixtureContracts(pairs, t0))
+	f.store.PutDoc(pairs, t0)
+	f.store.PutDoc(fixtureTickers(pairs, t0), t0)
+	f.store.PutDoc(fixtureContracts(pairs, t0), t0)
 	for _, ok := range []bool{
 		f.store.PutBook(btcBook(t, t0)),
 		f.store.PutBook(ethBook(t, t0)),

@@ -45,7 +45,7 @@ func TestPairsOlderThanPairsMaxStaleIs502(t *testing.T) {
 	f = newFixture(t, func(c *Config) { c.PairsMaxStale = time.Minute })
 	f.clock.Advance(time.Minute + time.Nanosecond)
 	wantError(t, f.get(t, "/api/public/pairs"), errCatalogStale)
-	f.store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, f.clock.Now()), t0)
+	f.store.PutDoc(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, f.clock.Now()), t0)
 	wantStatus(t, f.get(t, "/api/public/pairs"), 200)
 }
 
@@ -61,7 +61,7 @@ func TestTickersMissingOrOlderThanMaxStaleIs502(t *testing.T) {
 	}
 
 	store := snapshot.NewStore()
-	store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, t0), t0)
+	store.PutDoc(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, t0), t0)
 	srv := New(Config{Store: store, Now: newClock().Now})
 	wantError(t, serveOne(srv, request{uri: "/api/public/tickers"}), errNoTickers)
 }
@@ -107,7 +107,7 @@ func TestStaleSnapshotRefreshedByLoadIs200(t *testing.T) {
 	f := newFixture(t, nil)
 	f.feed.load = f.publish
 	f.clock.Advance(time.Hour)
-	f.store.PutPairs(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, f.clock.Now()), t0)
+	f.store.PutDoc(snapshot.NewPairs(fixtureMarkets, fixturePairsConfig, f.clock.Now()), t0)
 	resp := f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT")
 	wantStatus(t, resp, 200)
 	if bids, _, _ := bookLevels(t, resp.Body()); len(bids) != 1 || bids[0][0] != "10" {
@@ -208,7 +208,7 @@ func TestColdLoadDefaultTimeoutIsTwoSeconds(t *testing.T) {
 func TestPairDelistedWhileLoadingIsAnsweredUntilCachesForgetIt(t *testing.T) {
 	f := newFixture(t, nil)
 	f.feed.load = func(context.Context, string, snapshot.Stream) error {
-		f.store.PutPairs(snapshot.NewPairs(fixtureMarkets[:1], fixturePairsConfig, t0), f.clock.Now())
+		f.store.PutDoc(snapshot.NewPairs(fixtureMarkets[:1], fixturePairsConfig, t0), f.clock.Now())
 		return nil
 	}
 	wantError(t, f.get(t, "/api/public/orderbook?ticker_id=SOL_USDT"), errNoBook)
@@ -233,7 +233,7 @@ func TestDelistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
 			without = append(without, m)
 		}
 	}
-	f.store.PutPairs(snapshot.NewPairs(without, fixturePairsConfig, f.clock.Now()), f.clock.Now())
+	f.store.PutDoc(snapshot.NewPairs(without, fixturePairsConfig, f.clock.Now()), f.clock.Now())
 	if body := string(f.get(t, "/api/public/pairs").Body()); strings.Contains(body, "ETH_USDT") {
 		t.Fatalf("/pairs still lists the delisted pair: %s", body)
 	}

@@ -11,9 +11,12 @@ func TestReadPathDoesNotAllocate(t *testing.T) {
 	// The server looks a pair up with the ticker_id bytes of the request and
 	// slices the snapshot; none of it may allocate per request.
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
 	s.PutBook(bookFor(t, "BTC_USDT"))
 	s.PutTrades(tradesFor(t, "BTC_USDT"))
+	docs := docValues(t)
+	s.PutDoc(docs[DocTickers], readAt)
+	s.PutDoc(docs[DocContracts], readAt)
 	id := []byte("BTC_USDT")
 	unknown := []byte("XRP_USDT")
 	var sink int
@@ -27,7 +30,8 @@ func TestReadPathDoesNotAllocate(t *testing.T) {
 		th, tt := tr.Parts(SideBuy, 1)
 		_, _ = s.Book(unknown, readAt.UnixNano())
 		_, _ = s.Trades(unknown, readAt.UnixNano())
-		sink += len(head) + len(middle) + len(tail) + len(th) + len(tt) + len(s.Pairs().Body())
+		sink += len(head) + len(middle) + len(tail) + len(th) + len(tt) + len(s.Pairs().Body()) +
+			len(s.Tickers().Body()) + len(s.Contracts().Specs().Body())
 	})
 	if allocs != 0 {
 		t.Errorf("read path allocates %v times per request", allocs)
@@ -39,7 +43,7 @@ func TestReadPathDoesNotAllocate(t *testing.T) {
 
 func BenchmarkStoreBookParts(b *testing.B) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
 	bk, err := NewBook("BTC_USDT", bookTime, ladder(MaxDepth, true), ladder(MaxDepth, false), readAt)
 	if err != nil {
 		b.Fatal(err)

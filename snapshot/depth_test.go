@@ -102,7 +102,7 @@ func TestStorePutDepth(t *testing.T) {
 	if s.PutDepth(depth("BTC_USDT", 5)) || s.Depth([]byte("BTC_USDT")) != nil {
 		t.Fatal("a depth kept before any pair list")
 	}
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
 	if s.PutDepth(depth("ETH_USDT", 5)) {
 		t.Fatal("an unlisted pair's depth kept")
 	}
@@ -112,8 +112,8 @@ func TestStorePutDepth(t *testing.T) {
 	if d := s.Depth([]byte("BTC_USDT")); d == nil || d.Seq() != 8 || !slices.Equal(handed, []int64{5, 8}) {
 		t.Fatalf("kept %v, handed on %v; want 8, after 5 and 8 but not the older 4", d, handed)
 	}
-	s.PutPairs(pairsOf(), readAt)
-	s.PutPairs(pairsOf("BTC_USDT"), readAt.Add(2*CacheMaxAge))
+	s.PutDoc(pairsOf(), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt.Add(2*CacheMaxAge))
 	if d := s.Depth([]byte("BTC_USDT")); d != nil {
 		t.Fatalf("a pair listed anew holds the depth of update id %d from before", d.Seq())
 	}

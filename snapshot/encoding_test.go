@@ -126,14 +126,14 @@ func TestUnchangedPairListKeepsItsTag(t *testing.T) {
 	markets := []Market{perp("BTC", "USDT")}
 	s := NewStore()
 	first := NewPairs(markets, PairsConfig{Venue: "sim"}, readAt)
-	s.PutPairs(first, readAt)
+	s.PutDoc(first, readAt)
 	same := NewPairs(markets, PairsConfig{Venue: "sim"}, readAt)
-	s.PutPairs(same, readAt)
+	s.PutDoc(same, readAt)
 	if !bytes.Equal(s.Pairs().Tag(), first.Tag()) {
 		t.Fatalf("tag changed from %s to %s for identical bytes", first.Tag(), s.Pairs().Tag())
 	}
 	changed := NewPairs(append(markets, perp("ETH", "USDT")), PairsConfig{Venue: "sim"}, readAt)
-	s.PutPairs(changed, readAt)
+	s.PutDoc(changed, readAt)
 	if bytes.Equal(s.Pairs().Tag(), first.Tag()) {
 		t.Fatal("a changed pair list kept the old tag")
 	}

@@ -85,7 +85,7 @@ type Pairs struct {
 	readAt   int64
 	version  uint64
 	// cells are the pairs listed, those incoming and those leaving (see
-	// Store.PutPairs); set once by Store.PutPairs, before publication.
+	// Store.PutDoc); set once by Store.putPairs, before publication.
 	cells map[string]*cell
 }
 

@@ -234,7 +234,7 @@ func TestPairsAnswerableFromStore(t *testing.T) {
 	// /trades right after the list is published.
 	p := NewPairs(catalog(), PairsConfig{Venue: "sim", Spot: []string{"BTC_USDT", "ETH_USDT", "PEPE_USDT"}}, readAt)
 	s := NewStore()
-	s.PutPairs(p, readAt)
+	s.PutDoc(p, readAt)
 	for _, it := range checkItems[pairJSON](t, p.Body(), pairKeys) {
 		id := []byte(it.TickerID)
 		if !ValidTickerID(it.TickerID) {

@@ -10,10 +10,10 @@ import (
 // method that reads is one or two atomic loads and, for a pair, one map lookup
 // that does not allocate. Writers build a new value and swap it in.
 type Store struct {
-	pairs     atomic.Pointer[Pairs]
-	tickers   atomic.Pointer[Tickers]
-	contracts atomic.Pointer[Contracts]
-	mu        sync.Mutex // serialises PutPairs, which carries cells over
+	// docs holds each whole-market document by kind, a *Pairs, *Tickers
+	// or *Contracts as the kind's row says (see document.go).
+	docs      [NumDocs]atomic.Value
+	mu        sync.Mutex // serialises putPairs, which carries cells over
 	published func(Published)
 }
 
@@ -37,33 +37,23 @@ func (s *Store) notify(v Published) {
 // NewStore returns an empty store: no pairs, no tickers.
 func NewStore() *Store { return new(Store) }
 
-// Pairs returns the current pair list, or nil before the first catalog read.
-func (s *Store) Pairs() *Pairs { return s.pairs.Load() }
-
-// Tickers returns the current tickers, or nil before the first read.
-func (s *Store) Tickers() *Tickers { return s.tickers.Load() }
-
-// Contracts returns the current contracts, or nil before the first
-// publication.
-func (s *Store) Contracts() *Contracts { return s.contracts.Load() }
-
 // CacheMaxAge is how long a cache may keep a 2xx answer, the max-age of its
 // Cache-Control: a pair list a CDN serves may be this old.
 const CacheMaxAge = 5 * time.Second
 
-// PutPairs publishes a new pair list at now. Pairs that stay listed, or
-// incoming (see Pairs.Holding), keep their current book and trades; an
+// putPairs publishes a new pair list at now (see PutDoc). Pairs that stay
+// listed, or incoming (see Pairs.Incoming), keep their current book and trades; an
 // incoming pair is answered as a listed one, /pairs aside. A pair the list no longer has leaves
 // /pairs at once and is answered from what it holds for CacheMaxAge more,
 // then not at all: a cache may serve a /pairs that old which still lists
 // it, and every ticker_id /pairs returned must be answerable. A pair listed
 // again within that time keeps its book and trades; the cells of pairs past
 // it go with the next list.
-func (s *Store) PutPairs(p *Pairs, now time.Time) {
+func (s *Store) putPairs(p *Pairs, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var old map[string]*cell
-	if prev := s.pairs.Load(); prev != nil {
+	if prev := s.Pairs(); prev != nil {
 		old = prev.cells
 	}
 	cells := make(map[string]*cell, len(p.list)+len(p.incoming))
@@ -95,8 +85,7 @@ func (s *Store) PutPairs(p *Pairs, now time.Time) {
 		}
 	}
 	p.cells = cells
-	s.pairs.Store(p)
-	s.notify(p)
+	s.keepDoc(p)
 }
 
 // untilOrZero is c.until, 0 for no cell.
@@ -107,22 +96,10 @@ func (c *cell) untilOrZero() int64 {
 	return c.until.Load()
 }
 
-// PutTickers publishes new tickers.
-func (s *Store) PutTickers(t *Tickers) {
-	s.tickers.Store(t)
-	s.notify(t)
-}
-
-// PutContracts publishes new contracts.
-func (s *Store) PutContracts(c *Contracts) {
-	s.contracts.Store(c)
-	s.notify(c)
-}
-
 // cell returns the cell of a pair listed, or unlisted less than
-// CacheMaxAge ago (see PutPairs), for the poller's writes and questions.
+// CacheMaxAge ago (see putPairs), for the poller's writes and questions.
 func (s *Store) cell(id []byte) *cell {
-	p := s.pairs.Load()
+	p := s.Pairs()
 	if p == nil {
 		return nil
 	}

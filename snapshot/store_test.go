@@ -61,7 +61,7 @@ func TestStoreEmpty(t *testing.T) {
 func TestStoreListedPairWithoutData(t *testing.T) {
 	// Listed but never read: the server must tell this apart from unknown.
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
 	if b, ok := s.Book([]byte("BTC_USDT"), readAt.UnixNano()); b != nil || !ok {
 		t.Errorf("Book = %v, %v; want nil, true", b, ok)
 	}
@@ -70,16 +70,16 @@ func TestStoreListedPairWithoutData(t *testing.T) {
 	}
 }
 
-func TestStorePutPairsKeepsStillListed(t *testing.T) {
+func TestStorePutDocPairsKeepsStillListed(t *testing.T) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
 	btcBook, btcTrades, ethBook := bookFor(t, "BTC_USDT"), tradesFor(t, "BTC_USDT"), bookFor(t, "ETH_USDT")
 	if !s.PutBook(btcBook) || !s.PutTrades(btcTrades) || !s.PutBook(ethBook) {
 		t.Fatal("a put for a listed pair was refused")
 	}
 
 	next := pairsOf("BTC_USDT", "SOL_USDT")
-	s.PutPairs(next, readAt)
+	s.PutDoc(next, readAt)
 	if s.Pairs() != next {
 		t.Fatal("Pairs() is not the list just put")
 	}
@@ -100,7 +100,7 @@ func TestStorePutPairsKeepsStillListed(t *testing.T) {
 // starts empty.
 func TestStoreUnlistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
 	eth := []byte("ETH_USDT")
 	ethBook, ethTrades := bookFor(t, "ETH_USDT"), tradesFor(t, "ETH_USDT")
 	s.PutBook(ethBook)
@@ -117,12 +117,12 @@ func TestStoreUnlistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
 	}
 
 	unlisted := readAt.Add(time.Second)
-	s.PutPairs(pairsOf("BTC_USDT"), unlisted)
+	s.PutDoc(pairsOf("BTC_USDT"), unlisted)
 	if _, ok := s.Pairs().Lookup("ETH_USDT"); ok {
 		t.Fatal("ETH_USDT is still in the pair list")
 	}
 	// A later list without it does not put its end off.
-	s.PutPairs(pairsOf("BTC_USDT"), unlisted.Add(2*time.Second))
+	s.PutDoc(pairsOf("BTC_USDT"), unlisted.Add(2*time.Second))
 	for _, tc := range []struct {
 		at   time.Duration
 		want bool
@@ -135,14 +135,14 @@ func TestStoreUnlistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
 		t.Error("a book read while the pair was leaving was refused")
 	}
 
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), unlisted.Add(CacheMaxAge-1))
+	s.PutDoc(pairsOf("BTC_USDT", "ETH_USDT"), unlisted.Add(CacheMaxAge-1))
 	if !answered(unlisted.Add(time.Hour)) {
 		t.Fatal("a pair listed again is not answered")
 	}
 
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
-	s.PutPairs(pairsOf("BTC_USDT"), readAt.Add(CacheMaxAge))
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt.Add(CacheMaxAge))
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt.Add(CacheMaxAge))
+	s.PutDoc(pairsOf("BTC_USDT", "ETH_USDT"), readAt.Add(CacheMaxAge))
 	if b, ok := s.Book(eth, readAt.Add(CacheMaxAge).UnixNano()); b != nil || !ok {
 		t.Errorf("listed again after it stopped being answered: Book = %v, %v; want nil, true", b, ok)
 	}
@@ -150,11 +150,11 @@ func TestStoreUnlistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
 	// The same with no list between: the cell past its end is still in
 	// the map, and must not bring its old book back.
 	s = NewStore()
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
 	s.PutBook(ethBook)
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
 	back := readAt.Add(CacheMaxAge + time.Second)
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), back)
+	s.PutDoc(pairsOf("BTC_USDT", "ETH_USDT"), back)
 	if b, ok := s.Book(eth, back.UnixNano()); b != nil || !ok {
 		t.Errorf("listed again right after it stopped being answered: Book = %v, %v; want nil, true", b, ok)
 	}
@@ -162,7 +162,7 @@ func TestStoreUnlistedPairAnsweredForTheCacheMaxAge(t *testing.T) {
 
 func TestStorePutUnlisted(t *testing.T) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
 	if s.PutBook(bookFor(t, "ETH_USDT")) {
 		t.Error("PutBook accepted an unlisted pair")
 	}
@@ -177,10 +177,10 @@ func TestStorePutUnlisted(t *testing.T) {
 	}
 }
 
-func TestStorePutTickers(t *testing.T) {
+func TestStorePutDocTickers(t *testing.T) {
 	s := NewStore()
 	tk, _ := NewTickers(tickerPairs(), tickerStats(), tickerQuotes(), readAt)
-	s.PutTickers(tk)
+	s.PutDoc(tk, readAt)
 	if s.Tickers() != tk {
 		t.Error("Tickers() is not the value just put")
 	}
@@ -191,7 +191,7 @@ func TestStoreConcurrent(t *testing.T) {
 	// keeps BTC_USDT, so readers must always find it listed and any book or
 	// trades they load must be whole values of that pair.
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
 	lists := [][]string{{"BTC_USDT", "ETH_USDT"}, {"BTC_USDT", "SOL_USDT"}, {"BTC_USDT"}}
 	books := []*Book{bookFor(t, "BTC_USDT"), bookFor(t, "BTC_USDT")}
 	trades := []*Trades{tradesFor(t, "BTC_USDT"), tradesFor(t, "BTC_USDT")}
@@ -203,8 +203,8 @@ func TestStoreConcurrent(t *testing.T) {
 	wg.Go(func() {
 		for i := range rounds {
 			// A fresh value each time, as the poller builds one per read.
-			s.PutPairs(pairsOf(lists[i%len(lists)]...), readAt)
-			s.PutTickers(tk)
+			s.PutDoc(pairsOf(lists[i%len(lists)]...), readAt)
+			s.PutDoc(tk, readAt)
 		}
 	})
 	wg.Go(func() {
@@ -287,7 +287,7 @@ func TestConfirmedKeepsBytesAndTagWithALaterReadTime(t *testing.T) {
 func TestStoreReadAtAndFreshAtByStream(t *testing.T) {
 	const maxStale = 10 * time.Second
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
 	id, unlisted := []byte("BTC_USDT"), []byte("ETH_USDT")
 	put := [NumStreams]func(){
 		StreamBook:   func() { s.PutBook(bookFor(t, "BTC_USDT")) },
@@ -329,7 +329,7 @@ func TestIncomingPairIsAnsweredButNotListed(t *testing.T) {
 	now := time.Now()
 	all := pairsOf("BTC_USDT", "ETH_USDT")
 	held := pairsHolding(map[string]bool{"ETH_USDT": true}, "BTC_USDT", "ETH_USDT")
-	s.PutPairs(held, now)
+	s.PutDoc(held, now)
 	if strings.Contains(string(s.Pairs().Body()), "ETH_USDT") {
 		t.Fatalf("/pairs lists the incoming pair: %s", s.Pairs().Body())
 	}
@@ -352,7 +352,7 @@ func TestIncomingPairIsAnsweredButNotListed(t *testing.T) {
 	if got := pairsHolding(map[string]bool{"DOGE_USDT": true}, "BTC_USDT", "ETH_USDT"); string(got.Body()) != string(all.Body()) || len(got.Incoming()) != 0 {
 		t.Fatal("holding a pair the rules do not publish changed the list")
 	}
-	s.PutPairs(all, now.Add(time.Minute))
+	s.PutDoc(all, now.Add(time.Minute))
 	if got, _ := s.Book([]byte("ETH_USDT"), now.Add(time.Minute).UnixNano()); got != b {
 		t.Fatal("listed, the pair lost the book it held while incoming")
 	}

@@ -9,7 +9,7 @@ import (
 // a value goes to its own kind whatever the caller holds it as.
 func TestStreamRows(t *testing.T) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT"), readAt)
 	id := []byte("BTC_USDT")
 	values := [NumStreams]PairValue{StreamBook: bookFor(t, "BTC_USDT"), StreamTrades: tradesFor(t, "BTC_USDT")}
 	prefixes := map[string]bool{}
@@ -89,7 +89,7 @@ func TestStreamKindNames(t *testing.T) {
 // put for another pair, nor of an unlisted pair.
 func TestStoreHoldsEachKindOnceItIsPut(t *testing.T) {
 	s := NewStore()
-	s.PutPairs(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
+	s.PutDoc(pairsOf("BTC_USDT", "ETH_USDT"), readAt)
 	id, now := []byte("BTC_USDT"), readAt.UnixNano()
 	values := [NumStreams]PairValue{StreamBook: bookFor(t, "BTC_USDT"), StreamTrades: tradesFor(t, "BTC_USDT")}
 	for k := range NumStreams {

@@ -65,7 +65,7 @@ func spreadSourceJobs(t *testing.T, n int, depthEvery time.Duration) (s *Source,
 		symbols = append(symbols, base+"USDT")
 	}
 	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{Venue: "sim"}, time.Now())
-	store.PutPairs(pairs, time.Now())
+	store.PutDoc(pairs, time.Now())
 	s.SetPairs(pairs)
 	s.Live(snapshot.StreamBook, symbols)
 	rest := s.cfg.REST.(*fakeREST)

@@ -264,7 +264,7 @@ func TestSeededTradesGoOnFromTheSeed(t *testing.T) {
 // while they may be served.
 func TestSeedFromTakesTheDepthOnlyWhereTheEventsContinueIt(t *testing.T) {
 	store := snapshot.NewStore()
-	store.PutPairs(snapshot.NewPairs([]venue.Market{{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
+	store.PutDoc(snapshot.NewPairs([]venue.Market{{Symbol: testSymbol, Base: "BTC", Quote: "USDT", Perpetual: true, Trading: true}},
 		snapshot.PairsConfig{Venue: "sim"}, time.Now()), time.Now())
 	held := seedOf(t, 3)
 	for _, v := range held.Values {

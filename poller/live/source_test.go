@@ -169,7 +169,7 @@ func newSourceOf(t *testing.T, cfg Config, markets ...venue.Market) (*Source, *f
 	cfg.MaxStale, cfg.Fresh = 10*time.Second, 5*time.Second
 	s := New(cfg)
 	pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{Venue: "sim"}, time.Now())
-	store.PutPairs(pairs, time.Now())
+	store.PutDoc(pairs, time.Now())
 	s.SetPairs(pairs)
 	return s, rest, store
 }

@@ -136,7 +136,7 @@ func TestSyncProgressOfAColdStart(t *testing.T) {
 			symbols = append(symbols, sym)
 		}
 		pairs := snapshot.NewPairs(markets, snapshot.PairsConfig{Venue: "sim"}, time.Now())
-		store.PutPairs(pairs, time.Now())
+		store.PutDoc(pairs, time.Now())
 		s.SetPairs(pairs)
 		s.Live(snapshot.StreamBook, symbols)
 		for _, sym := range symbols {

@@ -12,7 +12,7 @@ import (
 // cover: its book's update id, and its newest trade's.
 func TestHeldByIsWhatTheStoreCovers(t *testing.T) {
 	store := snapshot.NewStore()
-	store.PutPairs(testPairs(), time.Now())
+	store.PutDoc(testPairs(), time.Now())
 	held := HeldBy(store)
 	const id = "BTC_USDT"
 	if got := held(snapshot.StreamBook, id); got != 0 {
