@@ -58,10 +58,7 @@ func benchConn(b *testing.B) (*wsConn, *countSink) {
 	for _, k := range allKinds {
 		c.routes[streamName(k, "BTCUSDT")] = streamRef{kind: k, symbol: "BTCUSDT"}
 	}
-	c.known = func(symbol string, last, time int64) bool {
-		c.reached(time)
-		return c.s.dups.known(symbol, last, time)
-	}
+	c.known = c.seen
 	return c, &countSink{}
 }
 
