@@ -31,12 +31,8 @@ var errMisshapen = badData("event is not of the expected shape")
 // does not use is read and dropped. known, when not nil, tells an event
 // already delivered (see readDepth); lend gathers a depth event's sides
 // (see decodeLent).
-func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (frame, error) {
+func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (f frame, err error) {
 	if r := readers[kind]; r.read != nil {
-		var (
-			f   frame
-			err error
-		)
 		*s, f, err = r.read(*s, r.kind, known, lend)
 		return f, err
 	}
