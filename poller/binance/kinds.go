@@ -32,8 +32,8 @@ const (
 var kinds = [snapshot.NumStreams]streamKind{
 	snapshot.StreamBook: {
 		suffix: depthSuffix, group: groupDepth, frame: frameDepth,
-		read: func(s scanner, kind snapshot.Stream, known knownFunc, lend *lender) (scanner, frame, error) {
-			u, err := readDepth(&s, kind, known, lend)
+		read: func(s scanner, known knownFunc, lend *lender) (scanner, frame, error) {
+			u, err := readDepth(&s, snapshot.StreamBook, known, lend)
 			return s, frame{depth: u}, err
 		},
 		event:   func(f *frame) (string, int64, int64) { return f.depth.Symbol, f.depth.Last, f.depth.Time },
@@ -41,7 +41,7 @@ var kinds = [snapshot.NumStreams]streamKind{
 	},
 	snapshot.StreamTrades: {
 		suffix: tradeSuffix, group: groupMarket, frame: frameTrade,
-		read: func(s scanner, _ snapshot.Stream, _ knownFunc, _ *lender) (scanner, frame, error) {
+		read: func(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
 			sym, tr, err := readTrade(&s)
 			return s, frame{symbol: sym, trade: tr}, err
 		},
@@ -70,12 +70,12 @@ type streamKind struct {
 }
 
 // eventReader reads the data of a frame of one stream at s, as readEvent
-// describes, and returns the scanner past it. kind is the stream's
-// per-pair kind, which known is asked about; a whole-market stream's
-// reader has none and ignores it, known and lend. The scanner goes by
-// value: a pointer given to a function called through a row escapes, and
-// would cost every frame an allocation.
-type eventReader func(s scanner, kind snapshot.Stream, known knownFunc, lend *lender) (scanner, frame, error)
+// describes, and returns the scanner past it. A reader may ask known about
+// an event of its kind before it reads the bulk of it; a whole-market
+// stream's reader ignores known and lend. The scanner goes by value: a
+// pointer given to a function called through a row escapes, and would cost
+// every frame an allocation.
+type eventReader func(s scanner, known knownFunc, lend *lender) (scanner, frame, error)
 
 // wholeMarket is what differs between the streams of every market at once,
 // one row each. Each line carries them all, on connections of the row's
@@ -85,7 +85,7 @@ type eventReader func(s scanner, kind snapshot.Stream, known knownFunc, lend *le
 var wholeMarket = [...]wholeStream{
 	{
 		name: tickerName, group: groupMarket, frame: frameTickers, label: "tickers", what: "all-market ticker",
-		read: func(s scanner, _ snapshot.Stream, _ knownFunc, _ *lender) (scanner, frame, error) {
+		read: func(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
 			rows, t, err := readTickers(&s)
 			return s, frame{tickers: rows, tickersTime: t}, err
 		},
@@ -130,19 +130,18 @@ type wholeStream struct {
 	deliver func(sink venue.Sink, f *frame)
 }
 
-// readers is the reader of each kind of frame, and the per-pair kind whose
-// stream it reads (-1 for a whole-market stream), from the rows of kinds
-// and wholeMarket: what readEvent calls. A frame kind with no row (a reply,
-// a stream this client does not use) has no reader.
-var readers = func() (r [numFrameKinds]struct {
-	read eventReader
-	kind snapshot.Stream
-}) {
-	for k, row := range kinds {
-		r[row.frame].read, r[row.frame].kind = row.read, snapshot.Stream(k)
+// readers is the reader of each kind of frame, from the rows of kinds and
+// wholeMarket: what readEvent calls. A frame kind with no row (a reply, a
+// stream this client does not use) has its data skipped.
+var readers = func() (r [numFrameKinds]eventReader) {
+	for i := range r {
+		r[i] = skipEvent
+	}
+	for _, row := range kinds {
+		r[row.frame] = row.read
 	}
 	for _, w := range wholeMarket {
-		r[w.frame].read, r[w.frame].kind = w.read, -1
+		r[w.frame] = w.read
 	}
 	return r
 }()

@@ -32,12 +32,15 @@ var errMisshapen = badData("event is not of the expected shape")
 // already delivered (see readDepth); lend gathers a depth event's sides
 // (see decodeLent).
 func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (f frame, err error) {
-	if r := readers[kind]; r.read != nil {
-		*s, f, err = r.read(*s, r.kind, known, lend)
-		return f, err
-	}
+	*s, f, err = readers[kind](*s, known, lend)
+	return f, err
+}
+
+// skipEvent is the reader of the frames of no row: their data is read and
+// dropped.
+func skipEvent(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
 	s.value()
-	return frame{}, nil
+	return s, frame{}, nil
 }
 
 // readFields reads the object at the cursor into fields, into[i] taking
