@@ -138,7 +138,9 @@ var readers = func() (r [numFrameKinds]eventReader) {
 		r[i] = skipEvent
 	}
 	for _, row := range kinds {
-		r[row.frame] = row.read
+		if row.read != nil { // a kind without its row: see kindOf
+			r[row.frame] = row.read
+		}
 	}
 	for _, w := range wholeMarket {
 		r[w.frame] = w.read
