@@ -30,15 +30,8 @@ func BenchmarkDepthEventDecodeAndApply(b *testing.B) {
 	if err := book.Sync(snap, levels); err != nil {
 		b.Fatal(err)
 	}
-	var bids, asks []string
-	for i := range changed {
-		bids = append(bids, fmt.Sprintf(`["%d.10","2.%03d"]`, 60000-i, i))
-		asks = append(asks, fmt.Sprintf(`["%d.20","3.%03d"]`, 60001+i, i))
-	}
 	// U, u and pu are 13 digits each; the loop rewrites them.
-	ids := `"U":1000000000001,"u":1000000000001,"pu":1000000000000`
-	frame := []byte(`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":1767225600456,"T":1767225600450,"s":"BTCUSDT",` +
-		ids + `,"b":[` + strings.Join(bids, ",") + `],"a":[` + strings.Join(asks, ",") + `]}}`)
+	frame := depthFrame(changed)
 	at := strings.Index(string(frame), `"U":`)
 	put := func(off int, v int64) { strconv.AppendInt(frame[:at+off], v, 10) }
 	last := int64(first)
@@ -61,4 +54,17 @@ func BenchmarkDepthEventDecodeAndApply(b *testing.B) {
 	if book.LastUpdateID() != last {
 		b.Fatalf("book at %d after the events, want %d: an event did not continue it", book.LastUpdateID(), last)
 	}
+}
+
+// depthFrame returns BTCUSDT's depth event as the venue frames it, changing
+// the sizes of n levels a side of the book BenchmarkDepthEventDecodeAndApply
+// syncs; its update ids are 13 digits each, as the venue's are.
+func depthFrame(n int) []byte {
+	var bids, asks []string
+	for i := range n {
+		bids = append(bids, fmt.Sprintf(`["%d.10","2.%03d"]`, 60000-i, i))
+		asks = append(asks, fmt.Sprintf(`["%d.20","3.%03d"]`, 60001+i, i))
+	}
+	return []byte(`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":1767225600456,"T":1767225600450,"s":"BTCUSDT",` +
+		`"U":1000000000001,"u":1000000000001,"pu":1000000000000,"b":[` + strings.Join(bids, ",") + `],"a":[` + strings.Join(asks, ",") + `]}}`)
 }

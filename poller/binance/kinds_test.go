@@ -19,9 +19,35 @@ func TestEveryKindHasARow(t *testing.T) {
 		if got := classify(streamName(k, "BTCUSDT")); got != row.frame {
 			t.Errorf("%v: the stream %s reads as frame kind %d, want %d", k, streamName(k, "BTCUSDT"), got, row.frame)
 		}
+		if row.read == nil || row.event == nil || row.deliver == nil {
+			t.Errorf("%v: its row has no reader, event or sink call", k)
+		}
 	}
 	if streamName(snapshot.StreamTrades, "BTCUSDT") == streamName(snapshot.StreamBook, "BTCUSDT") {
 		t.Error("two kinds share a stream name")
+	}
+}
+
+// Every whole-market stream's row is whole, its name is read back as its
+// frames, and its label, which its metrics and log keys carry, is its own:
+// a row missing a part fails here rather than dropping the stream's frames.
+func TestEveryWholeMarketStreamIsARow(t *testing.T) {
+	labels := map[string]bool{"unknown": true}
+	for k := range snapshot.NumStreams {
+		labels[k.VenueStream()] = true
+	}
+	frames := map[frameKind]bool{}
+	for _, row := range wholeMarket {
+		if row.name == "" || row.read == nil || row.newest == nil || row.deliver == nil || row.what == "" {
+			t.Errorf("whole-market stream %q: its row is not complete", row.name)
+		}
+		if got := classify(row.name); got != row.frame || frames[row.frame] {
+			t.Errorf("%s reads as frame kind %d, want its own %d", row.name, got, row.frame)
+		}
+		if labels[row.label] {
+			t.Errorf("%s: label %q is another stream's", row.name, row.label)
+		}
+		frames[row.frame], labels[row.label] = true, true
 	}
 }
 

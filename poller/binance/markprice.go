@@ -15,8 +15,8 @@ import (
 // and left out, never an error for the frame, since the frame carries every
 // symbol and one bad row must not cost the others their second.
 //
-// It is not yet subscribed by Streams: a later step gives the stream kind
-// its row in the stream tables, from these names and markPricePath.
+// Streams carries the all-market stream on each line: its row in
+// wholeMarket (kinds.go) names readMarkPriceFrame as its reader.
 
 // The mark price stream names, as the venue spells them. The venue also
 // serves a 3 s cadence without the "@1s"; the client reads the 1 s one.
@@ -202,6 +202,21 @@ func readMarkPrices(s *scanner) (rows []venue.Contract, invalid int) {
 		}
 	}
 	return rows, invalid
+}
+
+// readMarkPriceFrame reads the data of a frame of the all-market mark
+// price stream (see readMarkPrices): its usable rows, which outlive the
+// frame, and their newest time. A row left out as unusable is the venue's
+// to fix, not the frame's: the others are delivered, and the frame is
+// never an error.
+func readMarkPriceFrame(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
+	rows, _ := readMarkPrices(&s)
+	ownContracts(rows)
+	var newest int64
+	for _, r := range rows {
+		newest = max(newest, r.Time)
+	}
+	return s, frame{marks: rows, marksTime: newest}, nil
 }
 
 // appendMarkPrice checks one event's fields and appends it to rows, or

@@ -3,7 +3,6 @@ package binance
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -19,9 +18,10 @@ import (
 )
 
 // Streams keeps a Binance-compatible venue's market streams: every watched
-// symbol's diff depth stream (<s>@depth@100ms) and aggregate trade stream
-// (<s>@aggTrade), and the all-market ticker stream (!ticker@arr). It
-// implements venue.Streams.
+// symbol's stream of each kind (the diff depth stream <s>@depth@100ms and
+// the aggregate trade stream <s>@aggTrade), and the whole-market streams
+// (the tickers !ticker@arr and the mark prices !markPrice@arr@1s): one row
+// each in kinds.go's tables. It implements venue.Streams.
 //
 // Streams are spread over connections of at most the preset's PerConn
 // streams each, on the path the venue routes them to (Binance serves depth
@@ -223,11 +223,11 @@ func NewStreams(p Preset, opts StreamOptions) *Streams {
 
 // streamMetrics are the counters named in the service's documentation.
 type streamMetrics struct {
-	conns         atomic.Int64
-	depthEvents   *metrics.Counter
-	tradeEvents   *metrics.Counter
-	tickerEvents  *metrics.Counter
-	markEvents    *metrics.Counter
+	conns atomic.Int64
+	// events counts the events delivered of each per-pair kind, and
+	// wholeEvents the frames delivered of each whole-market stream.
+	events        [snapshot.NumStreams]*metrics.Counter
+	wholeEvents   [len(wholeMarket)]*metrics.Counter
 	unknownEvents *metrics.Counter
 	duplicates    *metrics.Counter
 	badFrames     *metrics.Counter
@@ -238,11 +238,7 @@ type streamMetrics struct {
 }
 
 func newStreamMetrics(set *metrics.Set) *streamMetrics {
-	return &streamMetrics{
-		depthEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="` + snapshot.StreamBook.VenueStream() + `"}`),
-		tradeEvents:   set.NewCounter(`marketfeed_stream_events_total{kind="` + snapshot.StreamTrades.VenueStream() + `"}`),
-		tickerEvents:  set.NewCounter(`marketfeed_stream_events_total{kind="tickers"}`),
-		markEvents:    set.NewCounter(`marketfeed_stream_events_total{kind="marks"}`),
+	m := &streamMetrics{
 		unknownEvents: set.NewCounter(`marketfeed_stream_events_total{kind="unknown"}`),
 		duplicates:    set.NewCounter(`marketfeed_stream_duplicates_total`),
 		badFrames:     set.NewCounter(`marketfeed_stream_bad_frames_total`),
@@ -251,56 +247,22 @@ func newStreamMetrics(set *metrics.Set) *streamMetrics {
 		rotated:       set.NewCounter(`marketfeed_stream_reconnects_total{reason="rotated"}`),
 		subscribeErrs: set.NewCounter(`marketfeed_stream_subscribe_errors_total`),
 	}
+	for k := range snapshot.NumStreams {
+		m.events[k] = set.NewCounter(`marketfeed_stream_events_total{kind="` + k.VenueStream() + `"}`)
+	}
+	for i, w := range wholeMarket {
+		m.wholeEvents[i] = set.NewCounter(`marketfeed_stream_events_total{kind="` + w.label + `"}`)
+	}
+	return m
 }
 
-// streamRef is what a stream name stands for.
+// streamRef is what a stream name stands for: a symbol's stream of a
+// kind, or a whole-market stream, which has no kind and no symbol.
 type streamRef struct {
 	kind      snapshot.Stream
 	symbol    string
-	allMarket bool // an all-market stream (tickers, mark prices), which has no kind
-}
-
-// kinds is what differs between a symbol's streams, one row per stream
-// kind: the suffix of its name, the path group its connections go to, and
-// the kind of frame it carries (which says how its events are read and
-// deduplicated: see dedup). A kind without a row is refused (see kindOf),
-// never taken for another: a guess would subscribe, or resubscribe, a
-// stream of the wrong kind.
-var kinds = [snapshot.NumStreams]streamKind{
-	snapshot.StreamBook:   {depthSuffix, groupDepth, frameDepth},
-	snapshot.StreamTrades: {tradeSuffix, groupMarket, frameTrade},
-}
-
-// streamKind is a row of kinds.
-type streamKind struct {
-	suffix string
-	group  group
-	frame  frameKind
-}
-
-// allKinds is every stream kind, in the order a symbol's streams are
-// placed.
-var allKinds = func() []snapshot.Stream {
-	all := make([]snapshot.Stream, snapshot.NumStreams)
-	for k := range all {
-		all[k] = snapshot.Stream(k)
-	}
-	return all
-}()
-
-// kindOf returns kind's row. A kind with no row panics: it is a
-// programming error, caught by the package's tests.
-func kindOf(kind snapshot.Stream) streamKind {
-	if kind < 0 || kind >= snapshot.NumStreams || kinds[kind].suffix == "" {
-		panic(fmt.Sprintf("binance: no stream of kind %v", kind))
-	}
-	return kinds[kind]
-}
-
-// streamName returns the name of a symbol's stream of kind, lower case as
-// the venue requires.
-func streamName(kind snapshot.Stream, symbol string) string {
-	return strings.ToLower(symbol) + kindOf(kind).suffix
+	allMarket bool
+	whole     int // the whole-market stream's row of wholeMarket
 }
 
 // usableSymbol reports whether a symbol can be part of a stream name: the
@@ -308,8 +270,6 @@ func streamName(kind snapshot.Stream, symbol string) string {
 func usableSymbol(sym string) bool {
 	return sym != "" && !strings.ContainsAny(sym, "@/ \t\r\n\"\\")
 }
-
-func groupOf(kind snapshot.Stream) group { return kindOf(kind).group }
 
 // Watch sets the symbols whose depth and trade streams are kept. New
 // symbols are subscribed on connections with room, or on new connections;
@@ -324,7 +284,7 @@ func (s *Streams) Watch(symbols []string) {
 	}
 	var removed []string
 	s.mu.Lock()
-	s.ensureTicker()
+	s.ensureWholeMarket()
 	for sym := range s.symbols {
 		if want[sym] {
 			continue
@@ -368,22 +328,17 @@ func (s *Streams) Watch(symbols []string) {
 	}
 }
 
-// ensureTicker places the all-market streams (tickers, mark prices) on the first market
-// connection of each line. Called with s.mu held.
-func (s *Streams) ensureTicker() {
+// ensureWholeMarket places the whole-market streams (see wholeMarket) on
+// the first connection of their group of each line. Called with s.mu held.
+func (s *Streams) ensureWholeMarket() {
 	for _, l := range s.lines {
-		for _, name := range allMarketStreams {
-			if l.where[name] == nil {
-				s.place(l, name, streamRef{allMarket: true}, groupMarket)
+		for i, w := range wholeMarket {
+			if l.where[w.name] == nil {
+				s.place(l, w.name, streamRef{allMarket: true, whole: i}, w.group)
 			}
 		}
 	}
 }
-
-// allMarketStreams are the streams of every market at once that each line
-// carries on its market path: the tickers and the mark prices (which
-// Binance's 2026 split serves on /market with the aggregate trades).
-var allMarketStreams = [...]string{tickerName, MarkPriceStream}
 
 // place puts a stream on the first connection of l's group g with room,
 // making a new one when all are full. Called with s.mu held.
@@ -437,7 +392,7 @@ func (s *Streams) Run(ctx context.Context, sink venue.Sink) error {
 		s.mu.Unlock()
 		return errRunning
 	}
-	s.ensureTicker()
+	s.ensureWholeMarket()
 	s.started = true
 	s.runCtx, s.sink = ctx, sink
 	for _, l := range s.lines {

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // This file turns market-stream frames into poller values. Like decode.go it
@@ -24,14 +25,7 @@ const (
 	frameTickers                     // rows of the all-market ticker stream
 	frameMarkPrices                  // rows of the all-market mark price stream
 	frameReply                       // the answer to a SUBSCRIBE or UNSUBSCRIBE
-)
-
-// Stream name suffixes and the all-market ticker name, as the venue spells
-// them. An explicit "@250ms" is not a valid spelling; "@100ms" is.
-const (
-	depthSuffix = "@depth@100ms"
-	tradeSuffix = "@aggTrade"
-	tickerName  = "!ticker@arr"
+	numFrameKinds
 )
 
 // frame is one decoded stream message.
@@ -53,9 +47,10 @@ type frame struct {
 	reply     reply
 }
 
-// knownFunc reports whether a symbol's depth event with last update id
-// last at time was delivered already (see dedup.known).
-type knownFunc func(symbol string, last, time int64) bool
+// knownFunc reports whether the event of a symbol's stream of kind with
+// the venue id at time was delivered already (see dedup.known). A reader
+// asks it before it reads the bulk of an event (see readDepth).
+type knownFunc func(kind snapshot.Stream, symbol string, id, time int64) bool
 
 // errDuplicate is the error for a depth event known to be a copy of one
 // delivered: it is dropped with its levels unread. It is not bad data.
@@ -250,22 +245,6 @@ func (e *envelope) frame() (frame, error) {
 	}
 	e.event.kind, e.event.name = f.kind, f.name
 	return e.event, nil
-}
-
-// classify returns the kind of event a stream name carries.
-func classify(name string) frameKind {
-	switch name {
-	case tickerName:
-		return frameTickers
-	case MarkPriceStream:
-		return frameMarkPrices
-	}
-	for _, k := range kinds {
-		if k.suffix != "" && strings.HasSuffix(name, k.suffix) {
-			return k.frame
-		}
-	}
-	return frameUnknown
 }
 
 // replyOf checks a reply: id is an integer without a sign; the reply is ok

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // This file reads the events inside stream frames: depth updates, aggregate
@@ -25,34 +26,21 @@ import (
 // with the right type, as it was when decoding into Go types failed.
 var errMisshapen = badData("event is not of the expected shape")
 
-// readEvent reads the data of a frame of the given kind; the data of a
-// stream this client does not use is read and dropped. known, when not
-// nil, tells a depth event already delivered (see readDepth); lend gathers
-// a depth event's sides (see decodeLent).
-func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (frame, error) {
-	switch kind {
-	case frameDepth:
-		u, err := readDepth(s, known, lend)
-		return frame{depth: u}, err
-	case frameTrade:
-		sym, tr, err := readTrade(s)
-		return frame{symbol: sym, trade: tr}, err
-	case frameTickers:
-		rows, t, err := readTickers(s)
-		return frame{tickers: rows, tickersTime: t}, err
-	case frameMarkPrices:
-		// A row left out as unusable is the venue's to fix, not the
-		// frame's: the others are delivered.
-		rows, _ := readMarkPrices(s)
-		ownContracts(rows)
-		var newest int64
-		for _, r := range rows {
-			newest = max(newest, r.Time)
-		}
-		return frame{marks: rows, marksTime: newest}, nil
-	}
+// readEvent reads the data of a frame of the given kind with the reader
+// its stream's row names (see readers); the data of a stream this client
+// does not use is read and dropped. known, when not nil, tells an event
+// already delivered (see readDepth); lend gathers a depth event's sides
+// (see decodeLent).
+func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (f frame, err error) {
+	*s, f, err = readers[kind](*s, known, lend)
+	return f, err
+}
+
+// skipEvent is the reader of the frames of no row: their data is read and
+// dropped.
+func skipEvent(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
 	s.value()
-	return frame{}, nil
+	return s, frame{}, nil
 }
 
 // readFields reads the object at the cursor into fields, into[i] taking
@@ -101,7 +89,7 @@ var depthKeys = [...]string{
 //
 // The sides are gathered in the lender's slices and returned in them; the
 // symbol and the decimals are the frame's (see decodeLent).
-func readDepth(s *scanner, known knownFunc, lend *lender) (venue.DepthUpdate, error) {
+func readDepth(s *scanner, kind snapshot.Stream, known knownFunc, lend *lender) (venue.DepthUpdate, error) {
 	if s.peek() != '{' {
 		s.value()
 		return venue.DepthUpdate{}, badData("event is not a JSON object")
@@ -118,7 +106,7 @@ func readDepth(s *scanner, known knownFunc, lend *lender) (venue.DepthUpdate, er
 		k := lookup(depthKeys[:], s.key())
 		if (k == depBids || k == depAsks) && known != nil && !checked {
 			checked = true
-			dup = delivered(known, &f)
+			dup = delivered(kind, known, &f)
 		}
 		if dup && (k == depBids || k == depAsks) {
 			s.value()
@@ -167,11 +155,11 @@ func readDepth(s *scanner, known knownFunc, lend *lender) (venue.DepthUpdate, er
 // delivered asks known about the depth event whose fields f holds so far;
 // an event that has not shown its symbol, last id and time yet is not
 // known.
-func delivered(known knownFunc, f *[len(depthKeys)]field) bool {
+func delivered(kind snapshot.Stream, known knownFunc, f *[len(depthKeys)]field) bool {
 	sym, ok1 := f[depSymbol].text()
 	last, ok2 := f[depLast].natural()
 	t, ok3 := f[depTime].natural()
-	return ok1 && ok2 && ok3 && known(sym, last, t)
+	return ok1 && ok2 && ok3 && known(kind, sym, last, t)
 }
 
 // depthUpdateOf checks a depthUpdate's own fields: e is "depthUpdate"; s a

@@ -126,18 +126,18 @@ func (c *carriers) forget(symbol string) {
 	}
 }
 
-// marks is what was last delivered of one symbol's depth and trade events:
-// the ids and times of the last recentEvents of each. Only an event found
-// there is a copy. An event merely older than the newest delivered is not:
-// a connection just opened (a rotation's replacement, a line back after a
-// drop) delivers the newest events while an older one still has events
-// queued that were never delivered, and those are what the book's chain
-// and the trade window need. Time as well as id, so that a venue whose
-// ids start again (a restart) is not taken for a copy.
+// marks is what was last delivered of one symbol's per-pair streams: the
+// ids and times of the last recentEvents of each kind, in the kind's ring.
+// Only an event found there is a copy. An event merely older than the
+// newest delivered is not: a connection just opened (a rotation's
+// replacement, a line back after a drop) delivers the newest events while
+// an older one still has events queued that were never delivered, and
+// those are what the book's chain and the trade window need. Time as well
+// as id, so that a venue whose ids start again (a restart) is not taken
+// for a copy.
 type marks struct {
-	mu     sync.Mutex
-	depth  recent
-	trades recent
+	mu    sync.Mutex
+	rings [snapshot.NumStreams]recent
 }
 
 // recentEvents is how many delivered events a symbol's marks remember of
@@ -176,10 +176,10 @@ func (r *recent) claim(id, time int64) bool {
 // the watched symbols change so that the readers look it up without a lock.
 type dedup struct {
 	bySymbol atomic.Pointer[map[string]*marks]
-	// tickers is the event time of the newest all-market ticker frame
-	// delivered: a frame no newer is another line's copy, or late.
-	tickers atomic.Int64
-	marks   atomic.Int64
+	// newest is the event time of the newest frame of each whole-market
+	// stream delivered (by its row of wholeMarket): a frame no newer is
+	// another line's copy, or late.
+	newest [len(wholeMarket)]atomic.Int64
 }
 
 // watch keeps the marks of symbols, and only theirs.
@@ -203,64 +203,46 @@ func (d *dedup) of(symbol string) *marks {
 	return nil
 }
 
-// known is the decoder's early check (see readDepth): whether a depth event
-// was delivered already, from its ids alone, before its levels are read.
-// A copy that arrives while the first is being delivered is not known yet;
-// depth drops it.
-func (d *dedup) known(symbol string, last, time int64) bool {
+// known is the decoder's early check (see readDepth): whether an event of
+// a symbol's stream of kind was delivered already, from its id and time
+// alone, before the bulk of it is read. A copy that arrives while the
+// first is being delivered is not known yet; deliver drops it.
+func (d *dedup) known(kind snapshot.Stream, symbol string, id, time int64) bool {
 	m := d.of(symbol)
 	if m == nil {
 		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.depth.has(last, time)
+	return m.rings[kind].has(id, time)
 }
 
-// depth delivers a depth event to sink unless it was delivered already. A
-// symbol's events are delivered one at a time, in the order they pass the
-// check, so that a line that is behind can neither deliver a copy nor
-// overtake the other's event it follows. It reports whether it delivered.
+// deliver delivers an event of a symbol's stream of kind, which has the
+// venue id at time, to sink with the kind's row unless it was delivered
+// already. A symbol's events are delivered one at a time, in the order
+// they pass the check, so that a line that is behind can neither deliver a
+// copy nor overtake the other's event it follows. It reports whether it
+// delivered.
 //
 // A symbol not watched now has no marks: its events go to the sink, which
 // drops what it does not follow.
-func (d *dedup) depth(u venue.DepthUpdate, sink venue.Sink) bool {
-	if m := d.of(u.Symbol); m != nil {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if !m.depth.claim(u.Last, u.Time) {
-			return false
-		}
-	}
-	sink.Depth(u)
-	return true
-}
-
-// trade delivers an aggregate trade to sink unless it was delivered
-// already, as depth does. It reports whether it delivered.
-func (d *dedup) trade(symbol string, tr venue.Trade, sink venue.Sink) bool {
+func (d *dedup) deliver(kind snapshot.Stream, symbol string, id, time int64, f *frame, sink venue.Sink) bool {
 	if m := d.of(symbol); m != nil {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if !m.trades.claim(tr.ID, tr.Time) {
+		if !m.rings[kind].claim(id, time) {
 			return false
 		}
 	}
-	sink.Trade(symbol, tr)
+	kinds[kind].deliver(sink, symbol, f)
 	return true
 }
 
-// newTickers reports whether a ticker frame of event time t is newer than
-// the last one delivered, and if so takes it as the newest.
-func (d *dedup) newTickers(t int64) bool { return newer(&d.tickers, t) }
-
-// newMarks is newTickers for the mark price stream.
-func (d *dedup) newMarks(t int64) bool { return newer(&d.marks, t) }
-
-// newer reports whether an all-market frame of event time t is newer than
-// the last one delivered (last), and if so takes it as the newest: the
-// copy the other line brings is dropped.
-func newer(last *atomic.Int64, t int64) bool {
+// newer reports whether a frame of the whole-market stream w (its row of
+// wholeMarket) of event time t is newer than the last one delivered, and
+// if so takes it as the newest: the copy the other line brings is dropped.
+func (d *dedup) newer(w int, t int64) bool {
+	last := &d.newest[w]
 	for {
 		l := last.Load()
 		if t != 0 && t <= l {

@@ -275,6 +275,9 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	ev := func(last, time int64) venue.DepthUpdate {
 		return venue.DepthUpdate{Symbol: "BTCUSDT", First: last, Last: last, Prev: last - 1, Time: time}
 	}
+	depth := func(u venue.DepthUpdate) bool {
+		return d.deliver(snapshot.StreamBook, u.Symbol, u.Last, u.Time, &frame{depth: u}, sink)
+	}
 	for _, step := range []struct {
 		u    venue.DepthUpdate
 		want bool
@@ -289,21 +292,24 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 		{ev(3, 9000), true},    // ids that started again
 		{ev(4, 9100), true},
 	} {
-		if known := d.known(step.u.Symbol, step.u.Last, step.u.Time); known == step.want {
+		if known := d.known(snapshot.StreamBook, step.u.Symbol, step.u.Last, step.u.Time); known == step.want {
 			t.Errorf("update %d at %d: known before delivery %v", step.u.Last, step.u.Time, known)
 		}
-		if got := d.depth(step.u, sink); got != step.want {
+		if got := depth(step.u); got != step.want {
 			t.Errorf("update %d at %d: delivered %v, want %v", step.u.Last, step.u.Time, got, step.want)
 		}
 	}
 	tr := venue.Trade{ID: 7, Time: 100, Price: "1", Size: "1"}
-	if !d.trade("BTCUSDT", tr, sink) || d.trade("BTCUSDT", tr, sink) {
+	trade := func() bool {
+		return d.deliver(snapshot.StreamTrades, "BTCUSDT", tr.ID, tr.Time, &frame{symbol: "BTCUSDT", trade: tr}, sink)
+	}
+	if !trade() || trade() {
 		t.Error("a trade and its copy: want the trade delivered and the copy not")
 	}
 	// A symbol no longer watched has no marks: its events go to the sink,
 	// which drops what it does not follow.
 	d.watch(map[string]bool{})
-	if !d.depth(ev(100, 5000), sink) {
+	if !depth(ev(100, 5000)) {
 		t.Error("an unwatched symbol's event was taken for a copy")
 	}
 }

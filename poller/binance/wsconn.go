@@ -16,6 +16,7 @@ import (
 
 	"marketfeed/internal/backoff"
 	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // wsConn is one websocket connection and the streams routed to it.
@@ -31,8 +32,11 @@ type wsConn struct {
 	err    error         // why the reader ended; read after done
 	ended  time.Time     // when the reader ended; read after done
 	// lend holds the reader's depth levels from frame to frame (see
-	// decodeLent); only the reader uses it.
+	// decodeLent), and f the frame being handled, which handle gives the
+	// rows' functions: a frame of the handler's own would escape through
+	// them, an allocation a frame. Only the reader uses them.
 	lend lender
+	f    frame
 
 	retired atomic.Bool // closed on purpose: report nothing
 	broken  atomic.Bool // closed by its slot as broken: the venue did not close it
@@ -47,8 +51,8 @@ type wsConn struct {
 	catchUpAt  atomic.Int64
 	caughtUp   chan struct{}
 	caughtOnce sync.Once
-	// known is the decoder's check for a copy (dedup.known), which also
-	// sees every depth event's time for catchUpAt.
+	// known is the decoder's early check for a copy (seen), held as a
+	// func value so that handing it to the decoder allocates nothing.
 	known knownFunc
 
 	mu      sync.Mutex
@@ -88,10 +92,7 @@ func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 		routes:   make(map[string]streamRef),
 		pending:  make(map[int64]chan reply),
 	}
-	c.known = func(symbol string, last, time int64) bool {
-		c.reached(time)
-		return c.s.dups.known(symbol, last, time)
-	}
+	c.known = c.seen
 	sl.s.met.conns.Add(1)
 	c.counted.Store(true)
 	// The slot waits for done before it returns, so this goroutine is owned
@@ -112,6 +113,13 @@ func (c *wsConn) closeNow() {
 // read what the venue sent it before at.
 func (c *wsConn) catchUp(at time.Time) {
 	c.catchUpAt.Store(max(at.UnixMilli(), 1))
+}
+
+// seen is c's known: whether the event was delivered already (see
+// dedup.known), noting that c read an event stamped time.
+func (c *wsConn) seen(kind snapshot.Stream, symbol string, id, time int64) bool {
+	c.reached(time)
+	return c.s.dups.known(kind, symbol, id, time)
 }
 
 // reached notes that c read an event stamped t (Unix ms).
@@ -272,23 +280,19 @@ func (c *wsConn) readLoop(sink venue.Sink) {
 
 // handle routes one frame. Events of streams not routed to c (an
 // unsubscription in flight, a stream never asked for) are counted as
-// unknown and dropped.
+// unknown and dropped. An event is checked, told from the other line's
+// copy, counted and delivered by its stream's row (see kinds.go), so
+// nothing here asks which stream it came on.
 func (c *wsConn) handle(b []byte, sink venue.Sink) {
 	// What the frame decodes to is lent: b's bytes and c.lend's levels,
 	// valid until the next frame, so nothing here keeps any of it, and the
 	// sink copies what it keeps of a depth event (venue.DepthUpdate).
-	f, err := decodeLent(b, c.known, &c.lend)
+	f := &c.f
+	var err error
+	*f, err = decodeLent(b, c.known, &c.lend)
 	m := c.s.met
 	if err == nil && f.kind == frameReply {
-		c.mu.Lock()
-		ch := c.pending[f.reply.id]
-		delete(c.pending, f.reply.id)
-		c.mu.Unlock()
-		if ch == nil {
-			m.unknownEvents.Inc()
-			return
-		}
-		ch <- f.reply
+		c.answer(f.reply)
 		return
 	}
 	if err == errDuplicate {
@@ -301,71 +305,85 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 		return
 	}
 	ref, ok := c.route(f.name)
-	if !ok || f.kind == frameUnknown {
+	switch {
+	case !ok || f.kind == frameUnknown:
 		m.unknownEvents.Inc()
+	case ref.allMarket:
+		c.wholeMarketFrame(ref.whole, f, err, len(b), sink)
+	default:
+		c.pairEvent(ref, f, err, sink)
+	}
+}
+
+// answer hands a reply to the request waiting for it; a reply no request
+// waits for is counted as unknown.
+func (c *wsConn) answer(r reply) {
+	c.mu.Lock()
+	ch := c.pending[r.id]
+	delete(c.pending, r.id)
+	c.mu.Unlock()
+	if ch == nil {
+		c.s.met.unknownEvents.Inc()
 		return
 	}
-	switch f.kind {
-	case frameDepth, frameTrade:
-		sym := f.symbol
-		if f.kind == frameDepth {
-			sym = f.depth.Symbol
-		}
-		if err == nil && sym != ref.symbol {
-			err = badData("event symbol does not match its stream")
-		}
-		if err != nil {
-			// The stream is out of sequence now: the poller resyncs once the
-			// stream is acknowledged again.
-			m.badFrames.Inc()
-			c.s.warn("bad event "+ref.kind.String(), "unusable market stream event; resubscribing",
-				"symbol", ref.symbol, "stream", ref.kind.String(), "err", err)
-			if sp, ok := sink.(venue.SpoiledSink); ok {
-				sp.Spoiled(ref.kind, []string{ref.symbol})
-			}
-			sink.Lost(ref.kind, []string{ref.symbol})
-			c.sl.resubscribe(strings.Clone(f.name))
-			return
-		}
-		if f.kind == frameTrade {
-			c.reached(f.trade.Time)
-		}
-		// Events count once, when delivered; copies another line
-		// delivered first count as duplicates.
-		switch {
-		case f.kind == frameDepth && c.s.dups.depth(f.depth, sink):
-			m.depthEvents.Inc()
-		case f.kind == frameTrade && c.s.dups.trade(ref.symbol, f.trade, sink):
-			m.tradeEvents.Inc()
-		default:
-			m.duplicates.Inc()
-		}
-	case frameTickers:
-		if err != nil {
-			m.badFrames.Inc()
-			c.s.warn("bad event tickers", "unusable all-market ticker frame", "bytes", len(b), "err", err)
-			return
-		}
-		c.reached(f.tickersTime)
-		if !c.s.dups.newTickers(f.tickersTime) {
-			m.duplicates.Inc()
-			return
-		}
-		m.tickerEvents.Inc()
-		if len(f.tickers) > 0 {
-			sink.Rows(venue.TickerRows(f.tickers))
-		}
-	case frameMarkPrices:
-		c.reached(f.marksTime)
-		if !c.s.dups.newMarks(f.marksTime) {
-			m.duplicates.Inc()
-			return
-		}
-		m.markEvents.Inc()
-		if len(f.marks) > 0 {
-			sink.Rows(venue.MarkRows(f.marks))
-		}
+	ch <- r
+}
+
+// pairEvent delivers an event of a symbol's stream ref, read with err,
+// unless another line delivered it first. An event that cannot be used,
+// or that names another symbol than its stream's, spoils the stream.
+func (c *wsConn) pairEvent(ref streamRef, f *frame, err error, sink venue.Sink) {
+	sym, id, at := kindOf(ref.kind).event(f)
+	if err == nil && sym != ref.symbol {
+		err = badData("event symbol does not match its stream")
 	}
+	if err != nil {
+		c.spoil(ref, f.name, err, sink)
+		return
+	}
+	c.reached(at)
+	// Events count once, when delivered; copies another line delivered
+	// first count as duplicates.
+	if c.s.dups.deliver(ref.kind, ref.symbol, id, at, f, sink) {
+		c.s.met.events[ref.kind].Inc()
+	} else {
+		c.s.met.duplicates.Inc()
+	}
+}
+
+// spoil answers an event of ref's stream, named name, that could not be
+// used (err says why): the stream is out of sequence now, so it is
+// reported Spoiled and Lost and subscribed again, and the poller resyncs
+// it once it is acknowledged again.
+func (c *wsConn) spoil(ref streamRef, name string, err error, sink venue.Sink) {
+	c.s.met.badFrames.Inc()
+	c.s.warn("bad event "+ref.kind.String(), "unusable market stream event; resubscribing",
+		"symbol", ref.symbol, "stream", ref.kind.String(), "err", err)
+	if sp, ok := sink.(venue.SpoiledSink); ok {
+		sp.Spoiled(ref.kind, []string{ref.symbol})
+	}
+	sink.Lost(ref.kind, []string{ref.symbol})
+	c.sl.resubscribe(strings.Clone(name))
+}
+
+// wholeMarketFrame delivers a frame of the whole-market stream w (its row
+// of wholeMarket), size bytes read with err, unless one as new was
+// delivered: the other line's copy, or a late frame.
+func (c *wsConn) wholeMarketFrame(w int, f *frame, err error, size int, sink venue.Sink) {
+	row, m := &wholeMarket[w], c.s.met
+	if err != nil {
+		m.badFrames.Inc()
+		c.s.warn("bad event "+row.label, "unusable "+row.what+" frame", "bytes", size, "err", err)
+		return
+	}
+	at := row.newest(f)
+	c.reached(at)
+	if !c.s.dups.newer(w, at) {
+		m.duplicates.Inc()
+		return
+	}
+	m.wholeEvents[w].Inc()
+	row.deliver(sink, f)
 }
 
 // pacer spaces one connection's control messages at least every apart, so

@@ -51,15 +51,22 @@ type tradesState struct {
 	idChecked int
 }
 
+// The trades kind's tiers (see Tier), in the order they go: the reads of
+// trades, then the checks of the venue's newest trade id (see
+// tradesState.due). Tiers rank one kind's reads, so these are the trades'
+// own, apart from the book's.
+const (
+	tierTrades  Tier = iota // a read of trades
+	tierTradeID             // a check of the venue's newest trade id (see checkID)
+)
+
 // tradesRow is the trades kind's row of kinds.
 var tradesRow = kindRow{
-	of:    func(lp *pair) kind { return &lp.tradesState },
-	every: func(cfg *Config) time.Duration { return cfg.TradesEvery },
-	// A read of trades has tier 0; the check of the venue's newest trade
-	// id, tierProbe (see tradesState.due).
-	purpose: [numTiers]budget.Purpose{0: budget.PurposeBackfill, tierProbe: budget.PurposeBackfill},
+	of:      func(lp *pair) kind { return &lp.tradesState },
+	every:   func(cfg *Config) time.Duration { return cfg.TradesEvery },
+	purpose: [numTiers]budget.Purpose{tierTrades: budget.PurposeBackfill, tierTradeID: budget.PurposeBackfill},
 	weight: func(s *Source, tier Tier) int {
-		if tier == tierProbe {
+		if tier == tierTradeID {
 			w, _ := s.cfg.REST.TradeIDWeight()
 			return w
 		}
@@ -89,7 +96,7 @@ func (t *tradesState) lose(*Source, *pair, string) { t.tradesLost, t.losses = tr
 // trades after its newest are read); one that did miss trades
 // reads the ids it missed. Where the venue reads its newest single
 // trade's id for less than a read of trades, that id is checked
-// first (tierProbe): most windows that hear nothing after the
+// first (tierTradeID): most windows that hear nothing after the
 // stream's return are of quiet markets that missed nothing, and after
 // a venue-wide outage their reads of 20 weight each took the weight
 // the books' syncs wait for.
@@ -108,8 +115,9 @@ func (t *tradesState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tie
 	if s.booksBehind.Load() && lp.trades.waiting.Load() == 0 {
 		return false, 0, 0
 	}
+	tier = tierTrades
 	if _, reads := s.cfg.REST.TradeIDWeight(); reads && lp.tradesLost && lp.idChecked != lp.losses && lp.window.newestLastID() != 0 {
-		tier = tierProbe
+		tier = tierTradeID
 	}
 	if s.cfg.Demand.Wanted(snapshot.StreamTrades, lp.tickerID, now) {
 		return true, tier, 0
@@ -247,11 +255,11 @@ const resumeGrace = 2 * time.Second
 
 // fetch reads what a pair's window needs: for a window that may have
 // missed trades while its stream was lost, the venue's newest single trade
-// id (tierProbe, see checkID) or the trades after its newest (see readOn);
+// id (tierTradeID, see checkID) or the trades after its newest (see readOn);
 // for one with a hole, the ids it misses; otherwise, and for a window that
 // never held a trade, the newest trades.
 func (t *tradesState) fetch(ctx context.Context, s *Source, lp *pair, tier Tier) (func(time.Time) bool, error) {
-	if tier == tierProbe {
+	if tier == tierTradeID {
 		return t.checkID(ctx, s, lp)
 	}
 	lp.mu.Lock()

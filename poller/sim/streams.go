@@ -18,12 +18,15 @@ import (
 // does not replay minutes of trades either, and the poller backfills them.
 const maxCatchUp = 50
 
-// tickerEvery is the all-market ticker stream's cadence, in heartbeats.
-const tickerEvery = 1000 / tickMs
+// wholeMarketEvery is the cadence of the streams of every market at once
+// (the tickers, the mark prices), in heartbeats: once a second, as a
+// venue's.
+const wholeMarketEvery = 1000 / tickMs
 
 // Streams is the simulated venue's market streams, in process: no
 // connection, no encoding, the same events a Binance-compatible venue's
-// depth, aggregate trade and all-market ticker streams carry. Watch and
+// depth, aggregate trade, all-market ticker and mark price streams carry
+// (kinds and wholeMarket). Watch and
 // Resubscribe may be called from any goroutine; Run is meant to run once at
 // a time.
 type Streams struct {
@@ -90,8 +93,8 @@ func (s *Streams) Resubscribe(kind snapshot.Stream, symbol string) {
 // error. On every 100 ms tick of a time.Ticker it reads the venue clock and
 // delivers, for each heartbeat since the last one delivered and for each
 // watched symbol in symbol order, the heartbeat's diff event and the trades
-// of the heartbeat that just ended; once a second it delivers the 24 h
-// statistics of every market. Every watched symbol is reported Live when Run
+// of the heartbeat that just ended; once a second it delivers the rows of
+// every whole-market stream. Every watched symbol is reported Live when Run
 // starts. Events chain across the whole run: a heartbeat is never skipped
 // (see maxCatchUp for a run that fell far behind). A venue clock that stands
 // still or goes back delivers nothing until it passes the last heartbeat.
@@ -162,10 +165,24 @@ func (s *Streams) deliver(sink venue.Sink, last, k, now int64) {
 			}
 		}
 	}
-	if floorDiv(k, tickerEvery) > floorDiv(last, tickerEvery) {
-		sink.Rows(venue.TickerRows(s.v.stats(now)))
-		sink.Rows(venue.MarkRows(s.v.ContractsAt(now)))
+	for _, w := range wholeMarket {
+		if floorDiv(k, w.every) > floorDiv(last, w.every) {
+			w.deliver(sink, s.v, now)
+		}
 	}
+}
+
+// wholeMarket is what differs between the streams of every market at
+// once, one row each, delivered in this order: every how many heartbeats
+// the stream delivers, and what it delivers at the instant now (Unix ms).
+var wholeMarket = [...]struct {
+	every   int64
+	deliver func(sink venue.Sink, v *Venue, now int64)
+}{
+	// The 24 h statistics of every market.
+	{wholeMarketEvery, func(sink venue.Sink, v *Venue, now int64) { sink.Rows(venue.TickerRows(v.stats(now))) }},
+	// The mark price, index and funding of every perpetual.
+	{wholeMarketEvery, func(sink venue.Sink, v *Venue, now int64) { sink.Rows(venue.MarkRows(v.ContractsAt(now))) }},
 }
 
 // kinds is what differs between a market's streams, one row per stream

@@ -130,6 +130,9 @@ func TestStreamsDeliverInOrder(t *testing.T) {
 		if len(r.TickerRows()) != 2 || len(r.TickerRows()[0]) != len(v.markets) {
 			t.Errorf("%d ticker deliveries, want 2 of %d rows", len(r.TickerRows()), len(v.markets))
 		}
+		if len(r.ContractRows()) != 2 || len(r.ContractRows()[0]) == 0 {
+			t.Errorf("%d mark price deliveries, want 2 of every perpetual's row", len(r.ContractRows()))
+		}
 		wantLive := []string{"BTCUSDT", "ETHUSDT", "ETHUSDT"}
 		if !reflect.DeepEqual(r.Reported(venuetest.Live, snapshot.StreamBook), wantLive) ||
 			!reflect.DeepEqual(r.Reported(venuetest.Live, snapshot.StreamTrades), wantLive[:2]) {
