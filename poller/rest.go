@@ -247,7 +247,7 @@ func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream, depth i
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if s != snapshot.StreamBook || f.depth >= depth || f.err != nil || p.served(id, s, depth) {
+		if !s.Deep() || f.depth >= depth || f.err != nil || p.served(id, s, depth) {
 			return f.err
 		}
 	}

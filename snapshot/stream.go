@@ -64,6 +64,9 @@ type streamRow struct {
 	// keyPrefix starts the key a replica's bucket keeps a pair's value of
 	// the kind under, the ticker_id ending it.
 	keyPrefix string
+	// deep is set when a value of the kind is served to the depth a
+	// request asks (see Deep).
+	deep bool
 	// get returns the cell's value, holding a nil pointer for none.
 	get func(c *cell) PairValue
 	// readAt returns when the cell's value was read; ok is false before
@@ -92,7 +95,7 @@ type kindNames struct {
 }
 
 var streamRows = [NumStreams]streamRow{
-	StreamBook: kindRow(kindNames{name: "book", part: "books", venueStream: "depth"}, func(c *cell) *atomic.Pointer[Book] { return &c.book }, DecodeBook, (*Store).PutBook,
+	StreamBook: kindRow(kindNames{name: "book", part: "books", venueStream: "depth"}, true, func(c *cell) *atomic.Pointer[Book] { return &c.book }, DecodeBook, (*Store).PutBook,
 		// A book is rebuilt from the deeper value when there is one
 		// (see Depth), so the events it needs go on from the depth's.
 		func(c *cell, b *Book) int64 {
@@ -104,7 +107,7 @@ var streamRows = [NumStreams]streamRow{
 			}
 			return 0
 		}),
-	StreamTrades: kindRow(kindNames{name: "trades", part: "trades", venueStream: "trades"}, func(c *cell) *atomic.Pointer[Trades] { return &c.trades }, DecodeTrades, (*Store).PutTrades,
+	StreamTrades: kindRow(kindNames{name: "trades", part: "trades", venueStream: "trades"}, false, func(c *cell) *atomic.Pointer[Trades] { return &c.trades }, DecodeTrades, (*Store).PutTrades,
 		func(_ *cell, t *Trades) int64 {
 			if t != nil {
 				return t.NewestVenueID()
@@ -113,16 +116,18 @@ var streamRows = [NumStreams]streamRow{
 		}),
 }
 
-// kindRow builds a kind's row from its value type's functions: in is the
-// cell's pointer to the kind's value; covered is given the value, nil for
-// none or for a pair no longer answered.
+// kindRow builds a kind's row from its value type's functions: deep says
+// whether its values are served to a depth (see Deep); in is the cell's
+// pointer to the kind's value; covered is given the value, nil for none or
+// for a pair no longer answered.
 func kindRow[T any, V interface {
 	*T
 	PairValue
-}](names kindNames, in func(c *cell) *atomic.Pointer[T], decode func([]byte) (V, error), put func(*Store, V) bool, covered func(c *cell, v V) int64) streamRow {
+}](names kindNames, deep bool, in func(c *cell) *atomic.Pointer[T], decode func([]byte) (V, error), put func(*Store, V) bool, covered func(c *cell, v V) int64) streamRow {
 	return streamRow{
 		kindNames: names,
 		keyPrefix: names.name + ".",
+		deep:      deep,
 		get:       func(c *cell) PairValue { return V(in(c).Load()) },
 		readAt: func(c *cell) (int64, bool) {
 			v := V(in(c).Load())
@@ -175,6 +180,12 @@ func (s Stream) Part() string { return s.row().part }
 // VenueStream is the name of the venue's stream that feeds the kind
 // ("depth", "trades"), as the stream metrics label it.
 func (s Stream) VenueStream() string { return s.row().venueStream }
+
+// Deep reports whether a value of s is served to the depth a request
+// asks, as a book's levels are: a request for more than a value vouches
+// for (see PairValue's Serves) has it read deeper, once for the request,
+// and a pair's state of s remembers the depth asked.
+func (s Stream) Deep() bool { return s.row().deep }
 
 // KeyPrefix is what the key a replica keeps a pair's value of s under
 // starts with; the ticker_id follows.

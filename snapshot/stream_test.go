@@ -107,3 +107,18 @@ func TestStoreHoldsEachKindOnceItIsPut(t *testing.T) {
 		}
 	}
 }
+
+// A kind whose values can vouch for fewer levels than a request asks says
+// so (Deep): the poller reads such a value deeper for the request, and a
+// kind that did not say so would be served short instead.
+func TestOnlyDeepKindsServeToADepth(t *testing.T) {
+	short := [NumStreams]PairValue{
+		StreamBook:   NewLocalBook("BTC_USDT", bookTime, 1, ladder(3, true), ladder(3, false), Open{Bids: true, Asks: true}, readAt),
+		StreamTrades: tradesFor(t, "BTC_USDT"),
+	}
+	for k := range NumStreams {
+		if v := short[k]; !k.Deep() && !v.Serves(MaxDepth) {
+			t.Errorf("%v: its value serves only %d levels or fewer, yet the kind is not deep", k, 3)
+		}
+	}
+}

@@ -26,7 +26,7 @@ func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream, depth i
 	waiting := &lp.kind(k).feed().waiting
 	waiting.Store(time.Now().UnixNano())
 	defer waiting.Store(0)
-	if k == snapshot.StreamBook {
+	if k.Deep() {
 		defer func() {
 			lp.mu.Lock()
 			lp.asked = 0
@@ -43,7 +43,7 @@ func (s *Source) Load(ctx context.Context, id string, k snapshot.Stream, depth i
 			lp.mu.Unlock()
 			return false, nil
 		}
-		if k == snapshot.StreamBook {
+		if k.Deep() {
 			lp.ask(depth)
 		}
 		next := lp.kind(k).feed().next()
