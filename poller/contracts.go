@@ -308,7 +308,7 @@ func (d *documents) recontract(pairs *snapshot.Pairs) {
 }
 
 // contractQuotes picks every contract's best bid and ask from what is
-// served (see Poller.quotes): a quote younger than fresh; else the bulk
+// served (see documents.quotes): a quote younger than fresh; else the bulk
 // quotes while those are younger than fresh; else an older quote of what
 // is served, so that a contract is listed while its book answers. A
 // contract with none is left out. all reports whether every pair had a

@@ -16,8 +16,6 @@ import (
 // venue's streams are not read, so that neither path asks which it has.
 // What the whole-market documents ask of it is docSource.
 type source interface {
-	// SetPairs follows a new pair list.
-	SetPairs(pairs *snapshot.Pairs)
 	// Streaming reports whether the pair's stream of s delivers, so that
 	// the stream, not REST rounds, keeps it.
 	Streaming(id string, s snapshot.Stream) bool
@@ -28,9 +26,6 @@ type source interface {
 	// Sources counts the pairs of each stream kind by where they come
 	// from; ok is false without streams.
 	Sources() (pairs [snapshot.NumStreams]map[string]int, ok bool)
-	// Settled reports whether the books need nothing more of the venue
-	// than their steady state does; always, without streams.
-	Settled(now time.Time) bool
 	// SyncProgress reports how the books out of sequence come back; zero
 	// without streams.
 	SyncProgress() live.SyncProgress

@@ -129,9 +129,9 @@ func (d *documents) readTickers(ctx context.Context, now time.Time, wantQuotes, 
 // assembleTickers picks the statistics and quotes a build of the tickers
 // uses, and when each was read: the newer of the ticker stream's rows and
 // the bulk statistics; the spot pairs' local quotes over the bulk quotes.
-// A quote of what is served (see Poller.quotes) is used while it is
+// A quote of what is served (see documents.quotes) is used while it is
 // younger than fresh, or, while the bulk quotes cannot stand in (none read
-// within fresh: the venue refuses calls), while Poller.quotes keeps it
+// within fresh: the venue refuses calls), while documents.quotes keeps it
 // (until two builds' time before max-stale); a spot pair
 // with neither is left out of /tickers, counted, rather than aging the
 // whole list. It is pure: bulk is read only.

@@ -663,17 +663,14 @@ func (h *wsHub) Trade(symbol string, tr venue.Trade) {
 	h.publish(strings.ToLower(symbol)+"@aggTrade", func() []byte { return appendAggTrade(nil, symbol, tr, E) })
 }
 
-// Rows takes a whole-market stream's rows to the method of their kind;
-// the other kind's rows are none.
+// Rows fans the ticker stream's rows out (see Tickers). The simulator's
+// mark prices are not taken from its heartbeats: the hub publishes them on
+// its own once-a-second clock, as the venue does (see runMarkPrices).
 func (h *wsHub) Rows(rows venue.Rows) {
-	h.Tickers(rows.Stats())
-	h.Contracts(rows.Contracts())
+	if stats := rows.Stats(); stats != nil {
+		h.Tickers(stats)
+	}
 }
-
-// Contracts is the simulator's mark prices of a second, which the hub does
-// not take from the simulator's heartbeats: it publishes them on its own
-// once-a-second clock, as the venue does (see runMarkPrices).
-func (h *wsHub) Contracts([]venue.Contract) {}
 
 // Tickers fans the changed rows out to !ticker@arr, leaving out delisted
 // markets.

@@ -10,7 +10,7 @@ func (f Family) with(h string) Family { f.Help = h; return f }
 // Families is the help text of every metric family marketfeed exposes
 // (docs/operations.md lists them with their labels), and the type of those
 // the library cannot say. A family missing here is found by the tests of
-// cmd/marketfeed, which scrape every mode.
+// apptest (operatorkit_metrics_test.go), which scrape every mode.
 var Families = map[string]Family{
 	// The service.
 	"marketfeed_build_info":                    {Help: "Always 1; the labels say which build runs (version, goversion)."},

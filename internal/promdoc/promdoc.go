@@ -29,7 +29,7 @@ type Family struct {
 // family's series grouped under its HELP and TYPE lines: the help from
 // families, the type from families or else from the scrape's own TYPE
 // line ("untyped" when it has none). A family families does not know gets
-// no HELP line, which promtool reports (see the tests of cmd/marketfeed).
+// no HELP line, which promtool reports (see apptest's operatorkit_metrics_test.go).
 func Write(w io.Writer, scrape []byte, families map[string]Family) error {
 	types := map[string]string{}
 	series := map[string][]byte{}

@@ -81,10 +81,10 @@ type eventReader func(s scanner, known knownFunc, lend *lender) (scanner, frame,
 // one row each. Each line carries them all, on connections of the row's
 // group; their frames are told from the other line's copy by their newest
 // event time (see dedup.newer), and counted in
-// marketfeed_stream_events_total under the row's label.
+// marketfeed_stream_events_total under the name of its venue.Doc.
 var wholeMarket = [...]wholeStream{
 	{
-		name: tickerName, group: groupMarket, frame: frameTickers, label: "tickers", what: "all-market ticker",
+		name: tickerName, group: groupMarket, frame: frameTickers, doc: venue.DocTickers, what: "all-market ticker",
 		read: func(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
 			rows, t, err := readTickers(&s)
 			return s, frame{tickers: rows, tickersTime: t}, err
@@ -99,7 +99,7 @@ var wholeMarket = [...]wholeStream{
 	{
 		// Binance's 2026 split of the stream paths serves the mark prices
 		// on the market path, with the aggregate trades (see markPricePath).
-		name: MarkPriceStream, group: groupMarket, frame: frameMarkPrices, label: "marks", what: "all-market mark price",
+		name: MarkPriceStream, group: groupMarket, frame: frameMarkPrices, doc: venue.DocMarks, what: "all-market mark price",
 		read:   readMarkPriceFrame,
 		newest: func(f *frame) int64 { return f.marksTime },
 		deliver: func(sink venue.Sink, f *frame) {
@@ -120,9 +120,11 @@ type wholeStream struct {
 	// of one.
 	frame frameKind
 	read  eventReader
-	// label names the stream in its metrics and log keys; what says what
-	// its frames are in log messages.
-	label, what string
+	// doc is the stream's kind: its name labels the stream in its metrics
+	// and log keys (venue.Doc's String).
+	doc venue.Doc
+	// what says what its frames are in log messages.
+	what string
 	// newest returns the newest event time (Unix ms) of the frame's rows,
 	// 0 when none had one.
 	newest func(f *frame) int64

@@ -3,6 +3,7 @@ package binance
 import (
 	"testing"
 
+	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
 
@@ -37,6 +38,9 @@ func TestEveryWholeMarketStreamIsARow(t *testing.T) {
 		labels[k.VenueStream()] = true
 	}
 	frames := map[frameKind]bool{}
+	if len(wholeMarket) != int(venue.NumDocs) {
+		t.Errorf("%d whole-market stream rows, want one per venue.Doc (%d)", len(wholeMarket), venue.NumDocs)
+	}
 	for _, row := range wholeMarket {
 		if row.name == "" || row.read == nil || row.newest == nil || row.deliver == nil || row.what == "" {
 			t.Errorf("whole-market stream %q: its row is not complete", row.name)
@@ -44,10 +48,11 @@ func TestEveryWholeMarketStreamIsARow(t *testing.T) {
 		if got := classify(row.name); got != row.frame || frames[row.frame] {
 			t.Errorf("%s reads as frame kind %d, want its own %d", row.name, got, row.frame)
 		}
-		if labels[row.label] {
-			t.Errorf("%s: label %q is another stream's", row.name, row.label)
+		label := row.doc.String()
+		if labels[label] {
+			t.Errorf("%s: label %q is another stream's", row.name, label)
 		}
-		frames[row.frame], labels[row.label] = true, true
+		frames[row.frame], labels[label] = true, true
 	}
 }
 

@@ -251,7 +251,7 @@ func newStreamMetrics(set *metrics.Set) *streamMetrics {
 		m.events[k] = set.NewCounter(`marketfeed_stream_events_total{kind="` + k.VenueStream() + `"}`)
 	}
 	for i, w := range wholeMarket {
-		m.wholeEvents[i] = set.NewCounter(`marketfeed_stream_events_total{kind="` + w.label + `"}`)
+		m.wholeEvents[i] = set.NewCounter(`marketfeed_stream_events_total{kind="` + w.doc.String() + `"}`)
 	}
 	return m
 }

@@ -373,7 +373,7 @@ func (c *wsConn) wholeMarketFrame(w int, f *frame, err error, size int, sink ven
 	row, m := &wholeMarket[w], c.s.met
 	if err != nil {
 		m.badFrames.Inc()
-		c.s.warn("bad event "+row.label, "unusable "+row.what+" frame", "bytes", size, "err", err)
+		c.s.warn("bad event "+row.doc.String(), "unusable "+row.what+" frame", "bytes", size, "err", err)
 		return
 	}
 	at := row.newest(f)

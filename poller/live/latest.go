@@ -97,6 +97,10 @@ func (h *latest[T]) take(rows venue.Rows, listed map[string]*pair, now time.Time
 	}
 }
 
+// seed holds rows a bulk read gave for the symbols the stream has sent
+// nothing of yet. A seeded row has no arrival time: a holder whose rows
+// expire (expires) drops it at its next read, so a stream whose rows
+// expire is not seeded (only the ticker stream is, by SeedRows).
 func (h *latest[T]) seed(rows venue.Rows, listed map[string]*pair) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

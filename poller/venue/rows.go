@@ -21,7 +21,8 @@ const (
 
 var docNames = [NumDocs]string{DocTickers: "tickers", DocMarks: "marks"}
 
-// String names the stream, for logs and metrics.
+// String names the stream where operators read it: the kind label of
+// its stream metrics and its log keys.
 func (d Doc) String() string { return docNames[d] }
 
 // Rows is one delivery of a whole-market stream: its kind and its rows, of

@@ -12,10 +12,12 @@ import (
 	"marketfeed/snapshot"
 )
 
-// Method names a Sink method a Call was made to.
+// Method names what a Call recorded: a Sink method (Depth, Trade, Live,
+// Lost), or a delivery of a whole-market stream through Rows, recorded by
+// its venue.Doc (Tickers, Contracts; see docMethods).
 type Method int
 
-// The Sink methods.
+// The Sink methods, and the whole-market streams Rows delivers.
 const (
 	Depth Method = iota
 	Trade
@@ -33,8 +35,8 @@ type Call struct {
 	Depth     venue.DepthUpdate // Depth; lent as the adapter lent it (see venue.DepthUpdate)
 	Symbol    string            // Trade
 	Trade     venue.Trade       // Trade
-	Stats     []venue.Stat      // Tickers
-	Contracts []venue.Contract  // Contracts
+	Stats     []venue.Stat      // Tickers: the ticker stream's rows
+	Contracts []venue.Contract  // Contracts: the mark price stream's rows
 	Kind      snapshot.Stream   // Live, Lost
 	Symbols   []string          // Live, Lost
 }
