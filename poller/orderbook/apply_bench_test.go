@@ -10,14 +10,20 @@ import (
 )
 
 // BenchmarkApplySim applies the simulated venue's diff events, the ones
-// venuesim streams, to books synced from its 1000-level snapshots: 16
-// markets, 2000 heartbeats (200 s) each, in the order a connection gets
-// them (every market's event of a heartbeat, then the next heartbeat's).
-// One op is one event; levels/op is how many levels an event carries, both
-// sides. The events are built before the clock starts, and when they run
-// out the books are synced again with the clock stopped.
+// venuesim streams, to books synced from its 1000-level snapshots, in the
+// order a connection gets them (every market's event of a heartbeat, then
+// the next heartbeat's): 16 markets for 2000 heartbeats (200 s), whose
+// books stay in the processor's caches, and 846 for 100 (10 s), whose
+// books (54 MB of levels) do not, as in a feed of 846 pairs. One op is one
+// event; levels/op is how many levels an event carries, both sides. The
+// events are built before the clock starts, and when they run out the
+// books are synced again with the clock stopped.
 func BenchmarkApplySim(b *testing.B) {
-	const markets, heartbeats = 16, 2000
+	b.Run("markets=16", func(b *testing.B) { benchApplySim(b, 16, 2000) })
+	b.Run("markets=846", func(b *testing.B) { benchApplySim(b, 846, 100) })
+}
+
+func benchApplySim(b *testing.B, markets int, heartbeats int64) {
 	v := sim.New(sim.Config{Seed: 1, Extra: markets})
 	k0 := sim.Heartbeat(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	syms := make([]string, markets)
