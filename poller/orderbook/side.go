@@ -200,37 +200,6 @@ func (s *bookSide) search(key priceKey, hint int) (int, bool) {
 	return lo, lo < n && lv[lo].key == key
 }
 
-// guessSpan is how many levels behind its hint guess measures the prices'
-// spacing over.
-const guessSpan = 8
-
-// guess returns where key is expected among the levels, from hint: as
-// many levels from hint as the gap between key and the price before hint
-// spans at the spacing of the guessSpan levels before that. An event's
-// levels lie some levels apart (tens in venuesim's events, a few to
-// hundreds in the recorded ones) in a book whose prices sit on ticks,
-// most of them taken, so the guess lands within a few levels of the
-// place, where search's scan from the hint would read every level
-// between. A guess that is off costs the scan from it, no more; it is
-// hint itself when there is nothing to measure.
-func (s *bookSide) guess(key priceKey, hint int) int {
-	n := len(s.levels)
-	if hint <= guessSpan || hint > n {
-		return hint
-	}
-	near, far := s.levels[hint-1].key.approx(), s.levels[hint-1-guessSpan].key.approx()
-	at := float64(hint) + (key.approx()-near)/(near-far)*guessSpan
-	switch {
-	case at != at: // NaN: equal prices cannot be, but nothing to measure
-		return hint
-	case at <= 0:
-		return 0
-	case at >= float64(n):
-		return n
-	}
-	return int(at)
-}
-
 func (s *bookSide) load(levels []venue.Level, limit int) error {
 	n := 0
 	for _, l := range levels {
@@ -263,10 +232,12 @@ func (s *bookSide) load(levels []venue.Level, limit int) error {
 // changed its shown levels (see Book.Publishes) or whether it is open.
 func (s *bookSide) update(levels []venue.Level) (shownChanged bool, err error) {
 	// An event's levels are sorted, so each is searched for from where the
-	// one before was (see guess), the first from the top. venuesim sends
-	// both sides best first; Binance sends both by rising price (the
-	// recorded frames in poller/binance/testdata/recorded), its bids worst
-	// first: the hint is then behind the next bid, and guess looks ahead.
+	// one before was, the first from the top. venuesim sends both sides
+	// best first; Binance sends both by rising price (the recorded frames
+	// in poller/binance/testdata/recorded), its bids worst first, so that
+	// after the first bid, searched for back from the top, each lies ahead
+	// of the one before: search reads forward then. Either way an event's
+	// search reads the side from the top to its deepest level once.
 	at := len(s.levels)
 	for i, l := range levels {
 		key, ok := parsePrice(l.Price)
@@ -277,7 +248,7 @@ func (s *bookSide) update(levels []venue.Level) (shownChanged bool, err error) {
 			continue // beyond what the snapshot vouched for
 		}
 		var found bool
-		at, found = s.search(key, s.guess(key, at))
+		at, found = s.search(key, at)
 		// The shown levels are the last shown of the worst-first levels:
 		// a level there changes them, and so does one added just below
 		// them, which pushes the worst shown one out.
@@ -374,9 +345,6 @@ func (s *bookSide) top(n int) []venue.Level {
 // priceKey orders plain decimal prices exactly without parsing them into
 // floats: the integer part, then the fraction scaled to 18 digits.
 type priceKey struct{ whole, frac uint64 }
-
-// approx returns the price as a float, for guesses only.
-func (a priceKey) approx() float64 { return float64(a.whole) + float64(a.frac)*1e-18 }
 
 func (a priceKey) less(b priceKey) bool {
 	return a.whole < b.whole || (a.whole == b.whole && a.frac < b.frac)
