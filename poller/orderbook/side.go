@@ -229,7 +229,7 @@ func (s *bookSide) load(levels []venue.Level, limit int) error {
 }
 
 // update applies an event's levels to the side and reports whether it
-// changed its shown levels (see Book.Publishes) or whether it is open.
+// changed its shown levels (see Book.Publishes) or opened the side.
 func (s *bookSide) update(levels []venue.Level) (shownChanged bool, err error) {
 	// An event's levels are sorted, so each is searched for from where the
 	// one before was, the first from the top. venuesim sends both sides
