@@ -322,8 +322,19 @@ func (s *Source) askRefreshes() {
 	})
 }
 
-// publish publishes the stream-fed book if it changed since its last
-// publication, and confirms it if not.
+// newBook returns a pair's local book, which publishes its top
+// snapshot.MaxDepth levels a side: an event that changes only deeper
+// levels, many of venuesim's and of a busy market's, leaves what is
+// published as it was, and its publication is confirmed rather than
+// built again (see bookState.publish).
+func newBook() *orderbook.Book {
+	b := orderbook.New()
+	b.Publishes(snapshot.MaxDepth)
+	return b
+}
+
+// publish publishes the stream-fed book if its published levels changed
+// since its last publication, and confirms it if not.
 func (b *bookState) publish(s *Source, lp *pair, now time.Time) func() {
 	switch {
 	case !lp.bookCurrent() || lp.book.Held():

@@ -36,7 +36,6 @@ import (
 
 	"marketfeed/internal/logkey"
 	"marketfeed/poller/budget"
-	"marketfeed/poller/orderbook"
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
 )
@@ -243,7 +242,7 @@ func (s *Source) SetPairs(pairs *snapshot.Pairs) {
 	for _, p := range pairs.List() {
 		lp := old[p.Symbol]
 		if lp == nil || lp.tickerID != p.TickerID {
-			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, slot: s.nextSlot, bookState: bookState{book: orderbook.New()}}
+			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, slot: s.nextSlot, bookState: bookState{book: newBook()}}
 			s.nextSlot++
 			s.seed(lp)
 		}

@@ -156,7 +156,7 @@ func newListedSource(t *testing.T, seed func(string) Seed) (*Source, *fakeREST, 
 // newSourceOf is a source with cfg's depths and seed following the markets,
 // listed, whose streams have said nothing yet. Its REST serves one snapshot
 // of two levels a side.
-func newSourceOf(t *testing.T, cfg Config, markets ...venue.Market) (*Source, *fakeREST, *hookStore) {
+func newSourceOf(t testing.TB, cfg Config, markets ...venue.Market) (*Source, *fakeREST, *hookStore) {
 	t.Helper()
 	rest := &fakeREST{book: venue.Book{
 		LastUpdateID: 101,

@@ -67,7 +67,8 @@ type Book struct {
 	recording bool
 	recent    []venue.DepthUpdate
 	// changed is set when the published levels may differ from the last
-	// time Changed was reset.
+	// time Changed was reset: when an event changed one of the shown best
+	// levels of a side, or anything else did.
 	changed bool
 }
 
@@ -149,8 +150,18 @@ func (b *Book) Held() bool { return len(b.ahead) > 0 }
 // Buffered reports how many events wait for a snapshot.
 func (b *Book) Buffered() int { return len(b.buffer) }
 
-// Changed reports whether anything was applied since the last ResetChanged.
+// Changed reports whether the book's published levels may have changed
+// since the last ResetChanged: by an event that changed one of the best
+// levels Publishes set (any level, unless it was set), or by a snapshot
+// or a desync.
 func (b *Book) Changed() bool { return b.changed }
+
+// Publishes says that only the best n levels of each side are published
+// (0: all): an event that changes none of them, only deeper levels, then
+// leaves Changed as it was, and the book's owner need not publish it
+// again. Deeper levels are kept all the same; they become the published
+// ones as the top moves.
+func (b *Book) Publishes(n int) { b.bids.shown, b.asks.shown = n, n }
 
 // ResetChanged clears Changed, once the book's state has been published.
 func (b *Book) ResetChanged() { b.changed = false }
@@ -245,9 +256,10 @@ func (b *Book) drainAhead() error {
 }
 
 func (b *Book) apply(u venue.DepthUpdate) error {
-	err := b.bids.update(u.Bids)
+	bids, err := b.bids.update(u.Bids)
+	asks := false
 	if err == nil {
-		err = b.asks.update(u.Asks)
+		asks, err = b.asks.update(u.Asks)
 	}
 	if err != nil {
 		b.Desync()
@@ -256,7 +268,7 @@ func (b *Book) apply(u venue.DepthUpdate) error {
 	b.last = u.Last
 	b.first = false
 	b.time = max(b.time, u.Time)
-	b.changed = true
+	b.changed = b.changed || bids || asks
 	if b.recording {
 		b.recent = appendBounded(b.recent, u)
 	}

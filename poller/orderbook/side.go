@@ -41,6 +41,9 @@ type bookSide struct {
 	// levels beyond edge, the worst price it sent, which the book ignores.
 	bounded bool
 	edge    priceKey
+	// shown is how many of the best levels are published (see
+	// Book.Publishes); 0: all of them.
+	shown int
 }
 
 type bookLevel struct {
@@ -225,41 +228,61 @@ func (s *bookSide) load(levels []venue.Level, limit int) error {
 	return nil
 }
 
-func (s *bookSide) update(levels []venue.Level) error {
-	// The venue sends a side's levels best first, so each is searched
-	// for from where the one before was: the first from the top.
+// update applies an event's levels to the side and reports whether it
+// changed its shown levels (see Book.Publishes) or opened the side.
+func (s *bookSide) update(levels []venue.Level) (shownChanged bool, err error) {
+	// An event's levels are sorted, so each is searched for from where the
+	// one before was, the first from the top. venuesim sends both sides
+	// best first; Binance sends both by rising price (the recorded frames
+	// in poller/binance/testdata/recorded), its bids worst first, so that
+	// after the first bid, searched for back from the top, each lies ahead
+	// of the one before: search reads forward then. Either way an event's
+	// search reads the side from the top to its deepest level once.
 	at := len(s.levels)
 	for i, l := range levels {
 		key, ok := parsePrice(l.Price)
 		if !ok {
-			return fmt.Errorf("%w: update level %d", ErrBadLevel, i+1)
+			return shownChanged, fmt.Errorf("%w: update level %d", ErrBadLevel, i+1)
 		}
 		if s.bounded && s.better(s.edge, key) {
 			continue // beyond what the snapshot vouched for
 		}
 		var found bool
 		at, found = s.search(key, at)
+		// The shown levels are the last shown of the worst-first levels:
+		// a level there changes them, and so does one added just below
+		// them, which pushes the worst shown one out.
+		n := len(s.levels)
 		switch {
 		case venue.IsZeroDecimal(l.Size):
 			if found {
+				shownChanged = shownChanged || s.shows(at, n)
 				s.release(s.levels[at])
 				s.levels = slices.Delete(s.levels, at, at+1)
 			}
 		case found:
+			shownChanged = shownChanged || s.shows(at, n)
 			// The size is copied into the side's text (see
 			// venue.DepthUpdate: the event's strings share its frame).
 			s.used -= int(s.levels[at].size.n)
 			s.room(len(l.Size))
 			s.levels[at].size = s.add(l.Size)
 		default:
+			shownChanged = shownChanged || s.shows(at, n+1)
 			s.levels = slices.Insert(s.levels, at, s.level(key, l.Price, l.Size))
 		}
 	}
 	if len(s.levels) > s.max+s.max/8 {
+		// Trimming drops the worst levels, not shown ones, but it opens
+		// the side.
+		shownChanged = shownChanged || !s.bounded
 		s.trim()
 	}
-	return nil
+	return shownChanged, nil
 }
+
+// shows reports whether level at of n worst-first levels is a shown one.
+func (s *bookSide) shows(at, n int) bool { return s.shown <= 0 || at >= n-s.shown }
 
 // keepBeyond puts under a side just loaded from a snapshot the levels old,
 // the same side before the snapshot, held beyond the snapshot's edge, and

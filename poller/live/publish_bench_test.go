@@ -1,0 +1,70 @@
+package live
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
+)
+
+// BenchmarkPublishBooks is the book publication of a period for 846
+// stream-fed pairs whose local books hold 300 levels a side: each pair's
+// book takes one event (350 ms later by the venue's clock than the one
+// before, with the clock stopped), then every book is published as the
+// schedule's steps do over a period. One op is one period; ns/book is
+// per pair. top: the event changes the best bid, so every book is built
+// again; below: it changes the 201st bid, below the published levels,
+// so a book is confirmed, and built again only once its venue time would
+// lag by confirmSlack (every third period).
+func BenchmarkPublishBooks(b *testing.B) {
+	for _, at := range []int{0, 200} {
+		name := "top"
+		if at >= snapshot.MaxDepth {
+			name = "below"
+		}
+		b.Run(name, func(b *testing.B) { benchPublishBooks(b, 846, 300, at) })
+	}
+}
+
+func benchPublishBooks(b *testing.B, pairs, levels, at int) {
+	var markets []venue.Market
+	var symbols []string
+	for i := range pairs {
+		base := fmt.Sprintf("P%03d", i)
+		markets = append(markets, perpetual(base+"USDT", base))
+		symbols = append(symbols, base+"USDT")
+	}
+	s, rest, _ := newSourceOf(b, Config{SyncDepth: 500, RefreshDepth: 1000}, markets...)
+	var bids, asks []venue.Level
+	for i := range levels {
+		bids = append(bids, venue.Level{Price: strconv.Itoa(100000-i) + ".5", Size: "1.250"})
+		asks = append(asks, venue.Level{Price: strconv.Itoa(100001+i) + ".5", Size: "1.250"})
+	}
+	rest.book = venue.Book{LastUpdateID: 101, Time: 1000, Bids: bids, Asks: asks}
+	s.Live(snapshot.StreamBook, symbols)
+	for _, sym := range symbols {
+		s.Depth(venue.DepthUpdate{Symbol: sym, First: 100, Last: 102, Prev: 99, Time: 1000})
+	}
+	s.Sync()
+	rest.wait()
+	books := func(lp *pair, now time.Time) func() { return lp.bookState.publish(s, lp, now) }
+	id, venueTime := int64(102), int64(1000)
+	sizes := [2]string{"2.500", "3.750"}
+	event := make([]venue.Level, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		venueTime += 350
+		event[0] = venue.Level{Price: bids[at].Price, Size: sizes[id%2]}
+		for _, sym := range symbols {
+			s.Depth(venue.DepthUpdate{Symbol: sym, First: id + 1, Last: id + 1, Prev: id, Time: venueTime, Bids: event})
+		}
+		id++
+		b.StartTimer()
+		s.publish(time.Now(), 0, 1, books)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(pairs), "ns/book")
+}
