@@ -18,7 +18,8 @@
 //     shorter than the venue's is not equal.
 //
 // With -recovery it runs the faults instead (see recovery.go), each phase
-// judged against the venue's bound on the reads its recovery must make.
+// judged against the venue's bound on the reads its recovery must make; with
+// -ingest, what the ingest costs with no client (see ingest.go).
 //
 // A missed target is printed as MISSED; the exit status is non-zero only
 // when the sweep could not run. Run it from the module root (make sweep
@@ -72,6 +73,7 @@ type config struct {
 	marketfeedBin  string
 	keep           bool
 	recovery       bool
+	ingest         bool
 	wsMaxAge       time.Duration
 	lines          int
 	outage         time.Duration
@@ -107,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.marketfeedBin, "marketfeed-bin", "", "marketfeed `binary` to run instead of building ./cmd/marketfeed")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory with the binaries and both processes' logs")
 	fs.BoolVar(&c.recovery, "recovery", false, "measure recovery instead: cold start, a rotation of every connection, every connection dropped, the venue closing every connection young, a sequence gap (streams on; -round defaults to 10s, -duration to 2m30s)")
+	fs.BoolVar(&c.ingest, "ingest", false, "measure the ingest instead: no client, one line and then two, every book stream-fed; CPU share, CPU per depth event, allocations per event, RSS (-duration defaults to 1m)")
 	fs.DurationVar(&c.wsMaxAge, "ws-max-age", 2*time.Minute, "with -recovery: marketfeed's -venue-ws-max-age, so that every connection is replaced within -duration")
 	fs.IntVar(&c.lines, "lines", 2, "with -recovery: marketfeed's -venue-ws-lines, `1|2` (its default, 2); with 2, one line's connections are also dropped")
 	fs.DurationVar(&c.settle, "settle", time.Minute, "with -recovery: wait this long after one venue-wide fault's recovery before the next, so that each starts from the steady state's window rather than the last one's syncs")
@@ -116,6 +119,16 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.truthEvery, "truth-every", 10, "judge one in this many served books against the venue's true book at its update id")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if c.ingest && c.recovery {
+		return nil, errors.New("-ingest and -recovery: choose one")
+	}
+	if c.ingest {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		if !given["duration"] {
+			c.duration = time.Minute
+		}
 	}
 	if c.recovery {
 		given := map[string]bool{}
@@ -216,6 +229,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.recovery {
 		return runRecovery(ctx, cfg, bins)
+	}
+	if cfg.ingest {
+		return runIngest(ctx, cfg, bins)
 	}
 	var results []result
 	for _, extra := range cfg.extras {
