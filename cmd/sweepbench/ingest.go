@@ -120,44 +120,22 @@ func ingestOne(ctx context.Context, cfg *config, bins binaries, extra, lines int
 		if time.Now().After(deadline) {
 			return res, fmt.Errorf("books stream-fed: %v of %d after %v", m[seriesStreamBooks], len(pairs), cfg.coldTimeout)
 		}
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(time.Second):
+		if err := process.Sleep(ctx, time.Second); err != nil {
+			return res, err
 		}
 	}
 	res.Synced = time.Since(env.t0)
 	fmt.Fprintf(cfg.stdout, "  %d pairs stream-fed after %v; measuring for %v\n", len(pairs), dur(res.Synced), cfg.duration)
-	select {
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(ingestSettle):
+	if err := process.Sleep(ctx, ingestSettle); err != nil {
+		return res, err
 	}
 
-	m0, err := scrape(ctx, env.opsAddr)
+	w, err := measureWindow(ctx, env, cfg.duration, nil, nil)
 	if err != nil {
 		return res, err
 	}
-	cpu0, err := readCPU(env.feed.Pid())
-	if err != nil {
-		return res, err
-	}
-	t0 := time.Now()
-	select {
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(cfg.duration):
-	}
-	cpu1, err := readCPU(env.feed.Pid())
-	if err != nil {
-		return res, err
-	}
-	res.Measured = time.Since(t0)
-	m1, err := scrape(ctx, env.opsAddr)
-	if err != nil {
-		return res, err
-	}
-	res.CPU = cpu1 - cpu0
+	m0, m1 := w.before, w.after
+	res.Measured, res.CPU = w.end.Sub(w.start), w.cpu
 	res.DepthEvents = m1[seriesDepthEvents] - m0[seriesDepthEvents]
 	res.TradeEvents = m1[seriesTradeEvents] - m0[seriesTradeEvents]
 	res.Mallocs = m1[seriesMallocs] - m0[seriesMallocs]
@@ -202,3 +180,42 @@ func writeIngest(cfg *config, one, two ingestResult) {
 
 // mib prints a byte count in MiB.
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// window is what a measured window saw of marketfeed: its metrics as it
+// opened and closed, when it did, and the CPU the process used in it.
+type window struct {
+	before, after metricsScrape
+	start, end    time.Time
+	cpu           time.Duration
+}
+
+// measureWindow scrapes marketfeed's metrics and reads its CPU, waits d and
+// does both again; opened and closed, when not nil, run as the window opens
+// and closes.
+func measureWindow(ctx context.Context, env *pair, d time.Duration, opened, closed func()) (w window, err error) {
+	if w.before, err = scrape(ctx, env.opsAddr); err != nil {
+		return w, err
+	}
+	cpu0, err := readCPU(env.feed.Pid())
+	if err != nil {
+		return w, err
+	}
+	w.start = time.Now()
+	if opened != nil {
+		opened()
+	}
+	if err := process.Sleep(ctx, d); err != nil {
+		return w, err
+	}
+	w.end = time.Now()
+	if closed != nil {
+		closed()
+	}
+	cpu1, err := readCPU(env.feed.Pid())
+	if err != nil {
+		return w, err
+	}
+	w.cpu = cpu1 - cpu0
+	w.after, err = scrape(ctx, env.opsAddr)
+	return w, err
+}

@@ -460,31 +460,14 @@ func recoveryOne(ctx context.Context, cfg *config, bins binaries, extra int) (re
 	if err := process.Sleep(ctx, cfg.round); err != nil {
 		return res, err
 	}
-	s0, err := scrape(ctx, env.opsAddr)
+	w, err := measureWindow(ctx, env, cfg.duration,
+		func() { samples.SetPhase(phaseSteady) }, func() { samples.SetPhase(phaseBetween) })
 	if err != nil {
 		return res, err
 	}
-	cpu0, err := readCPU(env.feed.Pid())
-	if err != nil {
-		return res, err
-	}
-	m0 := time.Now()
-	samples.SetPhase(phaseSteady)
-	if err := process.Sleep(ctx, cfg.duration); err != nil {
-		return res, err
-	}
-	m1 := time.Now()
-	samples.SetPhase(phaseBetween)
-	cpu1, err := readCPU(env.feed.Pid())
-	if err != nil {
-		return res, err
-	}
-	s1, err := scrape(ctx, env.opsAddr)
-	if err != nil {
-		return res, err
-	}
+	s0, s1, m0, m1 := w.before, w.after, w.start, w.end
 	res.Steady = m1.Sub(m0)
-	res.CPUShare = float64(cpu1-cpu0) / float64(res.Steady)
+	res.CPUShare = float64(w.cpu) / float64(res.Steady)
 	res.MaxRSS = rss.stop()
 	res.SteadyAgg = answers.statuses(m0, m1)
 	res.Connections = int(s1[seriesConnections])
