@@ -31,7 +31,7 @@ func serving(t *testing.T, srv *Server) (*fasthttputil.InmemoryListener, func())
 
 // serveOn serves srv on ln until the returned function (also run at cleanup)
 // shuts it down; Shutdown and then Serve must return nil.
-func serveOn(t *testing.T, srv *Server, ln net.Listener) func() {
+func serveOn(t testing.TB, srv *Server, ln net.Listener) func() {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
