@@ -597,7 +597,7 @@ func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
 // gzipFor returns gz when the request accepts gzip, nil otherwise: what
 // answer sends compressed, for a variant that has a gzip form.
 func gzipFor(ctx *fasthttp.RequestCtx, gz gzipForm) gzipForm {
-	if acceptsGzip(ctx.Request.Header.PeekBytes(headerAcceptEnc)) {
+	if acceptsGzip(ctx.Request.Header.PeekCanonical(headerAcceptEnc)) {
 		return gz
 	}
 	return nil
