@@ -225,6 +225,13 @@ func TestUserCPUPerAnswer(t *testing.T) {
 		t.Errorf("the throughput table lacks the CPU per answer:\n%s", md)
 	}
 
+	r.Idle = &idleResult{Window: 5 * time.Second, User: 100 * time.Millisecond, CPU: 120 * time.Millisecond}
+	row = rowNamed(t, evaluate(r), "/orderbook full depth user CPU per answer")
+	// 2% of a core at marketfeed's median of 100k req/s: 0.2 µs an answer.
+	if want += "; with no client marketfeed takes 2.0% of a core in user space, 0.2 µs per answer at 100.0k req/s"; row.Measured != want {
+		t.Errorf("with the idle measurement: %q, want %q", row.Measured, want)
+	}
+
 	// One round more expensive for marketfeed moves the median over 1.
 	r.Throughput[cell{srvMarketfeed, "book", varPlain}][1].ServerUser = 100e3 * 6 * us
 	if row := rowNamed(t, evaluate(r), "/orderbook full depth user CPU per answer"); row.Result() != "MISS" {
