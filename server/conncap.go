@@ -191,7 +191,9 @@ func (c *cappedConn) Write(p []byte) (int, error) {
 // A deadline then fires between the time asked for and slack later, never
 // earlier; a zero time (no deadline) is applied exactly. want may be
 // called from any goroutine; apply only from the one that reads (or
-// writes).
+// writes). A deadline set to interrupt a Read already blocked would not
+// interrupt it: nothing does that to these connections (fasthttp and
+// Shutdown close a connection to end it).
 type deadline struct {
 	wanted atomic.Int64 // Unix ns; 0: none
 	set    int64        // what the connection has, Unix ns; 0: none
