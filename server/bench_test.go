@@ -1,13 +1,18 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"math"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
 )
 
 // hotCase is one 200 request on the hot path.
@@ -165,6 +170,40 @@ func BenchmarkLimiter(b *testing.B) {
 	}
 }
 
+// BenchmarkLimiterFull is one request's check with the table full of
+// addresses (DefaultRateLimitKeys), as under a flood of distinct clients:
+// "held" cycles through addresses the table holds, "new" brings a new
+// address on every request, which makes room by sweeping a shard (at most
+// once per sweepGap) and evicting a key. The clock moves 10 µs a request.
+func BenchmarkLimiterFull(b *testing.B) {
+	for _, fresh := range []bool{false, true} {
+		b.Run(map[bool]string{false: "held", true: "new"}[fresh], func(b *testing.B) {
+			l := newLimiter(math.MaxUint16, DefaultRateLimitKeys)
+			now := t0.UnixNano()
+			var k uint64
+			for ; k < DefaultRateLimitKeys; k++ {
+				l.allow(k, now)
+			}
+			if l.len() < DefaultRateLimitKeys*9/10 {
+				b.Fatalf("table holds %d keys, want it nearly full", l.len())
+			}
+			b.ReportAllocs()
+			var i uint64
+			for b.Loop() {
+				i++
+				now += int64(10 * time.Microsecond)
+				key := i % DefaultRateLimitKeys
+				if fresh {
+					key = k + i
+				}
+				if ok, _ := l.allow(key, now); !ok {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkErrors(b *testing.B) {
 	f := hotFixture(b)
 	for _, hc := range []hotCase{
@@ -230,4 +269,79 @@ func BenchmarkHandlerFirst(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkServeKeepAlive is the whole request path as a client sees it:
+// one keep-alive connection to the real fasthttp.Server, over fasthttp's
+// in-memory listener, each request written and its whole answer read back
+// before the next. It counts what BenchmarkHandler leaves out (reading and
+// parsing the request, writing the status line and headers, the
+// connection's loop), plus the client's side of the pipe, which a real
+// client pays on its own core.
+func BenchmarkServeKeepAlive(b *testing.B) {
+	f := hotFixture(b)
+	ln := fasthttputil.NewInmemoryListener()
+	serveOn(b, f.srv, ln)
+	for _, hc := range hotCases[:7] {
+		b.Run(hc.name, func(b *testing.B) {
+			// A client address as on a network, so that the rate limit
+			// applies as in BenchmarkHandler.
+			peer, err := net.ResolveTCPAddr("tcp", hotClients[0].peer)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := ln.DialWithLocalAddr(peer)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			req := []byte("GET " + hc.uri + " HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
+			// The first answer says how long every answer is: the same
+			// snapshot, and a Date header of fixed width.
+			if _, err := c.Write(req); err != nil {
+				b.Fatal(err)
+			}
+			var first bytes.Buffer
+			resp := new(fasthttp.Response)
+			if err := resp.Read(bufio.NewReader(io.TeeReader(c, &first))); err != nil {
+				b.Fatal(err)
+			}
+			if resp.StatusCode() != fasthttp.StatusOK {
+				b.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
+			}
+			answer := make([]byte, first.Len())
+			b.SetBytes(int64(len(answer)))
+			b.ReportAllocs()
+			before := processCPU(b)
+			for b.Loop() {
+				if _, err := c.Write(req); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, answer); err != nil {
+					b.Fatal(err)
+				}
+			}
+			after := processCPU(b)
+			// CPU time per request, which other work on a shared machine
+			// changes less than the time per request: both ends of the
+			// pipe, in user space and in the kernel.
+			b.ReportMetric(float64(after.user-before.user)/float64(b.N), "user-ns/op")
+			b.ReportMetric(float64(after.system-before.system)/float64(b.N), "sys-ns/op")
+			if !bytes.Equal(answer[len(answer)-len(resp.Body()):], resp.Body()) {
+				b.Fatal("the last answer's body differs from the first's")
+			}
+		})
+	}
+}
+
+// cpuTimes is the process's CPU time so far, in user space and in the
+// kernel.
+type cpuTimes struct{ user, system time.Duration }
+
+func processCPU(tb testing.TB) cpuTimes {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return cpuTimes{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())}
 }

@@ -42,7 +42,7 @@ func (c *clientIP) addr(ctx *fasthttp.RequestCtx) netip.Addr {
 		return peer
 	}
 	if !c.xff {
-		if a, ok := parseIP(ctx.Request.Header.PeekBytes(c.header)); ok {
+		if a, ok := parseIP(ctx.Request.Header.PeekCanonical(c.header)); ok {
 			return a
 		}
 		return peer

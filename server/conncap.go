@@ -33,6 +33,10 @@ type capListener struct {
 	mu       sync.Mutex
 	stopped  bool
 	held     map[net.Conn]struct{} // connections being refused
+
+	// slack is how late a connection's deadlines may fire, in ns: see
+	// deadline.
+	slack int64
 }
 
 // refusalTimeout bounds the time spent answering a refused connection.
@@ -50,9 +54,9 @@ var refusal = func() []byte {
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }()
 
-func newCapListener(ln net.Listener, max int, refused *metrics.Counter) *capListener {
+func newCapListener(ln net.Listener, max int, refused *metrics.Counter, slack time.Duration) *capListener {
 	return &capListener{Listener: ln, max: int64(max), refused: refused,
-		refusing: make(chan struct{}, 64), held: make(map[net.Conn]struct{})}
+		refusing: make(chan struct{}, 64), held: make(map[net.Conn]struct{}), slack: int64(slack)}
 }
 
 // Accept returns the next connection within the cap, answering and closing
@@ -129,11 +133,98 @@ func (l *capListener) refuse(c net.Conn) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(c, maxHeaderSize+maxBodySize))
 }
 
-// cappedConn gives its place back when closed, once.
+// cappedConn gives its place back when closed, once. It also coalesces
+// the deadlines fasthttp sets on every request: see deadline.
 type cappedConn struct {
 	net.Conn
 	l    *capListener
 	once sync.Once
+
+	read, write deadline
+}
+
+// SetDeadline, SetReadDeadline and SetWriteDeadline record the deadline;
+// the next Read or Write applies it (see deadline).
+func (c *cappedConn) SetDeadline(t time.Time) error {
+	c.read.want(t)
+	c.write.want(t)
+	return nil
+}
+
+func (c *cappedConn) SetReadDeadline(t time.Time) error {
+	c.read.want(t)
+	return nil
+}
+
+func (c *cappedConn) SetWriteDeadline(t time.Time) error {
+	c.write.want(t)
+	return nil
+}
+
+func (c *cappedConn) Read(p []byte) (int, error) {
+	if err := c.read.apply(c.Conn.SetReadDeadline, c.l.slack); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *cappedConn) Write(p []byte) (int, error) {
+	if err := c.write.apply(c.Conn.SetWriteDeadline, c.l.slack); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+// deadline is one direction's deadline of a connection, applied lazily and
+// coarsely. fasthttp sets three deadlines a request on a keep-alive
+// connection (idle, read, write), each a timer moved in the runtime's
+// poller: a large part of a small answer's user CPU, for deadlines that
+// almost never fire. So a deadline asked for is only recorded; the next
+// Read or Write applies it, and only when the connection's deadline is not
+// already at most slack after it: when it is set, it is set slack late, so
+// that the requests of the next slack on a busy connection find it in
+// range. A read deadline asked for after a request's first bytes arrived
+// (fasthttp's ReadTimeout) is thus never applied when the whole request
+// came in one read, the common case, and is applied, to its own time, when
+// the request comes in pieces.
+//
+// A deadline then fires between the time asked for and slack later, never
+// earlier; a zero time (no deadline) is applied exactly. want may be
+// called from any goroutine; apply only from the one that reads (or
+// writes). A deadline set to interrupt a Read already blocked would not
+// interrupt it: nothing does that to these connections (fasthttp and
+// Shutdown close a connection to end it).
+type deadline struct {
+	wanted atomic.Int64 // Unix ns; 0: none
+	set    int64        // what the connection has, Unix ns; 0: none
+}
+
+func (d *deadline) want(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	d.wanted.Store(ns)
+}
+
+func (d *deadline) apply(set func(time.Time) error, slack int64) error {
+	w := d.wanted.Load()
+	switch {
+	case w == d.set:
+		return nil
+	case w != 0 && d.set >= w && d.set-w <= slack:
+		return nil // fires within slack of w, not before it
+	}
+	t, target := time.Time{}, int64(0)
+	if w != 0 {
+		target = w + slack
+		t = time.Unix(0, target)
+	}
+	if err := set(t); err != nil {
+		return err
+	}
+	d.set = target
+	return nil
 }
 
 func (c *cappedConn) Close() error {

@@ -31,7 +31,7 @@ func serving(t *testing.T, srv *Server) (*fasthttputil.InmemoryListener, func())
 
 // serveOn serves srv on ln until the returned function (also run at cleanup)
 // shuts it down; Shutdown and then Serve must return nil.
-func serveOn(t *testing.T, srv *Server, ln net.Listener) func() {
+func serveOn(t testing.TB, srv *Server, ln net.Listener) func() {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -99,6 +99,28 @@ func TestServeOverHTTP(t *testing.T) {
 		}
 		fasthttp.ReleaseRequest(req)
 		fasthttp.ReleaseResponse(resp)
+	}
+}
+
+// TestServeHeaderNamesInAnyCase: the request headers the server reads are
+// found whatever the case a client writes their names in (the server looks
+// them up by their canonical form, the one fasthttp stores).
+func TestServeHeaderNamesInAnyCase(t *testing.T) {
+	f := newFixture(t, nil)
+	ln, _ := serving(t, f.srv)
+	const book = "GET /api/public/orderbook?ticker_id=BTC_USDT HTTP/1.1\r\nHost: x\r\n"
+	resp, _ := raw(t, ln, book+"accept-encoding: GZIP\r\n\r\n")
+	if resp.StatusCode() != 200 || string(resp.Header.Peek("Content-Encoding")) != "gzip" {
+		t.Fatalf("accept-encoding: GZIP: status %d, Content-Encoding %q", resp.StatusCode(), resp.Header.Peek("Content-Encoding"))
+	}
+	etag := string(resp.Header.Peek("ETag"))
+	resp, _ = raw(t, ln, book+"ACCEPT-ENCODING: gzip\r\nif-none-match: "+etag+"\r\n\r\n")
+	if resp.StatusCode() != 304 {
+		t.Errorf("IF-NONE-MATCH of the current tag: status %d, want 304", resp.StatusCode())
+	}
+	resp, _ = raw(t, ln, "OPTIONS /api/public/trades HTTP/1.1\r\nHost: x\r\naccess-control-request-headers: x-b3-traceid\r\n\r\n")
+	if got := string(resp.Header.Peek("Access-Control-Allow-Headers")); got != "x-b3-traceid" {
+		t.Errorf("access-control-request-headers echoed as %q", got)
 	}
 }
 

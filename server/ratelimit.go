@@ -268,9 +268,13 @@ func (sh *shard[C]) sweep(now int64) {
 	sh.swept = now
 }
 
-// makeRoom brings a full shard below limit keys.
+// makeRoom brings a full shard below limit keys. It sweeps first, but only
+// once the bucket has changed since the last sweep: within one bucket a
+// sweep finds no key idle that the last one left (a key goes idle only as
+// buckets pass), and a full shard of active clients would otherwise scan
+// all its keys every sweepGap for nothing.
 func (sh *shard[C]) makeRoom(now int64, limit int) {
-	if now-sh.swept >= int64(sweepGap) {
+	if now-sh.swept >= int64(sweepGap) && bucketOf(now) != bucketOf(sh.swept) {
 		sh.sweep(now)
 	}
 	for k := range sh.keys {

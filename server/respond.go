@@ -12,7 +12,10 @@ import (
 
 // Header names and values are package-level bytes so that writing them costs
 // a copy into the response's reused buffers and nothing else. Names are in
-// canonical form, which lets them go through SetCanonical unnormalised.
+// canonical form, which lets them go through SetCanonical unnormalised, and
+// be looked up in a request with PeekCanonical, without the copy and
+// normalising PeekBytes makes of its key on every call: the server stores
+// parsed request header names in canonical form.
 var (
 	headerACAO         = []byte("Access-Control-Allow-Origin")
 	headerACAM         = []byte("Access-Control-Allow-Methods")
@@ -129,7 +132,7 @@ func answer(ctx *fasthttp.RequestCtx, tag, suffix []byte, gz gzipForm) (writeBod
 	resp.Header.SetCanonical(headerCacheControl, valuePublic)
 	resp.Header.SetCanonical(headerETag, etag)
 	resp.Header.SetCanonical(headerVary, valueVaryAE)
-	if etagMatches(ctx.Request.Header.PeekBytes(headerIfNoneMatch), etag) {
+	if etagMatches(ctx.Request.Header.PeekCanonical(headerIfNoneMatch), etag) {
 		resp.SetStatusCode(fasthttp.StatusNotModified)
 		resp.Header.SetNoDefaultContentType(true)
 		return false
@@ -244,7 +247,7 @@ func preflight(ctx *fasthttp.RequestCtx) {
 	resp.Header.SetNoDefaultContentType(true)
 	resp.Header.SetCanonical(headerACAO, valueAnyOrigin)
 	resp.Header.SetCanonical(headerACAM, valueGet)
-	if h := ctx.Request.Header.PeekBytes(headerACRH); len(h) > 0 {
+	if h := ctx.Request.Header.PeekCanonical(headerACRH); len(h) > 0 {
 		resp.Header.SetCanonical(headerACAH, h)
 	}
 	resp.Header.SetCanonical(headerACMA, valueMaxAge)

@@ -122,6 +122,9 @@ func compare(ctx context.Context, cfg *config) (err error) {
 	}
 
 	if !cfg.skipThroughput {
+		if b.res.Idle, err = b.idle(ctx, srvMarketfeed, idleWindow); err != nil {
+			return err
+		}
 		if err := b.throughput(ctx); err != nil {
 			return err
 		}
@@ -296,6 +299,34 @@ func (b *bench) warm(ctx context.Context, c cell, round int) error {
 		}
 	}
 	return nil
+}
+
+// idleWindow is how long marketfeed's own work is measured with no client:
+// its poller takes about 1–2% of a core, a few clock ticks of /proc's 10 ms
+// a second.
+const idleWindow = 5 * time.Second
+
+// idle measures the CPU time server's process uses with no client over d,
+// every other marketfeed paused: the feed's own work, which every answer's
+// CPU time measured under load also carries.
+func (b *bench) idle(ctx context.Context, server string, d time.Duration) (*idleResult, error) {
+	b.focus(server)
+	pgid := b.owners[server].Pid()
+	user0, total0, err := groupCPU(pgid)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := process.Sleep(ctx, d); err != nil {
+		return nil, err
+	}
+	user1, total1, err := groupCPU(pgid)
+	if err != nil {
+		return nil, err
+	}
+	r := &idleResult{Window: time.Since(start), User: user1 - user0, CPU: total1 - total0}
+	logf("%s with no client: %.1f%% of a core, %.1f%% in user space", server, 100*r.CPU.Seconds()/r.Window.Seconds(), 100*r.UserShare())
+	return r, nil
 }
 
 // idleBusy is how busy the machine may be, as a share of both cores, for

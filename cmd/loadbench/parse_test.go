@@ -205,10 +205,10 @@ func TestGroupCPU(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
 	}
-	if _, err := groupCPU(syscall.Getpgrp()); err != nil {
-		t.Errorf("groupCPU(own group): %v", err)
+	if user, total, err := groupCPU(syscall.Getpgrp()); err != nil || user > total {
+		t.Errorf("groupCPU(own group) = %v user of %v, %v", user, total, err)
 	}
-	if _, err := groupCPU(-12345); err == nil {
+	if _, _, err := groupCPU(-12345); err == nil {
 		t.Error("groupCPU of a group that does not exist: no error")
 	}
 }

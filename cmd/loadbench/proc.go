@@ -14,13 +14,13 @@ import (
 )
 
 // groupCPU is the CPU time of every process in process group pgid: nginx's
-// master and worker together, or a single server process.
-func groupCPU(pgid int) (time.Duration, error) {
+// master and worker together, or a single server process. user is the part
+// of total spent in user space.
+func groupCPU(pgid int) (user, total time.Duration, err error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var total time.Duration
 	found := false
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -32,14 +32,15 @@ func groupCPU(pgid int) (time.Duration, error) {
 			continue // the process ended while we looked
 		}
 		if st.Pgrp == pgid {
+			user += st.User()
 			total += st.CPU()
 			found = true
 		}
 	}
 	if !found {
-		return 0, fmt.Errorf("no process in group %d", pgid)
+		return 0, 0, fmt.Errorf("no process in group %d", pgid)
 	}
-	return total, nil
+	return user, total, nil
 }
 
 // cpuTimes is the first line of /proc/stat: time every CPU together spent

@@ -124,6 +124,20 @@ func (h hotResult) CPUShare() float64 {
 	return h.CPU.Seconds() / h.Window.Seconds()
 }
 
+// idleResult is marketfeed's CPU time with no client: its feed's own work.
+type idleResult struct {
+	Window    time.Duration
+	User, CPU time.Duration // user space, and in all
+}
+
+// UserShare is the user CPU time as a fraction of one core.
+func (i idleResult) UserShare() float64 {
+	if i.Window <= 0 {
+		return 0
+	}
+	return i.User.Seconds() / i.Window.Seconds()
+}
+
 // results is everything one run measured.
 type results struct {
 	Machine     machine
@@ -139,6 +153,8 @@ type results struct {
 	// Noisy counts the measured runs that started while the machine was
 	// busy with other work (see -quiet-wait).
 	Noisy int
+	// Idle is marketfeed's CPU time with no client, nil when not measured.
+	Idle *idleResult
 	// Sizes holds each route's body size in bytes: identity, and gzip (0
 	// when marketfeed does not compress that answer).
 	Sizes map[string][2]int
@@ -288,6 +304,7 @@ func evaluate(r *results) []checkRow {
 			fmt.Sprintf("%s ÷ %s", label[t.route], t.den),
 			cell{srvMarketfeed, t.route, varPlain}, cell{t.den, t.route, varPlain}, t.floor, false))
 	}
+	rows = append(rows, userCPURow(r, label["book"]))
 	rows = append(rows, ratioRow(
 		fmt.Sprintf("%s req/s, a new X-Forwarded-For per request: -rate-limit 600 / -rate-limit 0", label[limiterRoute]),
 		fmt.Sprintf("%s, rate limit on ÷ off", label[limiterRoute]),
@@ -357,6 +374,51 @@ func evaluate(r *results) []checkRow {
 	return append(rows, cpu, rss)
 }
 
+// userCPURow compares the user-space CPU time per answer of marketfeed and
+// nginx's static file on the full book, from the same rounds' runs: the
+// part of an answer's cost that is the server's own code, the kernel's
+// (system) part being mostly the same socket work for both. It passes when
+// marketfeed's is at or below nginx's (median of the per-round ratios).
+func userCPURow(r *results, book string) checkRow {
+	num, den := cell{srvMarketfeed, "book", varPlain}, cell{srvStatic, "book", varPlain}
+	row := checkRow{Name: fmt.Sprintf("%s user CPU per answer: marketfeed / %s", book, srvStatic), Goal: "≤ 1.00×"}
+	ratio := r.ratio(num, den, userPerAnswer)
+	if ratio <= 0 {
+		row.Missing = true
+		return row
+	}
+	mu, ms := r.perAnswer(num)
+	nu, ns := r.perAnswer(den)
+	row.Measured = fmt.Sprintf("%.2f× (marketfeed %s user + %s system, nginx static %s + %s per answer)",
+		ratio, micros(mu), micros(ms), micros(nu), micros(ns))
+	// marketfeed's figure carries its feed's own work, spread over the
+	// answers of a second: say how much of it that is at its rate here.
+	if rate, _, _ := r.rate(num); r.Idle != nil && rate > 0 {
+		row.Measured += fmt.Sprintf("; with no client marketfeed takes %.1f%% of a core in user space, %s per answer at %s req/s",
+			100*r.Idle.UserShare(), micros(time.Duration(r.Idle.UserShare()/rate*1e9)), kilo(rate))
+	}
+	row.Pass = ratio <= 1
+	return row
+}
+
+// perAnswer is the median server CPU time per answer of a cell's valid
+// runs, user and system; 0, 0 when unknown.
+func (r *results) perAnswer(c cell) (user, system time.Duration) {
+	var us, ss []time.Duration
+	for _, w := range r.Throughput[c] {
+		if u, s := w.PerAnswer(); w.valid() && u+s > 0 {
+			us, ss = append(us, u), append(ss, s)
+		}
+	}
+	if len(us) == 0 {
+		return 0, 0
+	}
+	return medianDuration(us), medianDuration(ss)
+}
+
+// micros writes a duration in microseconds with one decimal.
+func micros(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/1e3) }
+
 // latencySummary is the median over rounds of p50, p99 and max, with the
 // rate sent; it passes when the median p99 is under 2 ms, every answer was
 // a success and vegeta sent at least 95% of the rate asked for.
@@ -411,7 +473,7 @@ func markdown(r *results, rows []checkRow) string {
 	}
 
 	w("\nThroughput, req/s (median of %d rounds; min–max):\n\n", r.Rounds)
-	w("| route | request | body bytes | server | req/s | min–max | req per server CPU-second | p99 (closed loop) | non-2xx | runs dropped |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| route | request | body bytes | server | req/s | min–max | req per server CPU-second | server CPU per answer, user + system | p99 (closed loop) | non-2xx | runs dropped |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	label := map[string]string{}
 	for _, rt := range r.Routes {
 		label[rt.Key] = rt.Label
@@ -431,8 +493,12 @@ func markdown(r *results, rows []checkRow) string {
 					p99 = append(p99, x.LatencyP99)
 				}
 			}
-			w("| %s | %s | %s | %s | %s | %s–%s | %s | %s | %d | %d |\n", label[g.Route], g.Variant, r.bodySize(g.Route, g.Variant),
-				s, kilo(med), kilo(lo), kilo(hi), orDash(r.perCPU(c)), ms(medianDuration(p99)), errs, dropped)
+			perAnswer := "–"
+			if u, sys := r.perAnswer(c); u+sys > 0 {
+				perAnswer = micros(u) + " + " + micros(sys)
+			}
+			w("| %s | %s | %s | %s | %s | %s–%s | %s | %s | %s | %d | %d |\n", label[g.Route], g.Variant, r.bodySize(g.Route, g.Variant),
+				s, kilo(med), kilo(lo), kilo(hi), orDash(r.perCPU(c)), perAnswer, ms(medianDuration(p99)), errs, dropped)
 		}
 	}
 

@@ -191,8 +191,51 @@ func TestEvaluateDropsStalledRuns(t *testing.T) {
 		}
 	}
 	md := markdown(r, rows)
-	if want := "| /orderbook full depth | plain | 4268 | marketfeed | 95.0k | 90.0k–100.0k | 100.0k | 1.00 ms | 0 | 1 |"; !strings.Contains(md, want) {
+	if want := "| /orderbook full depth | plain | 4268 | marketfeed | 95.0k | 90.0k–100.0k | 100.0k | 0.0 µs + 10.0 µs | 1.00 ms | 0 | 1 |"; !strings.Contains(md, want) {
 		t.Errorf("report lacks %q:\n%s", want, md)
+	}
+}
+
+// TestUserCPUPerAnswer: the user CPU per answer of marketfeed and nginx's
+// static file is compared round by round, printed with the system part, and
+// passes at or below nginx's.
+func TestUserCPUPerAnswer(t *testing.T) {
+	r := sampleResults()
+	if row := rowNamed(t, evaluate(r), "/orderbook full depth user CPU per answer"); row.Result() != "not run" {
+		t.Fatalf("without CPU times: %s (%s)", row.Result(), row.Measured)
+	}
+	set := func(server string, user, system []time.Duration) {
+		runs := r.Throughput[cell{server, "book", varPlain}]
+		for i := range runs {
+			runs[i].Requests = 100e3
+			runs[i].ServerUser, runs[i].ServerCPU = 100e3*user[i], 100e3*(user[i]+system[i])
+		}
+	}
+	us := time.Microsecond
+	// Rounds: 6.6/5.9, 5.5/5.5, 5.0/6.0: ratios 1.12, 1.00, 0.83; median 1.00.
+	set(srvMarketfeed, []time.Duration{6600 * time.Nanosecond, 5500 * time.Nanosecond, 5 * us}, []time.Duration{10 * us, 11 * us, 12 * us})
+	set(srvStatic, []time.Duration{5900 * time.Nanosecond, 5500 * time.Nanosecond, 6 * us}, []time.Duration{12 * us, 13 * us, 14 * us})
+	rows := evaluate(r)
+	row := rowNamed(t, rows, "/orderbook full depth user CPU per answer: marketfeed / nginx static")
+	want := "1.00× (marketfeed 5.5 µs user + 11.0 µs system, nginx static 5.9 µs + 13.0 µs per answer)"
+	if row.Result() != "pass" || row.Measured != want {
+		t.Errorf("got %s %q, want pass %q", row.Result(), row.Measured, want)
+	}
+	if md := markdown(r, rows); !strings.Contains(md, "| 5.5 µs + 11.0 µs |") || !strings.Contains(md, "| 5.9 µs + 13.0 µs |") {
+		t.Errorf("the throughput table lacks the CPU per answer:\n%s", md)
+	}
+
+	r.Idle = &idleResult{Window: 5 * time.Second, User: 100 * time.Millisecond, CPU: 120 * time.Millisecond}
+	row = rowNamed(t, evaluate(r), "/orderbook full depth user CPU per answer")
+	// 2% of a core at marketfeed's median of 100k req/s: 0.2 µs an answer.
+	if want += "; with no client marketfeed takes 2.0% of a core in user space, 0.2 µs per answer at 100.0k req/s"; row.Measured != want {
+		t.Errorf("with the idle measurement: %q, want %q", row.Measured, want)
+	}
+
+	// One round more expensive for marketfeed moves the median over 1.
+	r.Throughput[cell{srvMarketfeed, "book", varPlain}][1].ServerUser = 100e3 * 6 * us
+	if row := rowNamed(t, evaluate(r), "/orderbook full depth user CPU per answer"); row.Result() != "MISS" {
+		t.Errorf("marketfeed above nginx in two rounds of three: %s (%s)", row.Result(), row.Measured)
 	}
 }
 
@@ -202,7 +245,7 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"Machine: 2 CPUs (Test CPU), Linux 6.1, go1.26, nginx/1.22.1, wrk 4.1.0, vegeta v12.12.0.",
 		"| /orderbook full depth req/s: marketfeed / nginx memory | 0.88× (100.0k vs 110.0k req/s) | ≥ 0.90× | MISS |",
-		"| /orderbook full depth | plain | 4268 | Go peer | 40.0k | 40.0k–40.0k | – | 1.00 ms | 0 | 0 |",
+		"| /orderbook full depth | plain | 4268 | Go peer | 40.0k | 40.0k–40.0k | – | – | 1.00 ms | 0 | 0 |",
 		"| /orderbook full depth | Accept-Encoding: gzip | 1300 gzip | marketfeed |",
 		"| /pairs | 50% of max | marketfeed | 50.0k | 50.0k | 0.20 ms | 3.00 ms | 3.00 ms | 200:150000 |",
 		"Process CPU 2.00s (5.0% of one core), including serving 8000 requests",

@@ -27,8 +27,26 @@ type wrkResult struct {
 	LatencyP99   time.Duration
 
 	// ServerCPU is the CPU time the server's processes used during the
-	// run, read from /proc (not from wrk).
-	ServerCPU time.Duration
+	// run, read from /proc (not from wrk); ServerUser is its part in user
+	// space, the rest being the kernel's work for the server.
+	ServerCPU, ServerUser time.Duration
+}
+
+// PerAnswer is the server's CPU time per request answered, in user space
+// and in the kernel; 0, 0 when the CPU time is unknown.
+func (r wrkResult) PerAnswer() (user, system time.Duration) {
+	if r.ServerCPU <= 0 || r.Requests <= 0 {
+		return 0, 0
+	}
+	n := time.Duration(r.Requests)
+	return r.ServerUser / n, (r.ServerCPU - r.ServerUser) / n
+}
+
+// userPerAnswer is PerAnswer's user part in seconds, as a figure to take
+// ratios of.
+func userPerAnswer(r wrkResult) float64 {
+	u, _ := r.PerAnswer()
+	return u.Seconds()
 }
 
 // PerCPUSecond is the requests answered per second of server CPU time: the
@@ -186,7 +204,7 @@ func (b *bench) runWrk(ctx context.Context, c cell, d time.Duration) (wrkResult,
 	}
 	args = append(append(args, url), extra...)
 	pgid := b.owners[c.Server].Pid()
-	before, err := groupCPU(pgid)
+	userBefore, before, err := groupCPU(pgid)
 	if err != nil {
 		return wrkResult{}, err
 	}
@@ -194,11 +212,11 @@ func (b *bench) runWrk(ctx context.Context, c cell, d time.Duration) (wrkResult,
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("wrk %s: %w\n%s", url, err, out)
 	}
-	after, err := groupCPU(pgid)
+	userAfter, after, err := groupCPU(pgid)
 	if err != nil {
 		return wrkResult{}, err
 	}
 	res, err := parseWrk(string(out))
-	res.ServerCPU = after - before
+	res.ServerCPU, res.ServerUser = after-before, userAfter-userBefore
 	return res, err
 }

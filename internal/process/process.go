@@ -210,6 +210,13 @@ func (s Stat) CPU() time.Duration {
 	return time.Duration(s.UserTicks+s.SystemTicks) * time.Second / clockTicks
 }
 
+// User is the part of the CPU time spent in user space: the program's own
+// work, without the kernel's on its behalf (system calls, the network
+// stack), which is the part a program's code decides.
+func (s Stat) User() time.Duration {
+	return time.Duration(s.UserTicks) * time.Second / clockTicks
+}
+
 // ParseStat reads pgrp (field 5), utime and stime (fields 14 and 15) from
 // the text of /proc/PID/stat. The command name (field 2) may hold spaces
 // and parentheses, so fields are counted from the last ')'.
