@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"fmt"
+	"math/bits"
+	"strconv"
 
 	"github.com/ericlagergren/decimal"
 )
@@ -165,6 +167,93 @@ func Mid(bid, ask string) (string, error) {
 
 // Product returns x × y exactly, in plain notation.
 func Product(x, y string) (string, error) {
+	if z, ok := productSmall(x, y); ok {
+		return z, nil
+	}
+	return productExact(x, y)
+}
+
+// productSmall is Product for the common case, a price times a size: two
+// unsigned plain decimals of at most 19 significant digits whose product
+// fits in 64 bits, multiplied as integers without the decimal library's
+// allocations (a trade list's every new trade takes one). ok is false for
+// anything else, which productExact answers.
+func productSmall(x, y string) (string, bool) {
+	a, as, ok := plainUint(x)
+	if !ok {
+		return "", false
+	}
+	b, bs, ok := plainUint(y)
+	if !ok {
+		return "", false
+	}
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return "", false
+	}
+	return formatScaled(lo, as+bs)
+}
+
+// plainUint reads an unsigned plain decimal as the integer of its digits
+// and how many of them follow the point; ok is false for a sign, for what
+// is not a plain decimal, and past 19 significant digits.
+func plainUint(s string) (v uint64, scale int, ok bool) {
+	if !IsPlain(s) || s[0] == '-' {
+		return 0, 0, false
+	}
+	digits := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '.' {
+			scale = len(s) - i - 1
+			continue
+		}
+		if v == 0 && c == '0' {
+			continue // a leading zero
+		}
+		if digits == 19 {
+			return 0, 0, false
+		}
+		v = v*10 + uint64(c-'0')
+		digits++
+	}
+	return v, scale, true
+}
+
+// formatScaled writes v × 10^-scale in plain notation, trailing zeros
+// trimmed, as plain does; ok is false for a scale too long for its buffer.
+func formatScaled(v uint64, scale int) (string, bool) {
+	if v == 0 {
+		return "0", true
+	}
+	for scale > 0 && v%10 == 0 {
+		v /= 10
+		scale--
+	}
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], v, 10)
+	var buf [96]byte
+	if scale+len(d)+2 > len(buf) {
+		return "", false
+	}
+	out := buf[:0]
+	switch {
+	case scale == 0:
+		out = append(out, d...)
+	case len(d) > scale:
+		out = append(append(append(out, d[:len(d)-scale]...), '.'), d[len(d)-scale:]...)
+	default:
+		out = append(out, '0', '.')
+		for range scale - len(d) {
+			out = append(out, '0')
+		}
+		out = append(out, d...)
+	}
+	return string(out), true
+}
+
+// productExact is Product through the decimal library, for any size.
+func productExact(x, y string) (string, error) {
 	a, err := parse(x)
 	if err != nil {
 		return "", err

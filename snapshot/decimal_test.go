@@ -170,6 +170,57 @@ func TestProductMatchesRat(t *testing.T) {
 	}
 }
 
+// The integer path of Product writes what the decimal library writes, byte
+// for byte, for prices and sizes as venues send them (leading and trailing
+// zeros, up to 19 significant digits a factor), and leaves to the library
+// what it cannot hold.
+func TestProductSmallIsProductExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	digits := func(b *strings.Builder, n int) {
+		for range n {
+			b.WriteByte(byte('0' + r.IntN(10)))
+		}
+	}
+	venueDecimal := func() string {
+		var b strings.Builder
+		digits(&b, 1+r.IntN(10))
+		if r.IntN(3) != 0 {
+			b.WriteByte('.')
+			digits(&b, 1+r.IntN(12))
+		}
+		return b.String()
+	}
+	small := 0
+	const n = 20000
+	for range n {
+		x, y := venueDecimal(), venueDecimal()
+		want, err := productExact(x, y)
+		if err != nil {
+			t.Fatalf("productExact(%s, %s): %v", x, y, err)
+		}
+		if got, ok := productSmall(x, y); ok {
+			small++
+			if got != want {
+				t.Fatalf("productSmall(%s, %s) = %q, the library's %q", x, y, got, want)
+			}
+		}
+	}
+	if small < n/2 {
+		t.Errorf("the integer path took %d of %d products of venue-sized decimals", small, n)
+	}
+	for _, c := range [][2]string{
+		{"-1.5", "2"},                 // a sign
+		{"99999999999999999999", "1"}, // 20 significant digits
+		{"9999999999", "9999999999"},  // a product past 64 bits
+		{"1e2", "1"},                  // not plain
+		{"0.0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000001", "0.1"}, // past the buffer
+	} {
+		if got, ok := productSmall(c[0], c[1]); ok {
+			t.Errorf("productSmall(%s, %s) = %q, want it left to the library", c[0], c[1], got)
+		}
+	}
+}
+
 func TestBaseVolumeFallback(t *testing.T) {
 	for _, c := range []struct{ target, last, want string }{
 		{"10", "3", "3.33333333"},

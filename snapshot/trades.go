@@ -278,7 +278,7 @@ func tradeIDs(trades []Trade, known knownIDs, from []int32) ([]string, knownIDs,
 					k.n = h + 1
 				}
 				highest[ident] = k.n
-				k.id = hashID(tradeKey(tr), k.n)
+				k.id = TradeID(tr, k.n)
 			}
 			ids[i] = k.id
 			if next.byVenue == nil {
@@ -298,7 +298,7 @@ func tradeIDs(trades []Trade, known knownIDs, from []int32) ([]string, knownIDs,
 		}
 		id, ok := known.byIdent[ident]
 		if !ok {
-			id = hashID(tradeKey(tr), ident.n)
+			id = TradeID(tr, ident.n)
 		}
 		ids[i] = id
 		next.byIdent[ident] = id
@@ -363,8 +363,12 @@ type tradeIdent struct {
 	n     int
 }
 
-func tradeKey(tr Trade) string {
-	return strconv.FormatInt(tr.Time, 10) + "|" + sideName(tr.Sell) + "|" + tr.Price + "|" + tr.Size
+// appendTradeKey appends what a trade's id hashes: its four published
+// fields, "trade_timestamp|type|price|base_volume".
+func appendTradeKey(dst []byte, tr Trade) []byte {
+	dst = strconv.AppendInt(dst, tr.Time, 10)
+	dst = append(append(append(dst, '|'), sideName(tr.Sell)...), '|')
+	return append(append(append(dst, tr.Price...), '|'), tr.Size...)
 }
 
 // TradeID is the published id of a trade: the lowercase hex of the first 8
@@ -372,14 +376,18 @@ func tradeKey(tr Trade) string {
 // published strings). The n-th repeat (n ≥ 1, counted oldest first within one
 // read) of a trade with the same four fields hashes that text with "#n"
 // appended, so ids are unique within a response and stable across reads.
-func TradeID(tr Trade, n int) string { return hashID(tradeKey(tr), n) }
-
-func hashID(key string, n int) string {
+// It is written in buffers of its own, so that the id string is the one
+// allocation: every new trade of every pair takes one.
+func TradeID(tr Trade, n int) string {
+	var buf [128]byte
+	key := appendTradeKey(buf[:0], tr)
 	if n > 0 {
-		key += "#" + strconv.Itoa(n)
+		key = strconv.AppendInt(append(key, '#'), int64(n), 10)
 	}
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:8])
+	sum := sha256.Sum256(key)
+	var id [16]byte
+	hex.Encode(id[:], sum[:8])
+	return string(id[:])
 }
 
 // TickerID is the pair these trades belong to.
