@@ -65,7 +65,7 @@ func TestRESTOnlyRequestedPairIsReadOnItsSchedule(t *testing.T) {
 // requestedPairReadOnSchedule reads every listed pair's book but one, twice,
 // then hammers that one and counts its reads.
 func requestedPairReadOnSchedule(t *testing.T, args []string) {
-	api, _, _ := startLoggedApp(t, args...)
+	api, a, _ := startLoggedApp(t, args...)
 	ids := apptest.ListedIDs(t, api)
 	if len(ids) < 20 {
 		t.Fatalf("%d pairs listed, want a few dozen", len(ids))
@@ -87,11 +87,25 @@ func requestedPairReadOnSchedule(t *testing.T, args []string) {
 	// again (want marks a pair at most once a second) it waits its turn
 	// behind the sweep's pairs; half the schedule is ample margin on a
 	// loaded machine, and far from the one or two reads it got before.
+	//
+	// The schedule holds while the minute has weight: the other pairs are
+	// requested too and share it, and when the process runs slow (the race
+	// detector, a second test suite beside it) their reads may spend the
+	// window before the hammering ends. Fewer reads with the window spent
+	// are the budget's rule; fewer with weight left are the fault this test
+	// is for (the reads held back by the stand-ins' pacing, weight unspent).
+	m := opsMetrics(t, a)
+	spent, limit := m["marketfeed_venue_weight_spent"], m["marketfeed_venue_weight_budget"]
 	if want := int(d/(350*time.Millisecond)) / 2; len(times) < want {
-		t.Errorf("%s read %d times in %s of requests (%d answers not 200), want at least %d",
-			id, len(times), d, failed, want)
+		if spent < 0.9*limit {
+			t.Errorf("%s read %d times in %s of requests (%d answers not 200) with %v of the minute's %v weight spent, want at least %d",
+				id, len(times), d, failed, spent, limit, want)
+		} else {
+			t.Logf("%s read %d times in %s: the minute's weight was spent (%v of %v)", id, len(times), d, spent, limit)
+		}
 	}
-	t.Logf("%d pairs read before; %s then served %d venue times in %s, %d answers not 200", len(ids)-1, id, len(times), d, failed)
+	t.Logf("%d pairs read before; %s then served %d venue times in %s, %d answers not 200; weight spent %v of %v",
+		len(ids)-1, id, len(times), d, failed, spent, limit)
 }
 
 // wholeMarket is one sample of what an aggregator reads: every pair's book
