@@ -41,6 +41,29 @@ func TestReadPathDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// A trade list rebuilt after a read that shares most of its trades with
+// the previous value, as every pair's is every second, allocates the value's
+// own memory and nothing for each trade, new or kept: the value with its
+// lazily built forms, its body, its items' ends and its venue ids.
+func TestNewTradesAfterAllocatesNothingPerTrade(t *testing.T) {
+	const valueAllocs = 4
+	for _, added := range []int{1, 5} {
+		tape := venueTape(MaxTrades + added)
+		for i := range tape {
+			tape[i].QuoteQty = "" // target volumes computed
+		}
+		prev := mustTrades(t, tape[:MaxTrades])
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := NewTradesAfter(prev, "BTC_USDT", tape[added:], readAt); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > valueAllocs {
+			t.Errorf("%d new trades: %v allocations, want at most %d", added, allocs, valueAllocs)
+		}
+	}
+}
+
 func BenchmarkStoreBookParts(b *testing.B) {
 	s := NewStore()
 	s.PutDoc(pairsOf("BTC_USDT"), readAt)

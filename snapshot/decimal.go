@@ -176,22 +176,40 @@ func Product(x, y string) (string, error) {
 // productSmall is Product for the common case, a price times a size: two
 // unsigned plain decimals of at most 19 significant digits whose product
 // fits in 64 bits, multiplied as integers without the decimal library's
-// allocations (a trade list's every new trade takes one). ok is false for
-// anything else, which productExact answers.
+// allocations. ok is false for anything else, which productExact answers.
 func productSmall(x, y string) (string, bool) {
+	var buf [maxScaled]byte
+	out, ok := appendProductSmall(buf[:0], x, y)
+	return string(out), ok
+}
+
+// appendProduct appends Product(x, y), written in place where productSmall
+// answers, so that a trade's target volume costs no allocation: a trade
+// list's every new trade takes one.
+func appendProduct(dst []byte, x, y string) ([]byte, error) {
+	if out, ok := appendProductSmall(dst, x, y); ok {
+		return out, nil
+	}
+	z, err := productExact(x, y)
+	return append(dst, z...), err
+}
+
+// appendProductSmall appends what productSmall returns; ok is false, and
+// dst unchanged, where productSmall's is.
+func appendProductSmall(dst []byte, x, y string) ([]byte, bool) {
 	a, as, ok := plainUint(x)
 	if !ok {
-		return "", false
+		return dst, false
 	}
 	b, bs, ok := plainUint(y)
 	if !ok {
-		return "", false
+		return dst, false
 	}
 	hi, lo := bits.Mul64(a, b)
 	if hi != 0 {
-		return "", false
+		return dst, false
 	}
-	return formatScaled(lo, as+bs)
+	return appendScaled(dst, lo, as+bs)
 }
 
 // plainUint reads an unsigned plain decimal as the integer of its digits
@@ -220,11 +238,16 @@ func plainUint(s string) (v uint64, scale int, ok bool) {
 	return v, scale, true
 }
 
-// formatScaled writes v × 10^-scale in plain notation, trailing zeros
-// trimmed, as plain does; ok is false for a scale too long for its buffer.
-func formatScaled(v uint64, scale int) (string, bool) {
+// maxScaled is the longest text appendScaled writes; longer is left to the
+// decimal library.
+const maxScaled = 96
+
+// appendScaled appends v × 10^-scale in plain notation, trailing zeros
+// trimmed, as plain does; ok is false, and dst unchanged, for a text longer
+// than maxScaled.
+func appendScaled(dst []byte, v uint64, scale int) ([]byte, bool) {
 	if v == 0 {
-		return "0", true
+		return append(dst, '0'), true
 	}
 	for scale > 0 && v%10 == 0 {
 		v /= 10
@@ -232,11 +255,10 @@ func formatScaled(v uint64, scale int) (string, bool) {
 	}
 	var digits [20]byte
 	d := strconv.AppendUint(digits[:0], v, 10)
-	var buf [96]byte
-	if scale+len(d)+2 > len(buf) {
-		return "", false
+	if scale+len(d)+2 > maxScaled {
+		return dst, false
 	}
-	out := buf[:0]
+	out := dst
 	switch {
 	case scale == 0:
 		out = append(out, d...)
@@ -249,7 +271,7 @@ func formatScaled(v uint64, scale int) (string, bool) {
 		}
 		out = append(out, d...)
 	}
-	return string(out), true
+	return out, true
 }
 
 // productExact is Product through the decimal library, for any size.

@@ -80,70 +80,84 @@ func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, erro
 
 // NewTradesAfter is NewTrades for the read that follows prev, the pair's
 // current value (nil for none). Consecutive reads share most of their
-// trades, so their ids are taken from prev instead of hashed again; the ids
-// are the same either way.
+// trades, so their ids are taken from prev instead of hashed again, and
+// their items copied from prev's bytes instead of written again; the ids and
+// the bytes are the same either way.
+//
+// This runs for every listed pair every second, and a read that follows
+// prev is mostly prev's trades with a few new ones in front and the oldest
+// dropped: what it costs is meant to follow the new trades, not the kept.
+// The kept trades' items are one run of prev's body, copied at once; the
+// scratch of the build is on the stack, and the only allocations are the
+// value's own (the value, its body and item ends, the ids for the next).
 func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
 	trades = trades[max(0, len(trades)-MaxTrades):]
 	var known knownIDs
+	var shared *tradeView // the view known's items are in
 	if prev != nil && prev.tickerID == tickerID {
-		known = prev.ids
+		known, shared = prev.ids, &prev.all
 	}
-	from := known.indexes(trades)
-	ids, idOf, err := tradeIDs(trades, known, from)
+	var scratch idScratch
+	from := scratch.from[:len(trades)]
+	known.indexes(trades, from)
+	idOf, err := tradeIDs(trades, known, &scratch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 	}
-	// A trade the previous value held is serialized as it was there: its
-	// item is copied, not written again with its target volume computed
-	// again (a product of two decimals where the venue sends no quote
-	// quantity, as Binance's aggregate trades do not).
-	cached := func(i int) []byte {
-		if j := from[i]; j >= 0 {
-			return known.byVenue[j].item
-		}
-		return nil
-	}
-	targets := make([]string, len(trades))
-	for i, tr := range trades {
-		switch {
-		case from[i] >= 0:
-		case tr.QuoteQty == "":
-			if targets[i], err = Product(tr.Price, tr.Size); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
-			}
-		case IsPlain(tr.QuoteQty) && tr.QuoteQty[0] != '-':
-			targets[i] = tr.QuoteQty
-		default:
-			return nil, fmt.Errorf("%w: %s: quote quantity %q is not a plain decimal", ErrBadTrades, tickerID, tr.QuoteQty)
-		}
-	}
-	t := &Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), ids: idOf, later: new(laterForms)}
+	value := &struct {
+		Trades
+		later laterForms
+	}{}
+	t := &value.Trades
+	*t = Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), ids: idOf, later: &value.later}
 	// Each item is serialized once, newest first, into the view of both
-	// sides; a side's view copies them from there.
+	// sides; a side's view copies them from there. A trade the previous
+	// value held is copied as it was there, not written again with its
+	// target volume computed again (a product of two decimals where the
+	// venue sends no quote quantity, as Binance's aggregate trades do not).
 	size := 0
 	for i := range trades {
-		if item := cached(i); item != nil {
-			size += len(item)
+		if j := from[i]; j >= 0 {
+			size += shared.itemLen(int(known.byVenue[j].at))
 		} else {
 			size += 200
 		}
 	}
 	all := &t.all
 	all.start(size, len(trades))
-	for i := len(trades) - 1; i >= 0; i-- {
+	// [first, last] is a run of items of shared, one after the other there
+	// as here, not yet copied; first < 0 for none.
+	first, last := -1, -1
+	for at := range trades {
+		i := len(trades) - 1 - at // the view is newest first
 		if trades[i].Sell {
-			j := len(all.ends)
-			t.sells[j/64] |= 1 << (j % 64)
+			t.sells[at/64] |= 1 << (at % 64)
+		}
+		if j := from[i]; j >= 0 {
+			if k := int(known.byVenue[j].at); first >= 0 && k == last+1 {
+				last = k
+			} else {
+				if first >= 0 {
+					all.addItems(shared, first, last)
+				}
+				first, last = k, k
+			}
+			continue
+		}
+		if first >= 0 {
+			all.addItems(shared, first, last)
+			first = -1
 		}
 		if len(all.ends) > 0 {
 			all.body = append(all.body, ',')
 		}
-		if item := cached(i); item != nil {
-			all.body = append(all.body, item...)
-		} else {
-			all.body = appendTrade(all.body, ids[i], trades[i], targets[i])
+		if all.body, err = appendTrade(all.body, scratch.ids[i][:], trades[i]); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 		}
 		all.ends = append(all.ends, int32(len(all.body)))
+	}
+	if first >= 0 {
+		all.addItems(shared, first, last)
 	}
 	if spare := cap(all.body) - len(all.body); spare > 1<<10 {
 		// Every trade new: the estimate of their size is held by every
@@ -151,16 +165,6 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 		all.body = append(make([]byte, 0, len(all.body)+1), all.body...)
 	}
 	all.body = append(all.body, ']')
-	// The next value copies the items of the trades it shares with this
-	// one out of this one's view of both sides.
-	k := 0 // idOf.byVenue holds the trades with a venue id in the read's order
-	for i, tr := range trades {
-		if tr.ID != 0 {
-			at := len(trades) - 1 - i // the view is newest first
-			idOf.byVenue[k].item, idOf.byVenue[k].at = all.item(at), int32(at)
-			k++
-		}
-	}
 	// A venue sends its trades in id order, so this is almost never needed.
 	if !slices.IsSortedFunc(idOf.byVenue, byVenueID) {
 		slices.SortStableFunc(idOf.byVenue, byVenueID)
@@ -174,24 +178,36 @@ func (v *tradeView) start(size, n int) {
 	v.ends = make([]int32, 0, n)
 }
 
+// itemStart is where the view's item j begins.
+func (v *tradeView) itemStart(j int) int {
+	if j == 0 {
+		return 1 // after '['
+	}
+	return int(v.ends[j-1]) + 1 // after ','
+}
+
+// itemLen is the length of the view's item j.
+func (v *tradeView) itemLen(j int) int { return int(v.ends[j]) - v.itemStart(j) }
+
 // item returns the view's item j, capped so that appending to it cannot
 // write over the next.
 func (v *tradeView) item(j int) []byte {
-	start := 1 // after '['
-	if j > 0 {
-		start = int(v.ends[j-1]) + 1 // after ','
-	}
-	end := int(v.ends[j])
+	start, end := v.itemStart(j), int(v.ends[j])
 	return v.body[start:end:end]
 }
 
-// add appends one serialized item to the view.
-func (v *tradeView) add(item []byte) {
+// addItems appends the items first to last of src, with the commas between
+// them, in one copy: their ends are src's moved by where they land.
+func (v *tradeView) addItems(src *tradeView, first, last int) {
 	if len(v.ends) > 0 {
 		v.body = append(v.body, ',')
 	}
-	v.body = append(v.body, item...)
-	v.ends = append(v.ends, int32(len(v.body)))
+	start := src.itemStart(first)
+	shift := int32(len(v.body) - start)
+	v.body = append(v.body, src.body[start:src.ends[last]]...)
+	for _, end := range src.ends[first : last+1] {
+		v.ends = append(v.ends, end+shift)
+	}
 }
 
 func sideName(sell bool) string {
@@ -201,23 +217,38 @@ func sideName(sell bool) string {
 	return "buy"
 }
 
-func appendTrade(dst []byte, id string, tr Trade, target string) []byte {
+// appendTrade appends a trade's item: target_volume is the venue's quote
+// quantity when it sends one, otherwise price × size, written in place.
+func appendTrade(dst, id []byte, tr Trade) ([]byte, error) {
 	dst = append(dst, '{')
-	dst = appendStringField(dst, "trade_id", id, true)
+	dst = appendKey(dst, "trade_id", true)
+	dst = append(append(append(dst, '"'), id...), '"')
 	dst = appendStringField(dst, "price", tr.Price, false)
 	dst = appendStringField(dst, "base_volume", tr.Size, false)
-	dst = appendStringField(dst, "target_volume", target, false)
+	dst = append(appendKey(dst, "target_volume", false), '"')
+	if tr.QuoteQty != "" {
+		dst = append(dst, tr.QuoteQty...)
+	} else {
+		var err error
+		if dst, err = appendProduct(dst, tr.Price, tr.Size); err != nil {
+			return nil, err
+		}
+	}
+	dst = append(dst, '"')
 	dst = appendIntField(dst, "trade_timestamp", tr.Time, false)
 	dst = appendStringField(dst, "type", sideName(tr.Sell), false)
-	return append(dst, '}')
+	return append(dst, '}'), nil
 }
 
-// tradeIDs derives every trade's id, oldest first, numbering trades that share
-// time, side, price and size so that ids stay unique within one read.
+// tradeIDs checks the trades new to the window and derives every trade's
+// id, oldest first, numbering trades that share time, side, price and size
+// so that ids stay unique within one read.
 //
-// known holds the ids of an earlier read of the pair; the ids of this read
-// are returned the same way, for the next, but in the read's order, not yet
-// sorted. from[i] is the index in known.byVenue of trades[i], or -1.
+// known holds the ids of an earlier read of the pair, and scratch.from[i]
+// the index in known.byVenue of trades[i], or -1. The ids of the trades
+// not in known.byVenue are written to scratch.ids; every trade's are
+// returned the same way as known, for the next read, by venue id in the
+// read's order, not yet sorted.
 //
 // A trade with a venue id keeps the id it was first published with: a
 // repeat's number is fixed when the trade first appears (one more than the
@@ -230,66 +261,47 @@ func appendTrade(dst []byte, id string, tr Trade, target string) []byte {
 // every pair every second: a trade known by its venue id was checked when it
 // was first published and is neither checked nor looked at again, and only
 // the trades at the time of a new one, its only possible lookalikes, are
-// counted for its number.
-func tradeIDs(trades []Trade, known knownIDs, from []int32) ([]string, knownIDs, error) {
-	ids := make([]string, len(trades))
-	var newTimes []int64 // the times of trades with a venue id new to the window
+// compared for its number.
+func tradeIDs(trades []Trade, known knownIDs, scratch *idScratch) (knownIDs, error) {
+	from := scratch.from[:len(trades)]
+	withID := 0
 	for i, tr := range trades {
+		if tr.ID != 0 {
+			withID++
+		}
 		if from[i] >= 0 {
 			continue
 		}
 		if !isPositive(tr.Price) {
-			return nil, knownIDs{}, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
+			return knownIDs{}, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
 		}
 		if !isPositive(tr.Size) {
-			return nil, knownIDs{}, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
+			return knownIDs{}, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
 		}
-		if tr.ID != 0 && !slices.Contains(newTimes, tr.Time) {
-			newTimes = append(newTimes, tr.Time)
-		}
-	}
-	// highest[base] is the highest repeat number held by a trade with the
-	// base's four fields, counting the ids carried over first so that a
-	// trade new to the window never takes a number one of them holds.
-	var highest map[tradeIdent]int
-	if len(newTimes) > 0 {
-		highest = make(map[tradeIdent]int)
-		for i, tr := range trades {
-			if from[i] < 0 || !slices.Contains(newTimes, tr.Time) {
-				continue
-			}
-			{
-				base, n := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}, known.byVenue[from[i]].n
-				if h, seen := highest[base]; !seen || n > h {
-					highest[base] = n
-				}
-			}
+		if tr.QuoteQty != "" && (!IsPlain(tr.QuoteQty) || tr.QuoteQty[0] == '-') {
+			return knownIDs{}, fmt.Errorf("quote quantity %q is not a plain decimal", tr.QuoteQty)
 		}
 	}
 	var next knownIDs
+	if withID > 0 {
+		next.byVenue = make([]numberedID, 0, withID)
+	}
 	for i, tr := range trades {
-		ident := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
 		if tr.ID != 0 {
-			k := numberedID{venueID: tr.ID}
+			k := numberedID{venueID: tr.ID, at: int32(len(trades) - 1 - i)} // the view is newest first
 			if j := from[i]; j >= 0 {
-				k.n, k.id = known.byVenue[j].n, known.byVenue[j].id
+				k.n = known.byVenue[j].n
 			} else {
-				if h, seen := highest[ident]; seen {
-					k.n = h + 1
-				}
-				highest[ident] = k.n
-				k.id = TradeID(tr, k.n)
-			}
-			ids[i] = k.id
-			if next.byVenue == nil {
-				next.byVenue = make([]numberedID, 0, len(trades))
+				k.n = repeatNumber(trades, i, known, scratch)
+				scratch.n[i], scratch.ids[i] = k.n, tradeID(tr, int(k.n))
 			}
 			next.byVenue = append(next.byVenue, k)
 			continue
 		}
 		if next.byIdent == nil {
-			next.byIdent = make(map[tradeIdent]string, len(trades))
+			next.byIdent = make(map[tradeIdent][16]byte, len(trades))
 		}
+		ident := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
 		for {
 			if _, dup := next.byIdent[ident]; !dup {
 				break
@@ -298,12 +310,41 @@ func tradeIDs(trades []Trade, known knownIDs, from []int32) ([]string, knownIDs,
 		}
 		id, ok := known.byIdent[ident]
 		if !ok {
-			id = TradeID(tr, ident.n)
+			id = tradeID(tr, ident.n)
 		}
-		ids[i] = id
+		scratch.ids[i] = id
 		next.byIdent[ident] = id
 	}
-	return ids, next, nil
+	return next, nil
+}
+
+// repeatNumber is the repeat number of trades[i], a trade with a venue id
+// new to the window: one more than the highest its lookalikes with a venue
+// id hold, those carried over from the earlier read and the new ones before
+// it (numbered already in scratch.n), 0 for none.
+func repeatNumber(trades []Trade, i int, known knownIDs, scratch *idScratch) int32 {
+	tr := trades[i]
+	n := int32(0)
+	for j, o := range trades {
+		if o.Time != tr.Time || o.ID == 0 || o.Sell != tr.Sell || o.Price != tr.Price || o.Size != tr.Size {
+			continue
+		}
+		switch {
+		case scratch.from[j] >= 0:
+			n = max(n, known.byVenue[scratch.from[j]].n+1)
+		case j < i:
+			n = max(n, scratch.n[j]+1)
+		}
+	}
+	return n
+}
+
+// idScratch is what deriving a read's ids needs for each of its trades, on
+// the stack of the build.
+type idScratch struct {
+	from [MaxTrades]int32    // the index in the earlier read's byVenue, or -1
+	n    [MaxTrades]int32    // the repeat number of a trade with a venue id new to the window
+	ids  [MaxTrades][16]byte // the id of a trade not carried by venue id
 }
 
 // knownIDs are the published ids of one value's trades, for the next read of
@@ -311,7 +352,7 @@ func tradeIDs(trades []Trade, known knownIDs, from []int32) ([]string, knownIDs,
 // four published fields and the repeat number within the read.
 type knownIDs struct {
 	byVenue []numberedID // sorted by venue id
-	byIdent map[tradeIdent]string
+	byIdent map[tradeIdent][16]byte
 }
 
 // find returns the index in byVenue of the trade with venue id id; 0, a
@@ -323,11 +364,10 @@ func (k knownIDs) find(id int64) (int, bool) {
 	return slices.BinarySearchFunc(k.byVenue, id, func(e numberedID, id int64) int { return cmp.Compare(e.venueID, id) })
 }
 
-// indexes returns, for each trade, the index in byVenue of the trade with
-// its venue id, or -1. The trades a read shares with the one before come in
+// indexes sets out[i] to the index in byVenue of the trade with the venue id
+// of trades[i], or -1. The trades a read shares with the one before come in
 // the same order, so each is first looked for right after the last found.
-func (k knownIDs) indexes(trades []Trade) []int32 {
-	out := make([]int32, len(trades))
+func (k knownIDs) indexes(trades []Trade, out []int32) {
 	next := 0
 	for i, tr := range trades {
 		out[i] = -1
@@ -337,18 +377,16 @@ func (k knownIDs) indexes(trades []Trade) []int32 {
 			out[i], next = int32(j), j+1
 		}
 	}
-	return out
 }
 
-// numberedID is a published trade id with its venue id, the repeat number
-// it was hashed with, and the trade's serialized item in the value that
-// holds it.
+// numberedID is a trade with a venue id in a value: the repeat number its
+// published id was hashed with, and where its item is in the value's view
+// of both sides. The id itself is in the item; nothing here points, so a
+// value's index costs the collector nothing to scan.
 type numberedID struct {
 	venueID int64
-	n       int
-	id      string
-	item    []byte
-	at      int32 // the index of item in the value's view of both sides
+	n       int32
+	at      int32 // the index of the trade's item in the value's view of both sides
 }
 
 func byVenueID(a, b numberedID) int { return cmp.Compare(a.venueID, b.venueID) }
@@ -376,9 +414,14 @@ func appendTradeKey(dst []byte, tr Trade) []byte {
 // published strings). The n-th repeat (n ≥ 1, counted oldest first within one
 // read) of a trade with the same four fields hashes that text with "#n"
 // appended, so ids are unique within a response and stable across reads.
-// It is written in buffers of its own, so that the id string is the one
-// allocation: every new trade of every pair takes one.
 func TradeID(tr Trade, n int) string {
+	id := tradeID(tr, n)
+	return string(id[:])
+}
+
+// tradeID is TradeID written in buffers of its own, without allocating:
+// every new trade of every pair takes one.
+func tradeID(tr Trade, n int) [16]byte {
 	var buf [128]byte
 	key := appendTradeKey(buf[:0], tr)
 	if n > 0 {
@@ -387,7 +430,7 @@ func TradeID(tr Trade, n int) string {
 	sum := sha256.Sum256(key)
 	var id [16]byte
 	hex.Encode(id[:], sum[:8])
-	return string(id[:])
+	return id
 }
 
 // TickerID is the pair these trades belong to.
@@ -425,22 +468,28 @@ func (t *Trades) view(side Side) *tradeView {
 }
 
 // sideView builds the view of the sells, or of the buys, from the view of
-// both sides, sized for its own items.
+// both sides, sized for its own items: each run of the side's items there is
+// copied at once.
 func (t *Trades) sideView(sells bool) *tradeView {
 	sell := func(j int) bool { return t.sells[j/64]&(1<<(j%64)) != 0 }
 	n, size := 0, 0
 	for j := range t.all.ends {
 		if sell(j) == sells {
 			n++
-			size += len(t.all.item(j))
+			size += t.all.itemLen(j)
 		}
 	}
 	v := new(tradeView)
 	v.start(size, n)
-	for j := range t.all.ends {
-		if sell(j) == sells {
-			v.add(t.all.item(j))
+	for j := 0; j < len(t.all.ends); j++ {
+		if sell(j) != sells {
+			continue
 		}
+		first := j
+		for j+1 < len(t.all.ends) && sell(j+1) == sells {
+			j++
+		}
+		v.addItems(&t.all, first, j)
 	}
 	v.body = append(v.body, ']')
 	return v
@@ -491,7 +540,7 @@ func (t *Trades) NewestVenueID() int64 {
 func (t *Trades) VenueTrades() ([]Trade, error) {
 	out := make([]Trade, 0, len(t.ids.byVenue))
 	for _, k := range t.ids.byVenue {
-		tr, err := parseItem(string(k.item))
+		tr, err := parseItem(string(t.all.item(int(k.at))))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: trade %d: %w", ErrBadTrades, t.tickerID, k.at+1, err)
 		}
@@ -500,6 +549,14 @@ func (t *Trades) VenueTrades() ([]Trade, error) {
 		out = append(out, tr)
 	}
 	return out, nil
+}
+
+// itemID returns the trade_id of an item appendTrade wrote; ok is false
+// when it has none.
+func itemID(item []byte) (id string, ok bool) {
+	rest, opened := strings.CutPrefix(string(item), `{"trade_id":"`)
+	id, _, closed := strings.Cut(rest, `"`)
+	return id, opened && closed
 }
 
 // parseItem reads the fields of one item appendTrade wrote.

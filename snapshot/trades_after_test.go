@@ -38,7 +38,7 @@ func TestNewTradesAfterIgnoresAnotherPairsValue(t *testing.T) {
 	}
 	// Poison the other pair's ids: they must not be used for BTC_USDT.
 	for k := range other.ids.byIdent {
-		other.ids.byIdent[k] = "poisoned"
+		other.ids.byIdent[k] = [16]byte([]byte("poisonedpoisoned"))
 	}
 	got, err := NewTradesAfter(other, "BTC_USDT", tradeTape(5), readAt)
 	if err != nil {
@@ -47,6 +47,21 @@ func TestNewTradesAfterIgnoresAnotherPairsValue(t *testing.T) {
 	if strings.Contains(string(got.Body(SideAll)), "poisoned") {
 		t.Fatal("ids of another pair's trades were reused")
 	}
+}
+
+// venueTradeID is the published id of the trade of v with venue id id,
+// read from its item.
+func venueTradeID(t *testing.T, v *Trades, id int64) string {
+	t.Helper()
+	j, ok := v.ids.find(id)
+	if !ok {
+		t.Fatalf("venue id %d is not in the value", id)
+	}
+	tid, ok := itemID(v.all.item(int(v.ids.byVenue[j].at)))
+	if !ok {
+		t.Fatalf("venue id %d: its item has no id", id)
+	}
+	return tid
 }
 
 // isPositive checks the plain form and the sign in one pass; it must agree
@@ -82,13 +97,7 @@ func TestTradeIDsWithVenueIDsStayStableAsTheWindowSlides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idOf := func(v *Trades, id int64) string {
-		j, ok := v.ids.find(id)
-		if !ok {
-			t.Fatalf("venue id %d is not in the value", id)
-		}
-		return v.ids.byVenue[j].id
-	}
+	idOf := func(v *Trades, id int64) string { return venueTradeID(t, v, id) }
 	if want := TradeID(twin, 0); idOf(first, 1) != want {
 		t.Fatalf("first copy: id %s, want %s", idOf(first, 1), want)
 	}
@@ -158,9 +167,16 @@ func TestNewTradesAfterCopiesSharedTradesExactly(t *testing.T) {
 	for _, start := range []int{0, 1, 2, 9, 50, 99, 250, 251, 300} {
 		window := tape[start : start+100]
 		fresh := mustTrades(t, window)
+		var served string // what prev serves, which must not change
+		if prev != nil {
+			served = string(prev.Body(SideAll))
+		}
 		after, err := NewTradesAfter(prev, "BTC_USDT", window, readAt)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if prev != nil && string(prev.Body(SideAll)) != served {
+			t.Fatalf("window at %d: building the next value changed the previous one", start)
 		}
 		for side := range numSides {
 			if got, want := string(after.Body(side)), string(fresh.Body(side)); got != want {
@@ -219,12 +235,7 @@ func TestNewTradesAfterTradesOutOfIDOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tr := range tape[20:100] {
-		j, ok := next.ids.find(tr.ID)
-		if !ok {
-			t.Fatalf("venue id %d missing", tr.ID)
-		}
-		k, _ := first.ids.find(tr.ID)
-		if next.ids.byVenue[j].id != first.ids.byVenue[k].id {
+		if venueTradeID(t, next, tr.ID) != venueTradeID(t, first, tr.ID) {
 			t.Fatalf("venue id %d changed its id", tr.ID)
 		}
 	}

@@ -315,7 +315,7 @@ func DecodeTrades(data []byte) (*Trades, error) {
 	}
 	known := make([]numberedID, min(r.int("venue ids"), len(ends)))
 	for i := range known {
-		known[i] = numberedID{venueID: r.varint("venue id"), n: r.int("repeat"), at: int32(r.int("item"))}
+		known[i] = numberedID{venueID: r.varint("venue id"), n: int32(r.int("repeat")), at: int32(r.int("item"))}
 	}
 	t.later.gz.keep(r.gzip())
 	if err := r.finish(); err != nil {
@@ -338,13 +338,9 @@ func DecodeTrades(data []byte) (*Trades, error) {
 		if k.venueID <= 0 || i > 0 && k.venueID <= known[i-1].venueID || int(k.at) >= len(ends) {
 			return nil, fmt.Errorf("%w: %s: venue id %d of %d is not one of its trades", ErrBadWire, id, i+1, len(known))
 		}
-		k.item = t.all.item(int(k.at))
-		tid, opened := strings.CutPrefix(string(k.item), `{"trade_id":"`)
-		tid, _, closed := strings.Cut(tid, `"`)
-		if !opened || !closed {
+		if _, ok := itemID(t.all.item(int(k.at))); !ok {
 			return nil, fmt.Errorf("%w: %s: trade %d has no id", ErrBadWire, id, k.at+1)
 		}
-		k.id = tid
 	}
 	if len(known) > 0 {
 		t.ids.byVenue = known
