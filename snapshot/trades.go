@@ -87,77 +87,218 @@ func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, erro
 // This runs for every listed pair every second, and a read that follows
 // prev is mostly prev's trades with a few new ones in front and the oldest
 // dropped: what it costs is meant to follow the new trades, not the kept.
-// The kept trades' items are one run of prev's body, copied at once; the
-// scratch of the build is on the stack, and the only allocations are the
-// value's own (the value, its body and item ends, the ids for the next).
+// The kept trades are looked at once, their items are one run of prev's
+// body copied at once, the scratch of the build is on the stack, and the
+// only allocations are the value's own: the value, its body, its items'
+// ends and its venue ids for the next read.
 func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
-	trades = trades[max(0, len(trades)-MaxTrades):]
-	var known knownIDs
-	var shared *tradeView // the view known's items are in
+	b := tradeBuild{trades: trades[max(0, len(trades)-MaxTrades):]}
 	if prev != nil && prev.tickerID == tickerID {
-		known, shared = prev.ids, &prev.all
+		b.known, b.shared = prev.ids, &prev.all
 	}
-	var scratch idScratch
-	from := scratch.from[:len(trades)]
-	known.indexes(trades, from)
-	idOf, err := tradeIDs(trades, known, &scratch)
-	if err != nil {
+	if err := b.scan(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 	}
+	b.number()
 	value := &struct {
 		Trades
 		later laterForms
 	}{}
 	t := &value.Trades
-	*t = Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), ids: idOf, later: &value.later}
-	// Each item is serialized once, newest first, into the view of both
-	// sides; a side's view copies them from there. A trade the previous
-	// value held is copied as it was there, not written again with its
-	// target volume computed again (a product of two decimals where the
-	// venue sends no quote quantity, as Binance's aggregate trades do not).
-	size := 0
-	for i := range trades {
-		if j := from[i]; j >= 0 {
-			size += shared.itemLen(int(known.byVenue[j].at))
-		} else {
-			size += 200
+	*t = Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), sells: b.sells, ids: b.next, later: &value.later}
+	if err := b.write(&t.all); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
+	}
+	// A venue sends its trades in id order, so this is almost never needed.
+	if !slices.IsSortedFunc(t.ids.byVenue, byVenueID) {
+		slices.SortStableFunc(t.ids.byVenue, byVenueID)
+	}
+	return t, nil
+}
+
+// tradeBuild is the work of NewTradesAfter on one read: what it knows of
+// the value before and, for each trade of the read, what it found.
+type tradeBuild struct {
+	trades []Trade          // the read, oldest first
+	known  knownIDs         // the ids of the value before, if of the same pair
+	shared *tradeView       // the view known's items are in
+	from   [MaxTrades]int32 // the index in known.byVenue of each trade, or -1
+	n      [MaxTrades]int32 // the repeat number of each trade not in known.byVenue
+	fresh  [MaxTrades]uint8 // next.byVenue's entries for trades new to the window
+	nFresh int
+	size   int // the bytes of the items, exactly for the kept, estimated for the new
+	sells  [(MaxTrades + 63) / 64]uint64
+	next   knownIDs // the ids of this read, by venue id in the read's order
+}
+
+// scan finds each trade of the read in the value before, checks the trades
+// it does not hold, and sizes the body. A trade found there by its venue id
+// was checked when it was first published and is not checked again; its
+// item will be copied from there, so only its place is looked up.
+func (b *tradeBuild) scan() error {
+	trades, known := b.trades, b.known
+	// [first, last] is the run of known's items that the trades since the
+	// last new one are: a read oldest first goes through the view newest
+	// first backwards.
+	first, last := -1, -1
+	endRun := func() {
+		if first >= 0 {
+			b.size += int(b.shared.ends[last]) - b.shared.itemStart(first)
+			first = -1
 		}
 	}
-	all := &t.all
-	all.start(size, len(trades))
-	// [first, last] is a run of items of shared, one after the other there
-	// as here, not yet copied; first < 0 for none.
+	look := 0 // where in known the next trade is looked for first
+	for i, tr := range trades {
+		at := len(trades) - 1 - i // the view is newest first
+		if tr.Sell {
+			b.sells[at/64] |= 1 << (at % 64)
+		}
+		j := -1
+		if tr.ID != 0 {
+			if b.next.byVenue == nil {
+				b.next.byVenue = make([]numberedID, 0, len(trades))
+			}
+			// The trades a read shares with the one before come in the
+			// same order, so each is first looked for right after the
+			// last found.
+			if look < len(known.byVenue) && known.byVenue[look].venueID == tr.ID {
+				j = look
+			} else if k, ok := known.find(tr.ID); ok {
+				j = k
+			}
+		}
+		b.from[i] = int32(j)
+		if j >= 0 {
+			look = j + 1
+			k := known.byVenue[j]
+			b.next.byVenue = append(b.next.byVenue, numberedID{venueID: tr.ID, n: k.n, at: int32(at)})
+			if first >= 0 && int(k.at) == first-1 {
+				first = int(k.at)
+			} else {
+				endRun()
+				first, last = int(k.at), int(k.at)
+			}
+			continue
+		}
+		endRun()
+		b.size += 200
+		if !isPositive(tr.Price) {
+			return fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
+		}
+		if !isPositive(tr.Size) {
+			return fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
+		}
+		if tr.QuoteQty != "" && (!IsPlain(tr.QuoteQty) || tr.QuoteQty[0] == '-') {
+			return fmt.Errorf("quote quantity %q is not a plain decimal", tr.QuoteQty)
+		}
+		if tr.ID != 0 {
+			// Numbered by number, once every trade is found.
+			b.fresh[b.nFresh] = uint8(len(b.next.byVenue))
+			b.nFresh++
+			b.next.byVenue = append(b.next.byVenue, numberedID{venueID: tr.ID, at: int32(at)})
+			continue
+		}
+		// Without a venue id, a trade is numbered by its repeats within
+		// the read.
+		if b.next.byIdent == nil {
+			b.next.byIdent = make(map[tradeIdent][16]byte, len(trades))
+		}
+		ident := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
+		for {
+			if _, dup := b.next.byIdent[ident]; !dup {
+				break
+			}
+			ident.n++
+		}
+		id, ok := known.byIdent[ident]
+		if !ok {
+			id = tradeID(tr, ident.n)
+		}
+		b.n[i] = int32(ident.n)
+		b.next.byIdent[ident] = id
+	}
+	endRun()
+	return nil
+}
+
+// number gives each trade with a venue id new to the window its repeat
+// number, oldest first.
+//
+// A trade with a venue id keeps the id it was first published with: a
+// repeat's number is fixed when the trade first appears, one more than the
+// highest number its lookalikes (same time, side, price and size) hold, so
+// it does not shift when an older copy leaves the window. For a process
+// that sees the trades for the first time this is the same numbering as
+// counting repeats oldest first. Only the trades at the time of a new one,
+// its only possible lookalikes, are compared.
+func (b *tradeBuild) number() {
+	trades := b.trades
+	for _, e := range b.fresh[:b.nFresh] {
+		k := &b.next.byVenue[e]
+		i := len(trades) - 1 - int(k.at)
+		tr := trades[i]
+		n := int32(0)
+		for j, o := range trades {
+			if o.Time != tr.Time || o.ID == 0 || o.Sell != tr.Sell || o.Price != tr.Price || o.Size != tr.Size {
+				continue
+			}
+			switch {
+			case b.from[j] >= 0:
+				n = max(n, b.known.byVenue[b.from[j]].n+1)
+			case j < i: // numbered already
+				n = max(n, b.n[j]+1)
+			}
+		}
+		k.n, b.n[i] = n, n
+	}
+}
+
+// write serializes the read into all, newest first: the items of the
+// trades the value before holds are copied from it, a run at a time, and
+// the others written. A trade the value before held is not written again
+// with its target volume computed again (a product of two decimals where
+// the venue sends no quote quantity, as Binance's aggregate trades do not).
+func (b *tradeBuild) write(all *tradeView) error {
+	trades := b.trades
+	all.start(b.size, len(trades))
+	// [first, last] is a run of the items of shared, one after the other
+	// there as here, not yet copied.
 	first, last := -1, -1
 	for at := range trades {
-		i := len(trades) - 1 - at // the view is newest first
-		if trades[i].Sell {
-			t.sells[at/64] |= 1 << (at % 64)
-		}
-		if j := from[i]; j >= 0 {
-			if k := int(known.byVenue[j].at); first >= 0 && k == last+1 {
+		i := len(trades) - 1 - at
+		if j := b.from[i]; j >= 0 {
+			if k := int(b.known.byVenue[j].at); first >= 0 && k == last+1 {
 				last = k
 			} else {
 				if first >= 0 {
-					all.addItems(shared, first, last)
+					all.addItems(b.shared, first, last)
 				}
 				first, last = k, k
 			}
 			continue
 		}
 		if first >= 0 {
-			all.addItems(shared, first, last)
+			all.addItems(b.shared, first, last)
 			first = -1
+		}
+		tr := trades[i]
+		var id [16]byte
+		if tr.ID != 0 {
+			id = tradeID(tr, int(b.n[i]))
+		} else {
+			id = b.next.byIdent[tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, int(b.n[i])}]
 		}
 		if len(all.ends) > 0 {
 			all.body = append(all.body, ',')
 		}
-		if all.body, err = appendTrade(all.body, scratch.ids[i][:], trades[i]); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
+		var err error
+		if all.body, err = appendTrade(all.body, id[:], tr); err != nil {
+			return err
 		}
 		all.ends = append(all.ends, int32(len(all.body)))
 	}
 	if first >= 0 {
-		all.addItems(shared, first, last)
+		all.addItems(b.shared, first, last)
 	}
 	if spare := cap(all.body) - len(all.body); spare > 1<<10 {
 		// Every trade new: the estimate of their size is held by every
@@ -165,11 +306,7 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 		all.body = append(make([]byte, 0, len(all.body)+1), all.body...)
 	}
 	all.body = append(all.body, ']')
-	// A venue sends its trades in id order, so this is almost never needed.
-	if !slices.IsSortedFunc(idOf.byVenue, byVenueID) {
-		slices.SortStableFunc(idOf.byVenue, byVenueID)
-	}
-	return t, nil
+	return nil
 }
 
 // start sizes a view for n items within size bytes of items and opens it.
@@ -240,113 +377,6 @@ func appendTrade(dst, id []byte, tr Trade) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// tradeIDs checks the trades new to the window and derives every trade's
-// id, oldest first, numbering trades that share time, side, price and size
-// so that ids stay unique within one read.
-//
-// known holds the ids of an earlier read of the pair, and scratch.from[i]
-// the index in known.byVenue of trades[i], or -1. The ids of the trades
-// not in known.byVenue are written to scratch.ids; every trade's are
-// returned the same way as known, for the next read, by venue id in the
-// read's order, not yet sorted.
-//
-// A trade with a venue id keeps the id it was first published with: a
-// repeat's number is fixed when the trade first appears (one more than the
-// highest number its lookalikes hold), so it does not shift when an older
-// copy leaves the window. For a process that sees the trades for the first
-// time this is the same numbering as counting repeats oldest first. A trade
-// without a venue id is numbered by its repeats within the read.
-//
-// A read shares most of its trades with the one before, and this runs for
-// every pair every second: a trade known by its venue id was checked when it
-// was first published and is neither checked nor looked at again, and only
-// the trades at the time of a new one, its only possible lookalikes, are
-// compared for its number.
-func tradeIDs(trades []Trade, known knownIDs, scratch *idScratch) (knownIDs, error) {
-	from := scratch.from[:len(trades)]
-	withID := 0
-	for i, tr := range trades {
-		if tr.ID != 0 {
-			withID++
-		}
-		if from[i] >= 0 {
-			continue
-		}
-		if !isPositive(tr.Price) {
-			return knownIDs{}, fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
-		}
-		if !isPositive(tr.Size) {
-			return knownIDs{}, fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
-		}
-		if tr.QuoteQty != "" && (!IsPlain(tr.QuoteQty) || tr.QuoteQty[0] == '-') {
-			return knownIDs{}, fmt.Errorf("quote quantity %q is not a plain decimal", tr.QuoteQty)
-		}
-	}
-	var next knownIDs
-	if withID > 0 {
-		next.byVenue = make([]numberedID, 0, withID)
-	}
-	for i, tr := range trades {
-		if tr.ID != 0 {
-			k := numberedID{venueID: tr.ID, at: int32(len(trades) - 1 - i)} // the view is newest first
-			if j := from[i]; j >= 0 {
-				k.n = known.byVenue[j].n
-			} else {
-				k.n = repeatNumber(trades, i, known, scratch)
-				scratch.n[i], scratch.ids[i] = k.n, tradeID(tr, int(k.n))
-			}
-			next.byVenue = append(next.byVenue, k)
-			continue
-		}
-		if next.byIdent == nil {
-			next.byIdent = make(map[tradeIdent][16]byte, len(trades))
-		}
-		ident := tradeIdent{tr.Time, tr.Sell, tr.Price, tr.Size, 0}
-		for {
-			if _, dup := next.byIdent[ident]; !dup {
-				break
-			}
-			ident.n++
-		}
-		id, ok := known.byIdent[ident]
-		if !ok {
-			id = tradeID(tr, ident.n)
-		}
-		scratch.ids[i] = id
-		next.byIdent[ident] = id
-	}
-	return next, nil
-}
-
-// repeatNumber is the repeat number of trades[i], a trade with a venue id
-// new to the window: one more than the highest its lookalikes with a venue
-// id hold, those carried over from the earlier read and the new ones before
-// it (numbered already in scratch.n), 0 for none.
-func repeatNumber(trades []Trade, i int, known knownIDs, scratch *idScratch) int32 {
-	tr := trades[i]
-	n := int32(0)
-	for j, o := range trades {
-		if o.Time != tr.Time || o.ID == 0 || o.Sell != tr.Sell || o.Price != tr.Price || o.Size != tr.Size {
-			continue
-		}
-		switch {
-		case scratch.from[j] >= 0:
-			n = max(n, known.byVenue[scratch.from[j]].n+1)
-		case j < i:
-			n = max(n, scratch.n[j]+1)
-		}
-	}
-	return n
-}
-
-// idScratch is what deriving a read's ids needs for each of its trades, on
-// the stack of the build.
-type idScratch struct {
-	from [MaxTrades]int32    // the index in the earlier read's byVenue, or -1
-	n    [MaxTrades]int32    // the repeat number of a trade with a venue id new to the window
-	ids  [MaxTrades][16]byte // the id of a trade not carried by venue id
-}
-
 // knownIDs are the published ids of one value's trades, for the next read of
 // the pair to reuse: by venue id where the venue gives one, otherwise by the
 // four published fields and the repeat number within the read.
@@ -361,22 +391,10 @@ func (k knownIDs) find(id int64) (int, bool) {
 	if id == 0 {
 		return 0, false
 	}
-	return slices.BinarySearchFunc(k.byVenue, id, func(e numberedID, id int64) int { return cmp.Compare(e.venueID, id) })
-}
-
-// indexes sets out[i] to the index in byVenue of the trade with the venue id
-// of trades[i], or -1. The trades a read shares with the one before come in
-// the same order, so each is first looked for right after the last found.
-func (k knownIDs) indexes(trades []Trade, out []int32) {
-	next := 0
-	for i, tr := range trades {
-		out[i] = -1
-		if next < len(k.byVenue) && tr.ID != 0 && k.byVenue[next].venueID == tr.ID {
-			out[i], next = int32(next), next+1
-		} else if j, ok := k.find(tr.ID); ok {
-			out[i], next = int32(j), j+1
-		}
+	if n := len(k.byVenue); n == 0 || id > k.byVenue[n-1].venueID {
+		return n, false // a trade newer than every known, as new trades are
 	}
+	return slices.BinarySearchFunc(k.byVenue, id, func(e numberedID, id int64) int { return cmp.Compare(e.venueID, id) })
 }
 
 // numberedID is a trade with a venue id in a value: the repeat number its
