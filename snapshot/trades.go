@@ -87,8 +87,8 @@ func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, erro
 // This runs for every listed pair every second, and a read that follows
 // prev is mostly prev's trades with a few new ones in front and the oldest
 // dropped: what it costs is meant to follow the new trades, not the kept.
-// The kept trades are looked at once, their items are one run of prev's
-// body copied at once, the scratch of the build is on the stack, and the
+// The kept trades are looked at once, their items copied from prev's body
+// a run at a time (one run in the usual case), the scratch of the build is on the stack, and the
 // only allocations are the value's own: the value, its body, its items'
 // ends and its venue ids for the next read.
 func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
@@ -100,6 +100,7 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 	}
 	b.number()
+	// The value and its forms built later, in one allocation.
 	value := &struct {
 		Trades
 		later laterForms
@@ -192,7 +193,7 @@ func (b *tradeBuild) scan() error {
 			return fmt.Errorf("quote quantity %q is not a plain decimal", tr.QuoteQty)
 		}
 		if tr.ID != 0 {
-			// Numbered by number, once every trade is found.
+			// Its number waits for every trade to be found (see number).
 			b.fresh[b.nFresh] = uint8(len(b.next.byVenue))
 			b.nFresh++
 			b.next.byVenue = append(b.next.byVenue, numberedID{venueID: tr.ID, at: int32(at)})
