@@ -144,7 +144,9 @@ func (b *tradeBuild) scan() error {
 	first, last := -1, -1
 	endRun := func() {
 		if first >= 0 {
-			b.size += int(b.shared.ends[last]) - b.shared.itemStart(first)
+			// The run's bytes less the commas between its items, which
+			// the view's start counts for every item.
+			b.size += int(b.shared.ends[last]) - b.shared.itemStart(first) - (last - first)
 			first = -1
 		}
 	}

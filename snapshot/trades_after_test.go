@@ -187,6 +187,43 @@ func TestNewTradesAfterCopiesSharedTradesExactly(t *testing.T) {
 	}
 }
 
+// Trades a read brings in between trades the previous value held, as when
+// a window's missing trades are filled in, or a trade it leaves out, split
+// what is copied from that value into runs: the bytes are still those of
+// a fresh read.
+func TestNewTradesAfterFillsTradesInBetween(t *testing.T) {
+	tape := venueTape(110)
+	holed := slices.Concat(tape[:30], tape[40:41], tape[60:100])
+	prev := mustTrades(t, holed)
+	for _, window := range [][]Trade{
+		tape[:100], tape[10:110], slices.Concat(tape[:30], tape[35:100]),
+		slices.Concat(tape[:30], tape[60:100]), // the trade at 40 left out
+	} {
+		after, err := NewTradesAfter(prev, "BTC_USDT", window, readAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := mustTrades(t, window)
+		for side := range numSides {
+			if got, want := string(after.Body(side)), string(fresh.Body(side)); got != want {
+				t.Fatalf("trades %d to %d, side %d:\n%s\nwant\n%s", window[0].ID, window[len(window)-1].ID, side, got, want)
+			}
+		}
+		// Every trade kept: the body is sized for exactly its items, as
+		// every listed pair holds it until its next trade.
+		if body := after.Body(SideAll); len(window) == 70 && cap(body)-len(body) > 8 {
+			t.Fatalf("a list of kept trades holds %d spare bytes", cap(body)-len(body))
+		}
+		for n := range MaxTrades + 1 {
+			head, tail := after.Parts(SideAll, n)
+			fh, ft := fresh.Parts(SideAll, n)
+			if string(head)+string(tail) != string(fh)+string(ft) {
+				t.Fatalf("limit %d: the prefix differs from a fresh read's", n)
+			}
+		}
+	}
+}
+
 // The cost of the value that follows the previous one by one new trade, as
 // the stream-fed window publishes it each second: trades from a venue that
 // sends no quote quantity, as Binance's aggregate trades.
