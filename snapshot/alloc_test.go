@@ -64,6 +64,20 @@ func TestNewTradesAfterAllocatesNothingPerTrade(t *testing.T) {
 	}
 }
 
+// Every listed book is built about three times a second: a book's value is
+// two allocations, itself and its body, whatever its depth.
+func TestNewLocalBookIsTwoAllocations(t *testing.T) {
+	for _, depth := range []int{1, MaxDepth} {
+		bids, asks := ladder(depth, true), ladder(depth, false)
+		allocs := testing.AllocsPerRun(100, func() {
+			NewLocalBook("BTC_USDT", bookTime, 7, bids, asks, Open{}, readAt)
+		})
+		if allocs != 2 {
+			t.Errorf("%d levels a side: %v allocations, want 2", depth, allocs)
+		}
+	}
+}
+
 func BenchmarkStoreBookParts(b *testing.B) {
 	s := NewStore()
 	s.PutDoc(pairsOf("BTC_USDT"), readAt)

@@ -86,16 +86,25 @@ func NewCheckedBook(tickerID string, venueTime, seq int64, bids, asks []Level, r
 func NewLocalBook(tickerID string, venueTime, seq int64, bids, asks []Level, open Open, readAt time.Time) *Book {
 	bids = bids[:min(len(bids), MaxDepth)]
 	asks = asks[:min(len(asks), MaxDepth)]
-	b := &Book{
+	// Every listed book is built about three times a second: the value,
+	// its forms built later and its levels' ends are one allocation, its
+	// body the other.
+	value := &struct {
+		Book
+		later lazyForms
+		ends  [2 * MaxDepth]int32
+	}{}
+	b := &value.Book
+	*b = Book{
 		tickerID: tickerID,
 		time:     venueTime,
 		seq:      seq,
 		open:     open,
 		readAt:   readAt.UnixNano(),
 		version:  nextVersion(),
-		later:    new(lazyForms),
-		bidEnds:  make([]int32, len(bids)),
-		askEnds:  make([]int32, len(asks)),
+		later:    &value.later,
+		bidEnds:  value.ends[:len(bids):len(bids)],
+		askEnds:  value.ends[MaxDepth : MaxDepth+len(asks) : MaxDepth+len(asks)],
 	}
 	size := 64 + len(tickerID)
 	for _, l := range bids {

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"marketfeed/poller/budget"
@@ -369,7 +370,8 @@ func (f *feed[V]) pubTime() int64 {
 // its publication, to run once lp.mu is released: read when the venue last
 // vouched for it (see bookState.heardAt). Called with lp.mu held.
 func (b *bookState) take(s *Source, lp *pair, _ time.Time) (build func()) {
-	bids, asks := lp.book.Top(snapshot.MaxDepth)
+	top := tops.Get().(*topLevels)
+	bids, asks := lp.book.AppendTop(top.bids[:0], top.asks[:0], snapshot.MaxDepth)
 	var open snapshot.Open
 	open.Bids, open.Asks = lp.book.Open()
 	venueTime, updateID, now := lp.book.Time(), lp.book.LastUpdateID(), lp.heardAt
@@ -381,15 +383,30 @@ func (b *bookState) take(s *Source, lp *pair, _ time.Time) (build func()) {
 		// its snapshot's edge says so, and serves no request for more
 		// levels than it holds (see snapshot.Open).
 		b := snapshot.NewLocalBook(lp.tickerID, venueTime, updateID, bids, asks, open, now)
+		quote := quoteOf(lp.symbol, bids, asks)
+		// The value holds its own bytes: the levels go back for the next
+		// book, without the strings, which would keep the book's text.
+		clear(bids)
+		clear(asks)
+		tops.Put(top)
 		lp.mu.Lock()
 		defer lp.mu.Unlock()
 		if lp.books.finish(seq, b, s.cfg.Store.PutBook) {
-			lp.lastQuote = quoteOf(lp.symbol, bids, asks)
+			lp.lastQuote = quote
 			lp.lastQuoteAt = now
 			s.metrics.publishLag.Observe(now.Sub(time.UnixMilli(venueTime)))
 		}
 	}
 }
+
+// topLevels holds a book's published levels while its value is built:
+// every listed book is published about three times a second, and the
+// levels are done with once serialized.
+type topLevels struct {
+	bids, asks [snapshot.MaxDepth]venue.Level
+}
+
+var tops = sync.Pool{New: func() any { return new(topLevels) }}
 
 // fetch reads one snapshot, which syncs the pair's book or is laid
 // under a book in sequence that asked for a deeper view, or proves a quiet

@@ -196,7 +196,7 @@ func checkModelSide(t *testing.T, seed uint64, step int, side *bookSide, truth m
 		}
 		want = append(want, venue.Level{Price: strconv.Itoa(p), Size: strconv.Itoa(truth[p])})
 	}
-	if got := side.top(1 << 20); !slices.Equal(got, want) {
+	if got := side.appendTop(nil, 1<<20); !slices.Equal(got, want) {
 		t.Fatalf("seed %d step %d, bids %v (edge %v, bounded %v):\n got %v\nwant %v", seed, step, side.bids, side.edge, side.bounded, got, want)
 	}
 }

@@ -409,4 +409,12 @@ func (b *Book) Refresh(snap venue.Book, limit int) error {
 
 // Top returns up to n levels of each side, best first. The slices are new;
 // the strings are the venue's.
-func (b *Book) Top(n int) (bids, asks []venue.Level) { return b.bids.top(n), b.asks.top(n) }
+func (b *Book) Top(n int) (bids, asks []venue.Level) {
+	return b.AppendTop(make([]venue.Level, 0, min(n, len(b.bids.levels))), make([]venue.Level, 0, min(n, len(b.asks.levels))), n)
+}
+
+// AppendTop is Top appending each side's levels to bids and asks, for a
+// caller that reuses its slices.
+func (b *Book) AppendTop(bids, asks []venue.Level, n int) ([]venue.Level, []venue.Level) {
+	return b.bids.appendTop(bids, n), b.asks.appendTop(asks, n)
+}

@@ -332,14 +332,14 @@ func (s *bookSide) vouched() int {
 	return len(s.levels)
 }
 
-func (s *bookSide) top(n int) []venue.Level {
+// appendTop appends the side's n best levels, best first, to dst.
+func (s *bookSide) appendTop(dst []venue.Level, n int) []venue.Level {
 	n = min(n, len(s.levels))
-	out := make([]venue.Level, n)
 	for i := range n {
 		l := s.levels[len(s.levels)-1-i]
-		out[i] = venue.Level{Price: s.str(l.price), Size: s.str(l.size)}
+		dst = append(dst, venue.Level{Price: s.str(l.price), Size: s.str(l.size)})
 	}
-	return out
+	return dst
 }
 
 // priceKey orders plain decimal prices exactly without parsing them into
