@@ -1,6 +1,10 @@
 package binance
 
-import "strings"
+import (
+	"strings"
+
+	"marketfeed/poller/venue"
+)
 
 // This file is the JSON reader under the stream-frame decoder. A frame is
 // read once, front to back: the reader checks the syntax as it goes and the
@@ -267,4 +271,61 @@ func lookup(names []string, key string) int {
 		}
 	}
 	return -1
+}
+
+// plainLevel reads, at the '[' next, a depth level sent as the venue sends
+// them, ["price","quantity"] without whitespace, whose price is a positive
+// plain decimal and quantity one without a sign: one pass over its bytes
+// reads and checks it, where the general path reads its strings and then
+// checks their decimals (see levelOf, which it agrees with). Anything else
+// leaves the scanner where it was and reports false, for that path.
+func (s *scanner) plainLevel() (venue.Level, bool) {
+	if s.depth >= maxDepth {
+		return venue.Level{}, false
+	}
+	price, p, nonZero := plainAt(s.src, s.pos+1)
+	if p < 0 || !nonZero || p == len(s.src) || s.src[p] != ',' {
+		return venue.Level{}, false
+	}
+	size, p, _ := plainAt(s.src, p+1)
+	if p < 0 || p == len(s.src) || s.src[p] != ']' {
+		return venue.Level{}, false
+	}
+	s.pos = p + 1
+	return venue.Level{Price: price, Size: size}, true
+}
+
+// plainAt reads the string at src[p:] when it holds a plain decimal
+// without a sign (digits, and a point and digits): it returns the decimal,
+// the position after the closing quote (-1 when src[p:] is no such string)
+// and whether a digit of it is not zero.
+func plainAt(src string, p int) (string, int, bool) {
+	if p >= len(src) || src[p] != '"' {
+		return "", -1, false
+	}
+	p++
+	start := p
+	var digits byte // every digit's value or'ed together
+	for p < len(src) && src[p]-'0' <= 9 {
+		digits |= src[p] - '0'
+		p++
+	}
+	if p == start {
+		return "", -1, false
+	}
+	if p < len(src) && src[p] == '.' {
+		p++
+		frac := p
+		for p < len(src) && src[p]-'0' <= 9 {
+			digits |= src[p] - '0'
+			p++
+		}
+		if p == frac {
+			return "", -1, false
+		}
+	}
+	if p == len(src) || src[p] != '"' {
+		return "", -1, false
+	}
+	return src[start:p], p + 1, digits != 0
 }

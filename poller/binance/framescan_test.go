@@ -58,6 +58,16 @@ const (
 // paths: key order, repeated keys, keys in another case or escaped, null,
 // values of the wrong type, strings and numbers at the edge of the grammar.
 var oracleCases = []string{
+	// Levels at the edges of the one-pass path for the usual level (see
+	// plainLevel): each is read as the general path reads it.
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["0","1"],["0.000","1"]],"a":[]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["01.50","0"],["1.","1"]],"a":[["1","-1"]]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[[ "1","1"],["2" ,"1" ],["3","1","x"]],"a":[["1e5","1"],[".5","1"]]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1","1",]],"a":[]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1a,"1"]],"a":[]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1","1a]"]],"a":[]}}`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1","1"]`,
+	`{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":2,"T":1,"s":"BTCUSDT","U":1,"u":2,"pu":0,"b":[["1\u0030","1"],["1","2"],["0.0010","0.5"]],"a":[["1","1"]]}}`,
 	// Data before the stream, and a stream named again after its data.
 	`{"data":` + goodDepthData + `,"stream":"btcusdt@depth@100ms"}`,
 	`{"data":` + goodTradeData + `,"stream":"btcusdt@aggTrade"}`,

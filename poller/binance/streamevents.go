@@ -214,6 +214,12 @@ func readLevels(s *scanner, side string, buf []venue.Level) ([]venue.Level, erro
 		var pair [2]field
 		switch s.peek() {
 		case '[':
+			if lv, ok := s.plainLevel(); ok {
+				if err == nil {
+					levels = append(levels, lv)
+				}
+				continue
+			}
 			for j, ok := 0, s.open('['); ok; j, ok = j+1, s.more(']') {
 				if v := s.value(); j < len(pair) {
 					pair[j] = v
