@@ -32,7 +32,7 @@ PROMTOOL_DIR       := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/marketfeed/promethe
 PROMTOOL           := $(PROMTOOL_DIR)/usr/bin/promtool
 RULES              := $(wildcard deploy/prometheus/*.rules.yml)
 
-.PHONY: sweep recovery ingest cluster cluster-bench run venuesim build build-static test race unit quick bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts pages-docs pages-docs-check test-browser rules tidy-check check clean
+.PHONY: sweep recovery ingest ingest-ab cluster cluster-bench run venuesim build build-static test race unit quick bench fuzz loadtest test-cdn chaos soak abuse lint fmt-check vet staticcheck openapi-lint openapi-ts pages-docs pages-docs-check test-browser rules tidy-check check clean
 
 # need_tests fails unless every |-separated alternative of the -run pattern $(2) names a test
 # in package $(1) (built with the flags $(3)): a renamed test must not turn a target into one
@@ -159,6 +159,12 @@ recovery:
 ## minute: the start is not what is measured. About 12 minutes. INGEST_ARGS passes more flags.
 ingest:
 	$(GO) run ./cmd/sweepbench -ingest -extra 800,400 -weight-limit 24000 $(INGEST_ARGS)
+
+## ingest-ab: what a change does to the ingest's CPU: OLD=rev's and NEW=rev's (HEAD) marketfeed
+## alternated on one venuesim of 846 pairs, ROUNDS (3) rounds of a minute each once every book is
+## stream-fed; prints CPU share, CPU per depth event and RSS per run. About 15 minutes.
+ingest-ab:
+	scripts/ingest-ab.sh
 
 ## chaos: every venue fault against venuesim under traffic (about 5 minutes); prints the figures
 CHAOS_RUN := ^TestChaosFull$$
