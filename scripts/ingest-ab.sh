@@ -34,6 +34,7 @@ for round in $(seq "$ROUNDS"); do
 			-venue-streams on -venue-ws-lines "$LINES" -rate-limit 0 -listen $API -ops-listen $OPS \
 			>"$RUN/marketfeed-$build.log" 2>&1 &
 		pid=$!
+		pids+=($pid) # stopped with the script if it is interrupted
 		for _ in $(seq 300); do
 			sleep 1
 			[ "$(metric marketfeed_books_sync_eta_seconds 2>/dev/null || true)" = 0 ] && break
