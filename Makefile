@@ -155,10 +155,13 @@ recovery:
 ## ingest: what keeping every book and trade list current costs with no client: venuesim with 846
 ## and then 446 pairs, every stream fed, one line and then two, a minute each once the books are
 ## stream-fed; prints CPU share, CPU per depth event (all in), heap allocations per event and RSS
-## against their targets. venuesim grants 24,000 weight a minute so that the books sync in a
-## minute: the start is not what is measured. About 12 minutes. INGEST_ARGS passes more flags.
+## against their targets. Twice: on venuesim's default diffs (about 14 levels a side, a few hundred
+## levels deep), then on diffs shaped as the venue's recorded ones (-depth-window 50: about 4 levels
+## a side, a few dozen deep). venuesim grants 24,000 weight a minute so that the books sync in a
+## minute: the start is not what is measured. About 25 minutes. INGEST_ARGS passes more flags.
 ingest:
 	$(GO) run ./cmd/sweepbench -ingest -extra 800,400 -weight-limit 24000 $(INGEST_ARGS)
+	$(GO) run ./cmd/sweepbench -ingest -extra 800,400 -weight-limit 24000 -depth-window 50 $(INGEST_ARGS)
 
 ## ingest-ab: what a change does to the ingest's CPU: OLD=rev's and NEW=rev's (HEAD) marketfeed
 ## alternated on one venuesim of 846 pairs, ROUNDS (3) rounds of a minute each once every book is

@@ -5,7 +5,8 @@
 # weight a minute; each round runs OLD's marketfeed, then NEW's, with LINES stream lines (1), and
 # measures DURATION seconds (60) once every book is stream-fed: CPU share of a core, depth events a
 # second, CPU per depth event (all of the process's CPU), peak RSS. ROUNDS rounds (3); compare the
-# medians. About 2 1/2 minutes a run.
+# medians. DEPTH_WINDOW sets venuesim's -depth-window (unset: its default; 50: diffs shaped as the
+# venue's recorded ones). About 2 1/2 minutes a run.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 OLD=${OLD:?OLD=rev (the build to compare against)} NEW=${NEW:-HEAD}
@@ -23,7 +24,7 @@ build() {
 build "$OLD" old
 build "$NEW" new
 
-"$RUN"/new/venuesim -listen $VENUE -extra "$EXTRA" -weight-limit 24000 >"$RUN/venuesim.log" 2>&1 &
+"$RUN"/new/venuesim -listen $VENUE -extra "$EXTRA" -weight-limit 24000 ${DEPTH_WINDOW:+-depth-window "$DEPTH_WINDOW"} >"$RUN/venuesim.log" 2>&1 &
 pids+=($!)
 sleep 1
 

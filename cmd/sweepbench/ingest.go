@@ -147,7 +147,11 @@ func ingestOne(ctx context.Context, cfg *config, bins binaries, extra, lines int
 // the CPU targets at their count and the RSS and lines' ratio at every
 // count.
 func writeIngest(cfg *config, one, two ingestResult) {
-	fmt.Fprintf(cfg.stdout, "\n== ingest, %d pairs, no client, measured %s (one line) and %s (two)\n", one.Pairs, dur(one.Measured), dur(two.Measured))
+	shape := "venuesim's default diffs"
+	if cfg.depthWindow > 0 {
+		shape = fmt.Sprintf("diffs of venuesim -depth-window %d", cfg.depthWindow)
+	}
+	fmt.Fprintf(cfg.stdout, "\n== ingest, %d pairs, %s, no client, measured %s (one line) and %s (two)\n", one.Pairs, shape, dur(one.Measured), dur(two.Measured))
 	tw := tabwriter.NewWriter(cfg.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tone line\ttwo lines\ttarget\tverdict")
 	judged := one.Pairs == targetIngestPairs

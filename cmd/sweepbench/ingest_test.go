@@ -75,4 +75,20 @@ func TestIngestFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"-ingest", "-recovery"}, &bytes.Buffer{}); err == nil {
 		t.Error("-ingest with -recovery was taken")
 	}
+	if _, err := parseFlags([]string{"-ingest", "-depth-window", "-1"}, &bytes.Buffer{}); err == nil {
+		t.Error("-depth-window -1 was taken")
+	}
+}
+
+// The table says which diffs it was measured on: venuesim's default or a
+// depth window's.
+func TestIngestTableNamesTheDiffs(t *testing.T) {
+	r := ingestResult{Pairs: 846, Measured: time.Minute, CPU: time.Second, DepthEvents: 1, PeakRSS: 1}
+	for window, want := range map[int]string{0: "venuesim's default diffs", 50: "diffs of venuesim -depth-window 50"} {
+		var out bytes.Buffer
+		writeIngest(&config{stdout: &out, depthWindow: window}, r, r)
+		if !strings.Contains(out.String(), "== ingest, 846 pairs, "+want+",") {
+			t.Errorf("depth window %d: %q lacks %q", window, strings.SplitN(out.String(), "\n", 3)[1], want)
+		}
+	}
 }

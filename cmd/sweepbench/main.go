@@ -66,6 +66,7 @@ type config struct {
 	streamsFlags   bool
 	marketfeedArgs []string
 	weightLimit    int
+	depthWindow    int
 	coldTimeout    time.Duration
 	coldInterval   time.Duration
 	workers        int
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.streamsFlags, "streams-flags", true, "pass -venue-ws-url and -venue-streams to marketfeed; false: REST only, one run per count")
 	fs.StringVar(&mfArgs, "marketfeed-args", "", "more `flags` for marketfeed, space separated, after the sweep's own")
 	fs.IntVar(&c.weightLimit, "weight-limit", 2400, "venuesim's request weight a minute (Binance's)")
+	fs.IntVar(&c.depthWindow, "depth-window", 0, "venuesim's -depth-window in `ticks` (50: diffs shaped as the venue's recorded ones); 0: venuesim's default")
 	// A cold start is bound by the venue's budget: 846 books at 10 weight
 	// each take about 7.5 minutes of a 1,200-a-minute budget.
 	fs.DurationVar(&c.coldTimeout, "cold-timeout", 12*time.Minute, "give up waiting for every book after this long from marketfeed's start")
@@ -151,6 +153,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c.marketfeedArgs = strings.Fields(mfArgs)
 	// Bounds keep the load this program makes, all of it on loopback, small
 	// and finite whatever the flags say.
+	if c.depthWindow < 0 {
+		errs = append(errs, errors.New("-depth-window: want 0 (venuesim's default) or more"))
+	}
 	if c.duration <= 0 || c.duration > time.Hour {
 		errs = append(errs, errors.New("-duration: want more than 0 and at most 1h"))
 	}

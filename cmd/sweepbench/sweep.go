@@ -366,8 +366,11 @@ func startPair(ctx context.Context, cfg *config, bins binaries, extra int, mode 
 		return nil, err
 	}
 	tag := fmt.Sprintf("extra%d-%s", extra, mode)
-	venue, err := process.Start("venuesim", filepath.Join(cfg.workDir, "venuesim-"+tag+".log"), process.Options{}, bins.venuesim,
-		"-listen", venueAddr, "-extra", strconv.Itoa(extra), "-weight-limit", strconv.Itoa(cfg.weightLimit))
+	venueArgv := []string{bins.venuesim, "-listen", venueAddr, "-extra", strconv.Itoa(extra), "-weight-limit", strconv.Itoa(cfg.weightLimit)}
+	if cfg.depthWindow > 0 {
+		venueArgv = append(venueArgv, "-depth-window", strconv.Itoa(cfg.depthWindow))
+	}
+	venue, err := process.Start("venuesim", filepath.Join(cfg.workDir, "venuesim-"+tag+".log"), process.Options{}, venueArgv...)
 	if err != nil {
 		return nil, err
 	}

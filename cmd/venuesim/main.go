@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	seed := fs.Int64("seed", 1, "seed of the simulated world")
 	extra := fs.Int("extra", 0, "extra synthetic markets")
 	limit := fs.Int("weight-limit", 2400, "request weight per minute before 429; 0: none")
+	depthWindow := fs.Int("depth-window", sim.DefaultDepthWindow, "`ticks` from the best price within which level sizes change: sets how many levels a diff event carries and how deep they lie (50: the shape of the venue's recorded diffs)")
 	var f fault
 	fs.IntVar(&f.Status, "fault-status", 0, "answer this HTTP `status` instead of data")
 	fs.DurationVar(&f.RetryAfter, "fault-retry-after", 0, "Retry-After sent with -fault-status (whole seconds; 0: none)")
@@ -105,7 +106,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("parse flags: -ws-max-age and -ws-pong-wait must be positive, -ws-queue at least 1")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "venuesim")
-	venue := sim.New(sim.Config{Seed: *seed, Extra: *extra})
+	if *depthWindow < 1 {
+		return fmt.Errorf("parse flags: -depth-window must be at least 1")
+	}
+	venue := sim.New(sim.Config{Seed: *seed, Extra: *extra, DepthWindow: *depthWindow})
 	v := newStreamingServer(venue, *limit, ws, log)
 	v.restOnly = !*streams
 	if f.active() {

@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -457,5 +459,96 @@ func TestFastMarketTakesTheTopDownTheBook(t *testing.T) {
 	}
 	if err := v.FastMarket("NOPEUSDT", -1, time.Second); err == nil {
 		t.Error("a fast market of an unknown symbol was set")
+	}
+}
+
+// diffShape is what a run of diff events looks like against the books they
+// apply to: the levels an event carries a side, and how deep in the book
+// (counted in the book's levels from the top before the event) the deepest
+// of them lies, both averaged over the event sides that carry any.
+type diffShape struct{ levels, deepest float64 }
+
+// measureDiffShape applies markets' diffs over heartbeats to books synced
+// from the venue's 1000-level snapshot, and averages their shape.
+func measureDiffShape(t *testing.T, cfg Config, markets int, heartbeats int64) diffShape {
+	t.Helper()
+	cfg.Extra = markets
+	v := New(cfg)
+	k0 := Heartbeat(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var sides, levels, deepest float64
+	for m := 1; m <= markets; m++ {
+		sym := fmt.Sprintf("SIM%03dUSDT", m)
+		id, err := v.UpdateID(sym, k0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := v.BookAt(sym, id, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		book := newLocal(snap)
+		for k := k0 + 1; k <= k0+heartbeats; k++ {
+			u, err := v.DepthUpdate(sym, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, side := range []struct {
+				levels []venue.Level
+				book   map[string]string
+				bids   bool
+			}{{u.Bids, book.bids, true}, {u.Asks, book.asks, false}} {
+				if len(side.levels) == 0 {
+					continue
+				}
+				deep := 0
+				for _, l := range side.levels {
+					p := parsePrice(t, l.Price)
+					better := 0
+					for q := range side.book {
+						if qp := parsePrice(t, q); (side.bids && qp > p) || (!side.bids && qp < p) {
+							better++
+						}
+					}
+					deep = max(deep, better)
+				}
+				sides++
+				levels += float64(len(side.levels))
+				deepest += float64(deep)
+			}
+			book.apply(u)
+		}
+	}
+	return diffShape{levels / sides, deepest / sides}
+}
+
+func parsePrice(t *testing.T, s string) float64 {
+	t.Helper()
+	p, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDepthWindowShapesTheDiffs checks what Config.DepthWindow is for: the
+// default window's diffs carry about 14 levels a side reaching a few hundred
+// levels down, and a window of 50 gives the shape of the venue's recorded
+// diffs (the depth@100ms frames of four markets in poller/binance's
+// testdata/recorded, against their 1000-level snapshots: 4.1 levels a side,
+// the deepest 54 levels down on average), which is what the ingest is
+// measured on besides the default.
+func TestDepthWindowShapesTheDiffs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("applies thousands of diffs to maps of a thousand levels")
+	}
+	def := measureDiffShape(t, Config{Seed: 1}, 4, 100)
+	narrow := measureDiffShape(t, Config{Seed: 1, DepthWindow: 50}, 4, 100)
+	t.Logf("default window: %.1f levels a side, deepest %.0f down; window 50: %.1f levels a side, deepest %.0f down",
+		def.levels, def.deepest, narrow.levels, narrow.deepest)
+	if def.levels < 10 || def.deepest < 150 {
+		t.Errorf("default window: %.1f levels a side, deepest %.0f down; want at least 10 and 150", def.levels, def.deepest)
+	}
+	if narrow.levels < 2 || narrow.levels > 6 || narrow.deepest > 60 {
+		t.Errorf("window 50: %.1f levels a side, deepest %.0f down; want the recorded diffs' 2 to 6, at most 60", narrow.levels, narrow.deepest)
 	}
 }

@@ -103,6 +103,7 @@ type market struct {
 	one, two  uint64 // out of 256: draws below them give one, two trades
 	spread    int64  // narrowest spread, in ticks
 	vol       int64  // path amplitude, percent
+	window    int64  // ticks from the best price within which sizes change
 
 	noBaseVolume bool
 	noQuoteQty   bool
@@ -189,14 +190,15 @@ func (m *market) top(k int64) (bid, ask int64) {
 // gaps, and the best tick of each side always holds one. A level's size is a
 // draw of (tick, epoch), where the tick's epoch advances every period
 // heartbeats at a phase of its own, so that each heartbeat a few percent of
-// the levels near the top change while the rest stand still; beyond window
-// ticks from the best price a size never changes. The top follows the price
-// path, so levels appear and disappear at the inside as it moves. A diff
-// between two heartbeats therefore lists tens of levels, as a venue's diff
-// stream does, and can be computed exactly by looking only at the ticks
-// within window of either heartbeat's best price.
+// the levels near the top change while the rest stand still; beyond the
+// market's window of ticks from the best price (DefaultDepthWindow unless
+// Config.DepthWindow says otherwise) a size never changes. The top follows
+// the price path, so levels appear and disappear at the inside as it moves.
+// A diff between two heartbeats therefore lists the levels that changed
+// within the window, tens of them by default, and can be computed exactly
+// by looking only at the ticks within window of either heartbeat's best
+// price.
 const (
-	window       = 400 // ticks from the best price within which sizes change
 	presentBelow = 218 // out of 256: the share of ticks that hold a level
 	minShift     = 4   // a tick's size changes every 2^minShift heartbeats at most,
 	shifts       = 3   // and every 2^(minShift+shifts-1) at least
@@ -220,7 +222,7 @@ func (m *market) levelSize(h uint64, dist, k int64) int64 {
 		return 0
 	}
 	var z uint64
-	if dist < window {
+	if dist < m.window {
 		z = stream(h, epoch(h, k))
 	} else {
 		z = mix(h ^ domainStatic)
@@ -260,7 +262,7 @@ func (m *market) diff(w *text, key uint64, k0, k1, best0, best1, dir int64) int 
 	// from is the candidate nearest the inside, to the farthest, counted as
 	// a distance from best0 along dir so one loop serves both sides.
 	from := min((best1-best0)*dir, 0)
-	to := max((best1-best0)*dir, 0) + window - 1
+	to := max((best1-best0)*dir, 0) + m.window - 1
 	n := 0
 	for d := from; d <= to; d++ {
 		p := best0 + d*dir
@@ -273,7 +275,7 @@ func (m *market) diff(w *text, key uint64, k0, k1, best0, best1, dir int64) int 
 		// level stays without one and a level keeps its size until its
 		// epoch turns: decide those without drawing a size.
 		if d > 0 && d1 > 0 && (h&0xff >= presentBelow ||
-			d < window && d1 < window && epoch(h, k0) == epoch(h, k1)) {
+			d < m.window && d1 < m.window && epoch(h, k0) == epoch(h, k1)) {
 			continue
 		}
 		var s0, s1 int64

@@ -287,6 +287,7 @@ func newMarket(s spec, seed int64) market {
 		two:          s.cls.idle + (256-s.cls.idle)*8/10, // 30 % two and 20 % three
 		spread:       s.cls.spread,
 		vol:          s.cls.vol,
+		window:       DefaultDepthWindow,
 		noBaseVolume: s.noBaseVolume,
 		noQuoteQty:   s.noQuoteQty,
 		topKey:       mix(key ^ domainTop),

@@ -49,7 +49,21 @@ type Config struct {
 	// "SIM001", ...) after the built-in markets, for load tests with hundreds
 	// of hot pairs. Zero or negative adds none.
 	Extra int
+	// DepthWindow is how many ticks from the best price a level's size
+	// may change in (see DefaultDepthWindow); zero or negative means the
+	// default. It sets how many levels a diff event carries and how deep
+	// in the book they lie: 50 gives events the shape of the venue's
+	// recorded diffs, about four levels a side within a few dozen of the
+	// top, where the default's carry about 14 a side reaching some 300
+	// levels down (TestDepthWindowShapesTheDiffs).
+	DepthWindow int
 }
+
+// DefaultDepthWindow is the depth window of a Config that sets none: diffs
+// of about 14 levels a side, spread over the book's top 340 levels, heavier
+// than most of the venue's pairs send, so that what keeps books current is
+// exercised at its busiest.
+const DefaultDepthWindow = 400
 
 // Venue is the simulated venue. Its answers depend only on the seed, the
 // clock and the fast markets set (it keeps nothing else but a memory of
@@ -81,6 +95,9 @@ func New(cfg Config) *Venue {
 		v.markets = append(v.markets, newMarket(extraSpec(i), cfg.Seed))
 	}
 	for i := range v.markets {
+		if cfg.DepthWindow > 0 {
+			v.markets[i].window = int64(cfg.DepthWindow)
+		}
 		v.bySymbol[v.markets[i].info.Symbol] = &v.markets[i]
 	}
 	return v
