@@ -249,6 +249,14 @@ func BenchmarkBook(b *testing.B) {
 			_ = NewCheckedBook("BTC_USDT", bookTime, 0, bids, asks, readAt)
 		}
 	})
+	// A stream-fed book's publication, every listed book's about three
+	// times a second.
+	b.Run("local", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = NewLocalBook("BTC_USDT", bookTime, 0, bids, asks, Open{}, readAt)
+		}
+	})
 }
 
 // A book serves a depth when each side holds that many levels or is closed
