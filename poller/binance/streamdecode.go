@@ -48,7 +48,7 @@ type frame struct {
 }
 
 // knownFunc reports whether the event of a symbol's stream of kind with
-// the venue id at time was delivered already (see dedup.known). A reader
+// the venue id at time was delivered already (see dedup.check). A reader
 // asks it before it reads the bulk of an event (see readDepth).
 type knownFunc func(kind snapshot.Stream, symbol string, id, time int64) bool
 

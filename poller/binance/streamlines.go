@@ -161,15 +161,47 @@ func (r *recent) has(id, time int64) bool {
 	return false
 }
 
-// claim records an event of id at time delivered, unless it was already;
-// it reports whether it recorded it. The marks' mu is held.
-func (r *recent) claim(id, time int64) bool {
-	if r.has(id, time) {
-		return false
-	}
+// add records an event of id at time delivered. The marks' mu is held, and
+// has said no since it was taken.
+func (r *recent) add(id, time int64) {
 	r.ids[r.next], r.times[r.next] = id, time
 	r.next = (r.next + 1) % recentEvents
-	return true
+}
+
+// hold is a symbol's marks that a connection's reader keeps locked from the
+// early check of an event (dedup.check) to its delivery (dedup.deliver),
+// with the event checked: so that a frame takes its symbol's lock once and
+// looks it up once, and so that the other line's copy, arriving meanwhile,
+// waits and is then found delivered, not decoded in bulk. The zero hold
+// holds nothing. Only the reader uses its connection's hold, and it
+// releases it before the frame's handling ends, whatever becomes of the
+// event (see wsConn.handle).
+type hold struct {
+	m        *marks // locked; nil when nothing is held
+	kind     snapshot.Stream
+	symbol   string // the frame's bytes: valid while its frame is handled
+	id, time int64
+}
+
+// release unlocks what h holds, if anything.
+func (h *hold) release() {
+	if h.m != nil {
+		h.m.mu.Unlock()
+		*h = hold{}
+	}
+}
+
+// take returns the marks h holds, still locked and now the caller's to
+// unlock, when it holds them for the event of symbol's stream of kind with
+// the venue id at time; otherwise it releases them and returns nil.
+func (h *hold) take(kind snapshot.Stream, symbol string, id, time int64) *marks {
+	m := h.m
+	if m == nil || h.kind != kind || h.symbol != symbol || h.id != id || h.time != time {
+		h.release()
+		return nil
+	}
+	*h = hold{}
+	return m
 }
 
 // dedup is the table of marks of every watched symbol, replaced whole when
@@ -203,18 +235,26 @@ func (d *dedup) of(symbol string) *marks {
 	return nil
 }
 
-// known is the decoder's early check (see readDepth): whether an event of
+// check is the decoder's early check (see readDepth): whether an event of
 // a symbol's stream of kind was delivered already, from its id and time
-// alone, before the bulk of it is read. A copy that arrives while the
-// first is being delivered is not known yet; deliver drops it.
-func (d *dedup) known(kind snapshot.Stream, symbol string, id, time int64) bool {
+// alone, before the bulk of it is read. When it was not, the symbol's
+// marks are left locked in h (see hold), so that deliver delivers it
+// without taking the lock again, and the other line's copy cannot pass the
+// check until it is delivered. Anything h held before is released first:
+// a frame whose event is read twice is checked twice.
+func (d *dedup) check(kind snapshot.Stream, symbol string, id, time int64, h *hold) bool {
+	h.release()
 	m := d.of(symbol)
 	if m == nil {
 		return false
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.rings[kind].has(id, time)
+	if m.rings[kind].has(id, time) {
+		m.mu.Unlock()
+		return true
+	}
+	*h = hold{m: m, kind: kind, symbol: symbol, id: id, time: time}
+	return false
 }
 
 // deliver delivers an event of a symbol's stream of kind, which has the
@@ -224,15 +264,28 @@ func (d *dedup) known(kind snapshot.Stream, symbol string, id, time int64) bool 
 // copy nor overtake the other's event it follows. It reports whether it
 // delivered.
 //
+// When h holds the symbol's marks for this event (check passed it), they
+// are used as they are: the event was checked under the lock still held.
+// Otherwise (a trade, which the decoder does not check early, or a depth
+// event without sides) h is released, and the marks looked up and locked.
+// Either way they are unlocked once the sink has the event.
+//
 // A symbol not watched now has no marks: its events go to the sink, which
 // drops what it does not follow.
-func (d *dedup) deliver(kind snapshot.Stream, symbol string, id, time int64, f *frame, sink venue.Sink) bool {
-	if m := d.of(symbol); m != nil {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if !m.rings[kind].claim(id, time) {
-			return false
+func (d *dedup) deliver(kind snapshot.Stream, symbol string, id, time int64, f *frame, sink venue.Sink, h *hold) bool {
+	m := h.take(kind, symbol, id, time)
+	if m == nil {
+		if m = d.of(symbol); m != nil {
+			m.mu.Lock()
+			if m.rings[kind].has(id, time) {
+				m.mu.Unlock()
+				return false
+			}
 		}
+	}
+	if m != nil {
+		defer m.mu.Unlock()
+		m.rings[kind].add(id, time)
 	}
 	kinds[kind].deliver(sink, symbol, f)
 	return true

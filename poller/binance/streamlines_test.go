@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -275,8 +276,9 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	ev := func(last, time int64) venue.DepthUpdate {
 		return venue.DepthUpdate{Symbol: "BTCUSDT", First: last, Last: last, Prev: last - 1, Time: time}
 	}
+	var h hold // what the check leaves held for the delivery
 	depth := func(u venue.DepthUpdate) bool {
-		return d.deliver(snapshot.StreamBook, u.Symbol, u.Last, u.Time, &frame{depth: u}, sink)
+		return d.deliver(snapshot.StreamBook, u.Symbol, u.Last, u.Time, &frame{depth: u}, sink, &h)
 	}
 	for _, step := range []struct {
 		u    venue.DepthUpdate
@@ -292,7 +294,7 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 		{ev(3, 9000), true},    // ids that started again
 		{ev(4, 9100), true},
 	} {
-		if known := d.known(snapshot.StreamBook, step.u.Symbol, step.u.Last, step.u.Time); known == step.want {
+		if known := d.check(snapshot.StreamBook, step.u.Symbol, step.u.Last, step.u.Time, &h); known == step.want {
 			t.Errorf("update %d at %d: known before delivery %v", step.u.Last, step.u.Time, known)
 		}
 		if got := depth(step.u); got != step.want {
@@ -301,7 +303,7 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	}
 	tr := venue.Trade{ID: 7, Time: 100, Price: "1", Size: "1"}
 	trade := func() bool {
-		return d.deliver(snapshot.StreamTrades, "BTCUSDT", tr.ID, tr.Time, &frame{symbol: "BTCUSDT", trade: tr}, sink)
+		return d.deliver(snapshot.StreamTrades, "BTCUSDT", tr.ID, tr.Time, &frame{symbol: "BTCUSDT", trade: tr}, sink, &h)
 	}
 	if !trade() || trade() {
 		t.Error("a trade and its copy: want the trade delivered and the copy not")
@@ -336,4 +338,60 @@ func TestLineReportsMerge(t *testing.T) {
 	b.Live(book, []string{"BTCUSDT"})
 	b.Lost(book, []string{"BTCUSDT"})
 	wantCalls(t, sink.take(), "live book BTCUSDT", "lost book BTCUSDT")
+}
+
+// The early check of a depth event leaves its symbol's marks locked for
+// the event's delivery (see hold). Whatever becomes of a frame, delivered,
+// a copy, spoiled, unroutable, not JSON or read twice, its handling ends
+// with the marks unlocked, and an event that was not delivered is not
+// taken for a copy later.
+func TestFrameLeavesItsSymbolUnlocked(t *testing.T) {
+	s := NewStreams(Binance, StreamOptions{Lines: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.Watch([]string{"BTCUSDT", "ETHUSDT"})
+	a, b := benchLine(s), benchLine(s)
+	for _, c := range []*wsConn{a, b} {
+		c.sl = &slot{s: s, want: map[string]streamRef{}, resub: map[string]bool{}, wake: make(chan struct{}, 1)}
+		c.routes["ethusdt@depth@100ms"] = streamRef{kind: snapshot.StreamBook, symbol: "ETHUSDT"}
+	}
+	sink := newRecordSink()
+	const sides = `"b":[["60000.10","1"]],"a":[]`
+	data := func(last int) string {
+		ev := depthEvent(last, last, last-1, sides)
+		return ev[strings.Index(ev, `{"e"`) : len(ev)-1]
+	}
+	cut := func(frame string) string { return frame[:strings.Index(frame, `"b":`)+8] }
+	for _, step := range []struct {
+		what  string
+		conn  *wsConn
+		frame string
+		want  []string // the sink calls
+	}{
+		{"an event", a, depthEvent(10, 10, 9, sides), []string{"depth BTCUSDT"}},
+		{"its copy on the same line", a, depthEvent(10, 10, 9, sides), nil},
+		{"its copy on the other line", b, depthEvent(10, 10, 9, sides), nil},
+		{"an event with a bad level", a, depthEvent(11, 11, 10, `"b":[["x","1"]],"a":[]`), []string{"lost book BTCUSDT"}},
+		{"the same event well formed", b, depthEvent(11, 11, 10, sides), []string{"depth BTCUSDT"}},
+		{"an event cut short in its levels", a, cut(depthEvent(12, 12, 11, sides)), nil},
+		{"an event of another stream's symbol", a, strings.Replace(depthEvent(12, 12, 11, sides), "btcusdt", "ethusdt", 1),
+			[]string{"lost book ETHUSDT"}},
+		{"an event of a stream not routed", a, strings.Replace(depthEvent(12, 12, 11, sides), "btcusdt", "solusdt", 1), nil},
+		{"a frame with two events", b, `{"stream":"btcusdt@depth@100ms","data":` + data(12) + `,"data":` + data(13) + `}`,
+			[]string{"depth BTCUSDT"}},
+		{"the first of them again", a, depthEvent(12, 12, 11, sides), []string{"depth BTCUSDT"}},
+	} {
+		step.conn.handle([]byte(step.frame), sink)
+		for _, sym := range []string{"BTCUSDT", "ETHUSDT"} {
+			m := s.dups.of(sym)
+			if !m.mu.TryLock() {
+				t.Fatalf("%s: %s left locked", step.what, sym)
+			}
+			m.mu.Unlock()
+		}
+		if calls := sink.take(); !slices.Equal(calls, step.want) {
+			t.Errorf("%s: sink calls %q, want %q", step.what, calls, step.want)
+		}
+	}
+	if got, want := sink.deliveredIDs(), []int64{10, 11, 13, 12}; !slices.Equal(got, want) {
+		t.Errorf("delivered update ids %v, want %v", got, want)
+	}
 }

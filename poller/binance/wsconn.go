@@ -54,8 +54,11 @@ type wsConn struct {
 	caughtUp   chan struct{}
 	caughtOnce sync.Once
 	// known is the decoder's early check for a copy (seen), held as a
-	// func value so that handing it to the decoder allocates nothing.
+	// func value so that handing it to the decoder allocates nothing, and
+	// held what the check leaves locked for the frame's delivery (see
+	// hold). Only the reader uses them.
 	known knownFunc
+	held  hold
 
 	mu      sync.Mutex
 	routes  map[string]streamRef // names subscribed (or being subscribed)
@@ -162,10 +165,12 @@ func (c *wsConn) catchUp(at time.Time) {
 }
 
 // seen is c's known: whether the event was delivered already (see
-// dedup.known), noting that c read an event stamped time.
+// dedup.check), noting that c read an event stamped time. When it was not,
+// c.held keeps the symbol's marks locked until the frame is delivered or
+// its handling ends.
 func (c *wsConn) seen(kind snapshot.Stream, symbol string, id, time int64) bool {
 	c.reached(time)
-	return c.s.dups.known(kind, symbol, id, time)
+	return c.s.dups.check(kind, symbol, id, time, &c.held)
 }
 
 // reached notes that c read an event stamped t (Unix ms).
@@ -336,6 +341,10 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 	f := &c.f
 	var err error
 	*f, err = decodeLent(b, c.known, &c.lend)
+	// The decoder's check may have left the event's symbol locked for its
+	// delivery (see hold); whatever path the frame takes from here, the
+	// lock is not kept past it.
+	defer c.held.release()
 	m := c.s.met
 	if err == nil && f.kind == frameReply {
 		c.answer(f.reply)
@@ -384,13 +393,15 @@ func (c *wsConn) pairEvent(ref streamRef, f *frame, err error, sink venue.Sink) 
 		err = badData("event symbol does not match its stream")
 	}
 	if err != nil {
+		// The venue and the sink hear of it without the symbol held.
+		c.held.release()
 		c.spoil(ref, f.name, err, sink)
 		return
 	}
 	c.reached(at)
 	// Events count once, when delivered; copies another line delivered
 	// first count as duplicates.
-	if c.s.dups.deliver(ref.kind, ref.symbol, id, at, f, sink) {
+	if c.s.dups.deliver(ref.kind, ref.symbol, id, at, f, sink, &c.held) {
 		c.s.met.events[ref.kind].Inc()
 	} else {
 		c.s.met.duplicates.Inc()
