@@ -77,10 +77,12 @@ func benchConn(b *testing.B) (*wsConn, *countSink) {
 // benchLine returns a connection of s, never dialled, that carries
 // BTCUSDT's streams: called again, the same streams on another line.
 func benchLine(s *Streams) *wsConn {
-	c := &wsConn{s: s, routes: make(map[string]streamRef), pending: make(map[int64]chan reply), caughtUp: make(chan struct{})}
-	for _, k := range allKinds {
-		c.routes[streamName(k, "BTCUSDT")] = streamRef{kind: k, symbol: "BTCUSDT"}
-	}
+	c := &wsConn{s: s, pending: make(map[int64]chan reply), caughtUp: make(chan struct{})}
+	c.reroute(func(routes map[string]streamRef) {
+		for _, k := range allKinds {
+			routes[streamName(k, "BTCUSDT")] = streamRef{kind: k, symbol: "BTCUSDT"}
+		}
+	})
 	c.known = c.seen
 	return c
 }

@@ -351,7 +351,9 @@ func TestFrameLeavesItsSymbolUnlocked(t *testing.T) {
 	a, b := benchLine(s), benchLine(s)
 	for _, c := range []*wsConn{a, b} {
 		c.sl = &slot{s: s, want: map[string]streamRef{}, resub: map[string]bool{}, wake: make(chan struct{}, 1)}
-		c.routes["ethusdt@depth@100ms"] = streamRef{kind: snapshot.StreamBook, symbol: "ETHUSDT"}
+		c.reroute(func(routes map[string]streamRef) {
+			routes["ethusdt@depth@100ms"] = streamRef{kind: snapshot.StreamBook, symbol: "ETHUSDT"}
+		})
 	}
 	sink := newRecordSink()
 	const sides = `"b":[["60000.10","1"]],"a":[]`
@@ -393,5 +395,30 @@ func TestFrameLeavesItsSymbolUnlocked(t *testing.T) {
 	}
 	if got, want := sink.deliveredIDs(), []int64{10, 11, 13, 12}; !slices.Equal(got, want) {
 		t.Errorf("delivered update ids %v, want %v", got, want)
+	}
+}
+
+// A frame is routed without the connection's lock, which its control
+// requests and subscriptions take: a connection busy subscribing still
+// delivers what it reads, and a frame takes one lock, its symbol's.
+func TestFrameIsRoutedWhileTheConnectionIsLocked(t *testing.T) {
+	s := NewStreams(Binance, StreamOptions{Lines: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.Watch([]string{"BTCUSDT"})
+	c := benchLine(s)
+	sink := newRecordSink()
+	c.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.handle([]byte(depthEvent(10, 10, 9, `"b":[["60000.10","1"]],"a":[]`)), sink)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a frame waited for the connection's lock")
+	}
+	c.mu.Unlock()
+	if calls := sink.take(); !slices.Equal(calls, []string{"depth BTCUSDT"}) {
+		t.Errorf("sink calls %q, want the event delivered", calls)
 	}
 }

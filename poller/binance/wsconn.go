@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -60,8 +61,11 @@ type wsConn struct {
 	known knownFunc
 	held  hold
 
+	// routes are the names subscribed (or being subscribed): replaced
+	// whole under mu, which subscriptions change a few times a connection,
+	// and read without it by the reader, once a frame.
+	routes  atomic.Pointer[map[string]streamRef]
 	mu      sync.Mutex
-	routes  map[string]streamRef // names subscribed (or being subscribed)
 	pending map[int64]chan reply
 }
 
@@ -97,7 +101,6 @@ func (sl *slot) dial(ctx context.Context, sink venue.Sink) (*wsConn, error) {
 		opened:   time.Now(),
 		done:     make(chan struct{}),
 		caughtUp: make(chan struct{}),
-		routes:   make(map[string]streamRef),
 		pending:  make(map[int64]chan reply),
 	}
 	c.known = c.seen
@@ -207,20 +210,18 @@ func (c *wsConn) reportLost(sink venue.Sink) {
 
 // refs returns what the streams routed to c stand for.
 func (c *wsConn) refs() []streamRef {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	refs := make([]streamRef, 0, len(c.routes))
-	for _, r := range c.routes {
+	routes := c.routeTable()
+	refs := make([]streamRef, 0, len(routes))
+	for _, r := range routes {
 		refs = append(refs, r)
 	}
 	return refs
 }
 
 func (c *wsConn) names() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	names := make([]string, 0, len(c.routes))
-	for n := range c.routes {
+	routes := c.routeTable()
+	names := make([]string, 0, len(routes))
+	for n := range routes {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -228,29 +229,47 @@ func (c *wsConn) names() []string {
 }
 
 func (c *wsConn) route(name string) (streamRef, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.routes[name]
+	r, ok := c.routeTable()[name]
 	return r, ok
 }
 
-func (c *wsConn) unroute(names []string) {
+// routeTable returns the routes now: a map never written again.
+func (c *wsConn) routeTable() map[string]streamRef {
+	if p := c.routes.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// reroute replaces the routes with a copy that change has changed.
+func (c *wsConn) reroute(change func(routes map[string]streamRef)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range names {
-		delete(c.routes, n)
+	next := maps.Clone(c.routeTable())
+	if next == nil {
+		next = make(map[string]streamRef)
 	}
+	change(next)
+	c.routes.Store(&next)
+}
+
+func (c *wsConn) unroute(names []string) {
+	c.reroute(func(routes map[string]streamRef) {
+		for _, n := range names {
+			delete(routes, n)
+		}
+	})
 }
 
 // subscribe routes names to c, so that events arriving before the
 // acknowledgement are delivered, and sends SUBSCRIBE. A refusal unroutes
 // them again.
 func (c *wsConn) subscribe(ctx context.Context, names []string, refs []streamRef) (reply, error) {
-	c.mu.Lock()
-	for i, n := range names {
-		c.routes[n] = refs[i]
-	}
-	c.mu.Unlock()
+	c.reroute(func(routes map[string]streamRef) {
+		for i, n := range names {
+			routes[n] = refs[i]
+		}
+	})
 	r, err := c.request(ctx, "SUBSCRIBE", names)
 	if err == nil && !r.ok {
 		c.unroute(names)
