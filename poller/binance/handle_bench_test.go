@@ -51,7 +51,7 @@ func BenchmarkHandleFrame(b *testing.B) {
 
 // benchConn returns a connection, never dialled, that carries BTCUSDT's
 // streams, and a sink that counts its events.
-func benchConn(b *testing.B) (*wsConn, *countSink) {
+func benchConn(testing.TB) (*wsConn, *countSink) {
 	s := NewStreams(Binance, StreamOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s.Watch([]string{"BTCUSDT"})
 	c := &wsConn{s: s, routes: make(map[string]streamRef), pending: make(map[int64]chan reply), caughtUp: make(chan struct{})}
