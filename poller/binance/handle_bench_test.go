@@ -68,7 +68,7 @@ func BenchmarkHandleFrame(b *testing.B) {
 
 // benchConn returns a connection, never dialled, that carries BTCUSDT's
 // streams, and a sink that counts its events.
-func benchConn(b *testing.B) (*wsConn, *countSink) {
+func benchConn(testing.TB) (*wsConn, *countSink) {
 	s := NewStreams(Binance, StreamOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s.Watch([]string{"BTCUSDT"})
 	return benchLine(s), &countSink{}

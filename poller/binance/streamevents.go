@@ -294,9 +294,9 @@ var aggTradeKeys = [...]string{
 // readTrade reads an aggTrade event; aggTradeEventOf says what it must
 // hold.
 //
-// The trade's decimals are copied out of the frame, all three into one
-// string, since the sink keeps them; its symbol is the frame's, which the
-// connection only compares with its stream's.
+// The trade is the frame's: its decimals and symbol are substrings of it,
+// lent to the sink as the frame is (see venue.Sink), which copies what it
+// keeps; the connection only compares the symbol with its stream's.
 func readTrade(s *scanner) (string, venue.Trade, error) {
 	if s.peek() != '{' {
 		s.value()
@@ -308,14 +308,6 @@ func readTrade(s *scanner) (string, venue.Trade, error) {
 	if err != nil {
 		return "", venue.Trade{}, err
 	}
-	var w strings.Builder
-	w.Grow(len(tr.Price) + len(tr.Size) + len(tr.QuoteQty))
-	w.WriteString(tr.Price)
-	w.WriteString(tr.Size)
-	w.WriteString(tr.QuoteQty)
-	text := w.String()
-	p, q := len(tr.Price), len(tr.Price)+len(tr.Size)
-	tr.Price, tr.Size, tr.QuoteQty = text[:p], text[p:q], text[q:]
 	return sym, tr, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"marketfeed/poller/venue"
+	"marketfeed/snapshot"
 )
 
 // A whole-market stream's delivery allocates nothing once its symbols are
@@ -21,5 +22,23 @@ func TestWholeMarketRowsAllocateNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { s.Rows(rows) }); n != 0 {
 			t.Errorf("%s: %v allocations a delivery, want 0", rows.Doc(), n)
 		}
+	}
+}
+
+// A trade from the stream allocates nothing once its pair's window is
+// full: the window keeps the lent decimals in its own text, whose
+// compaction, once every couple of hundred trades, is the only allocation
+// (AllocsPerRun counts whole allocations a run).
+func TestStreamTradeAllocatesNothing(t *testing.T) {
+	s, _, _ := newListedSource(t, nil)
+	s.Live(snapshot.StreamTrades, []string{testSymbol})
+	var l lender
+	id := int64(0)
+	trade := func() { id++; s.Trade(testSymbol, l.trade(id)) }
+	for range 3 * snapshot.MaxTrades {
+		trade()
+	}
+	if n := testing.AllocsPerRun(1000, trade); n != 0 {
+		t.Errorf("%v allocations a trade, want 0", n)
 	}
 }

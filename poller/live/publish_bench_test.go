@@ -29,14 +29,18 @@ func BenchmarkPublishBooks(b *testing.B) {
 	}
 }
 
-func benchPublishBooks(b *testing.B, pairs, levels, at int) {
-	var markets []venue.Market
-	var symbols []string
+// benchMarkets is pairs perpetuals and their symbols.
+func benchMarkets(pairs int) (markets []venue.Market, symbols []string) {
 	for i := range pairs {
 		base := fmt.Sprintf("P%03d", i)
 		markets = append(markets, perpetual(base+"USDT", base))
 		symbols = append(symbols, base+"USDT")
 	}
+	return markets, symbols
+}
+
+func benchPublishBooks(b *testing.B, pairs, levels, at int) {
+	markets, symbols := benchMarkets(pairs)
 	s, rest, _ := newSourceOf(b, Config{SyncDepth: 500, RefreshDepth: 1000}, markets...)
 	var bids, asks []venue.Level
 	for i := range levels {
@@ -67,4 +71,35 @@ func benchPublishBooks(b *testing.B, pairs, levels, at int) {
 		s.publish(time.Now(), 0, 1, books)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(pairs), "ns/book")
+}
+
+// BenchmarkPublishTrades is the trades publication of a period for 846
+// stream-fed pairs whose windows are full: each pair's window takes one
+// trade, then every window is published. One op is one period; ns/pair is
+// per pair.
+func BenchmarkPublishTrades(b *testing.B) {
+	const pairs = 846
+	markets, symbols := benchMarkets(pairs)
+	s, _, _ := newSourceOf(b, Config{}, markets...)
+	s.Live(snapshot.StreamTrades, symbols)
+	id := int64(1_000_000_000_000)
+	trade := func() {
+		id++
+		for _, sym := range symbols {
+			s.Trade(sym, venue.Trade{ID: id, Time: id, Price: "60000.10", Size: "0.005"})
+		}
+	}
+	trades := func(lp *pair, now time.Time) func() { return lp.tradesState.publish(s, lp, now) }
+	for range snapshot.MaxTrades {
+		trade()
+	}
+	s.publish(time.Now(), 0, 1, trades)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		trade()
+		b.StartTimer()
+		s.publish(time.Now(), 0, 1, trades)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(pairs), "ns/pair")
 }

@@ -3,7 +3,6 @@ package live
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"time"
 
 	"marketfeed/internal/logkey"
@@ -233,7 +232,9 @@ func (t *tradesState) publish(s *Source, lp *pair, now time.Time) func() {
 // take takes the trade window for publishing and returns the build of
 // its publication, to run once lp.mu is released. Called with lp.mu held.
 func (t *tradesState) take(s *Source, lp *pair, now time.Time) (build func()) {
-	list := slices.Clone(lp.window.served())
+	// The window's own trades, read without the lock: the window leaves
+	// them as they are until the build gives them back (see lend).
+	list, epoch := lp.window.lend()
 	prev := lp.trades.pub
 	lp.windowChanged = false
 	seq := lp.trades.take()
@@ -244,6 +245,7 @@ func (t *tradesState) take(s *Source, lp *pair, now time.Time) (build func()) {
 				slog.String(logkey.Pair, lp.tickerID), slog.String(logkey.Err, err.Error()))
 		}
 		lp.mu.Lock()
+		lp.window.giveBack(epoch)
 		lp.trades.finish(seq, t, s.cfg.Store.PutTrades)
 		lp.mu.Unlock()
 	}

@@ -2,7 +2,11 @@ package live
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	"marketfeed/poller/venue"
 	"marketfeed/snapshot"
@@ -148,4 +152,154 @@ func TestTradeWindowFillWhileNewerTradesArrive(t *testing.T) {
 	}
 	w.fill(hole, read, ids(read.from, read.to-1))
 	wantServed(t, w, 21, 120)
+}
+
+// lender makes trades as a stream connection lends them: their strings
+// are in one buffer, written over by the next trade.
+type lender struct{ buf [64]byte }
+
+// trade returns trade id, its price "<id>.5", size "0.<id>" and quote
+// quantity "<id>" in the lender's buffer.
+func (l *lender) trade(id int64) venue.Trade {
+	b := strconv.AppendInt(l.buf[:0], id, 10)
+	n := len(b)
+	b = append(append(append(b, ".50."...), b[:n]...), b[:n]...)
+	all := unsafe.String(&b[0], len(b))
+	return venue.Trade{ID: id, Time: id, Price: all[:n+2], Size: all[n+2 : 2*n+4], QuoteQty: all[2*n+4:]}
+}
+
+// wantTrade checks that tr holds what lender.trade made of its id.
+func wantTrade(t *testing.T, tr venue.Trade) {
+	t.Helper()
+	id := strconv.FormatInt(tr.ID, 10)
+	if tr.Price != id+".5" || tr.Size != "0."+id || tr.QuoteQty != id {
+		t.Fatalf("trade %d holds price %q, size %q, quote %q", tr.ID, tr.Price, tr.Size, tr.QuoteQty)
+	}
+}
+
+// The window keeps trades whose strings the stream lent: once the
+// connection has decoded other trades into the same memory, the window's
+// trades are still what they were, newest and oldest, through the
+// compactions of its text.
+func TestTradeWindowKeepsLentTrades(t *testing.T) {
+	var l lender
+	w := &tradeWindow{}
+	for id := int64(1); id <= 1000; id++ {
+		w.add(l.trade(id))
+	}
+	w.add(l.trade(950)) // held already: changes nothing
+	l.trade(999_999)    // the connection's next frame
+	wantServed(t, w, 901, 1000)
+	for _, tr := range w.served() {
+		wantTrade(t, tr)
+	}
+}
+
+// Trades lent to a publication stay as they were until it gives them back,
+// whatever the window does meanwhile: it moves its trades to the front of
+// their array, or their decimals to a new text, or an older trade goes in
+// among them.
+func TestTradeWindowLentTradesStay(t *testing.T) {
+	var l lender
+	oddUpTo := func(last int64) *tradeWindow { // odd ids: room for even ones
+		w := &tradeWindow{}
+		for id := int64(1); id <= last; id += 2 {
+			w.add(l.trade(id))
+		}
+		return w
+	}
+	// whileLent runs change while w's trades are lent, and checks them.
+	whileLent := func(t *testing.T, w *tradeWindow, change func()) {
+		t.Helper()
+		lent, epoch := w.lend()
+		want := slices.Clone(lent)
+		change()
+		for i, tr := range lent {
+			// Written over with the same decimals elsewhere is a write
+			// all the same, which a publication may read half done.
+			if tr != want[i] || unsafe.StringData(tr.Price) != unsafe.StringData(want[i].Price) {
+				t.Fatalf("lent trade %d changed from %+v to %+v", i, want[i], tr)
+			}
+		}
+		w.giveBack(epoch)
+	}
+	t.Run("array compacted", func(t *testing.T) {
+		w := &tradeWindow{}
+		w.merge(ids(1, 250)) // trades without decimals: no text
+		whileLent(t, w, func() { w.merge(ids(251, 500)) })
+		wantServed(t, w, 401, 500)
+	})
+	t.Run("text compacted", func(t *testing.T) {
+		w := oddUpTo(399)
+		for id := int64(401); ; id += 2 {
+			next := l.trade(id)
+			if len(w.text)+textLen(next) > cap(w.text) && len(w.trades) < cap(w.trades) {
+				// The next trade compacts the text, not the array.
+				whileLent(t, w, func() { w.add(next) })
+				break
+			}
+			w.add(next)
+		}
+		for _, tr := range w.served() {
+			wantTrade(t, tr)
+		}
+	})
+	t.Run("older trade in", func(t *testing.T) {
+		w := oddUpTo(399)
+		whileLent(t, w, func() {
+			w.add(l.trade(352))
+			w.dropBefore(300)
+		})
+		if got := idsOf(w.served()); got[0] != 301 || !slices.Contains(got, 352) {
+			t.Fatalf("served %v, want 301.. with 352", got)
+		}
+		for _, tr := range w.served() {
+			wantTrade(t, tr)
+		}
+	})
+}
+
+// A publication reads the window's trades without the pair's lock while
+// the stream adds more under it: every value published holds trades as
+// they came, in order. Run with -race, it also finds the window writing
+// what a publication reads.
+func TestTradesPublishedWhileTradesArrive(t *testing.T) {
+	s, _, store := newListedSource(t, nil)
+	s.Live(snapshot.StreamTrades, []string{testSymbol})
+	var l lender
+	s.Trade(testSymbol, l.trade(1))
+	stop, done := make(chan struct{}), make(chan int64)
+	go func() {
+		id := int64(2)
+		for ; ; id++ {
+			select {
+			case <-stop:
+				done <- id
+				return
+			default:
+			}
+			s.Trade(testSymbol, l.trade(id))
+		}
+	}()
+	for range 200 {
+		s.publishPeriod()
+		got, _ := store.Trades([]byte(testID), time.Now().UnixNano())
+		if got == nil {
+			t.Fatal("no trades published")
+		}
+		trades, err := got.VenueTrades()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tr := range trades {
+			id := strings.TrimSuffix(tr.Price, ".5")
+			if tr.Size != "0."+id || (i > 0 && tr.Time != trades[i-1].Time+1) {
+				t.Fatalf("published trade %d: %+v after %+v", i, tr, trades[max(i-1, 0)])
+			}
+		}
+	}
+	close(stop)
+	if last := <-done; last < 2 {
+		t.Fatalf("the stream added %d trades", last-2)
+	}
 }

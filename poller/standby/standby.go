@@ -161,8 +161,9 @@ var kinds = [snapshot.NumStreams]struct {
 		return &events[venue.Trade, venue.Trade]{
 			id:   func(tr venue.Trade) int64 { return tr.ID },
 			pass: func(sink venue.Sink, symbol string, tr venue.Trade) { sink.Trade(symbol, tr) },
-			// A trade's strings are its own (see venue.Sink).
-			own: func(tr venue.Trade, _ []venue.Trade) venue.Trade { return tr },
+			// A trade's strings are lent (see venue.Sink); trades come
+			// far less often than depth events, and one held is a copy.
+			own: func(tr venue.Trade, _ []venue.Trade) venue.Trade { return venue.CloneTrade(tr) },
 		}
 	}},
 }

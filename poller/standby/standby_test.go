@@ -37,7 +37,7 @@ func (c *recorder) Resubscribe(snapshot.Stream, string) {}
 func (c *recorder) take() []string { return lines(c.Take(), false) }
 
 // lines writes calls down a line each; withLevels, a depth event's levels
-// too.
+// and a trade's price and size too.
 func lines(calls []venuetest.Call, withLevels bool) []string {
 	var out []string
 	for _, call := range calls {
@@ -50,6 +50,9 @@ func lines(calls []venuetest.Call, withLevels bool) []string {
 			}
 		case venuetest.Trade:
 			l = fmt.Sprintf("trade %s %d", call.Symbol, call.Trade.ID)
+			if withLevels {
+				l = fmt.Sprintf("%s %s %s", l, call.Trade.Price, call.Trade.Size)
+			}
 		case venuetest.Tickers:
 			l = fmt.Sprintf("tickers %d", len(call.Stats))
 		case venuetest.Contracts:
@@ -360,6 +363,35 @@ func TestHeldDepthIsACopyOfTheLentFrame(t *testing.T) {
 			"depth BTCUSDT 3 [{7 0.125}] [{0.125 7}]",
 			"depth BTCUSDT 4 [{99.75 1.5}] [{1.5 99.75}]",
 		}
+		if got := sink.take(); !slices.Equal(got, want) {
+			t.Fatalf("the poller got\n%q\nwant\n%q", got, want)
+		}
+	})
+}
+
+// What is held of a trade is the relay's copy: the adapter reuses its
+// frame once the call returns, and the trades handed at a takeover are
+// those the stream delivered.
+func TestHeldTradeIsACopyOfTheLentFrame(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, cov := newTestRelay(t)
+		r.Live(snapshot.StreamTrades, []string{"BTCUSDT"})
+		cov.set(snapshot.StreamTrades, 0)
+		var frame []byte
+		send := func(id int64, price, size string) {
+			// The frame's bytes, as the adapter's decoder lends them.
+			frame = append(frame[:0], price+size...)
+			r.Trade("BTCUSDT", venue.Trade{ID: id, Price: unsafe.String(&frame[0], len(price)), Size: unsafe.String(&frame[len(price)], len(size))})
+			for i := range frame {
+				frame[i] = 'x' // the next frame
+			}
+		}
+		send(1, "100.5", "2")
+		send(2, "99.75", "1.5")
+		sink := newLevels()
+		defer lend(r, sink)()
+		r.Streams().Watch([]string{"BTCUSDT"})
+		want := []string{"live trades [BTCUSDT]", "trade BTCUSDT 1 100.5 2", "trade BTCUSDT 2 99.75 1.5"}
 		if got := sink.take(); !slices.Equal(got, want) {
 			t.Fatalf("the poller got\n%q\nwant\n%q", got, want)
 		}

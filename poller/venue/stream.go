@@ -52,6 +52,20 @@ func (u DepthUpdate) Clone() DepthUpdate {
 	return c
 }
 
+// CloneTrade returns a copy of tr that shares no memory with it: its
+// decimals in one new string.
+func CloneTrade(tr Trade) Trade {
+	var text strings.Builder
+	text.Grow(len(tr.Price) + len(tr.Size) + len(tr.QuoteQty))
+	text.WriteString(tr.Price)
+	text.WriteString(tr.Size)
+	text.WriteString(tr.QuoteQty)
+	all := text.String()
+	p, q := len(tr.Price), len(tr.Price)+len(tr.Size)
+	tr.Price, tr.Size, tr.QuoteQty = all[:p], all[p:q], all[q:]
+	return tr
+}
+
 // Sink receives what a venue's market streams deliver. Its methods are called
 // from the streams' reading goroutines, possibly from several at once and, for
 // one symbol, from two connections at a time while one replaces the other or
@@ -62,7 +76,8 @@ type Sink interface {
 	// Depth delivers one diff event of a market's depth stream.
 	Depth(u DepthUpdate)
 	// Trade delivers one aggregate trade; tr.ID is the venue's aggregate
-	// trade id.
+	// trade id. Its strings are lent, as a depth event's are: a consumer
+	// that keeps them past the call keeps a copy (see CloneTrade).
 	Trade(symbol string, tr Trade)
 	// Rows delivers rows of a whole-market stream (see Doc): the ticker
 	// stream's only the symbols that changed, the mark price stream's

@@ -71,9 +71,9 @@ func (r *Recorder) Depth(u venue.DepthUpdate) {
 	r.add(Call{Method: Depth, Depth: u})
 }
 
-// Trade records a trade of symbol.
+// Trade records a copy of a trade of symbol, whose strings were lent.
 func (r *Recorder) Trade(symbol string, tr venue.Trade) {
-	r.add(Call{Method: Trade, Symbol: symbol, Trade: tr})
+	r.add(Call{Method: Trade, Symbol: symbol, Trade: venue.CloneTrade(tr)})
 }
 
 // Rows records a delivery of a whole-market stream's rows, as a call of
