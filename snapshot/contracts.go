@@ -313,20 +313,20 @@ func appendPercent(dst []byte, f string) (_ []byte, ok bool) {
 	return dst, true
 }
 
-// AppendWire appends the wire form of c: both responses and their gzip
-// forms.
+// AppendWire appends the wire form of c: both responses, and their gzip
+// forms where a request has compressed them.
 func (c *Contracts) AppendWire(dst []byte) []byte {
 	dst = binary.AppendVarint(append(dst, wireContracts), c.readAt)
 	dst = binary.AppendUvarint(dst, uint64(c.count))
 	dst = appendWireBytes(dst, c.body)
 	dst = appendWireBytes(dst, c.specs.body)
-	dst = appendWireGzip(dst, c.specs.gzipped)
-	return appendWireGzip(dst, c.gzipped)
+	dst = appendWireGzip(dst, c.specs.gz.peek())
+	return appendWireGzip(dst, c.gz.peek())
 }
 
 // DecodeContracts returns the contracts whose wire form is data, with the
-// sender's gzip forms, or compressed as NewContracts compresses them. The
-// value keeps none of data.
+// sender's gzip forms, or compressed by the first request that takes each.
+// The value keeps none of data.
 func DecodeContracts(data []byte) (*Contracts, error) {
 	r := wireReader{b: data}
 	r.kind(wireContracts)
