@@ -320,8 +320,8 @@ func (c *Contracts) AppendWire(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(c.count))
 	dst = appendWireBytes(dst, c.body)
 	dst = appendWireBytes(dst, c.specs.body)
-	dst = appendWireGzip(dst, c.specs.gz.peek())
-	return appendWireGzip(dst, c.gz.peek())
+	dst = appendWireGzip(dst, c.specs.later.gz.peek())
+	return appendWireGzip(dst, c.later.gz.peek())
 }
 
 // DecodeContracts returns the contracts whose wire form is data, with the

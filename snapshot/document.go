@@ -143,15 +143,15 @@ func (s *Store) Tickers() *Tickers { return loadDoc[*Tickers](s, DocTickers) }
 func (s *Store) Contracts() *Contracts { return loadDoc[*Contracts](s, DocContracts) }
 
 // document is a pre-serialized JSON array served as it is, whole: the
-// /tickers, /contracts and /contract_specs responses. Its gzip form is
-// built by the first request that takes it (see lazyGzip): /contracts is
-// built again every second, and an aggregator reads it every minute or
-// so, so compressing each build spent more than building it (2.3 ms of
-// 3.8 for 846 contracts, BenchmarkNewContracts) on bodies nobody took.
+// /tickers, /contracts and /contract_specs responses. Its gzip form and
+// its entity tag are made by the first request that needs them (see
+// lazyForms): /contracts is built again every second and an aggregator
+// reads it every minute or so, so compressing and hashing each build spent
+// more than building it (2.3 ms and 0.4 ms of 3.8 for 846 contracts,
+// BenchmarkNewContracts) on values nobody took.
 type document struct {
 	body    []byte
-	gz      *lazyGzip
-	tag     []byte
+	later   *lazyForms
 	count   int
 	readAt  int64
 	version uint64
@@ -160,17 +160,17 @@ type document struct {
 // newDocument returns the document of body, which it keeps: the caller
 // built it and does not touch it again.
 func newDocument(body []byte, count int, readAt int64) document {
-	return document{body: body, gz: new(lazyGzip), tag: appendTag(nil, body), count: count, readAt: readAt, version: nextVersion()}
+	return document{body: body, later: new(lazyForms), count: count, readAt: readAt, version: nextVersion()}
 }
 
 // Body is the response.
 func (d *document) Body() []byte { return d.body }
 
 // Gzip is Body compressed with gzip, compressed by the first call.
-func (d *document) Gzip() []byte { return d.gz.of(d.body) }
+func (d *document) Gzip() []byte { return d.later.gz.of(d.body) }
 
-// Tag is the entity tag of the value, unquoted.
-func (d *document) Tag() []byte { return d.tag }
+// Tag is the entity tag of the value, unquoted, hashed by the first call.
+func (d *document) Tag() []byte { return d.later.tag.of(d.body) }
 
 // Len is how many items the value holds.
 func (d *document) Len() int { return d.count }
@@ -186,6 +186,6 @@ func (d *document) Version() uint64 { return d.version }
 // when a request takes it).
 func wireDocument(body, gz []byte, count int, readAt int64) document {
 	d := newDocument(slices.Clone(body), count, readAt)
-	d.gz.keep(gz)
+	d.later.gz.keep(gz)
 	return d
 }

@@ -106,7 +106,8 @@ func appendTag(dst, body []byte) []byte {
 	return base64.RawURLEncoding.AppendEncode(dst, sum[:tagBytes])
 }
 
-// lazyTag is the entity tag of a book's or a trade list's default body,
+// lazyTag is the entity tag of a book's or a trade list's default body, or
+// of a whole-market document's but the pair list's,
 // hashed by the first request that needs it and kept for every later one:
 // for the reason lazyGzip gives, hashing each value as it is built would
 // cost the ingest a SHA-256 of about 21 MB/s at 846 pairs, 1.5 % of a core

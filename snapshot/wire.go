@@ -433,7 +433,7 @@ func (t *Tickers) AppendWire(dst []byte) []byte {
 	dst = binary.AppendVarint(append(dst, wireTickers), t.readAt)
 	dst = binary.AppendUvarint(dst, uint64(t.count))
 	dst = appendWireBytes(dst, t.body)
-	return appendWireGzip(dst, t.gz.peek())
+	return appendWireGzip(dst, t.later.gz.peek())
 }
 
 // DecodeTickers returns the tickers whose wire form is data, with the
