@@ -63,8 +63,8 @@ func (c *Contracts) Specs() *ContractSpecs { return &c.specs }
 // is its timestamp.
 //
 // The poller builds every contract again every second: each item is
-// written in place into the two bodies, sized once from the last build
-// (see contractsSize), so that a build allocates the bodies and the
+// written in place into the two bodies, sized once from the last build's
+// items (see contractsSize), so that a build allocates the bodies and the
 // indexes and nothing per contract.
 func NewContracts(pairs *Pairs, in ContractsInput) (*Contracts, []Omission) {
 	statOf := index(in.Stats, func(s *Stat) string { return s.Symbol })
@@ -72,8 +72,8 @@ func NewContracts(pairs *Pairs, in ContractsInput) (*Contracts, []Omission) {
 	markOf := index(in.Marks, func(m *Contract) string { return m.Symbol })
 	interestOf := index(in.Interest, func(i *OpenInterest) string { return i.Symbol })
 	var omitted []Omission
-	body := make([]byte, 1, sizeFor(contractsSize.body.Load(), len(pairs.list), contractGuess))
-	specs := make([]byte, 1, sizeFor(contractsSize.specs.Load(), len(pairs.list), specGuess))
+	body := make([]byte, 1, sizeFor(&contractsSize.body, len(pairs.list), contractGuess))
+	specs := make([]byte, 1, sizeFor(&contractsSize.specs, len(pairs.list), specGuess))
 	body[0], specs[0] = '[', '['
 	count := 0
 	for _, p := range pairs.list {
@@ -93,27 +93,30 @@ func NewContracts(pairs *Pairs, in ContractsInput) (*Contracts, []Omission) {
 		count++
 	}
 	body, specs = append(body, ']'), append(specs, ']')
-	contractsSize.body.Store(int64(len(body)))
-	contractsSize.specs.Store(int64(len(specs)))
+	if count > 0 {
+		contractsSize.body.Store(int64(len(body) / count))
+		contractsSize.specs.Store(int64(len(specs) / count))
+	}
 	readAt := in.ReadAt.UnixNano()
 	c := &Contracts{document: newDocument(body, count, readAt)}
 	c.specs.document = newDocument(specs, count, readAt)
 	return c, omitted
 }
 
-// contractsSize is the size of the last build's bodies: the next is sized
-// from it, an eighth over, so that neither body grows (and is copied)
-// while it is written. Before the first, a body is sized by the guesses
-// below, an item's usual length. Only capacity depends on it, never bytes.
+// contractsSize is the length of an item of the last build's bodies, on
+// average: the next is sized from it, an eighth over, so that neither body
+// grows (and is copied) while it is written. Before the first, a body is
+// sized by the guesses below. Only capacity depends on it, never bytes.
 var contractsSize struct{ body, specs atomic.Int64 }
 
-// sizeFor is the capacity of a body whose last build was last bytes long
-// (0 before the first), for n pairs of items of about guess bytes.
-func sizeFor(last int64, n, guess int) int {
-	if last == 0 {
-		return n*guess + 2
+// sizeFor is the capacity of a body of n items whose last build's were
+// *item bytes long on average (0 before the first), or guess.
+func sizeFor(item *atomic.Int64, n, guess int) int {
+	per := int(item.Load())
+	if per == 0 {
+		per = guess
 	}
-	return int(last + last/8)
+	return n*(per+per/8) + 2
 }
 
 // contractGuess and specGuess are the usual lengths of a /contracts and a
