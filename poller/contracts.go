@@ -28,9 +28,11 @@ type contractReads struct {
 	// (or never read) first.
 	interest map[string]venue.OpenInterest
 	readAt   map[string]time.Time
-	// tag and from are the body tag and pair-list version of the contracts
+	// body and from are the body and pair-list version of the contracts
 	// last published: a build that changes neither is not published.
-	tag  []byte
+	// Comparing the bodies (tens of µs) spares hashing every build for a
+	// tag only a request needs.
+	body []byte
 	from uint64
 	// last is what the contracts last published were built from, for
 	// rebuilding them against a new pair list before it is published.
@@ -189,9 +191,9 @@ func (d *documents) publishContracts(pairs *snapshot.Pairs, in snapshot.Contract
 		d.ct.mu.Unlock()
 		return
 	}
-	same := bytes.Equal(c.Tag(), d.ct.tag) && d.ct.from == pairs.Version()
+	same := bytes.Equal(c.Body(), d.ct.body) && d.ct.from == pairs.Version()
 	if !same {
-		d.ct.tag, d.ct.from = c.Tag(), pairs.Version()
+		d.ct.body, d.ct.from = c.Body(), pairs.Version()
 	}
 	d.ct.mu.Unlock()
 	d.contractsOmitted.Store(int64(len(omitted)))

@@ -93,3 +93,18 @@ func BenchmarkStoreBookParts(b *testing.B) {
 		book.Parts(20)
 	}
 }
+
+// /contracts is built every second: a build allocates its value, its two
+// bodies and its indexes, nothing per contract, and compresses and hashes
+// nothing until a request asks.
+func TestNewContractsAllocatesNothingPerContract(t *testing.T) {
+	var allocs [2]float64
+	for i, n := range []int{10, 846} {
+		pairs, in := benchContracts(n)
+		NewContracts(pairs, in) // sizes the next build's bodies
+		allocs[i] = testing.AllocsPerRun(20, func() { NewContracts(pairs, in) })
+	}
+	if allocs[1] != allocs[0] || allocs[0] > 20 {
+		t.Errorf("%v allocations for 10 contracts, %v for 846; want the same, at most 20", allocs[0], allocs[1])
+	}
+}

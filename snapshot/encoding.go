@@ -34,10 +34,12 @@ func compress(body []byte) []byte {
 	return bytes.Clone(buf.Bytes())
 }
 
-// lazyGzip is the gzip form of a book's or a trade list's default body,
-// compressed by the first request that takes it and kept for every later
-// one. The pair list and the tickers are compressed when built, once per
-// snapshot; books and trades are not: every listed pair's book is rebuilt
+// lazyGzip is the gzip form of a book's or a trade list's default body, or
+// of a whole-market document's (the tickers, the contracts and their
+// specs), compressed by the first request that takes it and kept for every
+// later one. The pair list alone is compressed when built, once per
+// catalog read; /contracts is built again every second and read far less
+// (see document). Books and trades are not either: every listed pair's book is rebuilt
 // about three times a second and its trades every second, and an aggregator
 // reading each pair every few seconds reads one value in ten or more, so
 // compressing each as it is built spent more CPU than the rest of the
@@ -104,7 +106,8 @@ func appendTag(dst, body []byte) []byte {
 	return base64.RawURLEncoding.AppendEncode(dst, sum[:tagBytes])
 }
 
-// lazyTag is the entity tag of a book's or a trade list's default body,
+// lazyTag is the entity tag of a book's or a trade list's default body, or
+// of a whole-market document's but the pair list's,
 // hashed by the first request that needs it and kept for every later one:
 // for the reason lazyGzip gives, hashing each value as it is built would
 // cost the ingest a SHA-256 of about 21 MB/s at 846 pairs, 1.5 % of a core

@@ -9,6 +9,22 @@ import (
 // already restricted to ticker-id characters, plain decimals and fixed words,
 // but escaping keeps the output valid JSON whatever a future caller passes.
 func appendString(dst []byte, s string) []byte {
+	return append(appendEscaped(append(dst, '"'), s), '"')
+}
+
+// appendQuoted appends the strings of parts, one after another, as one
+// JSON string: "BTC", "-", "USDT" as "BTC-USDT", without joining them
+// first.
+func appendQuoted(dst []byte, parts ...string) []byte {
+	dst = append(dst, '"')
+	for _, s := range parts {
+		dst = appendEscaped(dst, s)
+	}
+	return append(dst, '"')
+}
+
+// appendEscaped appends s escaped as the inside of a JSON string.
+func appendEscaped(dst []byte, s string) []byte {
 	// Nearly every string needs no escape: check first, then copy it whole,
 	// which the poller's profile showed is twice as fast as byte by byte.
 	clean := true
@@ -19,12 +35,9 @@ func appendString(dst []byte, s string) []byte {
 		}
 	}
 	if clean {
-		dst = append(dst, '"')
-		dst = append(dst, s...)
-		return append(dst, '"')
+		return append(dst, s...)
 	}
 	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -36,7 +49,7 @@ func appendString(dst []byte, s string) []byte {
 			dst = append(dst, c)
 		}
 	}
-	return append(dst, '"')
+	return dst
 }
 
 // appendField appends `"name":` preceded by a comma unless it opens the object.

@@ -159,10 +159,10 @@ func appendWireBytes(dst, b []byte) []byte {
 // appendWireGzip appends a value's gzip form, the last field of every
 // served value's form: a receiver serves it as it is instead of compressing
 // the body itself. Empty: none, and the receiver compresses what its
-// requests read, as a process alone does. The pair list, the tickers and
-// the contracts always carry theirs (they are compressed when built, once a
-// publication); a book or a trade list only when a request on the sender
-// had compressed it (see lazyGzip).
+// requests read, as a process alone does. The pair list always carries
+// its own (it is compressed when built, once a publication); the other
+// values only when a request on the sender had compressed them (see
+// lazyGzip).
 func appendWireGzip(dst, gz []byte) []byte { return appendWireBytes(dst, gz) }
 
 // gzip reads what appendWireGzip wrote: nil for none. The bytes must at
@@ -433,12 +433,12 @@ func (t *Tickers) AppendWire(dst []byte) []byte {
 	dst = binary.AppendVarint(append(dst, wireTickers), t.readAt)
 	dst = binary.AppendUvarint(dst, uint64(t.count))
 	dst = appendWireBytes(dst, t.body)
-	return appendWireGzip(dst, t.gzipped)
+	return appendWireGzip(dst, t.later.gz.peek())
 }
 
 // DecodeTickers returns the tickers whose wire form is data, with the
-// sender's gzip form, or compressed as NewTickers compresses them. The
-// value keeps none of data.
+// sender's gzip form, or compressed by the first request that takes it.
+// The value keeps none of data.
 func DecodeTickers(data []byte) (*Tickers, error) {
 	r := wireReader{b: data}
 	r.kind(wireTickers)

@@ -389,16 +389,20 @@ func gzipAt(t *testing.T, body []byte, level int) []byte {
 	return buf.Bytes()
 }
 
-// A book or trade list carries its gzip form in its wire form only once a
-// request has compressed it: a cluster's leader does not compress every
-// value it puts, and the member that receives one without it compresses
-// what its own requests read, to the same bytes.
+// A book, a trade list, the tickers, the contracts and their specs carry
+// their gzip form in their wire form only once a request has compressed
+// it: neither a process nor a cluster's leader compresses every value it
+// builds (/contracts is built every second), and the member that receives
+// one without it compresses what its own requests read, to the same bytes.
 func TestWireFormCarriesOnlyAGzipARequestTook(t *testing.T) {
 	b := mustBook(t, ladder(20, true), ladder(20, false))
 	tr, err := NewTrades("BTC_USDT", tradeTape(10), readAt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tk, _ := NewTickers(tickerPairs(), tickerStats(), tickerQuotes(), readAt)
+	c, _ := NewContracts(contractPairs(), contractInput())
+	cs, _ := NewContracts(contractPairs(), contractInput())
 	for name, v := range map[string]struct {
 		wire   func() []byte
 		gzip   func() []byte
@@ -408,6 +412,18 @@ func TestWireFormCarriesOnlyAGzipARequestTook(t *testing.T) {
 			func(w []byte) ([]byte, error) { v, err := DecodeBook(w); return gzipOf(v, err) }},
 		"trades": {func() []byte { return tr.AppendWire(nil) }, tr.Gzip,
 			func(w []byte) ([]byte, error) { v, err := DecodeTrades(w); return gzipOf(v, err) }},
+		"tickers": {func() []byte { return tk.AppendWire(nil) }, tk.Gzip,
+			func(w []byte) ([]byte, error) { v, err := DecodeTickers(w); return gzipOf(v, err) }},
+		"contracts": {func() []byte { return c.AppendWire(nil) }, c.Gzip,
+			func(w []byte) ([]byte, error) { v, err := DecodeContracts(w); return gzipOf(v, err) }},
+		"contract specs": {func() []byte { return cs.AppendWire(nil) }, cs.Specs().Gzip,
+			func(w []byte) ([]byte, error) {
+				v, err := DecodeContracts(w)
+				if err != nil {
+					return nil, err
+				}
+				return v.Specs().Gzip(), nil
+			}},
 	} {
 		cold := v.wire()
 		gz := v.gzip()
