@@ -148,8 +148,8 @@ type lender struct{ bids, asks []venue.Level }
 // its sides are l's slices, so what it returns is lent, valid only until b
 // or l is used again (venue.DepthUpdate says what a consumer keeps). At
 // hundreds of pairs, copying every frame and each event's sides was most
-// of the ingest's allocations. Trades and ticker rows are still copied out:
-// the sink keeps them.
+// of the ingest's allocations. A trade is lent the same way (venue.Sink
+// says what a sink keeps); ticker rows are still copied out.
 func decodeLent(b []byte, known knownFunc, l *lender) (frame, error) {
 	return decode(unsafe.String(unsafe.SliceData(b), len(b)), known, l)
 }

@@ -446,6 +446,9 @@ func (c *wsConn) spoil(ref streamRef, name string, err error, sink venue.Sink) {
 // of wholeMarket), size bytes read with err, unless one as new was
 // delivered: the other line's copy, or a late frame.
 func (c *wsConn) wholeMarketFrame(w int, f *frame, err error, size int, sink venue.Sink) {
+	// A frame whose data read as a symbol's depth event may hold that
+	// symbol (see hold); a whole-market frame has nothing to deliver there.
+	c.held.release()
 	row, m := &wholeMarket[w], c.s.met
 	if err != nil {
 		m.badFrames.Inc()
