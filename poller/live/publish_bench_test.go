@@ -2,7 +2,10 @@ package live
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +30,67 @@ func BenchmarkPublishBooks(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) { benchPublishBooks(b, 846, 300, at) })
 	}
+	// A period of three events of the venue's shape (venuesim
+	// -depth-window 50): four sizes a side within the best 43 levels
+	// each; and of venuesim's default: 14 a side within the best 300.
+	// In both, half the events bring a level inside the best or take it
+	// away again, which moves every level below it.
+	b.Run("venue", func(b *testing.B) { benchPublishShaped(b, 846, 300, 43, 4) })
+	b.Run("default", func(b *testing.B) { benchPublishShaped(b, 846, 300, 300, 14) })
+}
+
+// benchPublishShaped is BenchmarkPublishBooks with a period of three
+// events of perSide size changes a side each, at random depths within
+// window, half of them with a level brought inside the best or taken
+// away.
+func benchPublishShaped(b *testing.B, pairs, levels, window, perSide int) {
+	s, symbols, bids, asks := benchBookSource(b, pairs, levels)
+	books := func(lp *pair, now time.Time) func() { return lp.bookState.publish(s, lp, now) }
+	r := rand.New(rand.NewPCG(44, 1))
+	sizes := []string{"1.250", "2.500", "3.750", "0.125", "12.000"}
+	inside := [2]venue.Level{{Price: "100000.9"}, {Price: "100001.1"}}
+	side := func(held []venue.Level, in venue.Level, bids bool) []venue.Level {
+		var out []venue.Level
+		for _, d := range r.Perm(window)[:perSide] {
+			out = append(out, venue.Level{Price: held[d].Price, Size: sizes[r.IntN(len(sizes))]})
+		}
+		slices.SortFunc(out, func(x, y venue.Level) int {
+			c := cmpDecimal(x.Price, y.Price)
+			if bids {
+				return -c
+			}
+			return c
+		})
+		if r.IntN(2) == 0 {
+			in.Size = [2]string{"0", "1.250"}[r.IntN(2)]
+			out = append([]venue.Level{in}, out...)
+		}
+		return out
+	}
+	id, venueTime := int64(102), int64(1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for range 3 {
+			venueTime += 350 / 3
+			for _, sym := range symbols {
+				s.Depth(venue.DepthUpdate{Symbol: sym, First: id + 1, Last: id + 1, Prev: id, Time: venueTime,
+					Bids: side(bids, inside[0], true), Asks: side(asks, inside[1], false)})
+			}
+			id++
+		}
+		b.StartTimer()
+		s.publish(time.Now(), 0, 1, books)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(pairs), "ns/book")
+}
+
+// cmpDecimal orders the benchmark's prices, whole numbers and a digit.
+func cmpDecimal(x, y string) int {
+	if len(x) != len(y) {
+		return len(x) - len(y)
+	}
+	return strings.Compare(x, y)
 }
 
 // benchMarkets is pairs perpetuals and their symbols.
@@ -39,10 +103,12 @@ func benchMarkets(pairs int) (markets []venue.Market, symbols []string) {
 	return markets, symbols
 }
 
-func benchPublishBooks(b *testing.B, pairs, levels, at int) {
+// benchBookSource is a source of pairs stream-fed perpetuals whose books
+// are synced from levels levels a side at update id 102: bids falling
+// from 100000.5, asks rising from 100001.5, a unit apart.
+func benchBookSource(b *testing.B, pairs, levels int) (s *Source, symbols []string, bids, asks []venue.Level) {
 	markets, symbols := benchMarkets(pairs)
 	s, rest, _ := newSourceOf(b, Config{SyncDepth: 500, RefreshDepth: 1000}, markets...)
-	var bids, asks []venue.Level
 	for i := range levels {
 		bids = append(bids, venue.Level{Price: strconv.Itoa(100000-i) + ".5", Size: "1.250"})
 		asks = append(asks, venue.Level{Price: strconv.Itoa(100001+i) + ".5", Size: "1.250"})
@@ -54,6 +120,11 @@ func benchPublishBooks(b *testing.B, pairs, levels, at int) {
 	}
 	s.Sync()
 	rest.wait()
+	return s, symbols, bids, asks
+}
+
+func benchPublishBooks(b *testing.B, pairs, levels, at int) {
+	s, symbols, bids, _ := benchBookSource(b, pairs, levels)
 	books := func(lp *pair, now time.Time) func() { return lp.bookState.publish(s, lp, now) }
 	id, venueTime := int64(102), int64(1000)
 	sizes := [2]string{"2.500", "3.750"}
