@@ -253,6 +253,42 @@ func startForBrowser(t *testing.T, args ...string) string {
 	return api
 }
 
+// waitWholeMarket waits until /pairs answers, /contracts lists every pair
+// and /tickers every spot pair. At a cold start they answer 502 until the
+// catalog and the books' first quotes are in, about a second after the API
+// listens, which the page shows as unavailable (TestBrowserUnavailablePair);
+// a page opened on a market that is all in must show no such thing.
+func waitWholeMarket(t *testing.T, base string) {
+	t.Helper()
+	if !WaitFor(20*time.Second, func() bool {
+		resp, _ := Get(t, base+"/api/public/pairs")
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatal("/pairs did not answer 200 within 20s")
+	}
+	pairs := ListedPairs(t, base)
+	ids := make([]string, len(pairs))
+	spot := 0
+	for i, p := range pairs {
+		ids[i] = p.TickerID
+		if p.Kind == "spot" {
+			spot++
+		}
+	}
+	WaitContracts(t, base+"/api/public", ids, 20*time.Second)
+	var tickers []wire.Ticker
+	if !WaitFor(20*time.Second, func() bool {
+		resp, body := Get(t, base+"/api/public/tickers")
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		Decode(t, body, &tickers)
+		return len(tickers) == spot
+	}) {
+		t.Fatalf("/tickers lists %d of %d spot pairs after 20s", len(tickers), spot)
+	}
+}
+
 // The live market page on the simulated venue: it loads with no console
 // error and no failed request, lists exactly the pairs of /pairs, draws the
 // open pair's book point for level with the book's best bid and ask,
@@ -261,6 +297,7 @@ func startForBrowser(t *testing.T, args ...string) string {
 func TestBrowserMarketPage(t *testing.T) {
 	t.Parallel()
 	base := startForBrowser(t)
+	waitWholeMarket(t, base)
 	b := newBrowser(t, base)
 	opened := time.Now()
 	b.do(t, "open /", chromedp.Navigate(base+"/#BTC_USDT"))
