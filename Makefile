@@ -158,7 +158,7 @@ recovery:
 ## against their targets. Twice: on venuesim's default diffs (about 14 levels a side, a few hundred
 ## levels deep), then on diffs shaped as the venue's recorded ones (-depth-window 50: about 4 levels
 ## a side, a few dozen deep). venuesim grants 24,000 weight a minute so that the books sync in a
-## minute: the start is not what is measured. About 25 minutes. INGEST_ARGS passes more flags.
+## minute: the start is not what is measured. About 16 minutes. INGEST_ARGS passes more flags.
 ingest:
 	$(GO) run ./cmd/sweepbench -ingest -extra 800,400 -weight-limit 24000 $(INGEST_ARGS)
 	$(GO) run ./cmd/sweepbench -ingest -extra 800,400 -weight-limit 24000 -depth-window 50 $(INGEST_ARGS)
