@@ -147,7 +147,7 @@ func buildTrades(prev *Trades, tickerID string, trades []Trade, readAt time.Time
 	return t, nil
 }
 
-// tradeBuild is the work of NewTradesAfter on one read: what it knows of
+// tradeBuild is the work of buildTrades on one read: what it knows of
 // the value before and, for each trade of the read, what it found.
 type tradeBuild struct {
 	trades []Trade          // the read, oldest first
@@ -157,7 +157,7 @@ type tradeBuild struct {
 	n      [MaxTrades]int32 // the repeat number of each trade not in known.byVenue
 	fresh  [MaxTrades]uint8 // next.byVenue's entries for trades new to the window
 	nFresh int
-	size   int // the bytes of the items, exactly for the kept, estimated for the new
+	size   int // the bytes of the items, exactly for the kept, at most for the new (see itemBound)
 	sells  [(MaxTrades + 63) / 64]uint64
 	next   knownIDs               // the ids of this read, by venue id in the read's order
 	ids    *[MaxTrades]numberedID // where next.byVenue is kept
@@ -215,7 +215,7 @@ func (b *tradeBuild) scan() error {
 			continue
 		}
 		endRun()
-		b.size += newItemSize
+		b.size += itemBound(&tr)
 		if err := checkTrade(&tr); err != nil {
 			return err
 		}
@@ -346,9 +346,22 @@ func (b *tradeBuild) write(all *tradeView) error {
 	return nil
 }
 
-// newItemSize is about the most bytes a new trade's item takes, comma
-// included: what a body is sized for before its new items are written.
-const newItemSize = 200
+// itemFrame is the text of an item but its values (see appendTrade).
+const itemFrame = `{"trade_id":"","price":"","base_volume":"","target_volume":"","trade_timestamp":,"type":""}`
+
+// itemBound is at least the bytes of tr's item: what a body is sized for
+// before its new items are written. It is exact but for the time's digits
+// (13 of at most 20), the type's ("buy" of "sell") and a computed target
+// volume, whose text is at most that of the price and the size together
+// (plus two bytes of margin): a body sized by it is seldom more than about
+// 10 bytes a new trade too large.
+func itemBound(tr *Trade) int {
+	target := len(tr.QuoteQty)
+	if target == 0 {
+		target = len(tr.Price) + len(tr.Size) + 2
+	}
+	return len(itemFrame) + 16 + len(tr.Price) + len(tr.Size) + target + 20 + len("sell")
+}
 
 // closeBody closes a body that openBody opened. The estimate of the new
 // items' size is held by every listed pair until its next trade: a body

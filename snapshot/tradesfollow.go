@@ -19,10 +19,15 @@ import (
 // and id for id.
 func (t *Trades) follow(trades []Trade, readAt time.Time) (v *Trades, ok bool, err error) {
 	known := t.ids.byVenue
-	if !t.ids.inOrder || len(trades) == 0 {
+	if !t.ids.inOrder || len(trades) == 0 || len(known) == 0 {
 		return nil, false, nil
 	}
-	d, found := t.ids.find(trades[0].ID)
+	// The venue numbers a pair's trades one by one, so the first kept
+	// trade is usually where that count puts it.
+	d, found := int(trades[0].ID-known[0].venueID), true
+	if d < 0 || d >= len(known) || known[d].venueID != trades[0].ID {
+		d, found = t.ids.find(trades[0].ID)
+	}
 	// The read's first m trades are t's newest m, and its others new.
 	m := len(known) - d
 	if !found || m > len(trades) {
@@ -43,10 +48,12 @@ func (t *Trades) follow(trades []Trade, readAt time.Time) (v *Trades, ok bool, e
 		}
 		ordered = ordered && trades[i].Time >= trades[i-1].Time
 	}
+	size := 0 // of the new items
 	for i := m; i < len(trades); i++ {
 		if err := checkTrade(&trades[i]); err != nil {
 			return nil, true, fmt.Errorf("%w: %s: %w", ErrBadTrades, t.tickerID, err)
 		}
+		size += itemBound(&trades[i]) + 1 // and its comma
 	}
 	n, added := len(trades), len(trades)-m
 	value := newTradesValue(t.tickerID, readAt)
@@ -63,7 +70,7 @@ func (t *Trades) follow(trades []Trade, readAt time.Time) (v *Trades, ok bool, e
 	v.ids = knownIDs{byVenue: ids, inOrder: true}
 	// The new items, newest first, then the kept ones, copied at once.
 	kept := t.all.body[1:t.all.ends[m-1]]
-	body := openBody(len(kept) + newItemSize*added + 2)
+	body := openBody(size + len(kept) + 2)
 	ends := value.ends[:n:n]
 	for i := n - 1; i >= m; i-- {
 		tr := &trades[i]

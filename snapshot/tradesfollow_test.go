@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -104,5 +105,40 @@ func sameTrades(t *testing.T, step int, a, b *Trades) {
 		t.Fatalf("step %d: ids by fields differ from the general build's", step)
 	case a.ids.inOrder != b.ids.inOrder || a.ids.inOrder != a.ids.orderOf(len(a.all.ends)):
 		t.Fatalf("step %d: in order %v, the general build's %v", step, a.ids.inOrder, b.ids.inOrder)
+	}
+}
+
+// A body is sized for its new items before they are written: by at least
+// their bytes, or it would be allocated twice, and by little more where
+// the venue sends the target volume, as every listed pair holds the body
+// until its next trade.
+func TestItemBoundSizesAnItem(t *testing.T) {
+	r := rand.New(rand.NewPCG(45, 2))
+	decimal := func() string {
+		s := strconv.FormatUint(r.Uint64N([]uint64{10, 1e3, 1e6, 1e12, 1e19}[r.IntN(5)])+1, 10)
+		if at := r.IntN(len(s) + 3); at < len(s) {
+			s = s[:at] + "." + s[at:]
+			if at == 0 {
+				s = "0" + s
+			}
+		}
+		return s
+	}
+	for range 20000 {
+		tr := Trade{Time: tradeTime + r.Int64N(1e6), Price: decimal(), Size: decimal(), Sell: r.IntN(2) == 0}
+		if r.IntN(3) == 0 {
+			tr.QuoteQty = decimal()
+		}
+		id := tradeID(tr, 0)
+		item, err := appendTrade(nil, id[:], tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Exact but for the time's digits (13 of 20) and a buy's type,
+		// where the venue sends the target volume.
+		slack := len("-9223372036854775808") - len("1767225600000") + len("sell") - len("buy")
+		if bound, n := itemBound(&tr), len(item); bound < n || tr.QuoteQty != "" && bound > n+slack {
+			t.Fatalf("%s is %d bytes, sized for %d", item, n, bound)
+		}
 	}
 }
