@@ -14,8 +14,8 @@ import (
 // by a few trades or by more than a window, with lookalike trades (new
 // ones alike, and new ones like kept ones whose first copy has left),
 // times that go back, trades without venue ids, ids out of order, a trade
-// missing from the middle, the newest missing, and new trades that must
-// not be published.
+// missing from the middle, the newest missing, a trade sent twice, and new
+// trades that must not be published.
 func TestNewTradesAfterFollowsAsTheGeneralBuild(t *testing.T) {
 	r := rand.New(rand.NewPCG(45, 1))
 	prices, sizes := []string{"100.5", "100.6"}, []string{"1", "2.5"}
@@ -59,6 +59,9 @@ func TestNewTradesAfterFollowsAsTheGeneralBuild(t *testing.T) {
 			read = read[:last]
 		case 5: // a new trade that must not be published
 			read[last].Price = "0"
+		case 6: // a trade twice, venue id and all
+			at := r.IntN(len(read))
+			read = slices.Insert(read, at, read[at])[:min(len(read)+1, MaxTrades)]
 		}
 		general, gerr := buildTrades(prev, "BTC_USDT", read, readAt)
 		if prev != nil {
