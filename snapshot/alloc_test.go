@@ -44,10 +44,11 @@ func TestReadPathDoesNotAllocate(t *testing.T) {
 // A trade list rebuilt after a read that shares most of its trades with
 // the previous value, as every pair's is every second, allocates the value's
 // own memory and nothing for each trade, new or kept: the value with its
-// lazily built forms, its body, its items' ends and its venue ids.
+// lazily built forms, its items' ends and its venue ids, and its body,
+// sized for its new trades at once, also after a burst of them.
 func TestNewTradesAfterAllocatesNothingPerTrade(t *testing.T) {
-	const valueAllocs = 4
-	for _, added := range []int{1, 5} {
+	const valueAllocs = 2
+	for _, added := range []int{1, 5, 30} {
 		tape := venueTape(MaxTrades + added)
 		for i := range tape {
 			tape[i].QuoteQty = "" // target volumes computed

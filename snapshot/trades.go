@@ -87,12 +87,45 @@ func NewTrades(tickerID string, trades []Trade, readAt time.Time) (*Trades, erro
 // This runs for every listed pair every second, and a read that follows
 // prev is mostly prev's trades with a few new ones in front and the oldest
 // dropped: what it costs is meant to follow the new trades, not the kept.
-// The kept trades are looked at once, their items copied from prev's body
-// a run at a time (one run in the usual case), the scratch of the build is on the stack, and the
-// only allocations are the value's own: the value, its body, its items'
-// ends and its venue ids for the next read.
+// Such a read is recognised by comparing its venue ids with prev's in
+// order, and its kept items copied from prev's body in one run (see
+// follow); any other read has each trade looked up in prev once, and the
+// items of those found copied a run at a time (see buildTrades). The
+// scratch of the build is on the stack, and the only allocations are the
+// value's own: the value, with its items' ends and its venue ids for the
+// next read, and its body.
 func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
-	b := tradeBuild{trades: trades[max(0, len(trades)-MaxTrades):]}
+	trades = trades[max(0, len(trades)-MaxTrades):]
+	if prev != nil && prev.tickerID == tickerID {
+		if t, ok, err := prev.follow(trades, readAt); ok {
+			return t, err
+		}
+	}
+	return buildTrades(prev, tickerID, trades, readAt)
+}
+
+// tradesValue is a value with what only it holds, in one allocation: its
+// forms built later, its items' ends and its venue ids.
+type tradesValue struct {
+	Trades
+	later laterForms
+	ends  [MaxTrades]int32
+	ids   [MaxTrades]numberedID
+}
+
+// newTradesValue starts a value of tickerID's trades read at readAt.
+func newTradesValue(tickerID string, readAt time.Time) *tradesValue {
+	value := new(tradesValue)
+	value.Trades = Trades{tickerID: tickerID, readAt: readAt.UnixNano(), later: &value.later}
+	return value
+}
+
+// buildTrades is NewTradesAfter for any read, at most MaxTrades trades:
+// each trade is looked for in prev, and the items of those found there
+// copied from it a run at a time.
+func buildTrades(prev *Trades, tickerID string, trades []Trade, readAt time.Time) (*Trades, error) {
+	value := newTradesValue(tickerID, readAt)
+	b := tradeBuild{trades: trades, ids: &value.ids}
 	if prev != nil && prev.tickerID == tickerID {
 		b.known, b.shared = prev.ids, &prev.all
 	}
@@ -100,13 +133,9 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 	}
 	b.number()
-	// The value and its forms built later, in one allocation.
-	value := &struct {
-		Trades
-		later laterForms
-	}{}
 	t := &value.Trades
-	*t = Trades{tickerID: tickerID, readAt: readAt.UnixNano(), version: nextVersion(), sells: b.sells, ids: b.next, later: &value.later}
+	t.version, t.sells, t.ids = nextVersion(), b.sells, b.next
+	t.all.ends = value.ends[:0:len(trades)]
 	if err := b.write(&t.all); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadTrades, tickerID, err)
 	}
@@ -114,10 +143,11 @@ func NewTradesAfter(prev *Trades, tickerID string, trades []Trade, readAt time.T
 	if !slices.IsSortedFunc(t.ids.byVenue, byVenueID) {
 		slices.SortStableFunc(t.ids.byVenue, byVenueID)
 	}
+	t.ids.inOrder = t.ids.orderOf(len(t.all.ends))
 	return t, nil
 }
 
-// tradeBuild is the work of NewTradesAfter on one read: what it knows of
+// tradeBuild is the work of buildTrades on one read: what it knows of
 // the value before and, for each trade of the read, what it found.
 type tradeBuild struct {
 	trades []Trade          // the read, oldest first
@@ -127,9 +157,10 @@ type tradeBuild struct {
 	n      [MaxTrades]int32 // the repeat number of each trade not in known.byVenue
 	fresh  [MaxTrades]uint8 // next.byVenue's entries for trades new to the window
 	nFresh int
-	size   int // the bytes of the items, exactly for the kept, estimated for the new
+	size   int // the bytes of the items, exactly for the kept, at most for the new (see itemBound)
 	sells  [(MaxTrades + 63) / 64]uint64
-	next   knownIDs // the ids of this read, by venue id in the read's order
+	next   knownIDs               // the ids of this read, by venue id in the read's order
+	ids    *[MaxTrades]numberedID // where next.byVenue is kept
 }
 
 // scan finds each trade of the read in the value before, checks the trades
@@ -159,7 +190,7 @@ func (b *tradeBuild) scan() error {
 		j := -1
 		if tr.ID != 0 {
 			if b.next.byVenue == nil {
-				b.next.byVenue = make([]numberedID, 0, len(trades))
+				b.next.byVenue = b.ids[:0:len(trades)]
 			}
 			// The trades a read shares with the one before come in the
 			// same order, so each is first looked for right after the
@@ -184,15 +215,9 @@ func (b *tradeBuild) scan() error {
 			continue
 		}
 		endRun()
-		b.size += 200
-		if !isPositive(tr.Price) {
-			return fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
-		}
-		if !isPositive(tr.Size) {
-			return fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
-		}
-		if tr.QuoteQty != "" && (!IsPlain(tr.QuoteQty) || tr.QuoteQty[0] == '-') {
-			return fmt.Errorf("quote quantity %q is not a plain decimal", tr.QuoteQty)
+		b.size += itemBound(&tr)
+		if err := checkTrade(&tr); err != nil {
+			return err
 		}
 		if tr.ID != 0 {
 			// Its number waits for every trade to be found (see number).
@@ -224,6 +249,20 @@ func (b *tradeBuild) scan() error {
 	return nil
 }
 
+// checkTrade checks the fields of a trade new to the window.
+func checkTrade(tr *Trade) error {
+	if !isPositive(tr.Price) {
+		return fmt.Errorf("trade price %q is not a positive plain decimal", tr.Price)
+	}
+	if !isPositive(tr.Size) {
+		return fmt.Errorf("trade size %q is not a positive plain decimal", tr.Size)
+	}
+	if tr.QuoteQty != "" && (!IsPlain(tr.QuoteQty) || tr.QuoteQty[0] == '-') {
+		return fmt.Errorf("quote quantity %q is not a plain decimal", tr.QuoteQty)
+	}
+	return nil
+}
+
 // number gives each trade with a venue id new to the window its repeat
 // number, oldest first.
 //
@@ -241,8 +280,8 @@ func (b *tradeBuild) number() {
 		i := len(trades) - 1 - int(k.at)
 		tr := trades[i]
 		n := int32(0)
-		for j, o := range trades {
-			if o.Time != tr.Time || o.ID == 0 || o.Sell != tr.Sell || o.Price != tr.Price || o.Size != tr.Size {
+		for j := range trades {
+			if !lookalike(&trades[j], &tr) {
 				continue
 			}
 			switch {
@@ -263,7 +302,7 @@ func (b *tradeBuild) number() {
 // the venue sends no quote quantity, as Binance's aggregate trades do not).
 func (b *tradeBuild) write(all *tradeView) error {
 	trades := b.trades
-	all.start(b.size, len(trades))
+	all.body = openBody(b.size + len(trades) + 2)
 	// [first, last] is a run of the items of shared, one after the other
 	// there as here, not yet copied.
 	first, last := -1, -1
@@ -303,18 +342,41 @@ func (b *tradeBuild) write(all *tradeView) error {
 	if first >= 0 {
 		all.addItems(b.shared, first, last)
 	}
-	if spare := cap(all.body) - len(all.body); spare > 1<<10 {
-		// Every trade new: the estimate of their size is held by every
-		// listed pair until its next trade.
-		all.body = append(make([]byte, 0, len(all.body)+1), all.body...)
-	}
-	all.body = append(all.body, ']')
+	all.body = closeBody(all.body)
 	return nil
+}
+
+// itemFrame is the text of an item but its values (see appendTrade).
+const itemFrame = `{"trade_id":"","price":"","base_volume":"","target_volume":"","trade_timestamp":,"type":""}`
+
+// itemBound is at least the bytes of tr's item: what a body is sized for
+// before its new items are written. It is exact but for the time's digits
+// (13 of at most 20), the type's ("buy" of "sell") and a computed target
+// volume, whose text is at most that of the price and the size together
+// (plus two bytes of margin): a body sized by it is seldom more than about
+// 10 bytes a new trade too large.
+func itemBound(tr *Trade) int {
+	target := len(tr.QuoteQty)
+	if target == 0 {
+		target = len(tr.Price) + len(tr.Size) + 2
+	}
+	return len(itemFrame) + 16 + len(tr.Price) + len(tr.Size) + target + 20 + len("sell")
+}
+
+// closeBody closes a body that openBody opened. The estimate of the new
+// items' size is held by every listed pair until its next trade: a body
+// left with much more room than it uses, as when many trades are new, is
+// copied to one of its size.
+func closeBody(body []byte) []byte {
+	if spare := cap(body) - len(body); spare > 1<<10 {
+		body = append(openBody(len(body)+1), body[1:]...)
+	}
+	return append(body, ']')
 }
 
 // start sizes a view for n items within size bytes of items and opens it.
 func (v *tradeView) start(size, n int) {
-	v.body = append(make([]byte, 0, size+n+2), '[')
+	v.body = openBody(size + n + 2)
 	v.ends = make([]int32, 0, n)
 }
 
@@ -386,6 +448,25 @@ func appendTrade(dst, id []byte, tr Trade) ([]byte, error) {
 type knownIDs struct {
 	byVenue []numberedID // sorted by venue id
 	byIdent map[tradeIdent][16]byte
+	// inOrder is set when every item has a venue id and the items are in
+	// venue id order, newest first: byVenue[j] is item len(byVenue)-1-j.
+	// A value built from the stream's window is so, and the next value
+	// is then built by follow.
+	inOrder bool
+}
+
+// orderOf reports whether the ids are those of n items in order (see
+// inOrder).
+func (k knownIDs) orderOf(n int) bool {
+	if len(k.byIdent) > 0 || len(k.byVenue) != n {
+		return false
+	}
+	for j, e := range k.byVenue {
+		if int(e.at) != n-1-j {
+			return false
+		}
+	}
+	return true
 }
 
 // find returns the index in byVenue of the trade with venue id id; 0, a

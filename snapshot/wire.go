@@ -345,6 +345,7 @@ func DecodeTrades(data []byte) (*Trades, error) {
 	if len(known) > 0 {
 		t.ids.byVenue = known
 	}
+	t.ids.inOrder = t.ids.orderOf(len(ends))
 	return t, nil
 }
 
