@@ -80,8 +80,14 @@ var envelopeKeys = [...]string{
 	envStream: "stream", envData: "data", envID: "id", envResult: "result", envError: "error", envCode: "code",
 }
 
+// envelopeIndex finds the name of an envelope key (see keyList).
+var envelopeIndex = newKeyList(envelopeKeys[:])
+
 // errorKeys are the keys of the object in an error reply's "error".
-var errorKeys = [...]string{"code"}
+var (
+	errorKeys  = [...]string{"code"}
+	errorIndex = newKeyList(errorKeys[:])
+)
 
 // envelope is what a frame's top-level object held. A key the venue repeats
 // counts as its last occurrence, and null as absent, as they did when the
@@ -187,7 +193,7 @@ func unreadable(r any) error {
 // read reads the envelope object at the cursor.
 func (e *envelope) read(s *scanner) {
 	for ok := s.open('{'); ok; ok = s.more('}') {
-		switch lookup(envelopeKeys[:], s.key()) {
+		switch envelopeIndex.find(s.key()) {
 		case envStream:
 			e.stream = s.value()
 			e.name, e.named = e.stream.text()
@@ -207,7 +213,7 @@ func (e *envelope) read(s *scanner) {
 			}
 			start := s.pos
 			var code [len(errorKeys)]field
-			readFields(s, errorKeys[:], code[:])
+			readFields(s, errorIndex, code[:])
 			e.errSent, e.errCode = field{raw: s.src[start:s.pos]}, code[0]
 		case envCode:
 			e.code = s.value()
