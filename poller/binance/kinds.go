@@ -36,8 +36,11 @@ var kinds = [snapshot.NumStreams]streamKind{
 			u, err := readDepth(&s, snapshot.StreamBook, known, lend)
 			return s, frame{depth: u}, err
 		},
-		event:   func(f *frame) (string, int64, int64) { return f.depth.Symbol, f.depth.Last, f.depth.Time },
-		deliver: func(sink venue.Sink, _ string, f *frame) { sink.Depth(f.depth) },
+		event: func(f *frame) (string, int64, int64) { return f.depth.Symbol, f.depth.Last, f.depth.Time },
+		deliver: func(sink venue.Sink, symbol string, f *frame) {
+			f.depth.Symbol = symbol
+			sink.Depth(f.depth)
+		},
 	},
 	snapshot.StreamTrades: {
 		suffix: tradeSuffix, group: groupMarket, frame: frameTrade,
@@ -65,7 +68,11 @@ type streamKind struct {
 	// against its stream's, and the venue id and time (Unix ms) by which
 	// the other line's copy of it is told.
 	event func(f *frame) (symbol string, id, time int64)
-	// deliver hands the event, of symbol's stream, to the sink.
+	// deliver hands the event, of symbol's stream, to the sink, as the
+	// event of symbol: the string Watch was given, which the event's own
+	// equals, so that a sink keyed by the strings it gave Watch finds the
+	// symbol by its address, without reading its bytes (a map's keys are
+	// cold at hundreds of pairs).
 	deliver func(sink venue.Sink, symbol string, f *frame)
 }
 

@@ -275,6 +275,11 @@ func usableSymbol(sym string) bool {
 // symbols are subscribed on connections with room, or on new connections;
 // symbols no longer listed are unsubscribed. Symbols that cannot be part
 // of a stream name are ignored. It is safe to call at any time.
+//
+// A symbol's events reach the sink as events of the string the symbol was
+// first watched by (while it stays watched), not of a copy: a sink that
+// gives Watch the strings it keys its markets by finds a market by the
+// string's address.
 func (s *Streams) Watch(symbols []string) {
 	want := make(map[string]bool, len(symbols))
 	for _, sym := range symbols {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 
@@ -422,3 +423,34 @@ func TestFrameIsRoutedWhileTheConnectionIsLocked(t *testing.T) {
 		t.Errorf("sink calls %q, want the event delivered", calls)
 	}
 }
+
+// An event reaches the sink as the event of the very string the symbol was
+// watched by, not of the frame's copy of it: a sink that keys its markets
+// by the strings it gave Watch finds the market by the string's address.
+func TestEventsCarryTheWatchedSymbol(t *testing.T) {
+	s := NewStreams(Binance, StreamOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	watched := strings.Clone("BTCUSDT")
+	s.Watch([]string{watched})
+	c := benchLine(s)
+	sink := &symbolSink{}
+	c.handle([]byte(depthEvent(10, 10, 9, `"b":[["60000.10","1"]],"a":[]`)), sink)
+	c.handle([]byte(`{"stream":"btcusdt@aggTrade","data":`+goodTradeData+`}`), sink)
+	if len(sink.symbols) != 2 {
+		t.Fatalf("%d events delivered, want a depth event and a trade", len(sink.symbols))
+	}
+	for i, sym := range sink.symbols {
+		if sym != watched || unsafe.StringData(sym) != unsafe.StringData(watched) {
+			t.Errorf("event %d delivered as %q at %p, want the watched %q at %p",
+				i, sym, unsafe.StringData(sym), watched, unsafe.StringData(watched))
+		}
+	}
+}
+
+// symbolSink keeps the symbol strings of the events delivered, as given.
+type symbolSink struct {
+	venue.Sink
+	symbols []string
+}
+
+func (s *symbolSink) Depth(u venue.DepthUpdate)          { s.symbols = append(s.symbols, u.Symbol) }
+func (s *symbolSink) Trade(symbol string, _ venue.Trade) { s.symbols = append(s.symbols, symbol) }
