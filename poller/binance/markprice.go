@@ -215,7 +215,7 @@ func readMarkPrices(s *scanner) (rows []venue.Contract, invalid int) {
 // frame, and their newest time. A row left out as unusable is the venue's
 // to fix, not the frame's: the others are delivered, and the frame is
 // never an error.
-func readMarkPriceFrame(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
+func readMarkPriceFrame(s scanner, _ string, _ knownFunc, _ *lender) (scanner, frame, error) {
 	rows, _ := readMarkPrices(&s)
 	ownContracts(rows)
 	var newest int64

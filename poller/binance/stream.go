@@ -259,8 +259,13 @@ func newStreamMetrics(set *metrics.Set) *streamMetrics {
 // streamRef is what a stream name stands for: a symbol's stream of a
 // kind, or a whole-market stream, which has no kind and no symbol.
 type streamRef struct {
-	kind      snapshot.Stream
-	symbol    string
+	kind   snapshot.Stream
+	symbol string
+	// marks are the symbol's marks in the table of what was delivered
+	// (dedup) when the stream was placed: its events reach them through
+	// their route, without looking the symbol up (see dedup.marksOf). nil
+	// for a whole-market stream.
+	marks     *marks
 	allMarket bool
 	whole     int // the whole-market stream's row of wholeMarket
 }
@@ -320,7 +325,7 @@ func (s *Streams) Watch(symbols []string) {
 	for _, sym := range added {
 		for _, kind := range allKinds {
 			for _, l := range s.lines {
-				s.place(l, streamName(kind, sym), streamRef{kind: kind, symbol: sym}, groupOf(kind))
+				s.place(l, streamName(kind, sym), streamRef{kind: kind, symbol: sym, marks: s.dups.of(sym)}, groupOf(kind))
 			}
 		}
 	}

@@ -48,9 +48,10 @@ type frame struct {
 }
 
 // knownFunc reports whether the event of a symbol's stream of kind with
-// the venue id at time was delivered already (see dedup.check). A reader
-// asks it before it reads the bulk of an event (see readDepth).
-type knownFunc func(kind snapshot.Stream, symbol string, id, time int64) bool
+// the venue id at time, which came on the stream named name, was delivered
+// already (see dedup.check). A reader asks it before it reads the bulk of
+// an event (see readDepth).
+type knownFunc func(kind snapshot.Stream, name, symbol string, id, time int64) bool
 
 // errDuplicate is the error for a depth event known to be a copy of one
 // delivered: it is dropped with its levels unread. It is not bad data.
@@ -201,7 +202,7 @@ func (e *envelope) read(s *scanner) {
 		case envData:
 			s.ws()
 			start := s.pos
-			e.event, e.err = readEvent(s, e.streamKind, e.known, e.lend)
+			e.event, e.err = readEvent(s, e.streamKind, e.name, e.known, e.lend)
 			e.data, e.dataKind = s.src[start:s.pos], e.streamKind
 		case envID:
 			e.id = s.value()
@@ -244,7 +245,7 @@ func (e *envelope) frame() (frame, error) {
 		if data == "" {
 			data = "null"
 		}
-		e.event, e.err = readEvent(&scanner{src: data}, f.kind, e.known, e.lend)
+		e.event, e.err = readEvent(&scanner{src: data}, f.kind, f.name, e.known, e.lend)
 	}
 	if e.err != nil {
 		return f, e.err

@@ -26,19 +26,19 @@ import (
 // with the right type, as it was when decoding into Go types failed.
 var errMisshapen = badData("event is not of the expected shape")
 
-// readEvent reads the data of a frame of the given kind with the reader
-// its stream's row names (see readers); the data of a stream this client
-// does not use is read and dropped. known, when not nil, tells an event
-// already delivered (see readDepth); lend gathers a depth event's sides
-// (see decodeLent).
-func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (f frame, err error) {
-	*s, f, err = readers[kind](*s, known, lend)
+// readEvent reads the data of a frame of the given kind, which came on the
+// stream named name, with the reader its stream's row names (see readers);
+// the data of a stream this client does not use is read and dropped.
+// known, when not nil, tells an event already delivered (see readDepth);
+// lend gathers a depth event's sides (see decodeLent).
+func readEvent(s *scanner, kind frameKind, name string, known knownFunc, lend *lender) (f frame, err error) {
+	*s, f, err = readers[kind](*s, name, known, lend)
 	return f, err
 }
 
 // skipEvent is the reader of the frames of no row: their data is read and
 // dropped.
-func skipEvent(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
+func skipEvent(s scanner, _ string, _ knownFunc, _ *lender) (scanner, frame, error) {
 	s.value()
 	return s, frame{}, nil
 }
@@ -93,7 +93,7 @@ var depthIndex = newKeyList(depthKeys[:])
 //
 // The sides are gathered in the lender's slices and returned in them; the
 // symbol and the decimals are the frame's (see decodeLent).
-func readDepth(s *scanner, kind snapshot.Stream, known knownFunc, lend *lender) (venue.DepthUpdate, error) {
+func readDepth(s *scanner, kind snapshot.Stream, name string, known knownFunc, lend *lender) (venue.DepthUpdate, error) {
 	if s.peek() != '{' {
 		s.value()
 		return venue.DepthUpdate{}, badData("event is not a JSON object")
@@ -110,7 +110,7 @@ func readDepth(s *scanner, kind snapshot.Stream, known knownFunc, lend *lender) 
 		k := depthIndex.find(s.key())
 		if (k == depBids || k == depAsks) && known != nil && !checked {
 			checked = true
-			dup = delivered(kind, known, &f)
+			dup = delivered(kind, name, known, &f)
 		}
 		if dup && (k == depBids || k == depAsks) {
 			s.value()
@@ -156,14 +156,14 @@ func readDepth(s *scanner, kind snapshot.Stream, known knownFunc, lend *lender) 
 	return u, nil
 }
 
-// delivered asks known about the depth event whose fields f holds so far;
-// an event that has not shown its symbol, last id and time yet is not
-// known.
-func delivered(kind snapshot.Stream, known knownFunc, f *[len(depthKeys)]field) bool {
+// delivered asks known about the depth event, of the stream named name,
+// whose fields f holds so far; an event that has not shown its symbol,
+// last id and time yet is not known.
+func delivered(kind snapshot.Stream, name string, known knownFunc, f *[len(depthKeys)]field) bool {
 	sym, ok1 := f[depSymbol].text()
 	last, ok2 := f[depLast].natural()
 	t, ok3 := f[depTime].natural()
-	return ok1 && ok2 && ok3 && known(kind, sym, last, t)
+	return ok1 && ok2 && ok3 && known(kind, name, sym, last, t)
 }
 
 // depthUpdateOf checks a depthUpdate's own fields: e is "depthUpdate"; s a
