@@ -273,6 +273,101 @@ func lookup(names []string, key string) int {
 	return -1
 }
 
+// keyList is a list of names as lookup takes them, with an index that
+// finds the name a key equals without comparing strings: a key of up to
+// seven bytes is packed into a word (see packKey), the word picks a slot by
+// a multiplicative hash chosen, when the list is made, so that no two names
+// share a slot, and the slot's name is the key when its word is the key's.
+// Any other key, one in another case or one no name has, goes to lookup,
+// so a key lands where lookup would put it. A depth event's ten keys, each
+// compared with the names one by one, were a quarter of reading the event.
+type keyList struct {
+	names []string
+	words []uint64 // the names packed; a name too long to pack has no slot
+	mul   uint64
+	// slots holds at a name's slot its index in names plus one; 0 is no
+	// name.
+	slots [1 << keySlotBits]uint8
+}
+
+// keySlotBits sizes a keyList's index: 256 slots, so that a multiplier
+// that spreads two dozen names apart is found in a few tries; maxKeyNames
+// keeps that search short.
+const (
+	keySlotBits = 8
+	maxKeyNames = 64
+)
+
+// newKeyList indexes names, at most maxKeyNames of them.
+func newKeyList(names []string) *keyList {
+	if len(names) > maxKeyNames {
+		panic("binance: too many key names to index")
+	}
+	l := &keyList{names: names, words: make([]uint64, len(names))}
+	first := make(map[uint64]int) // word → the first name packed to it
+	for i, n := range names {
+		if w, ok := packKey(n); ok {
+			l.words[i] = w
+			if _, dup := first[w]; !dup {
+				first[w] = i
+			}
+		}
+	}
+	// The multiplier is the first of a fixed sequence of odd numbers
+	// (splitmix64's) under which the names' slots differ: the same every
+	// run.
+	for seed := uint64(1); ; seed++ {
+		l.mul = splitmix(seed) | 1
+		clear(l.slots[:])
+		clash := false
+		for w, i := range first {
+			h := l.slot(w)
+			if l.slots[h] != 0 {
+				clash = true
+				break
+			}
+			l.slots[h] = uint8(i + 1)
+		}
+		if !clash {
+			return l
+		}
+	}
+}
+
+// splitmix is splitmix64's output for seed: well-mixed bits from a counter.
+func splitmix(seed uint64) uint64 {
+	z := seed * 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// packKey packs a key of up to seven bytes into a word, its length in the
+// top byte so that keys of different lengths differ; ok is false for a
+// longer key.
+func packKey(key string) (w uint64, ok bool) {
+	if len(key) > 7 {
+		return 0, false
+	}
+	w = uint64(len(key)) << 56
+	for i := range len(key) {
+		w |= uint64(key[i]) << (8 * i)
+	}
+	return w, true
+}
+
+func (l *keyList) slot(w uint64) uint64 { return (w * l.mul) >> (64 - keySlotBits) }
+
+// find returns the index of the name key sets, or -1, as lookup does.
+func (l *keyList) find(key string) int {
+	if w, ok := packKey(key); ok {
+		if i := l.slots[l.slot(w)]; i != 0 && l.words[i-1] == w {
+			return int(i) - 1
+		}
+	}
+	return lookup(l.names, key)
+}
+
 // plainLevel reads, at the '[' next, a depth level sent as the venue sends
 // them, ["price","quantity"] without whitespace, whose price is a positive
 // plain decimal and quantity one without a sign: one pass over its bytes

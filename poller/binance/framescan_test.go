@@ -183,3 +183,47 @@ func TestDecodeFrameNullLevelAfterRepeat(t *testing.T) {
 		t.Fatalf("got %+v, %v; want a bad depth event", f, err)
 	}
 }
+
+// A key's name is found by the index as lookup finds it: the name it
+// equals, else the first it equals without regard to case, Unicode's
+// folding included, else none; in every key list the decoders use, and in
+// one with a name too long to pack and a name listed twice.
+func TestKeyListFindsWhatLookupFinds(t *testing.T) {
+	lists := map[string]*keyList{
+		"envelope": envelopeIndex, "error": errorIndex, "depth": depthIndex, "aggTrade": aggTradeIndex,
+		"ticker": tickerIndex, "markPrice": markPriceIndex, "markPriceEnvelope": markPriceEnvelopeIndex,
+		"other": newKeyList([]string{"b", "sevenup", "eightbit", "a", "B", "b", "stream"}),
+	}
+	keys := []string{"", "\x00", "e\x00", "\x00e", "ſ", "ſtream", "K", "\u212a", "ſevenup", "eightbi\u212a",
+		"eightbits", "eightbi", "streams", "strea", "datum"}
+	for c := range 256 {
+		keys = append(keys, string(rune(c)), string([]byte{byte(c)}))
+	}
+	for a := 'A'; a <= 'z'; a++ {
+		for b := 'A'; b <= 'z'; b++ {
+			keys = append(keys, string([]rune{a, b}))
+		}
+	}
+	for _, l := range lists {
+		for _, n := range l.names {
+			keys = append(keys, n, strings.ToUpper(n), strings.ToLower(n), n+"x", "x"+n)
+		}
+	}
+	for what, l := range lists {
+		for _, k := range keys {
+			if got, want := l.find(k), lookup(l.names, k); got != want {
+				t.Errorf("%s keys: %q found name %d, lookup finds %d", what, k, got, want)
+			}
+		}
+	}
+	// What that means for a depth event's keys.
+	for key, want := range map[string]int{
+		"pu": depPrev, "PU": depUpperPU, "Pu": depPrev, "pU": depPrev, // the first name it folds to
+		"s": depSymbol, "S": depUpperS, "ſ": depSymbol, "b": depBids, "B": depUpperB,
+		"x": -1, "": -1, "bb": -1, "depthUpdate": -1,
+	} {
+		if got := depthIndex.find(key); got != want {
+			t.Errorf("depth key %q found name %d, want %d", key, got, want)
+		}
+	}
+}

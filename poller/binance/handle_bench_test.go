@@ -75,12 +75,17 @@ func benchConn(testing.TB) (*wsConn, *countSink) {
 }
 
 // benchLine returns a connection of s, never dialled, that carries
-// BTCUSDT's streams: called again, the same streams on another line.
+// BTCUSDT's streams, routed as s placed them when it was told to watch
+// BTCUSDT: called again, the same streams on another line.
 func benchLine(s *Streams) *wsConn {
 	c := &wsConn{s: s, pending: make(map[int64]chan reply), caughtUp: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	c.reroute(func(routes map[string]streamRef) {
 		for _, k := range allKinds {
-			routes[streamName(k, "BTCUSDT")] = streamRef{kind: k, symbol: "BTCUSDT"}
+			name := streamName(k, "BTCUSDT")
+			want, _ := s.lines[0].where[name].wanted()
+			routes[name] = want[name]
 		}
 	})
 	c.known = c.seen

@@ -32,16 +32,19 @@ const (
 var kinds = [snapshot.NumStreams]streamKind{
 	snapshot.StreamBook: {
 		suffix: depthSuffix, group: groupDepth, frame: frameDepth,
-		read: func(s scanner, known knownFunc, lend *lender) (scanner, frame, error) {
-			u, err := readDepth(&s, snapshot.StreamBook, known, lend)
+		read: func(s scanner, name string, known knownFunc, lend *lender) (scanner, frame, error) {
+			u, err := readDepth(&s, snapshot.StreamBook, name, known, lend)
 			return s, frame{depth: u}, err
 		},
-		event:   func(f *frame) (string, int64, int64) { return f.depth.Symbol, f.depth.Last, f.depth.Time },
-		deliver: func(sink venue.Sink, _ string, f *frame) { sink.Depth(f.depth) },
+		event: func(f *frame) (string, int64, int64) { return f.depth.Symbol, f.depth.Last, f.depth.Time },
+		deliver: func(sink venue.Sink, symbol string, f *frame) {
+			f.depth.Symbol = symbol
+			sink.Depth(f.depth)
+		},
 	},
 	snapshot.StreamTrades: {
 		suffix: tradeSuffix, group: groupMarket, frame: frameTrade,
-		read: func(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
+		read: func(s scanner, _ string, _ knownFunc, _ *lender) (scanner, frame, error) {
 			sym, tr, err := readTrade(&s)
 			return s, frame{symbol: sym, trade: tr}, err
 		},
@@ -65,17 +68,21 @@ type streamKind struct {
 	// against its stream's, and the venue id and time (Unix ms) by which
 	// the other line's copy of it is told.
 	event func(f *frame) (symbol string, id, time int64)
-	// deliver hands the event, of symbol's stream, to the sink.
+	// deliver hands the event, of symbol's stream, to the sink, as the
+	// event of symbol: the string Watch was given, which the event's own
+	// equals, so that a sink keyed by the strings it gave Watch finds the
+	// symbol by its address, without reading its bytes (a map's keys are
+	// cold at hundreds of pairs).
 	deliver func(sink venue.Sink, symbol string, f *frame)
 }
 
-// eventReader reads the data of a frame of one stream at s, as readEvent
-// describes, and returns the scanner past it. A reader may ask known about
-// an event of its kind before it reads the bulk of it; a whole-market
-// stream's reader ignores known and lend. The scanner goes by value: a
+// eventReader reads the data of a frame of one stream, named name, at s,
+// as readEvent describes, and returns the scanner past it. A reader may ask
+// known about an event of its kind before it reads the bulk of it; a
+// whole-market stream's reader ignores name, known and lend. The scanner goes by value: a
 // pointer given to a function called through a row escapes, and would cost
 // every frame an allocation.
-type eventReader func(s scanner, known knownFunc, lend *lender) (scanner, frame, error)
+type eventReader func(s scanner, name string, known knownFunc, lend *lender) (scanner, frame, error)
 
 // wholeMarket is what differs between the streams of every market at once,
 // one row each. Each line carries them all, on connections of the row's
@@ -85,7 +92,7 @@ type eventReader func(s scanner, known knownFunc, lend *lender) (scanner, frame,
 var wholeMarket = [...]wholeStream{
 	{
 		name: tickerName, group: groupMarket, frame: frameTickers, doc: venue.DocTickers, what: "all-market ticker",
-		read: func(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
+		read: func(s scanner, _ string, _ knownFunc, _ *lender) (scanner, frame, error) {
 			rows, t, err := readTickers(&s)
 			return s, frame{tickers: rows, tickersTime: t}, err
 		},

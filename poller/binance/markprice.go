@@ -82,13 +82,19 @@ var markPriceKeys = [...]string{
 	mpIndex: "i", mpUpperI: "I", mpRate: "r", mpUpperR: "R", mpNext: "T", mpLowerT: "t",
 }
 
+// markPriceIndex finds the name of a markPriceUpdate key (see keyList).
+var markPriceIndex = newKeyList(markPriceKeys[:])
+
 // The keys of a combined-stream envelope that a mark price frame reads.
 const (
 	mpEnvStream = iota
 	mpEnvData
 )
 
-var markPriceEnvelope = [...]string{mpEnvStream: "stream", mpEnvData: "data"}
+var (
+	markPriceEnvelope      = [...]string{mpEnvStream: "stream", mpEnvData: "data"}
+	markPriceEnvelopeIndex = newKeyList(markPriceEnvelope[:])
+)
 
 // decodeMarkPrices decodes one frame of a mark price stream: a
 // combined-stream envelope ({"stream":"!markPrice@arr@1s","data":[...]},
@@ -140,7 +146,7 @@ func readMarkPriceObject(s *scanner) (markPrices, error) {
 	)
 	for ok := s.open('{'); ok; ok = s.more('}') {
 		key := s.key()
-		switch lookup(markPriceEnvelope[:], key) {
+		switch markPriceEnvelopeIndex.find(key) {
 		case mpEnvStream:
 			enveloped = true
 			stream = s.value()
@@ -148,7 +154,7 @@ func readMarkPriceObject(s *scanner) (markPrices, error) {
 			enveloped = true
 			f.rows, f.invalid = readMarkPrices(s)
 		default:
-			if k := lookup(markPriceKeys[:], key); k >= 0 {
+			if k := markPriceIndex.find(key); k >= 0 {
 				ev[k] = s.value()
 			} else {
 				s.value()
@@ -179,7 +185,7 @@ func readMarkPrices(s *scanner) (rows []venue.Contract, invalid int) {
 	case '[':
 	case '{':
 		var ev [len(markPriceKeys)]field
-		readFields(s, markPriceKeys[:], ev[:])
+		readFields(s, markPriceIndex, ev[:])
 		return appendMarkPrice(nil, 0, &ev)
 	case 'n':
 		s.value()
@@ -192,7 +198,7 @@ func readMarkPrices(s *scanner) (rows []venue.Contract, invalid int) {
 		switch s.peek() {
 		case '{':
 			var ev [len(markPriceKeys)]field
-			readFields(s, markPriceKeys[:], ev[:])
+			readFields(s, markPriceIndex, ev[:])
 			rows, invalid = appendMarkPrice(rows, invalid, &ev)
 		case 'n':
 			s.value()
@@ -209,7 +215,7 @@ func readMarkPrices(s *scanner) (rows []venue.Contract, invalid int) {
 // frame, and their newest time. A row left out as unusable is the venue's
 // to fix, not the frame's: the others are delivered, and the frame is
 // never an error.
-func readMarkPriceFrame(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
+func readMarkPriceFrame(s scanner, _ string, _ knownFunc, _ *lender) (scanner, frame, error) {
 	rows, _ := readMarkPrices(&s)
 	ownContracts(rows)
 	var newest int64

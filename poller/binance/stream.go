@@ -259,8 +259,13 @@ func newStreamMetrics(set *metrics.Set) *streamMetrics {
 // streamRef is what a stream name stands for: a symbol's stream of a
 // kind, or a whole-market stream, which has no kind and no symbol.
 type streamRef struct {
-	kind      snapshot.Stream
-	symbol    string
+	kind   snapshot.Stream
+	symbol string
+	// marks are the symbol's marks in the table of what was delivered
+	// (dedup) when the stream was placed: its events reach them through
+	// their route, without looking the symbol up (see dedup.marksOf). nil
+	// for a whole-market stream.
+	marks     *marks
 	allMarket bool
 	whole     int // the whole-market stream's row of wholeMarket
 }
@@ -275,6 +280,11 @@ func usableSymbol(sym string) bool {
 // symbols are subscribed on connections with room, or on new connections;
 // symbols no longer listed are unsubscribed. Symbols that cannot be part
 // of a stream name are ignored. It is safe to call at any time.
+//
+// A symbol's events reach the sink as events of the string the symbol was
+// first watched by (while it stays watched), not of a copy: a sink that
+// gives Watch the strings it keys its markets by finds a market by the
+// string's address.
 func (s *Streams) Watch(symbols []string) {
 	want := make(map[string]bool, len(symbols))
 	for _, sym := range symbols {
@@ -315,7 +325,7 @@ func (s *Streams) Watch(symbols []string) {
 	for _, sym := range added {
 		for _, kind := range allKinds {
 			for _, l := range s.lines {
-				s.place(l, streamName(kind, sym), streamRef{kind: kind, symbol: sym}, groupOf(kind))
+				s.place(l, streamName(kind, sym), streamRef{kind: kind, symbol: sym, marks: s.dups.of(sym)}, groupOf(kind))
 			}
 		}
 	}

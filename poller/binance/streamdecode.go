@@ -48,9 +48,10 @@ type frame struct {
 }
 
 // knownFunc reports whether the event of a symbol's stream of kind with
-// the venue id at time was delivered already (see dedup.check). A reader
-// asks it before it reads the bulk of an event (see readDepth).
-type knownFunc func(kind snapshot.Stream, symbol string, id, time int64) bool
+// the venue id at time, which came on the stream named name, was delivered
+// already (see dedup.check). A reader asks it before it reads the bulk of
+// an event (see readDepth).
+type knownFunc func(kind snapshot.Stream, name, symbol string, id, time int64) bool
 
 // errDuplicate is the error for a depth event known to be a copy of one
 // delivered: it is dropped with its levels unread. It is not bad data.
@@ -80,8 +81,14 @@ var envelopeKeys = [...]string{
 	envStream: "stream", envData: "data", envID: "id", envResult: "result", envError: "error", envCode: "code",
 }
 
+// envelopeIndex finds the name of an envelope key (see keyList).
+var envelopeIndex = newKeyList(envelopeKeys[:])
+
 // errorKeys are the keys of the object in an error reply's "error".
-var errorKeys = [...]string{"code"}
+var (
+	errorKeys  = [...]string{"code"}
+	errorIndex = newKeyList(errorKeys[:])
+)
 
 // envelope is what a frame's top-level object held. A key the venue repeats
 // counts as its last occurrence, and null as absent, as they did when the
@@ -187,7 +194,7 @@ func unreadable(r any) error {
 // read reads the envelope object at the cursor.
 func (e *envelope) read(s *scanner) {
 	for ok := s.open('{'); ok; ok = s.more('}') {
-		switch lookup(envelopeKeys[:], s.key()) {
+		switch envelopeIndex.find(s.key()) {
 		case envStream:
 			e.stream = s.value()
 			e.name, e.named = e.stream.text()
@@ -195,7 +202,7 @@ func (e *envelope) read(s *scanner) {
 		case envData:
 			s.ws()
 			start := s.pos
-			e.event, e.err = readEvent(s, e.streamKind, e.known, e.lend)
+			e.event, e.err = readEvent(s, e.streamKind, e.name, e.known, e.lend)
 			e.data, e.dataKind = s.src[start:s.pos], e.streamKind
 		case envID:
 			e.id = s.value()
@@ -207,7 +214,7 @@ func (e *envelope) read(s *scanner) {
 			}
 			start := s.pos
 			var code [len(errorKeys)]field
-			readFields(s, errorKeys[:], code[:])
+			readFields(s, errorIndex, code[:])
 			e.errSent, e.errCode = field{raw: s.src[start:s.pos]}, code[0]
 		case envCode:
 			e.code = s.value()
@@ -238,7 +245,7 @@ func (e *envelope) frame() (frame, error) {
 		if data == "" {
 			data = "null"
 		}
-		e.event, e.err = readEvent(&scanner{src: data}, f.kind, e.known, e.lend)
+		e.event, e.err = readEvent(&scanner{src: data}, f.kind, f.name, e.known, e.lend)
 	}
 	if e.err != nil {
 		return f, e.err

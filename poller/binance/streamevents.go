@@ -26,28 +26,29 @@ import (
 // with the right type, as it was when decoding into Go types failed.
 var errMisshapen = badData("event is not of the expected shape")
 
-// readEvent reads the data of a frame of the given kind with the reader
-// its stream's row names (see readers); the data of a stream this client
-// does not use is read and dropped. known, when not nil, tells an event
-// already delivered (see readDepth); lend gathers a depth event's sides
-// (see decodeLent).
-func readEvent(s *scanner, kind frameKind, known knownFunc, lend *lender) (f frame, err error) {
-	*s, f, err = readers[kind](*s, known, lend)
+// readEvent reads the data of a frame of the given kind, which came on the
+// stream named name, with the reader its stream's row names (see readers);
+// the data of a stream this client does not use is read and dropped.
+// known, when not nil, tells an event already delivered (see readDepth);
+// lend gathers a depth event's sides (see decodeLent).
+func readEvent(s *scanner, kind frameKind, name string, known knownFunc, lend *lender) (f frame, err error) {
+	*s, f, err = readers[kind](*s, name, known, lend)
 	return f, err
 }
 
 // skipEvent is the reader of the frames of no row: their data is read and
 // dropped.
-func skipEvent(s scanner, _ knownFunc, _ *lender) (scanner, frame, error) {
+func skipEvent(s scanner, _ string, _ knownFunc, _ *lender) (scanner, frame, error) {
 	s.value()
 	return s, frame{}, nil
 }
 
 // readFields reads the object at the cursor into fields, into[i] taking
-// the value of names[i]; the values of other keys are read and dropped.
-func readFields(s *scanner, names []string, into []field) {
+// the value of the key that names' name i stands for; the values of other
+// keys are read and dropped.
+func readFields(s *scanner, names *keyList, into []field) {
 	for ok := s.open('{'); ok; ok = s.more('}') {
-		if k := lookup(names, s.key()); k >= 0 {
+		if k := names.find(s.key()); k >= 0 {
 			into[k] = s.value()
 		} else {
 			s.value()
@@ -79,6 +80,9 @@ var depthKeys = [...]string{
 	depBids: "b", depAsks: "a", depUpperB: "B", depUpperA: "A",
 }
 
+// depthIndex finds the name of a depthUpdate key (see keyList).
+var depthIndex = newKeyList(depthKeys[:])
+
 // readDepth reads a depthUpdate event; depthUpdateOf says what it must
 // hold, and readLevels what a side must.
 //
@@ -89,7 +93,7 @@ var depthKeys = [...]string{
 //
 // The sides are gathered in the lender's slices and returned in them; the
 // symbol and the decimals are the frame's (see decodeLent).
-func readDepth(s *scanner, kind snapshot.Stream, known knownFunc, lend *lender) (venue.DepthUpdate, error) {
+func readDepth(s *scanner, kind snapshot.Stream, name string, known knownFunc, lend *lender) (venue.DepthUpdate, error) {
 	if s.peek() != '{' {
 		s.value()
 		return venue.DepthUpdate{}, badData("event is not a JSON object")
@@ -103,10 +107,10 @@ func readDepth(s *scanner, kind snapshot.Stream, known knownFunc, lend *lender) 
 	// A side that is absent is empty, as one sent as null is.
 	bids, asks := []venue.Level{}, []venue.Level{}
 	for ok := s.open('{'); ok; ok = s.more('}') {
-		k := lookup(depthKeys[:], s.key())
+		k := depthIndex.find(s.key())
 		if (k == depBids || k == depAsks) && known != nil && !checked {
 			checked = true
-			dup = delivered(kind, known, &f)
+			dup = delivered(kind, name, known, &f)
 		}
 		if dup && (k == depBids || k == depAsks) {
 			s.value()
@@ -152,14 +156,14 @@ func readDepth(s *scanner, kind snapshot.Stream, known knownFunc, lend *lender) 
 	return u, nil
 }
 
-// delivered asks known about the depth event whose fields f holds so far;
-// an event that has not shown its symbol, last id and time yet is not
-// known.
-func delivered(kind snapshot.Stream, known knownFunc, f *[len(depthKeys)]field) bool {
+// delivered asks known about the depth event, of the stream named name,
+// whose fields f holds so far; an event that has not shown its symbol,
+// last id and time yet is not known.
+func delivered(kind snapshot.Stream, name string, known knownFunc, f *[len(depthKeys)]field) bool {
 	sym, ok1 := f[depSymbol].text()
 	last, ok2 := f[depLast].natural()
 	t, ok3 := f[depTime].natural()
-	return ok1 && ok2 && ok3 && known(kind, sym, last, t)
+	return ok1 && ok2 && ok3 && known(kind, name, sym, last, t)
 }
 
 // depthUpdateOf checks a depthUpdate's own fields: e is "depthUpdate"; s a
@@ -291,6 +295,9 @@ var aggTradeKeys = [...]string{
 	aggLast: "l", aggUpperL: "L", aggTime: "T", aggLowerT: "t", aggMaker: "m", aggUpperM: "M",
 }
 
+// aggTradeIndex finds the name of an aggTrade key (see keyList).
+var aggTradeIndex = newKeyList(aggTradeKeys[:])
+
 // readTrade reads an aggTrade event; aggTradeEventOf says what it must
 // hold.
 //
@@ -303,7 +310,7 @@ func readTrade(s *scanner) (string, venue.Trade, error) {
 		return "", venue.Trade{}, badData("event is not a JSON object")
 	}
 	var f [len(aggTradeKeys)]field
-	readFields(s, aggTradeKeys[:], f[:])
+	readFields(s, aggTradeIndex, f[:])
 	sym, tr, err := aggTradeEventOf(f[aggEvent], f[aggSymbol], f[aggID], f[aggPrice], f[aggQty], f[aggTime], f[aggMaker], f[aggLast])
 	if err != nil {
 		return "", venue.Trade{}, err
@@ -363,6 +370,9 @@ var tickerKeys = [...]string{
 	tickVolume: "v", tickUpperV: "V", tickFirstID: "F", tickLowerF: "f", tickCount: "n", tickUpperN: "N",
 }
 
+// tickerIndex finds the name of a ticker row key (see keyList).
+var tickerIndex = newKeyList(tickerKeys[:])
+
 // readTickers reads the rows of !ticker@arr, which must be an array. A row
 // that tickerStatOf refuses, or one sent as null, is dropped (the venue
 // lists only symbols that changed, so the row's market keeps its last
@@ -380,7 +390,7 @@ func readTickers(s *scanner) ([]venue.Stat, int64, error) {
 		var f [len(tickerKeys)]field
 		switch s.peek() {
 		case '{':
-			readFields(s, tickerKeys[:], f[:])
+			readFields(s, tickerIndex, f[:])
 		case 'n':
 			s.value()
 			continue

@@ -136,8 +136,14 @@ func (c *carriers) forget(symbol string) {
 // as id, so that a venue whose ids start again (a restart) is not taken
 // for a copy.
 type marks struct {
-	mu    sync.Mutex
-	rings [snapshot.NumStreams]recent
+	mu sync.Mutex
+	// dropped is set once the symbol is no longer watched: the table holds
+	// other marks for it if it is watched again, and a route that still
+	// holds these looks the symbol up (see dedup.marksOf). It is read just
+	// before mu is taken, so it sits beside mu, in the cache line the lock
+	// needs: after the rings it would be a read from memory of its own.
+	dropped atomic.Bool
+	rings   [snapshot.NumStreams]recent
 }
 
 // recentEvents is how many delivered events a symbol's marks remember of
@@ -179,7 +185,7 @@ func (r *recent) add(id, time int64) {
 type hold struct {
 	m        *marks // locked; nil when nothing is held
 	kind     snapshot.Stream
-	symbol   string // the frame's bytes: valid while its frame is handled
+	symbol   string // the frame's bytes or its route's: valid while its frame is handled
 	id, time int64
 }
 
@@ -226,6 +232,13 @@ func (d *dedup) watch(symbols map[string]bool) {
 		}
 	}
 	d.bySymbol.Store(&m)
+	if old != nil {
+		for sym, gone := range *old {
+			if !symbols[sym] {
+				gone.dropped.Store(true)
+			}
+		}
+	}
 }
 
 func (d *dedup) of(symbol string) *marks {
@@ -235,16 +248,30 @@ func (d *dedup) of(symbol string) *marks {
 	return nil
 }
 
+// marksOf returns symbol's marks: routed, the marks the route of the
+// symbol's stream holds (see streamRef), unless the symbol was dropped
+// since they were placed there, or else those the table holds now. Through
+// its route an event finds its marks without a lookup in the table, whose
+// keys' bytes are cold at hundreds of pairs.
+func (d *dedup) marksOf(symbol string, routed *marks) *marks {
+	if routed != nil && !routed.dropped.Load() {
+		return routed
+	}
+	return d.of(symbol)
+}
+
 // check is the decoder's early check (see readDepth): whether an event of
 // a symbol's stream of kind was delivered already, from its id and time
 // alone, before the bulk of it is read. When it was not, the symbol's
 // marks are left locked in h (see hold), so that deliver delivers it
 // without taking the lock again, and the other line's copy cannot pass the
 // check until it is delivered. Anything h held before is released first:
-// a frame whose event is read twice is checked twice.
-func (d *dedup) check(kind snapshot.Stream, symbol string, id, time int64, h *hold) bool {
+// a frame whose event is read twice is checked twice. routed, when not
+// nil, is the symbol's marks as its stream's route holds them (see
+// marksOf).
+func (d *dedup) check(kind snapshot.Stream, symbol string, routed *marks, id, time int64, h *hold) bool {
 	h.release()
-	m := d.of(symbol)
+	m := d.marksOf(symbol, routed)
 	if m == nil {
 		return false
 	}
@@ -267,15 +294,16 @@ func (d *dedup) check(kind snapshot.Stream, symbol string, id, time int64, h *ho
 // When h holds the symbol's marks for this event (check passed it), they
 // are used as they are: the event was checked under the lock still held.
 // Otherwise (a trade, which the decoder does not check early, or a depth
-// event without sides) h is released, and the marks looked up and locked.
-// Either way they are unlocked once the sink has the event.
+// event without sides) h is released, and the marks found (routed, as
+// check takes them) and locked. Either way they are unlocked once the sink
+// has the event.
 //
 // A symbol not watched now has no marks: its events go to the sink, which
 // drops what it does not follow.
-func (d *dedup) deliver(kind snapshot.Stream, symbol string, id, time int64, f *frame, sink venue.Sink, h *hold) bool {
+func (d *dedup) deliver(kind snapshot.Stream, symbol string, routed *marks, id, time int64, f *frame, sink venue.Sink, h *hold) bool {
 	m := h.take(kind, symbol, id, time)
 	if m == nil {
-		if m = d.of(symbol); m != nil {
+		if m = d.marksOf(symbol, routed); m != nil {
 			m.mu.Lock()
 			if m.rings[kind].has(id, time) {
 				m.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 
@@ -272,13 +273,14 @@ func TestTwoLinesOneDroppedMidBurstLosesNothing(t *testing.T) {
 func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	var d dedup
 	d.watch(map[string]bool{"BTCUSDT": true})
+	routed := d.of("BTCUSDT") // the marks the symbol's routes hold
 	sink := newRecordSink()
 	ev := func(last, time int64) venue.DepthUpdate {
 		return venue.DepthUpdate{Symbol: "BTCUSDT", First: last, Last: last, Prev: last - 1, Time: time}
 	}
 	var h hold // what the check leaves held for the delivery
 	depth := func(u venue.DepthUpdate) bool {
-		return d.deliver(snapshot.StreamBook, u.Symbol, u.Last, u.Time, &frame{depth: u}, sink, &h)
+		return d.deliver(snapshot.StreamBook, u.Symbol, routed, u.Last, u.Time, &frame{depth: u}, sink, &h)
 	}
 	for _, step := range []struct {
 		u    venue.DepthUpdate
@@ -294,7 +296,7 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 		{ev(3, 9000), true},    // ids that started again
 		{ev(4, 9100), true},
 	} {
-		if known := d.check(snapshot.StreamBook, step.u.Symbol, step.u.Last, step.u.Time, &h); known == step.want {
+		if known := d.check(snapshot.StreamBook, step.u.Symbol, routed, step.u.Last, step.u.Time, &h); known == step.want {
 			t.Errorf("update %d at %d: known before delivery %v", step.u.Last, step.u.Time, known)
 		}
 		if got := depth(step.u); got != step.want {
@@ -303,13 +305,13 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 	}
 	tr := venue.Trade{ID: 7, Time: 100, Price: "1", Size: "1"}
 	trade := func() bool {
-		return d.deliver(snapshot.StreamTrades, "BTCUSDT", tr.ID, tr.Time, &frame{symbol: "BTCUSDT", trade: tr}, sink, &h)
+		return d.deliver(snapshot.StreamTrades, "BTCUSDT", routed, tr.ID, tr.Time, &frame{symbol: "BTCUSDT", trade: tr}, sink, &h)
 	}
 	if !trade() || trade() {
 		t.Error("a trade and its copy: want the trade delivered and the copy not")
 	}
-	// A symbol no longer watched has no marks: its events go to the sink,
-	// which drops what it does not follow.
+	// A symbol no longer watched has no marks, whatever its routes still
+	// hold: its events go to the sink, which drops what it does not follow.
 	d.watch(map[string]bool{})
 	if !depth(ev(100, 5000)) {
 		t.Error("an unwatched symbol's event was taken for a copy")
@@ -422,3 +424,56 @@ func TestFrameIsRoutedWhileTheConnectionIsLocked(t *testing.T) {
 		t.Errorf("sink calls %q, want the event delivered", calls)
 	}
 }
+
+// A symbol dropped and watched again has new marks, and a connection
+// still routed as it was before (its streams not yet subscribed again)
+// finds them as one routed anew does: an event either line delivers is a
+// copy on the other.
+func TestLinesRoutedAcrossAWatchAgainShareTheirMarks(t *testing.T) {
+	s := NewStreams(Binance, StreamOptions{Lines: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.Watch([]string{"BTCUSDT"})
+	before := benchLine(s)
+	s.Watch(nil)
+	s.Watch([]string{"BTCUSDT"})
+	after := benchLine(s)
+	sink := newRecordSink()
+	const sides = `"b":[["60000.10","1"]],"a":[]`
+	before.handle([]byte(depthEvent(10, 10, 9, sides)), sink)
+	after.handle([]byte(depthEvent(10, 10, 9, sides)), sink)
+	after.handle([]byte(depthEvent(11, 11, 10, sides)), sink)
+	before.handle([]byte(depthEvent(11, 11, 10, sides)), sink)
+	if got, want := sink.deliveredIDs(), []int64{10, 11}; !slices.Equal(got, want) {
+		t.Errorf("delivered update ids %v, want %v: each once", got, want)
+	}
+}
+
+// An event reaches the sink as the event of the very string the symbol was
+// watched by, not of the frame's copy of it: a sink that keys its markets
+// by the strings it gave Watch finds the market by the string's address.
+func TestEventsCarryTheWatchedSymbol(t *testing.T) {
+	s := NewStreams(Binance, StreamOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	watched := strings.Clone("BTCUSDT")
+	s.Watch([]string{watched})
+	c := benchLine(s)
+	sink := &symbolSink{}
+	c.handle([]byte(depthEvent(10, 10, 9, `"b":[["60000.10","1"]],"a":[]`)), sink)
+	c.handle([]byte(`{"stream":"btcusdt@aggTrade","data":`+goodTradeData+`}`), sink)
+	if len(sink.symbols) != 2 {
+		t.Fatalf("%d events delivered, want a depth event and a trade", len(sink.symbols))
+	}
+	for i, sym := range sink.symbols {
+		if sym != watched || unsafe.StringData(sym) != unsafe.StringData(watched) {
+			t.Errorf("event %d delivered as %q at %p, want the watched %q at %p",
+				i, sym, unsafe.StringData(sym), watched, unsafe.StringData(watched))
+		}
+	}
+}
+
+// symbolSink keeps the symbol strings of the events delivered, as given.
+type symbolSink struct {
+	venue.Sink
+	symbols []string
+}
+
+func (s *symbolSink) Depth(u venue.DepthUpdate)          { s.symbols = append(s.symbols, u.Symbol) }
+func (s *symbolSink) Trade(symbol string, _ venue.Trade) { s.symbols = append(s.symbols, symbol) }

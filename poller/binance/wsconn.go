@@ -57,9 +57,11 @@ type wsConn struct {
 	// known is the decoder's early check for a copy (seen), held as a
 	// func value so that handing it to the decoder allocates nothing, and
 	// held what the check leaves locked for the frame's delivery (see
-	// hold). Only the reader uses them.
-	known knownFunc
-	held  hold
+	// hold); routed is the route of the frame being handled, once looked
+	// up (see routeOf). Only the reader uses them.
+	known  knownFunc
+	held   hold
+	routed frameRoute
 
 	// routes are the names subscribed (or being subscribed): replaced
 	// whole under mu, which subscriptions change a few times a connection,
@@ -171,9 +173,18 @@ func (c *wsConn) catchUp(at time.Time) {
 // dedup.check), noting that c read an event stamped time. When it was not,
 // c.held keeps the symbol's marks locked until the frame is delivered or
 // its handling ends.
-func (c *wsConn) seen(kind snapshot.Stream, symbol string, id, time int64) bool {
+//
+// The event's stream is routed here, once for the frame (see routeOf):
+// when it is the symbol's stream of kind, the check goes to the marks its
+// route holds, without looking the symbol up, and holds them for the
+// routed symbol, which its delivery then names.
+func (c *wsConn) seen(kind snapshot.Stream, name, symbol string, id, time int64) bool {
 	c.reached(time)
-	return c.s.dups.check(kind, symbol, id, time, &c.held)
+	var m *marks
+	if ref, ok := c.routeOf(name); ok && !ref.allMarket && ref.kind == kind && ref.symbol == symbol {
+		symbol, m = ref.symbol, ref.marks
+	}
+	return c.s.dups.check(kind, symbol, m, id, time, &c.held)
 }
 
 // reached notes that c read an event stamped t (Unix ms).
@@ -231,6 +242,28 @@ func (c *wsConn) names() []string {
 func (c *wsConn) route(name string) (streamRef, bool) {
 	r, ok := c.routeTable()[name]
 	return r, ok
+}
+
+// frameRoute is the route of a stream name, looked up for the frame being
+// handled.
+type frameRoute struct {
+	name    string
+	ref     streamRef
+	ok, set bool
+}
+
+// routeOf returns the route of the frame being handled, named name: looked
+// up the first time, by the early check of its event (seen) or by handle,
+// and then reused. A depth frame's name is looked up once, and compared
+// with itself after that, at the same address. handle clears it for each
+// frame: the next frame's name is in the same buffer.
+func (c *wsConn) routeOf(name string) (streamRef, bool) {
+	r := &c.routed
+	if !r.set || r.name != name {
+		ref, ok := c.route(name)
+		*r = frameRoute{name: name, ref: ref, ok: ok, set: true}
+	}
+	return r.ref, r.ok
 }
 
 // routeTable returns the routes now: a map never written again.
@@ -359,6 +392,7 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 	// sink copies what it keeps of a depth event (venue.DepthUpdate).
 	f := &c.f
 	var err error
+	c.routed = frameRoute{}
 	*f, err = decodeLent(b, c.known, &c.lend)
 	// The decoder's check may have left the event's symbol locked for its
 	// delivery (see hold); whatever path the frame takes from here, the
@@ -378,7 +412,7 @@ func (c *wsConn) handle(b []byte, sink venue.Sink) {
 		c.s.warn("bad frame", "unusable market stream frame", "bytes", len(b), "err", err)
 		return
 	}
-	ref, ok := c.route(f.name)
+	ref, ok := c.routeOf(f.name)
 	switch {
 	case !ok || f.kind == frameUnknown:
 		m.unknownEvents.Inc()
@@ -420,7 +454,7 @@ func (c *wsConn) pairEvent(ref streamRef, f *frame, err error, sink venue.Sink) 
 	c.reached(at)
 	// Events count once, when delivered; copies another line delivered
 	// first count as duplicates.
-	if c.s.dups.deliver(ref.kind, ref.symbol, id, at, f, sink, &c.held) {
+	if c.s.dups.deliver(ref.kind, ref.symbol, ref.marks, id, at, f, sink, &c.held) {
 		c.s.met.events[ref.kind].Inc()
 	} else {
 		c.s.met.duplicates.Inc()

@@ -232,6 +232,13 @@ func (s *Source) Schedule(sch Scheduler) {
 
 // SetPairs follows a new pair list: pairs that stay keep their state, new
 // ones start buffering, delisted ones are dropped, and the streams are told.
+//
+// A symbol still listed keeps the string it was first listed by, as the
+// key of its pair and in what the streams are told, though each catalog
+// read brings a copy: the venue's streams hand its events over with the
+// string they were told to watch it by (binance's do), and a map lookup
+// whose key has the address of the symbol looked up compares no bytes. At hundreds of pairs
+// the keys' bytes are cold, and comparing them was most of a lookup.
 func (s *Source) SetPairs(pairs *snapshot.Pairs) {
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
@@ -240,19 +247,23 @@ func (s *Source) SetPairs(pairs *snapshot.Pairs) {
 	byID := make(map[string]*pair, len(pairs.List()))
 	symbols := make([]string, 0, len(pairs.List()))
 	for _, p := range pairs.List() {
-		lp := old[p.Symbol]
+		sym := p.Symbol
+		lp := old[sym]
+		if lp != nil {
+			sym = lp.symbol
+		}
 		if lp == nil || lp.tickerID != p.TickerID {
-			lp = &pair{symbol: p.Symbol, tickerID: p.TickerID, slot: s.nextSlot, bookState: bookState{book: newBook()}}
+			lp = &pair{symbol: sym, tickerID: p.TickerID, slot: s.nextSlot, bookState: bookState{book: newBook()}}
 			s.nextSlot++
 			s.seed(lp)
 		}
 		lp.spot.Store(p.Kind == snapshot.KindSpot)
-		if _, dup := bySymbol[p.Symbol]; dup {
+		if _, dup := bySymbol[sym]; dup {
 			continue
 		}
-		bySymbol[p.Symbol] = lp
+		bySymbol[sym] = lp
 		byID[p.TickerID] = lp
-		symbols = append(symbols, p.Symbol)
+		symbols = append(symbols, sym)
 	}
 	s.pairs.Store(&bySymbol)
 	s.ids.Store(&byID)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"marketfeed/poller/budget"
 	"marketfeed/poller/venue"
@@ -283,3 +284,37 @@ func TestSettledOnceEveryBookIsInSequence(t *testing.T) {
 		t.Fatal("not settled with the book in sequence")
 	}
 }
+
+// A symbol still listed keeps the string it was first listed by, though
+// each catalog read brings a copy: the streams are told that string again,
+// so that the events they deliver with it find its pair by the string's
+// address.
+func TestAListedSymbolKeepsItsString(t *testing.T) {
+	s, _, _ := newListedSource(t, nil)
+	first := s.pair(testSymbol)
+	watched := &watchStreams{}
+	s.cfg.Streams = watched
+	reread := snapshot.NewPairs([]venue.Market{perpetual(strings.Clone(testSymbol), "BTC")},
+		snapshot.PairsConfig{Venue: "sim"}, time.Now())
+	s.SetPairs(reread)
+	if lp := s.pair(testSymbol); lp != first {
+		t.Fatal("the pair listed again lost its state")
+	}
+	if len(watched.symbols) != 1 || unsafe.StringData(watched.symbols[0]) != unsafe.StringData(first.symbol) {
+		t.Errorf("the streams were told %q, want the string the pair was first listed by", watched.symbols)
+	}
+	for sym := range *s.pairs.Load() {
+		if unsafe.StringData(sym) != unsafe.StringData(first.symbol) {
+			t.Errorf("the pair is keyed by a copy of its symbol")
+		}
+	}
+}
+
+// watchStreams is quietStreams that keeps the symbols it was last told to
+// watch.
+type watchStreams struct {
+	quietStreams
+	symbols []string
+}
+
+func (w *watchStreams) Watch(symbols []string) { w.symbols = symbols }
