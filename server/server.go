@@ -31,10 +31,12 @@ import (
 
 // Feed is the server's view of the poller.
 type Feed interface {
-	// Want marks a pair's stream as asked for, keeping it hot. It is called
-	// on every /orderbook and /trades request for a listed pair, so it must
-	// not allocate. tickerID is valid only during the call.
-	Want(tickerID []byte, s snapshot.Stream)
+	// Want marks a pair's stream as asked for at now (Unix ns), keeping it
+	// hot. It is called on every /orderbook and /trades request for a
+	// listed pair, so it must not allocate; now is the request's time, the
+	// one the server already took for it, so that Want need not read the
+	// clock again. tickerID is valid only during the call.
+	Want(tickerID []byte, s snapshot.Stream, now int64)
 	// Load reads the stream from the venue now (one read shared by
 	// concurrent callers) and returns once it is published or has failed,
 	// or ctx is done. For a book, depth is the levels a side must serve
@@ -637,7 +639,7 @@ func (s *Server) perPair(r *pairRoute, id []byte, n int, now int64) (snapshot.Pa
 		return nil, errUnknownTicker
 	}
 	if s.feed != nil {
-		s.feed.Want(id, r.stream)
+		s.feed.Want(id, r.stream, now)
 	}
 	if snap.FreshAt(now, s.maxStale) && snap.Serves(n) {
 		return snap, nil
