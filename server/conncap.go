@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -72,7 +73,7 @@ func (l *capListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.open.Add(1) <= l.max {
-			capped := &cappedConn{Conn: c, l: l}
+			capped := &cappedConn{Conn: c, l: l, peer: tcpPeer(c.RemoteAddr())}
 			// The first request's read timeout counts from the connection.
 			capped.read.wantAt(monotonic() + l.timeouts.read)
 			return capped, nil
@@ -161,6 +162,7 @@ type cappedConn struct {
 	net.Conn
 	l    *capListener
 	once sync.Once
+	peer netip.Addr // the TCP peer (see tcpPeer), for the rate limit
 
 	read, write deadline
 

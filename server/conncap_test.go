@@ -78,6 +78,9 @@ func (c *scriptConn) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 func (c *scriptConn) Close() error { return nil }
+func (c *scriptConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}
+}
 
 // oneConnListener hands out one connection.
 type oneConnListener struct {
