@@ -547,7 +547,7 @@ type wholeBody interface {
 }
 
 func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
-	raw := readQuery(ctx.QueryArgs())
+	raw := readQuery(ctx.URI())
 	q, e := parseBook(&raw)
 	if e != nil {
 		fail(&ctx.Response, e)
@@ -577,7 +577,7 @@ func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
 }
 
 func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
-	raw := readQuery(ctx.QueryArgs())
+	raw := readQuery(ctx.URI())
 	q, e := parseTrades(&raw)
 	if e != nil {
 		fail(&ctx.Response, e)
