@@ -157,7 +157,8 @@ func (l *capListener) refuse(c net.Conn) {
 // write itself when fasthttp answers an unreadable request on its own); the
 // idle timeout from the end of the last write. Each is applied coarsely
 // (see deadline). A pipelined request that comes partly in the read after
-// an answer is read under the idle timeout until its next read.
+// an answer, or a body sent after a 100 Continue, is read under the idle
+// timeout until its next read: no longer than an idle connection is held.
 type cappedConn struct {
 	net.Conn
 	l    *capListener
