@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
 )
 
 // capListener holds the number of open connections at max. A connection over
@@ -73,9 +74,11 @@ func (l *capListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.open.Add(1) <= l.max {
-			capped := &cappedConn{Conn: c, l: l, peer: tcpPeer(c.RemoteAddr())}
-			// The first request's read timeout counts from the connection.
-			capped.read.wantAt(monotonic() + l.timeouts.read)
+			// The first request is under way from the connection: its
+			// read timeout counts from now, whenever its first bytes come.
+			now := monotonic()
+			capped := &cappedConn{Conn: c, l: l, peer: tcpPeer(c.RemoteAddr()), reading: true, requestAt: now}
+			capped.read.wantAt(now + l.timeouts.read)
 			return capped, nil
 		}
 		l.open.Add(-1)
@@ -147,18 +150,22 @@ func (l *capListener) refuse(c net.Conn) {
 // three deadlines of every request, about 110 ns of a full book's 2 µs of
 // user CPU, where the connection can take its times from the answer's
 // handling, which has read the clock already, and one reading of the
-// monotonic clock after each write.
+// monotonic clock when the answer is done.
 //
-// Its timeouts are fasthttp's: the first request's read timeout counts from
-// the connection; a request's read timeout from its first bytes (taken as
-// the read after them, which follows at once, and only when the request
-// did not come whole in one read: most never need the deadline); the write
-// timeout from the end of the answer's handling (the handler's end, or the
-// write itself when fasthttp answers an unreadable request on its own); the
-// idle timeout from the end of the last write. Each is applied coarsely
-// (see deadline). A pipelined request that comes partly in the read after
-// an answer, or a body sent after a 100 Continue, is read under the idle
-// timeout until its next read: no longer than an idle connection is held.
+// Its timeouts are fasthttp's, and where each counts from follows
+// fasthttp's own request loop, which tells the connection where it is
+// (see connState): the first request's read timeout counts from the
+// connection; a later request's from its first bytes (taken as the first
+// read or write after them, which follows at once, and only when the
+// request did not come whole in the read of its first bytes: most never
+// need the deadline). Every read of a request, including those after a
+// write within it (the rest of a pipelined request, once the answers
+// before it are flushed; a body sent after a 100 Continue), waits under
+// its read timeout. The write timeout counts from the end of the answer's
+// handling (the handler's end, or the write itself for what fasthttp
+// writes on its own: an answer to a request it could not read, a 100
+// Continue, pipelined answers it flushes); the idle timeout from the end
+// of the last answer. Each is applied coarsely (see deadline).
 type cappedConn struct {
 	net.Conn
 	l    *capListener
@@ -166,66 +173,112 @@ type cappedConn struct {
 	peer netip.Addr // the TCP peer (see tcpPeer), for the rate limit
 
 	read, write deadline
+	// handedOver: a deadline was set from outside (SetDeadline and the
+	// like), and the connection keeps no timeouts of its own from then
+	// on, which would overwrite it at the next read or write. fasthttp
+	// does this only when a handler hijacks the connection, which none
+	// does: the hijacker then owns its deadlines, as with fasthttp's.
+	handedOver atomic.Bool
 
-	// Where the connection is between requests: only the goroutine serving
-	// it touches these, in its reads, its writes and the handler.
-	reading   bool  // a request's first bytes came, and no answer was written since
-	requestAt int64 // monotonic ns the request being read went on past its first read; 0: it has not
-	answerAt  int64 // monotonic ns the answer being written was ready; 0: no handler ran for it
+	// Where the connection is in fasthttp's loop: only the goroutine
+	// serving it touches these, in its reads, its writes, the handler and
+	// connState.
+	reading   bool  // a request is under way (fasthttp's StateActive), from the connection until its answer
+	requestAt int64 // monotonic ns its read timeout counts from; 0: not yet taken
+	answerAt  int64 // monotonic ns its answer was ready; 0: no handler has finished it
 }
 
 // answered records that the handler finished the connection's answer at
 // at (monotonic ns; see monotonic): its write timeout counts from then.
 func (c *cappedConn) answered(at int64) { c.answerAt = at }
 
-// SetDeadline, SetReadDeadline and SetWriteDeadline record the deadline;
-// the next Read or Write applies it (see deadline). It holds until the
-// connection's own timeouts move on: fasthttp, with its own off, sets none.
+// connState is fasthttp's ConnState hook: it tells a connection where it
+// is in fasthttp's request loop, which is what its timeouts count from
+// (see cappedConn). fasthttp calls it for StateActive and StateIdle from
+// the goroutine serving the connection.
+func connState(nc net.Conn, st fasthttp.ConnState) {
+	c, ok := nc.(*cappedConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case fasthttp.StateActive:
+		// A request's first bytes came (the first request's counts from
+		// the connection, as Accept set it).
+		if !c.reading {
+			c.reading, c.requestAt, c.answerAt = true, 0, 0
+		}
+	case fasthttp.StateIdle:
+		// The answer is written (or left in the buffer before the next
+		// request, already there): the wait for another counts from now.
+		c.reading, c.requestAt, c.answerAt = false, 0, 0
+		if !c.handedOver.Load() {
+			c.read.wantAt(monotonic() + c.l.timeouts.idle)
+		}
+	}
+}
+
+// SetDeadline, SetReadDeadline and SetWriteDeadline record the deadline,
+// which the next Read or Write applies (see deadline), and hand the
+// connection's deadlines over for good (see handedOver).
 func (c *cappedConn) SetDeadline(t time.Time) error {
+	c.handedOver.Store(true)
 	c.read.want(t)
 	c.write.want(t)
 	return nil
 }
 
 func (c *cappedConn) SetReadDeadline(t time.Time) error {
+	c.handedOver.Store(true)
 	c.read.want(t)
 	return nil
 }
 
 func (c *cappedConn) SetWriteDeadline(t time.Time) error {
+	c.handedOver.Store(true)
 	c.write.want(t)
 	return nil
 }
 
+// goesOn starts the read timeout of the request under way at now, when it
+// goes on past the read of its first bytes.
+func (c *cappedConn) goesOn(now int64) {
+	c.requestAt = now
+	if !c.handedOver.Load() {
+		c.read.wantAt(now + c.l.timeouts.read)
+	}
+}
+
 func (c *cappedConn) Read(p []byte) (int, error) {
 	if c.reading && c.requestAt == 0 {
-		// The request goes on past the read of its first bytes, just
-		// before this one: its read timeout counts from now.
-		c.requestAt = monotonic()
-		c.read.wantAt(c.requestAt + c.l.timeouts.read)
+		c.goesOn(monotonic())
 	}
 	if err := c.read.apply(c.Conn.SetReadDeadline, c.l.timeouts.slack); err != nil {
 		return 0, err
 	}
-	n, err := c.Conn.Read(p)
-	if n > 0 && !c.reading {
-		c.reading, c.requestAt, c.answerAt = true, 0, 0
-	}
-	return n, err
+	return c.Conn.Read(p)
 }
 
 func (c *cappedConn) Write(p []byte) (int, error) {
-	if c.answerAt == 0 {
-		c.answerAt = monotonic() // no handler ran: fasthttp answers on its own
+	if !c.handedOver.Load() {
+		at := c.answerAt
+		if at == 0 {
+			// No handler finished this answer: fasthttp writes on its
+			// own, within a request (a 100 Continue, the answers before
+			// it flushed while it waits for the rest) or after one it
+			// could not read. Kept local: the request's own answer
+			// counts from its handler's end.
+			at = monotonic()
+			if c.reading && c.requestAt == 0 {
+				c.goesOn(at)
+			}
+		}
+		c.write.wantAt(at + c.l.timeouts.write)
 	}
-	c.write.wantAt(c.answerAt + c.l.timeouts.write)
 	if err := c.write.apply(c.Conn.SetWriteDeadline, c.l.timeouts.slack); err != nil {
 		return 0, err
 	}
-	n, err := c.Conn.Write(p)
-	c.reading = false
-	c.read.wantAt(monotonic() + c.l.timeouts.idle)
-	return n, err
+	return c.Conn.Write(p)
 }
 
 // clockBase is the origin of the connections' clock: see monotonic.

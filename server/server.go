@@ -267,8 +267,9 @@ func New(cfg Config) *Server {
 		ErrorHandler: s.requestError,
 		// No ReadTimeout, WriteTimeout or IdleTimeout: the connections
 		// keep theirs themselves (see cappedConn), without the clock
-		// readings fasthttp takes for its own on every request.
-		//
+		// readings fasthttp takes for its own on every request, told by
+		// connState where fasthttp's loop is.
+		ConnState: connState,
 		// The cap is capListener's, which answers in the API's format;
 		// fasthttp's own must never be the one that trips.
 		Concurrency:           maxConns + connCapSlack,
