@@ -1017,9 +1017,9 @@ func TestFollowersWantsReachTheLeader(t *testing.T) {
 	if follower == leader {
 		follower = nodes[1]
 	}
-	leader.m.Want([]byte("SOL_USDT"), snapshot.StreamBook) // the leader's own: its poller's business
-	follower.m.Want([]byte("ETH_USDT"), snapshot.StreamTrades)
-	follower.m.Want([]byte("BTC_USDT"), snapshot.StreamBook)
+	leader.m.Want([]byte("SOL_USDT"), snapshot.StreamBook, leader.m.cfg.Now().UnixNano()) // the leader's own: its poller's business
+	follower.m.Want([]byte("ETH_USDT"), snapshot.StreamTrades, follower.m.cfg.Now().UnixNano())
+	follower.m.Want([]byte("BTC_USDT"), snapshot.StreamBook, follower.m.cfg.Now().UnixNano())
 	eventually(t, 3*wantEvery, "the leader did not mark the follower's wants", func() bool {
 		_, eth := marked.Load("trades ETH_USDT")
 		_, btc := marked.Load("book BTC_USDT")

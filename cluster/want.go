@@ -122,13 +122,14 @@ func (w *wants) take(now int64) []byte {
 }
 
 // Want records, on a member that follows, that a request read the stream s
-// of pair id, for the leader to keep it hot (see wantEvery). It allocates
-// nothing but the first time a pair is read.
-func (m *Member) Want(id []byte, s snapshot.Stream) {
+// of pair id at now (Unix ns, the request's time: see server.Feed), for the
+// leader to keep it hot (see wantEvery). It allocates nothing but the first
+// time a pair is read.
+func (m *Member) Want(id []byte, s snapshot.Stream, now int64) {
 	if s < 0 || s >= snapshot.NumStreams || m.leading() {
 		return
 	}
-	m.wantsRead.mark(id, s, m.cfg.Now().UnixNano())
+	m.wantsRead.mark(id, s, now)
 }
 
 // sendWants sends the leader what this member's requests read, every

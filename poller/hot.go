@@ -57,9 +57,9 @@ func newHotSet() *hotSet {
 	return h
 }
 
-// want marks id as asked for at now, adding it to the set if needed.
-func (h *hotSet) want(id []byte, now time.Time) {
-	ns := now.UnixNano()
+// want marks id as asked for at ns (Unix ns), adding it to the set if
+// needed.
+func (h *hotSet) want(id []byte, ns int64) {
 	if p := (*h.pairs.Load())[string(id)]; p != nil {
 		// Skip the store when the mark is recent: under heavy traffic on one
 		// pair, every request writing one cache line would make the cores

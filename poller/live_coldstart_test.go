@@ -94,7 +94,7 @@ func TestColdStartUsesTheWholeBudgetUnderAnAggregator(t *testing.T) {
 			if i%100 == 0 {
 				for j := range n {
 					for s := range snapshot.NumStreams {
-						w.p.hot[s].want([]byte(pairID(j+1)), time.Now())
+						w.p.hot[s].want([]byte(pairID(j+1)), time.Now().UnixNano())
 					}
 				}
 			}

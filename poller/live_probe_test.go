@@ -36,7 +36,7 @@ func TestQuietBookIsProvenCurrentByProbes(t *testing.T) {
 		w := newProbeWorld(t, 2, Config{})
 		defer w.stop()
 		read, quiet := pairID(1), pairID(2)
-		w.p.Want([]byte(read), snapshot.StreamBook)
+		w.p.Want([]byte(read), snapshot.StreamBook, time.Now().UnixNano())
 		time.Sleep(3 * probeMaxStale) // the market is quiet: no event
 		synctest.Wait()
 		if !w.store.FreshAt(snapshot.StreamBook, []byte(read), time.Now().UnixNano(), probeMaxStale) {
@@ -80,7 +80,7 @@ func TestSilentSubscriptionIsFoundOutByAProbe(t *testing.T) {
 		w := newProbeWorld(t, 2, Config{})
 		defer w.stop()
 		id, sym := pairID(1), w.symbols[0]
-		w.p.Want([]byte(id), snapshot.StreamBook)
+		w.p.Want([]byte(id), snapshot.StreamBook, time.Now().UnixNano())
 		silentAt := w.book(0).Time()
 		for range 50 { // 5 s: the venue's book moves, its stream says nothing
 			w.tick(sym)
@@ -151,7 +151,7 @@ func TestLaggingStreamIsNotTakenForASilentOne(t *testing.T) {
 		w := newProbeWorld(t, 1, Config{})
 		defer w.stop()
 		id, m := pairID(1), w.models[0]
-		w.p.Want([]byte(id), snapshot.StreamBook)
+		w.p.Want([]byte(id), snapshot.StreamBook, time.Now().UnixNano())
 		var late []venue.DepthUpdate
 		for range 25 { // 2.5 s: events made, held up on their way
 			late = append(late, m.next())

@@ -445,7 +445,7 @@ func TestStandInsForLostStreamsLeaveHalfTheBudget(t *testing.T) {
 			}
 		}
 		for i := range w.symbols {
-			w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook)
+			w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook, time.Now().UnixNano())
 		}
 		w.src.Lost(snapshot.StreamBook, w.symbols)
 		limit, most := w.p.ledger.Limit(), 0
@@ -454,7 +454,7 @@ func TestStandInsForLostStreamsLeaveHalfTheBudget(t *testing.T) {
 			synctest.Wait()
 			most = max(most, w.p.ledger.Spent(time.Now()))
 			for i := range w.symbols {
-				w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook)
+				w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook, time.Now().UnixNano())
 			}
 		}
 		standIn := w.weightOf(t, budget.PurposeStandInBook)

@@ -126,7 +126,7 @@ func TestStreamBackfillsWantedPairsFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, 2, Config{Parallel: 1})
 		defer w.stop()
-		w.p.Want([]byte(pairID(2)), snapshot.StreamTrades)
+		w.p.Want([]byte(pairID(2)), snapshot.StreamTrades, time.Now().UnixNano())
 		w.src.Live(snapshot.StreamTrades, w.symbols)
 		for i, sym := range w.symbols {
 			w.src.Trade(sym, venue.Trade{ID: int64(i + 1), Time: 1_700_000_000_000, Price: "10", Size: "1"})

@@ -22,7 +22,7 @@ func TestLoadSharesOneReadAmongConcurrentCallers(t *testing.T) {
 		var failed atomic.Int32
 		for range 100 {
 			wg.Go(func() {
-				p.Want([]byte(pairID(1)), snapshot.StreamBook)
+				p.Want([]byte(pairID(1)), snapshot.StreamBook, time.Now().UnixNano())
 				if err := p.Load(t.Context(), pairID(1), snapshot.StreamBook, snapshot.MaxDepth); err != nil {
 					failed.Add(1)
 				}
@@ -106,12 +106,12 @@ func TestColdLoadIsNotRefusedByAClassCapWhileTheLimitHasRoom(t *testing.T) {
 		v.weights = [venue.NumCalls]int{venue.CallCatalog: 1, venue.CallStats: 40, venue.CallQuotes: 5, venue.CallBook: 5, venue.CallTrades: 20}
 		p, store := newTestPoller(v, Config{Budget: 0.5})
 		for i := 1; i <= 8; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, time.Now().UnixNano())
 		}
 		p.Refresh(t.Context(), snapshot.StreamBook) // eight pairs' books are polled: all the demand is books'
 		for i := 1; i <= 8; i++ {
 			id := pairID(i)
-			p.Want([]byte(id), snapshot.StreamTrades)
+			p.Want([]byte(id), snapshot.StreamTrades, time.Now().UnixNano())
 			if err := p.Load(t.Context(), id, snapshot.StreamTrades, snapshot.MaxTrades); err != nil {
 				t.Fatalf("trades of %s: %v, with %d of 1200 weight spent", id, err, p.ledger.Spent(time.Now()))
 			}

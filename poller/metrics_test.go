@@ -46,7 +46,7 @@ func TestMetricsCountVenueCallsByOutcome(t *testing.T) {
 			return answers[strings.Replace(symbol, "USDT", "_USDT", 1)]
 		})
 		for i := 1; i <= 3; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, time.Now().UnixNano())
 		}
 		p.Refresh(t.Context(), snapshot.StreamBook)
 		got := promtext.Scrape(t, set.WritePrometheus)
@@ -95,7 +95,7 @@ func TestMetricsShowPausesAndWeight(t *testing.T) {
 		v.limit = 2400
 		v.weights[venue.CallCatalog], v.weights[venue.CallBook] = 1, 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 0.5})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, time.Now().UnixNano())
 		p.Refresh(t.Context(), snapshot.StreamBook)
 		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
 			`marketfeed_venue_weight_limit`:                      2400,
@@ -172,9 +172,9 @@ func TestSnapshotAgesAreComputedWhenScraped(t *testing.T) {
 		if err := p.docs.refreshTickers(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		p.Want([]byte(pairID(1)), snapshot.StreamBook)
-		p.Want([]byte(pairID(2)), snapshot.StreamBook)
-		p.Want([]byte(pairID(3)), snapshot.StreamTrades)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, time.Now().UnixNano())
+		p.Want([]byte(pairID(2)), snapshot.StreamBook, time.Now().UnixNano())
+		p.Want([]byte(pairID(3)), snapshot.StreamTrades, time.Now().UnixNano())
 		time.Sleep(2 * time.Second)
 		// Hot pairs never read are as old as their first request.
 		want(t, promtext.Scrape(t, set.WritePrometheus), map[string]float64{
@@ -252,7 +252,7 @@ func TestMetricsCountReadsTheBudgetDeferred(t *testing.T) {
 		v.weights[venue.CallBook] = 5
 		p, _ := newTestPoller(v, Config{Metrics: set, Budget: 1})
 		for i := 1; i <= 5; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, time.Now().UnixNano())
 		}
 		p.Refresh(t.Context(), snapshot.StreamBook)
 		got := promtext.Scrape(t, set.WritePrometheus)

@@ -59,7 +59,7 @@ func TestRoundReadsOnlyHotPairs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(5)
 		p, store := newTestPoller(v, Config{})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, time.Now().UnixNano())
 		p.Refresh(t.Context(), snapshot.StreamBook)
 		p.Refresh(t.Context(), snapshot.StreamTrades)
 		if n := v.count(venue.CallBook, ""); n != 1 {
@@ -81,7 +81,7 @@ func TestHotPairCoolsAfterQuietPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(2)
 		p, _ := newTestPoller(v, Config{HotTTL: time.Minute})
-		p.Want([]byte(pairID(1)), snapshot.StreamBook)
+		p.Want([]byte(pairID(1)), snapshot.StreamBook, time.Now().UnixNano())
 		p.Refresh(t.Context(), snapshot.StreamBook)
 		time.Sleep(61 * time.Second)
 		p.Refresh(t.Context(), snapshot.StreamBook)
@@ -108,8 +108,8 @@ func TestRunReadsAHotPairAtMostOncePerPeriod(t *testing.T) {
 		id := []byte(pairID(1))
 		start := time.Now()
 		for time.Since(start) < 3*time.Second {
-			p.Want(id, snapshot.StreamBook)
-			p.Want(id, snapshot.StreamTrades)
+			p.Want(id, snapshot.StreamBook, time.Now().UnixNano())
+			p.Want(id, snapshot.StreamTrades, time.Now().UnixNano())
 			if b, _ := store.Book(id, time.Now().UnixNano()); b == nil {
 				_ = p.Load(ctx, pairID(1), snapshot.StreamBook, snapshot.MaxDepth)
 			}
@@ -137,7 +137,7 @@ func TestFailedReadKeepsLastGoodSnapshot(t *testing.T) {
 		v := newFakeVenue(1)
 		p, store := newTestPoller(v, Config{})
 		id := []byte(pairID(1))
-		p.Want(id, snapshot.StreamBook)
+		p.Want(id, snapshot.StreamBook, time.Now().UnixNano())
 		p.Refresh(t.Context(), snapshot.StreamBook)
 		good, _ := store.Book(id, time.Now().UnixNano())
 		if good == nil {
@@ -176,8 +176,8 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				v := newFakeVenue(2)
 				p, store := newTestPoller(v, Config{})
 				id := []byte(pairID(1))
-				p.Want(id, snapshot.StreamBook)
-				p.Want(id, snapshot.StreamTrades)
+				p.Want(id, snapshot.StreamBook, time.Now().UnixNano())
+				p.Want(id, snapshot.StreamTrades, time.Now().UnixNano())
 				p.Refresh(t.Context(), snapshot.StreamBook)
 				good, _ := store.Book(id, time.Now().UnixNano())
 
@@ -192,7 +192,7 @@ func TestRateLimitAnswerPausesEveryCallForRetryAfter(t *testing.T) {
 				pausedAt := time.Now()
 				calls := len(v.log())
 				for time.Since(pausedAt) < tc.pause-time.Millisecond {
-					p.Want(id, snapshot.StreamBook)
+					p.Want(id, snapshot.StreamBook, time.Now().UnixNano())
 					p.Refresh(t.Context(), snapshot.StreamBook)
 					p.Refresh(t.Context(), snapshot.StreamTrades)
 					_ = p.docs.refreshTickers(t.Context())
@@ -254,8 +254,8 @@ func TestBudgetHolds200HotPairsWithinTheLimit(t *testing.T) {
 		start := time.Now()
 		for time.Since(start) < 3*time.Minute {
 			for i := 1; i <= 200; i++ {
-				p.Want([]byte(pairID(i)), snapshot.StreamBook)
-				p.Want([]byte(pairID(i)), snapshot.StreamTrades)
+				p.Want([]byte(pairID(i)), snapshot.StreamBook, time.Now().UnixNano())
+				p.Want([]byte(pairID(i)), snapshot.StreamTrades, time.Now().UnixNano())
 			}
 			time.Sleep(10 * time.Second)
 		}
@@ -317,7 +317,7 @@ func TestBudgetReconcilesWithTheVenuesCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 1; i <= 3; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, time.Now().UnixNano())
 		}
 		p.Refresh(t.Context(), snapshot.StreamBook)
 		if n := v.count(venue.CallBook, ""); n != 1 {
@@ -346,7 +346,7 @@ func TestPairThatLeavesTheCatalogIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := newFakeVenue(2)
 		p, store := newTestPoller(v, Config{})
-		p.Want([]byte(pairID(2)), snapshot.StreamBook)
+		p.Want([]byte(pairID(2)), snapshot.StreamBook, time.Now().UnixNano())
 		p.Refresh(t.Context(), snapshot.StreamBook)
 		v.mu.Lock()
 		v.markets = v.markets[:1]
@@ -402,7 +402,7 @@ func TestAHangingReadDoesNotHoldOtherPairs(t *testing.T) {
 		go func() { _ = p.Run(ctx); close(done) }()
 		synctest.Wait()
 		for i := 1; i <= 2; i++ {
-			p.Want([]byte(pairID(i)), snapshot.StreamBook)
+			p.Want([]byte(pairID(i)), snapshot.StreamBook, time.Now().UnixNano())
 		}
 		time.Sleep(3 * time.Second)
 		cancel()
@@ -429,13 +429,13 @@ func TestRecoveryAfterALongOutage(t *testing.T) {
 		go func() { _ = p.Run(ctx); close(done) }()
 		synctest.Wait()
 		id := []byte(pairID(1))
-		p.Want(id, snapshot.StreamBook)
+		p.Want(id, snapshot.StreamBook, time.Now().UnixNano())
 
 		v.setFail(func(venue.Call, string) error { return &venue.StatusError{Status: 503} })
 		outage := time.Now()
 		calls := len(v.log())
 		for time.Since(outage) < time.Minute {
-			p.Want(id, snapshot.StreamBook)
+			p.Want(id, snapshot.StreamBook, time.Now().UnixNano())
 			time.Sleep(time.Second)
 		}
 		duringOutage := len(v.log()) - calls

@@ -191,9 +191,12 @@ func (p *Poller) readTrades(ctx context.Context, pair snapshot.Pair, start time.
 	return func() { p.store.PutTrades(t) }, nil
 }
 
-// Want marks a pair's stream as asked for by a request, keeping it hot. It
-// does not allocate once the pair is hot.
-func (p *Poller) Want(id []byte, s snapshot.Stream) { p.hot[s].want(id, time.Now()) }
+// Want marks a pair's stream as asked for by a request at now (Unix ns),
+// keeping it hot. now is the request's time, taken by the server, which
+// calls Want on every /orderbook and /trades request: reading the clock
+// here again was a tenth of the handler's own work. It does not allocate
+// once the pair is hot.
+func (p *Poller) Want(id []byte, s snapshot.Stream, now int64) { p.hot[s].want(id, now) }
 
 // ErrUnlisted is returned by Load for a pair the current pair list lacks.
 var ErrUnlisted = errors.New("pair not listed")

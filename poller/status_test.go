@@ -62,7 +62,7 @@ func TestStatusSaysWhichPairsWaitForBudget(t *testing.T) {
 			t.Fatalf("before any request: %v, want both pairs rest (read when asked for)", got)
 		}
 		for i := range 2 {
-			w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook)
+			w.p.Want([]byte(pairID(i+1)), snapshot.StreamBook, time.Now().UnixNano())
 		}
 		w.p.Refresh(t.Context(), snapshot.StreamBook)
 		if got := books(); got["budget"] != 2 || got["rest"] != 0 {

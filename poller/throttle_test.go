@@ -64,7 +64,7 @@ func TestRepeatedVenueFailuresAreLoggedOncePerInterval(t *testing.T) {
 		start := time.Now()
 		rounds := 0
 		for time.Since(start) < 3*time.Minute {
-			p.Want([]byte(pairID(1)), snapshot.StreamBook)
+			p.Want([]byte(pairID(1)), snapshot.StreamBook, time.Now().UnixNano())
 			p.Refresh(t.Context(), snapshot.StreamBook)
 			rounds++
 			time.Sleep(350 * time.Millisecond)
@@ -113,7 +113,7 @@ func TestARegionRefusedIsLoggedOnceAMinuteAndItsEnd(t *testing.T) {
 		start := time.Now()
 		// The tickers' schedule reads every 1.5 s, as it does in Run.
 		for time.Since(start) < 10*time.Minute {
-			p.Want([]byte(pairID(1)), snapshot.StreamBook)
+			p.Want([]byte(pairID(1)), snapshot.StreamBook, time.Now().UnixNano())
 			p.Refresh(t.Context(), snapshot.StreamBook)
 			_ = p.docs.refreshTickers(t.Context())
 			time.Sleep(1500 * time.Millisecond)

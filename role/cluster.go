@@ -30,7 +30,7 @@ type Engine interface {
 	// ctx is done.
 	ShareRateLimit(ctx context.Context, rc cluster.RateCounts) error
 	// Want and Load send a follower's wants and cold loads to the leader.
-	Want(id []byte, s snapshot.Stream)
+	Want(id []byte, s snapshot.Stream, now int64)
 	// served reports whether the member's copy serves the request (nil:
 	// any value applied since does).
 	Load(ctx context.Context, id string, s snapshot.Stream, served func() bool) error
@@ -228,8 +228,9 @@ func (c *Cluster) followPairs(ctx context.Context) {
 func (c *Cluster) playing() answers { return c.now.Load().answers }
 
 // Want marks a pair's stream hot where it is read: in this member's poller
-// while it has one, at the leader's otherwise.
-func (c *Cluster) Want(id []byte, s snapshot.Stream) { c.playing().Want(id, s) }
+// while it has one, at the leader's otherwise. now is the request's time
+// (see server.Feed).
+func (c *Cluster) Want(id []byte, s snapshot.Stream, now int64) { c.playing().Want(id, s, now) }
 
 // Load reads a pair's stream through this member's poller while it has
 // one; a follower asks the leader to read, and waits for the value to
@@ -305,7 +306,7 @@ var errFollowing = errors.New("a cluster member that follows does not read the v
 // venue: its wants and cold loads go to the leader through the member.
 type follower struct{ c *Cluster }
 
-func (f *follower) Want(id []byte, s snapshot.Stream) { f.c.engine.Want(id, s) }
+func (f *follower) Want(id []byte, s snapshot.Stream, now int64) { f.c.engine.Want(id, s, now) }
 
 // Load asks the leader to read: as a cold load, and for a book the
 // follower's copy of which serves fewer levels than depth, the leader reads

@@ -15,6 +15,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -69,7 +70,7 @@ type RateLimiter interface {
 // answers is what the role being played answers for the process.
 type answers interface {
 	// Want and Load are the server's feed (see server.Feed).
-	Want(id []byte, s snapshot.Stream)
+	Want(id []byte, s snapshot.Stream, now int64)
 	Load(ctx context.Context, id string, s snapshot.Stream, depth int) error
 	Readiness() Readiness
 	// WriteMetrics writes the role's metrics in Prometheus text.
@@ -110,13 +111,15 @@ func newIngest(cfg poller.Config, spot []string, share float64, with func(pc *po
 	return in
 }
 
-func (in *ingest) Want(id []byte, s snapshot.Stream) { in.p.Want(id, s) }
+func (in *ingest) Want(id []byte, s snapshot.Stream, now int64) { in.p.Want(id, s, now) }
 
 func (in *ingest) Load(ctx context.Context, id string, s snapshot.Stream, depth int) error {
 	return in.p.Load(ctx, id, s, depth)
 }
 
-func (in *ingest) serveWant(id []byte, s snapshot.Stream) { in.p.Want(id, s) }
+// serveWant marks what a follower's requests read, as of its message's
+// arrival: the follower sends what was read within the last wantEvery.
+func (in *ingest) serveWant(id []byte, s snapshot.Stream) { in.p.Want(id, s, time.Now().UnixNano()) }
 
 func (in *ingest) serveLoad(ctx context.Context, id string, s snapshot.Stream) error {
 	return in.p.Load(ctx, id, s, snapshot.MaxDepth)

@@ -71,7 +71,7 @@ func (e *fakeEngine) ShareRateLimit(ctx context.Context, rc cluster.RateCounts) 
 	return nil
 }
 
-func (e *fakeEngine) Want(id []byte, s snapshot.Stream) {
+func (e *fakeEngine) Want(id []byte, s snapshot.Stream, _ int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.wants = append(e.wants, s.String()+" "+string(id))
@@ -124,7 +124,7 @@ func testCluster(e Engine) *Cluster {
 func TestFollowerSendsWantsAndLoadsToTheLeader(t *testing.T) {
 	e := newFakeEngine()
 	c := testCluster(e)
-	c.Want([]byte(btc), snapshot.StreamBook)
+	c.Want([]byte(btc), snapshot.StreamBook, time.Now().UnixNano())
 	if err := c.Load(t.Context(), btc, snapshot.StreamTrades, snapshot.MaxTrades); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestLeaderAnswersFromItsPoller(t *testing.T) {
 		if tr, _ := c.store.Trades([]byte(btc), now); tr == nil {
 			t.Error("no trades published after a load")
 		}
-		c.Want([]byte(btc), snapshot.StreamBook)
+		c.Want([]byte(btc), snapshot.StreamBook, time.Now().UnixNano())
 		if wants, loads := e.sent(); len(wants)+len(loads) != 0 {
 			t.Errorf("a leader sent %q %q to the engine", wants, loads)
 		}

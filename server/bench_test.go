@@ -286,14 +286,7 @@ func BenchmarkServeKeepAlive(b *testing.B) {
 		b.Run(hc.name, func(b *testing.B) {
 			// A client address as on a network, so that the rate limit
 			// applies as in BenchmarkHandler.
-			peer, err := net.ResolveTCPAddr("tcp", hotClients[0].peer)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c, err := ln.DialWithLocalAddr(peer)
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := dialFrom(b, ln, hotClients[0].peer)
 			defer c.Close()
 			req := []byte("GET " + hc.uri + " HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
 			// The first answer says how long every answer is: the same

@@ -23,11 +23,21 @@ type clientIP struct {
 	xff     bool   // header is X-Forwarded-For: a list, read from the right
 }
 
-// peerAddr returns the TCP peer of a request, IPv4-mapped IPv6 unmapped. A
-// peer that is not TCP (a unix socket, an in-memory pipe) is the zero Addr,
-// so every such request shares one key.
+// peerAddr returns the TCP peer of a request (see tcpPeer): the one its
+// connection took once, when the request came through the server's
+// listener, rather than converting the same address on every request.
 func peerAddr(ctx *fasthttp.RequestCtx) netip.Addr {
-	tcp, ok := ctx.RemoteAddr().(*net.TCPAddr)
+	if c, ok := ctx.Conn().(*cappedConn); ok {
+		return c.peer
+	}
+	return tcpPeer(ctx.RemoteAddr())
+}
+
+// tcpPeer returns a TCP peer's address, IPv4-mapped IPv6 unmapped. A peer
+// that is not TCP (a unix socket, an in-memory pipe) is the zero Addr, so
+// every such request shares one key.
+func tcpPeer(addr net.Addr) netip.Addr {
+	tcp, ok := addr.(*net.TCPAddr)
 	if !ok {
 		return netip.Addr{}
 	}

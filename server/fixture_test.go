@@ -48,9 +48,10 @@ type fakeFeed struct {
 	lastWant   [32]byte
 	lastWantN  int
 	lastStream snapshot.Stream
+	lastWantAt int64 // the time the last Want was given, Unix ns
 }
 
-func (f *fakeFeed) Want(id []byte, s snapshot.Stream) {
+func (f *fakeFeed) Want(id []byte, s snapshot.Stream, now int64) {
 	if f.panicOnWant.Load() {
 		panic("want exploded")
 	}
@@ -58,7 +59,15 @@ func (f *fakeFeed) Want(id []byte, s snapshot.Stream) {
 	f.mu.Lock()
 	f.lastWantN = copy(f.lastWant[:], id)
 	f.lastStream = s
+	f.lastWantAt = now
 	f.mu.Unlock()
+}
+
+// lastWantedAt returns the time the last Want was given.
+func (f *fakeFeed) lastWantedAt() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Unix(0, f.lastWantAt)
 }
 
 // lastWanted returns the last pair and stream Want was given.

@@ -270,6 +270,13 @@ func TestWantMarksEveryRequestForAListedPair(t *testing.T) {
 	if id, s := f.feed.lastWanted(); id != "BTC_USDT" || s != snapshot.StreamBook {
 		t.Fatalf("Want(%q, %v), want BTC_USDT book", id, s)
 	}
+	// Marked at the request's time, the server's clock: the feed reads
+	// none of its own.
+	f.clock.Advance(3 * time.Second)
+	f.get(t, "/api/public/orderbook?ticker_id=BTC_USDT&depth=3")
+	if at, want := f.feed.lastWantedAt(), f.clock.Now(); !at.Equal(want) {
+		t.Fatalf("Want given %v, want the request's time %v", at, want)
+	}
 	f.get(t, "/api/public/historical_trades?ticker_id=ETH_USDT")
 	if id, s := f.feed.lastWanted(); id != "ETH_USDT" || s != snapshot.StreamTrades {
 		t.Fatalf("Want(%q, %v), want ETH_USDT trades", id, s)
@@ -278,8 +285,8 @@ func TestWantMarksEveryRequestForAListedPair(t *testing.T) {
 		f.get(t, "/api/public/trades?ticker_id=BTC_USDT")
 	}
 	f.get(t, "/api/public/trades?ticker_id=SOL_USDT") // cold, and wanted before it loads
-	if n := f.feed.wants.Load(); n != 13 {
-		t.Fatalf("%d wants, want 13", n)
+	if n := f.feed.wants.Load(); n != 14 {
+		t.Fatalf("%d wants, want 14", n)
 	}
 	// Not for unlisted or invalid ids, nor routes without a pair.
 	for _, uri := range []string{
@@ -287,8 +294,8 @@ func TestWantMarksEveryRequestForAListedPair(t *testing.T) {
 	} {
 		f.get(t, uri)
 	}
-	if n := f.feed.wants.Load(); n != 13 {
-		t.Fatalf("%d wants after unlisted requests, want still 13", n)
+	if n := f.feed.wants.Load(); n != 14 {
+		t.Fatalf("%d wants after unlisted requests, want still 14", n)
 	}
 }
 

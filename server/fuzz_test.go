@@ -43,6 +43,28 @@ func FuzzQuery(f *testing.F) {
 	})
 }
 
+// FuzzReadQuery: whatever the query string, readQuery finds what fasthttp's
+// Args, which decode it, find.
+func FuzzReadQuery(f *testing.F) {
+	for _, seed := range []string{
+		"ticker_id=BTC_USDT&depth=5", "ticker%5Fid=A_B&ticker_id=C_D", "&&&=&=", "type=buy&type", "limit=+5", "a=%ZZ&depth=1",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		if strings.ContainsAny(query, "#\r\n ") {
+			t.Skip("not part of a query string on the wire")
+		}
+		got, err := queryOf(query)
+		if err != nil {
+			t.Skip("a URI fasthttp refuses: no handler sees it")
+		}
+		if want := argsQuery(query); !sameQuery(got, want) {
+			t.Fatalf("%q: read %+v, Args read %+v", query, got, want)
+		}
+	})
+}
+
 // FuzzRoute sends arbitrary paths, with any method. A path the router
 // accepts is one of the seven routes with at most one trailing slash; every
 // other path is 404; no path panics.

@@ -29,6 +29,21 @@ func serving(t *testing.T, srv *Server) (*fasthttputil.InmemoryListener, func())
 	return ln, serveOn(t, srv, ln)
 }
 
+// dialFrom opens a connection to ln from peer ("host:port"), the address
+// the server sees as the connection's TCP peer.
+func dialFrom(tb testing.TB, ln *fasthttputil.InmemoryListener, peer string) net.Conn {
+	tb.Helper()
+	addr, err := net.ResolveTCPAddr("tcp", peer)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := ln.DialWithLocalAddr(addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 // serveOn serves srv on ln until the returned function (also run at cleanup)
 // shuts it down; Shutdown and then Serve must return nil.
 func serveOn(t testing.TB, srv *Server, ln net.Listener) func() {

@@ -45,10 +45,47 @@ func TestParseCount(t *testing.T) {
 	}
 }
 
-func TestReadQueryCountsRepeatsAfterDecoding(t *testing.T) {
+// queryOf reads the query of a request for "/x?"+query, as the handler
+// does; an error for a URI fasthttp refuses before any handler runs.
+func queryOf(query string) (rawQuery, error) {
+	var u fasthttp.URI
+	if err := u.Parse(nil, []byte("/x?"+query)); err != nil {
+		return rawQuery{}, err
+	}
+	return readQuery(&u), nil
+}
+
+// mustQuery is queryOf for a query fasthttp takes.
+func mustQuery(t *testing.T, query string) rawQuery {
+	t.Helper()
+	q, err := queryOf(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// argsQuery reads query through fasthttp's Args, which decodes every key
+// and value: what readQuery must agree with.
+func argsQuery(query string) rawQuery {
 	var args fasthttp.Args
-	args.Parse("ticker_id=A_B&ticker%5Fid=C_D&depth=1&x=1&x=2&type=buy&limit&%74ype=sell")
-	q := readQuery(&args)
+	args.Parse(query)
+	return readArgs(&args)
+}
+
+// sameQuery reports whether two reads of a query found the same counts and
+// first values.
+func sameQuery(a, b rawQuery) bool {
+	for i := range numParams {
+		if a.count[i] != b.count[i] || string(a.value[i]) != string(b.value[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestReadQueryCountsRepeatsAfterDecoding(t *testing.T) {
+	q := mustQuery(t, "ticker_id=A_B&ticker%5Fid=C_D&depth=1&x=1&x=2&type=buy&limit&%74ype=sell")
 	if q.count[paramTicker] != 2 || string(q.value[paramTicker]) != "A_B" {
 		t.Errorf("ticker_id: %d × first %q", q.count[paramTicker], q.value[paramTicker])
 	}
@@ -57,11 +94,24 @@ func TestReadQueryCountsRepeatsAfterDecoding(t *testing.T) {
 	}
 }
 
+// A query with nothing to decode is read in place; it must read as
+// fasthttp's Args read it, whatever its shape.
+func TestReadQueryInPlaceAsArgs(t *testing.T) {
+	for _, query := range []string{
+		"", "ticker_id=BTC_USDT", "ticker_id=BTC_USDT&depth=5", "depth=5&ticker_id=BTC_USDT&depth=6",
+		"ticker_id", "ticker_id=", "=BTC_USDT", "&", "&&ticker_id=A_B&&", "ticker_id=A=B", "ticker_id==",
+		"type=buy&type=sell&limit=10&limit", "x=1&ticker_id=A_B&y", "ticker_id=A_B&limit=-3&type=",
+		"TICKER_ID=A_B", "ticker_id =A_B", "ticker_id=A_B;depth=5", "_=1767323045&ticker_id=BTC_USDT&depth=99",
+	} {
+		if got, want := mustQuery(t, query), argsQuery(query); !sameQuery(got, want) {
+			t.Errorf("%q: read %+v, Args read %+v", query, got, want)
+		}
+	}
+}
+
 func TestParseTradesSides(t *testing.T) {
 	for in, want := range map[string]snapshot.Side{"": snapshot.SideAll, "&type=buy": snapshot.SideBuy, "&type=sell": snapshot.SideSell} {
-		var args fasthttp.Args
-		args.Parse("ticker_id=AB_CD" + in)
-		q := readQuery(&args)
+		q := mustQuery(t, "ticker_id=AB_CD"+in)
 		got, e := parseTrades(&q)
 		if e != nil || got.side != want || got.limit != snapshot.MaxTrades || string(got.id) != "AB_CD" {
 			t.Errorf("%q: %+v %v", in, got, e)

@@ -1,9 +1,14 @@
 package server
 
 import (
+	"bufio"
+	"io"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"marketfeed/internal/golden"
 )
@@ -228,6 +233,44 @@ func TestClientIPIsThePeerByDefault(t *testing.T) {
 	}
 	if sameClient(t, nil, request{peer: "192.0.2.1:1000"}, request{peer: "192.0.2.2:1000"}) {
 		t.Error("two addresses share a key")
+	}
+}
+
+// Through the server's listener, a connection's peer is the client: two
+// connections of one address share its allowance, another address has its
+// own, and a trusted proxy's connection is counted by its header.
+func TestClientIPOfServedConnections(t *testing.T) {
+	f := newFixture(t, limited(behind(func(c *Config) { c.RateLimit = 2 })))
+	ln, _ := serving(t, f.srv)
+	get := func(peer string, headers ...string) int {
+		t.Helper()
+		c := dialFrom(t, ln, peer)
+		defer c.Close()
+		req := "GET /api/public/pairs HTTP/1.1\r\nHost: x\r\n"
+		for i := 0; i+1 < len(headers); i += 2 {
+			req += headers[i] + ": " + headers[i+1] + "\r\n"
+		}
+		if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		var resp fasthttp.Response
+		if err := resp.Read(bufio.NewReader(c)); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode()
+	}
+	for i, want := range []int{200, 200, 429} {
+		if got := get("192.0.2.1:" + strconv.Itoa(1000+i)); got != want {
+			t.Fatalf("192.0.2.1, connection %d: %d, want %d", i+1, got, want)
+		}
+	}
+	if got := get("192.0.2.2:1000"); got != 200 {
+		t.Fatalf("another address: %d, want 200", got)
+	}
+	for i, want := range []int{200, 200, 429} {
+		if got := get("10.0.0.1:"+strconv.Itoa(1000+i), "X-Forwarded-For", "203.0.113.9"); got != want {
+			t.Fatalf("through a trusted proxy, request %d: %d, want %d", i+1, got, want)
+		}
 	}
 }
 

@@ -31,10 +31,12 @@ import (
 
 // Feed is the server's view of the poller.
 type Feed interface {
-	// Want marks a pair's stream as asked for, keeping it hot. It is called
-	// on every /orderbook and /trades request for a listed pair, so it must
-	// not allocate. tickerID is valid only during the call.
-	Want(tickerID []byte, s snapshot.Stream)
+	// Want marks a pair's stream as asked for at now (Unix ns), keeping it
+	// hot. It is called on every /orderbook and /trades request for a
+	// listed pair, so it must not allocate; now is the request's time, the
+	// one the server already took for it, so that Want need not read the
+	// clock again. tickerID is valid only during the call.
+	Want(tickerID []byte, s snapshot.Stream, now int64)
 	// Load reads the stream from the venue now (one read shared by
 	// concurrent callers) and returns once it is published or has failed,
 	// or ctx is done. For a book, depth is the levels a side must serve
@@ -107,10 +109,14 @@ type Config struct {
 	Now func() time.Time
 
 	// ReadTimeout, WriteTimeout and IdleTimeout guard against slow clients.
-	// Defaults 5s, 5s and 60s. Each fires at the time it says or up to a
-	// tenth of the smallest of them later (500 ms with the defaults): a
-	// busy connection's deadlines are moved only that often, rather than
-	// three times a request.
+	// Defaults 5s, 5s and 60s. ReadTimeout bounds reading a request, from
+	// its first bytes (a connection's first request: from the connection);
+	// WriteTimeout writing an answer, from the end of its handling;
+	// IdleTimeout the wait for the next request on a keep-alive
+	// connection, from the end of the last answer's write. Each fires at
+	// the time it says or up to a tenth of the smallest of them later (500
+	// ms with the defaults): a busy connection's deadlines are moved only
+	// that often, rather than three times a request.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxConns is the most connections open at once. A connection over it
 	// is answered 503 {"code":"OVERLOADED",...} with Retry-After and closed.
@@ -150,7 +156,7 @@ type Server struct {
 	ip            clientIP
 	metrics       *serverMetrics
 	maxConns      int              // connections open at once; more are refused with 503
-	deadlineSlack time.Duration    // how late a connection's deadlines may fire
+	timeouts      connTimeouts     // the connections' timeouts, which they keep themselves
 	refusedConns  *metrics.Counter // connections refused over maxConns
 
 	srv *fasthttp.Server
@@ -251,12 +257,19 @@ func New(cfg Config) *Server {
 	}
 	s.maxConns = maxConns
 	s.refusedConns = set.NewCounter("marketfeed_connections_refused_total")
+	read := orDefault(cfg.ReadTimeout, DefaultReadTimeout)
+	write := orDefault(cfg.WriteTimeout, DefaultWriteTimeout)
+	idle := orDefault(cfg.IdleTimeout, DefaultIdleTimeout)
+	s.timeouts = connTimeouts{read: int64(read), write: int64(write), idle: int64(idle),
+		slack: int64(min(read, write, idle) / deadlineSlackPart)}
 	s.srv = &fasthttp.Server{
 		Handler:      s.Handler,
 		ErrorHandler: s.requestError,
-		ReadTimeout:  orDefault(cfg.ReadTimeout, DefaultReadTimeout),
-		WriteTimeout: orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
-		IdleTimeout:  orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
+		// No ReadTimeout, WriteTimeout or IdleTimeout: the connections
+		// keep theirs themselves (see cappedConn), without the clock
+		// readings fasthttp takes for its own on every request, told by
+		// connState where fasthttp's loop is.
+		ConnState: connState,
 		// The cap is capListener's, which answers in the API's format;
 		// fasthttp's own must never be the one that trips.
 		Concurrency:           maxConns + connCapSlack,
@@ -268,7 +281,6 @@ func New(cfg Config) *Server {
 		CloseOnShutdown:       true,
 		Logger:                fasthttpLogger{s.log},
 	}
-	s.deadlineSlack = min(s.srv.ReadTimeout, s.srv.WriteTimeout, s.srv.IdleTimeout) / deadlineSlackPart
 	return s
 }
 
@@ -321,7 +333,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = l.Close()
 		return nil
 	}
-	capped := newCapListener(l, s.maxConns, s.refusedConns, s.deadlineSlack)
+	capped := newCapListener(l, s.maxConns, s.refusedConns, s.timeouts)
 	s.lns = append(s.lns, l)
 	s.caps = append(s.caps, capped)
 	s.mu.Unlock()
@@ -389,7 +401,13 @@ func (s *Server) finish(ctx *fasthttp.RequestCtx, start time.Time, label *int) {
 		ctx.Response.Reset()
 		fail(&ctx.Response, errInternal)
 	}
-	s.metrics.observe(ctx.ConnID(), *label, ctx.Response.StatusCode(), time.Since(start))
+	d := time.Since(start)
+	s.metrics.observe(ctx.ConnID(), *label, ctx.Response.StatusCode(), d)
+	if c, ok := ctx.Conn().(*cappedConn); ok {
+		// The answer's write timeout counts from now, which the latency
+		// has just read.
+		c.answered(int64(start.Sub(clockBase) + d))
+	}
 }
 
 // serve answers the request and sets *label to its route label.
@@ -530,7 +548,7 @@ type wholeBody interface {
 }
 
 func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
-	raw := readQuery(ctx.QueryArgs())
+	raw := readQuery(ctx.URI())
 	q, e := parseBook(&raw)
 	if e != nil {
 		fail(&ctx.Response, e)
@@ -560,7 +578,7 @@ func (s *Server) book(ctx *fasthttp.RequestCtx, now int64) {
 }
 
 func (s *Server) trades(ctx *fasthttp.RequestCtx, now int64) {
-	raw := readQuery(ctx.QueryArgs())
+	raw := readQuery(ctx.URI())
 	q, e := parseTrades(&raw)
 	if e != nil {
 		fail(&ctx.Response, e)
@@ -637,7 +655,7 @@ func (s *Server) perPair(r *pairRoute, id []byte, n int, now int64) (snapshot.Pa
 		return nil, errUnknownTicker
 	}
 	if s.feed != nil {
-		s.feed.Want(id, r.stream)
+		s.feed.Want(id, r.stream, now)
 	}
 	if snap.FreshAt(now, s.maxStale) && snap.Serves(n) {
 		return snap, nil
