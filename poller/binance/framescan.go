@@ -292,14 +292,23 @@ type keyList struct {
 
 // keySlotBits sizes a keyList's index: 256 slots, so that a multiplier
 // that spreads two dozen names apart is found in a few tries; maxKeyNames
-// keeps that search short.
+// keeps that search short, and keySeeds ends it: 64 random names take a
+// few thousand tries (20141 the most of twenty lists), and the chance that
+// none of the first 65536 spreads them is about e⁻²⁵. A list that no
+// multiplier tried spreads goes without slots, every key through lookup:
+// slower, with the same answers.
 const (
 	keySlotBits = 8
 	maxKeyNames = 64
+	keySeeds    = 1 << 16
 )
 
 // newKeyList indexes names, at most maxKeyNames of them.
-func newKeyList(names []string) *keyList {
+func newKeyList(names []string) *keyList { return indexKeys(names, keySeeds) }
+
+// indexKeys indexes names with the first of seeds multipliers that spreads
+// them, or without slots when none does.
+func indexKeys(names []string, seeds uint64) *keyList {
 	if len(names) > maxKeyNames {
 		panic("binance: too many key names to index")
 	}
@@ -316,7 +325,7 @@ func newKeyList(names []string) *keyList {
 	// The multiplier is the first of a fixed sequence of odd numbers
 	// (splitmix64's) under which the names' slots differ: the same every
 	// run.
-	for seed := uint64(1); ; seed++ {
+	for seed := uint64(1); seed <= seeds; seed++ {
 		l.mul = splitmix(seed) | 1
 		clear(l.slots[:])
 		clash := false
@@ -332,6 +341,8 @@ func newKeyList(names []string) *keyList {
 			return l
 		}
 	}
+	clear(l.slots[:])
+	return l
 }
 
 // splitmix is splitmix64's output for seed: well-mixed bits from a counter.

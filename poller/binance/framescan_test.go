@@ -2,6 +2,7 @@ package binance
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -184,15 +185,39 @@ func TestDecodeFrameNullLevelAfterRepeat(t *testing.T) {
 	}
 }
 
+// slotsUsed counts the slots of l that hold a name.
+func slotsUsed(l *keyList) int {
+	n := 0
+	for _, i := range l.slots {
+		if i != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // A key's name is found by the index as lookup finds it: the name it
 // equals, else the first it equals without regard to case, Unicode's
-// folding included, else none; in every key list the decoders use, and in
-// one with a name too long to pack and a name listed twice.
+// folding included, else none; in every key list the decoders use, in one
+// with a name too long to pack and a name listed twice, and in the longest
+// list, indexed and, when no multiplier tried spreads it, without slots.
 func TestKeyListFindsWhatLookupFinds(t *testing.T) {
+	many := make([]string, maxKeyNames)
+	for i := range many {
+		many[i] = fmt.Sprintf("k%02d", i)
+	}
+	spread, unspread := indexKeys(many, keySeeds), indexKeys(many, 1)
+	if n := slotsUsed(spread); n != len(many) {
+		t.Errorf("%d names indexed in %d slots, want one each", len(many), n)
+	}
+	if n := slotsUsed(unspread); n != 0 {
+		t.Errorf("%d names left unspread by the one multiplier tried hold %d slots, want none", len(many), n)
+	}
 	lists := map[string]*keyList{
 		"envelope": envelopeIndex, "error": errorIndex, "depth": depthIndex, "aggTrade": aggTradeIndex,
 		"ticker": tickerIndex, "markPrice": markPriceIndex, "markPriceEnvelope": markPriceEnvelopeIndex,
 		"other": newKeyList([]string{"b", "sevenup", "eightbit", "a", "B", "b", "stream"}),
+		"many":  spread, "many without slots": unspread,
 	}
 	keys := []string{"", "\x00", "e\x00", "\x00e", "ſ", "ſtream", "K", "\u212a", "ſevenup", "eightbi\u212a",
 		"eightbits", "eightbi", "streams", "strea", "datum"}

@@ -270,6 +270,11 @@ type streamRef struct {
 	whole     int // the whole-market stream's row of wholeMarket
 }
 
+// sameWatch reports whether r and o stand for the same watch of their
+// symbol: a symbol unwatched and watched again has new marks (see
+// dedup.watch), and its streams' routes must take them.
+func (r streamRef) sameWatch(o streamRef) bool { return r.marks == o.marks }
+
 // usableSymbol reports whether a symbol can be part of a stream name: the
 // venue separates names with '/' in URLs and parts of a name with '@'.
 func usableSymbol(sym string) bool {

@@ -115,6 +115,10 @@ type fakeStreamVenue struct {
 	refuse func(method string, params []string) bool
 	reject bool          // answer every handshake with 503
 	maxAge time.Duration // close a connection at this age, as 1001 "max age"; 0: never
+	// opening, when set, is called with a connection's path before its
+	// handshake is answered: it may hold the handshake, as a slow venue
+	// does.
+	opening func(path string)
 }
 
 func newFakeStreamVenue(t *testing.T) *fakeStreamVenue {
@@ -169,11 +173,14 @@ func (v *fakeStreamVenue) connections() []*venueConn {
 
 func (v *fakeStreamVenue) serve(w http.ResponseWriter, r *http.Request) {
 	v.mu.Lock()
-	reject := v.reject
+	reject, opening := v.reject, v.opening
 	v.mu.Unlock()
 	if reject {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
+	}
+	if opening != nil {
+		opening(r.URL.Path)
 	}
 	if r.URL.RawQuery != "" {
 		v.t.Errorf("stream names in the URL: %s", r.URL.RawQuery)

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 
@@ -490,6 +492,67 @@ func TestStreamsWarnCountsRepeats(t *testing.T) {
 		}
 		if want := []int{0, 0, 2}; !slices.Equal(repeated, want) {
 			t.Fatalf("lines with repeated %v, want %v", repeated, want)
+		}
+	})
+}
+
+// A symbol unwatched and watched again while its connection is being
+// replaced is carried by the replacement for its new watch, and reported
+// Live, as a new stream is: the connection replaced still carried it, but
+// for the watch that ended, which the sink no longer follows.
+func TestStreamsReplacementReportsASymbolWatchedAgainLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The venue holds the market path's handshakes once hold is set,
+		// until release is closed.
+		var mu sync.Mutex
+		var hold bool
+		held, release := make(chan struct{}), make(chan struct{})
+		slow := func(v *fakeStreamVenue) {
+			v.opening = func(path string) {
+				mu.Lock()
+				h := hold && path == Binance.Streams.MarketPath
+				mu.Unlock()
+				if h {
+					held <- struct{}{}
+					<-release
+				}
+			}
+		}
+		h := startHarness(t, Binance, []string{"BTCUSDT"}, slow, StreamOptions{MaxAge: time.Hour})
+		defer h.stop()
+		h.sink.take()
+		old := h.conn("/market/stream", "btcusdt@aggTrade")
+		time.Sleep(firstTurn(time.Hour, 0, 0) - time.Second)
+		synctest.Wait()
+		mu.Lock()
+		hold = true
+		mu.Unlock()
+		<-held // the market connection's turn: its replacement is being opened
+		h.s.Watch(nil)
+		again := strings.Clone("BTCUSDT")
+		h.s.Watch([]string{again})
+		close(release)
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		nc := h.conn("/market/stream", "btcusdt@aggTrade")
+		if nc == old {
+			t.Fatal("market connection not replaced on its turn")
+		}
+		var trades []string
+		for _, c := range h.sink.take() {
+			if strings.HasSuffix(c, " trades BTCUSDT") {
+				trades = append(trades, c)
+			}
+		}
+		if !slices.Equal(trades, []string{"live trades BTCUSDT"}) {
+			t.Errorf("trade stream reports %q, want it reported Live once", trades)
+		}
+		nc.send(t, `{"stream":"btcusdt@aggTrade","data":`+goodTradeData+`}`)
+		synctest.Wait()
+		tr := h.sink.Take()
+		if len(tr) != 1 || tr[0].Symbol != again || unsafe.StringData(tr[0].Symbol) != unsafe.StringData(again) {
+			t.Errorf("sink calls %+v, want one trade of the string watched now", tr)
 		}
 	})
 }

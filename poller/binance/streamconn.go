@@ -173,7 +173,8 @@ func (sl *slot) handOver(ctx context.Context, old *wsConn) {
 }
 
 // sync brings c's subscriptions in line with the slot: names no longer
-// wanted are unsubscribed, names asked for are resubscribed, and wanted
+// wanted are unsubscribed, names asked for are resubscribed, names on c
+// for an earlier watch of their symbol are routed anew, and wanted
 // names not on c are subscribed. refused is true when the venue refused a
 // subscription; err is a broken connection.
 func (sl *slot) sync(ctx context.Context, c *wsConn, sink venue.Sink) (refused bool, err error) {
@@ -210,17 +211,31 @@ func (sl *slot) sync(ctx context.Context, c *wsConn, sink venue.Sink) (refused b
 		// No longer routed: subscribed again below, and reported Live once
 		// acknowledged.
 	}
-	var add []string
+	var add, renew []string
 	for _, n := range names {
-		if _, on := c.route(n); !on && !sl.blocked[n] {
+		r, on := c.route(n)
+		switch {
+		case !on && !sl.blocked[n]:
 			add = append(add, n)
+		case on && !r.sameWatch(want[n]):
+			renew = append(renew, n)
 		}
 	}
+	// A name on c whose route holds another watch's marks is a symbol
+	// unwatched and watched again (delisted and listed again) before c was
+	// synced: still subscribed, so nothing goes to the venue. But its route
+	// would send its events through the table and to the sink as the
+	// string of the watch that ended, and its unwatching forgot which lines
+	// carry it (see carriers.forget), while the sink follows it anew and
+	// waits for its Live: a book is synced only once its stream is live,
+	// and the silence watchdog watches only live streams.
+	if len(renew) > 0 {
+		refs := refsOf(want, renew)
+		c.routeTo(renew, refs)
+		report(refs, sink.Live)
+	}
 	for chunk := range slices.Chunk(add, sl.s.preset.NamesPerSubscribe) {
-		refs := make([]streamRef, len(chunk))
-		for i, n := range chunk {
-			refs[i] = want[n]
-		}
+		refs := refsOf(want, chunk)
 		r, err := c.subscribe(ctx, chunk, refs)
 		if err != nil {
 			return refused, err
@@ -243,7 +258,8 @@ func (sl *slot) sync(ctx context.Context, c *wsConn, sink venue.Sink) (refused b
 // replace dials a new connection and subscribes every name old carries, and
 // any wanted name it does not. Only when the venue acknowledged them all is
 // the new connection returned; the caller then closes old. Names old did
-// not carry are reported Live; the others never stopped being live.
+// not carry, or carried for an earlier watch of their symbol (see sync),
+// are reported Live; the others never stopped being live.
 func (sl *slot) replace(ctx context.Context, old *wsConn, sink venue.Sink) (*wsConn, error) {
 	nc, err := sl.dial(ctx, sink)
 	if err != nil {
@@ -252,11 +268,10 @@ func (sl *slot) replace(ctx context.Context, old *wsConn, sink venue.Sink) (*wsC
 	want, names := sl.wanted()
 	var fresh []streamRef
 	for chunk := range slices.Chunk(names, sl.s.preset.NamesPerSubscribe) {
-		refs := make([]streamRef, len(chunk))
+		refs := refsOf(want, chunk)
 		for i, n := range chunk {
-			refs[i] = want[n]
-			if _, on := old.route(n); !on {
-				fresh = append(fresh, want[n])
+			if r, on := old.route(n); !on || !r.sameWatch(refs[i]) {
+				fresh = append(fresh, refs[i])
 			}
 		}
 		r, err := nc.subscribe(ctx, chunk, refs)
@@ -270,6 +285,15 @@ func (sl *slot) replace(ctx context.Context, old *wsConn, sink venue.Sink) (*wsC
 	}
 	report(fresh, sink.Live)
 	return nc, nil
+}
+
+// refsOf returns what want holds for names, in their order.
+func refsOf(want map[string]streamRef, names []string) []streamRef {
+	refs := make([]streamRef, len(names))
+	for i, n := range names {
+		refs[i] = want[n]
+	}
+	return refs
 }
 
 // later returns the later of a and b.

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"marketfeed/poller/venue"
+	"marketfeed/poller/venue/venuetest"
 	"marketfeed/snapshot"
 )
 
@@ -477,3 +478,93 @@ type symbolSink struct {
 
 func (s *symbolSink) Depth(u venue.DepthUpdate)          { s.symbols = append(s.symbols, u.Symbol) }
 func (s *symbolSink) Trade(symbol string, _ venue.Trade) { s.symbols = append(s.symbols, symbol) }
+
+// A symbol unwatched and watched again (delisted and listed again) before
+// its connections were synced is still subscribed on them, and stays so:
+// each line reports it Live again, as a new stream, which is what the sink
+// waits for to sync a book and to watch for silence; its events reach the
+// sink as the string it is watched by now, each once; and a line that then
+// loses it is not taken for the last one carrying it.
+func TestSymbolWatchedAgainBeforeItsConnectionsSyncIsLiveAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The venue answers ETHUSDT's unsubscriptions only once release is
+		// closed: meanwhile every connection is busy syncing.
+		release := make(chan struct{})
+		held := make(chan struct{}, 4)
+		busy := func(v *fakeStreamVenue) {
+			v.refuse = func(method string, params []string) bool {
+				if method == "UNSUBSCRIBE" && (slices.Contains(params, "ethusdt@depth@100ms") || slices.Contains(params, "ethusdt@aggTrade")) {
+					held <- struct{}{}
+					<-release
+				}
+				return false
+			}
+		}
+		first := strings.Clone("BTCUSDT")
+		h := startHarness(t, Binance, []string{first, "ETHUSDT"}, busy, StreamOptions{Lines: 2})
+		defer h.stop()
+		h.sink.take()
+		depth := h.lineConns("/public/stream", "btcusdt@depth@100ms")
+		market := h.lineConns("/market/stream", "btcusdt@aggTrade")
+		conns := append(depth[:], market[:]...)
+		sent := make([]int, len(conns)) // the control messages each had before
+		for i, c := range conns {
+			sent[i] = len(c.messages())
+		}
+		h.s.Watch([]string{first})
+		for range conns { // each sends its unsubscription, paced
+			<-held
+		}
+		h.s.Watch(nil)
+		again := strings.Clone("BTCUSDT")
+		h.s.Watch([]string{again})
+		close(release)
+		synctest.Wait()
+
+		wantCalls(t, sorted(h.sink.take()), "live book BTCUSDT", "live book BTCUSDT", "live trades BTCUSDT", "live trades BTCUSDT")
+		for i, c := range conns {
+			for _, m := range c.messages()[sent[i]:] {
+				if slices.ContainsFunc(m.Params, func(n string) bool { return strings.HasPrefix(n, "btcusdt@") }) {
+					t.Errorf("conn %d: %s %v sent for a stream it never stopped carrying", c.n, m.Method, m.Params)
+				}
+			}
+		}
+
+		h.sink.Clone = false // the symbol's string, as delivered, is looked at
+		const levels = `"b":[["100.5","1"]],"a":[]`
+		depth[0].send(t, depthEvent(1, 2, 0, levels))
+		synctest.Wait()
+		depth[1].send(t, depthEvent(1, 2, 0, levels))
+		trade := `{"stream":"btcusdt@aggTrade","data":` + goodTradeData + `}`
+		market[1].send(t, trade)
+		synctest.Wait()
+		market[0].send(t, trade)
+		synctest.Wait()
+		var syms []string
+		for _, c := range h.sink.Take() {
+			switch {
+			case c.Method == venuetest.Depth:
+				syms = append(syms, c.Depth.Symbol)
+			case c.Method == venuetest.Trade:
+				syms = append(syms, c.Symbol)
+			}
+		}
+		if len(syms) != 2 {
+			t.Fatalf("%d events delivered, want the depth event and the trade once each", len(syms))
+		}
+		for i, sym := range syms {
+			if sym != again || unsafe.StringData(sym) != unsafe.StringData(again) {
+				t.Errorf("event %d delivered as %q at %p, want the string watched now at %p (first watched at %p)",
+					i, sym, unsafe.StringData(sym), unsafe.StringData(again), unsafe.StringData(first))
+			}
+		}
+
+		// Line A's depth connection closes: line B still carries the
+		// book.
+		_ = depth[0].ws.Close(websocket.StatusGoingAway, "")
+		synctest.Wait()
+		if calls := h.sink.take(); slices.Contains(calls, "lost book BTCUSDT") {
+			t.Errorf("sink calls %q: the book reported Lost while line B carried it", calls)
+		}
+	})
+}

@@ -286,6 +286,15 @@ func (c *wsConn) reroute(change func(routes map[string]streamRef)) {
 	c.routes.Store(&next)
 }
 
+// routeTo routes each of names to the ref of its place in refs.
+func (c *wsConn) routeTo(names []string, refs []streamRef) {
+	c.reroute(func(routes map[string]streamRef) {
+		for i, n := range names {
+			routes[n] = refs[i]
+		}
+	})
+}
+
 func (c *wsConn) unroute(names []string) {
 	c.reroute(func(routes map[string]streamRef) {
 		for _, n := range names {
@@ -298,11 +307,7 @@ func (c *wsConn) unroute(names []string) {
 // acknowledgement are delivered, and sends SUBSCRIBE. A refusal unroutes
 // them again.
 func (c *wsConn) subscribe(ctx context.Context, names []string, refs []streamRef) (reply, error) {
-	c.reroute(func(routes map[string]streamRef) {
-		for i, n := range names {
-			routes[n] = refs[i]
-		}
-	})
+	c.routeTo(names, refs)
 	r, err := c.request(ctx, "SUBSCRIBE", names)
 	if err == nil && !r.ok {
 		c.unroute(names)
