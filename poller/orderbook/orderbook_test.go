@@ -196,6 +196,21 @@ func TestParsePriceOrdersExactly(t *testing.T) {
 	}
 }
 
+// less is exact for every pair of keys, at the edges of both halves too:
+// the integer parts decide unless equal, then the fractions.
+func TestPriceKeyLessIsTheOrderOfThePrices(t *testing.T) {
+	const top = ^uint64(0)
+	keys := []priceKey{{0, 0}, {0, 1}, {0, 5e17}, {0, top}, {1, 0}, {1, 1}, {1, top}, {2, 0}, {top - 1, top}, {top, 0}, {top, 1}, {top, top}}
+	for i, a := range keys {
+		for j, b := range keys {
+			// keys is in rising order.
+			if got, want := a.less(b), i < j; got != want {
+				t.Errorf("%v less %v = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}
+
 // A side that grows past maxSideLevels, as the bids do while the price
 // rises, drops its worst levels and vouches no farther than it holds.
 func TestOrderBookSideIsTrimmed(t *testing.T) {

@@ -3,6 +3,7 @@ package orderbook
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -346,8 +347,15 @@ func (s *bookSide) appendTop(dst []venue.Level, n int) []venue.Level {
 // floats: the integer part, then the fraction scaled to 18 digits.
 type priceKey struct{ whole, frac uint64 }
 
+// less reports whether a is the lower price. It is the borrow of the
+// 128-bit a-b, which takes no branch: the scan of search compares levels
+// one after the other, and a branch on a price's digits, which the
+// processor cannot predict, would stop it from reading the levels after
+// the compared one until it knows.
 func (a priceKey) less(b priceKey) bool {
-	return a.whole < b.whole || (a.whole == b.whole && a.frac < b.frac)
+	_, borrow := bits.Sub64(a.frac, b.frac, 0)
+	_, borrow = bits.Sub64(a.whole, b.whole, borrow)
+	return borrow != 0
 }
 
 // parsePrice reads a non-negative plain decimal (digits, optionally a point
