@@ -148,18 +148,32 @@ type marks struct {
 
 // recentEvents is how many delivered events a symbol's marks remember of
 // each kind: at the venue's 10 depth events a second, a copy three seconds
-// late is still known.
+// late is still known. A power of two, for the ring's index.
 const recentEvents = 32
 
 // recent is a ring of the ids and times of the last events delivered.
 type recent struct {
-	ids, times [recentEvents]int64
-	next       int
+	// next and top come first, in the cache line of the marks' lock: an
+	// event newer than any delivered, a line's usual event, is told from
+	// them alone, and the rings, half a kilobyte a kind at hundreds of
+	// pairs, are not read.
+	next int
+	top  int64 // the highest id added
+	ids  [recentEvents]int64
+	// times are beside the ids, not in pairs with them: a check reads ids
+	// until one is equal, and only then its time.
+	times [recentEvents]int64
 }
 
-// has reports whether an event of id at time was delivered.
+// has reports whether an event of id at time was delivered. An id above
+// every one delivered was not; otherwise the ring is read newest first,
+// where the other line's copy of an event is found, a moment after it.
 func (r *recent) has(id, time int64) bool {
-	for i := range r.ids {
+	if id > r.top {
+		return false
+	}
+	for k := range recentEvents {
+		i := (r.next - 1 - k) & (recentEvents - 1)
 		if r.ids[i] == id && r.times[i] == time {
 			return true
 		}
@@ -171,7 +185,8 @@ func (r *recent) has(id, time int64) bool {
 // has said no since it was taken.
 func (r *recent) add(id, time int64) {
 	r.ids[r.next], r.times[r.next] = id, time
-	r.next = (r.next + 1) % recentEvents
+	r.next = (r.next + 1) & (recentEvents - 1)
+	r.top = max(r.top, id)
 }
 
 // hold is a symbol's marks that a connection's reader keeps locked from the

@@ -296,6 +296,8 @@ func TestDedupTellsCopiesByIDAndTime(t *testing.T) {
 		{ev(105, 5040), true},  // the next, in the same millisecond
 		{ev(3, 9000), true},    // ids that started again
 		{ev(4, 9100), true},
+		{ev(4, 9100), false}, // and copies of them, below ids delivered before
+		{ev(3, 9000), false},
 	} {
 		if known := d.check(snapshot.StreamBook, step.u.Symbol, routed, step.u.Last, step.u.Time, &h); known == step.want {
 			t.Errorf("update %d at %d: known before delivery %v", step.u.Last, step.u.Time, known)
