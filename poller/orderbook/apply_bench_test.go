@@ -15,16 +15,21 @@ import (
 // the next heartbeat's): 16 markets for 2000 heartbeats (200 s), whose
 // books stay in the processor's caches, and 846 for 100 (10 s), whose
 // books (54 MB of levels) do not, as in a feed of 846 pairs. One op is one
-// event; levels/op is how many levels an event carries, both sides. The
+// event; levels/op is how many levels an event carries, both sides. Each
+// twice: window=0 is venuesim's default diffs (about 14 levels a side, a
+// few hundred levels deep), window=50 diffs of the venue's recorded shape
+// (sim.Config.DepthWindow 50: about 4 a side, a few dozen deep). The
 // events are built before the clock starts, and when they run out the
 // books are synced again with the clock stopped.
 func BenchmarkApplySim(b *testing.B) {
-	b.Run("markets=16", func(b *testing.B) { benchApplySim(b, 16, 2000) })
-	b.Run("markets=846", func(b *testing.B) { benchApplySim(b, 846, 100) })
+	for _, window := range []int{0, 50} {
+		b.Run(fmt.Sprintf("window=%d/markets=16", window), func(b *testing.B) { benchApplySim(b, window, 16, 2000) })
+		b.Run(fmt.Sprintf("window=%d/markets=846", window), func(b *testing.B) { benchApplySim(b, window, 846, 100) })
+	}
 }
 
-func benchApplySim(b *testing.B, markets int, heartbeats int64) {
-	v := sim.New(sim.Config{Seed: 1, Extra: markets})
+func benchApplySim(b *testing.B, window, markets int, heartbeats int64) {
+	v := sim.New(sim.Config{Seed: 1, Extra: markets, DepthWindow: window})
 	k0 := sim.Heartbeat(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	syms := make([]string, markets)
 	snaps := make([]venue.Book, markets)
