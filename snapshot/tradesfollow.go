@@ -136,12 +136,23 @@ func openBody(size int) []byte {
 }
 
 // orSells adds to dst the marks of src's m newest items, each moved by
-// added items.
+// added items: src's bits below m, shifted up by added, a word at a time.
 func orSells(dst, src *[(MaxTrades + 63) / 64]uint64, m, added int) {
-	for j := range m {
-		if src[j/64]&(1<<(j%64)) != 0 {
-			at := j + added
-			dst[at/64] |= 1 << (at % 64)
+	kept := *src
+	for k := range kept {
+		switch lo := k * 64; {
+		case m <= lo:
+			kept[k] = 0
+		case m < lo+64:
+			kept[k] &= 1<<(m-lo) - 1
 		}
+	}
+	words, bits := added/64, added%64
+	for k := len(dst) - 1; k >= words; k-- {
+		v := kept[k-words] << bits
+		if bits > 0 && k-words > 0 {
+			v |= kept[k-words-1] >> (64 - bits)
+		}
+		dst[k] |= v
 	}
 }

@@ -145,3 +145,33 @@ func TestItemBoundSizesAnItem(t *testing.T) {
 		}
 	}
 }
+
+// orSells moves the kept items' marks as marking them one by one would,
+// for every count of kept items and of items added before them.
+func TestOrSellsMovesEachKeptMark(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for m := 0; m <= MaxTrades; m++ {
+		for added := 0; m+added <= MaxTrades; added++ {
+			var src, dst, want [(MaxTrades + 63) / 64]uint64
+			for k := range src {
+				src[k] = rng.Uint64()
+			}
+			for j := range added { // the new items' own marks
+				if rng.IntN(2) == 0 {
+					dst[j/64] |= 1 << (j % 64)
+				}
+			}
+			want = dst
+			for j := range m {
+				if src[j/64]&(1<<(j%64)) != 0 {
+					at := j + added
+					want[at/64] |= 1 << (at % 64)
+				}
+			}
+			orSells(&dst, &src, m, added)
+			if dst != want {
+				t.Fatalf("m %d, added %d: %x, want %x", m, added, dst, want)
+			}
+		}
+	}
+}
