@@ -143,7 +143,12 @@ type marks struct {
 	// before mu is taken, so it sits beside mu, in the cache line the lock
 	// needs: after the rings it would be a read from memory of its own.
 	dropped atomic.Bool
-	rings   [snapshot.NumStreams]recent
+	// heads are the rings' indexes and highest ids, in the lock's cache
+	// line too: an event newer than any delivered of its kind, a line's
+	// usual event, is told from them alone, and the rings, half a kilobyte
+	// a kind at hundreds of pairs, are not read (see has).
+	heads [snapshot.NumStreams]ringHead
+	rings [snapshot.NumStreams]recent
 }
 
 // recentEvents is how many delivered events a symbol's marks remember of
@@ -151,29 +156,31 @@ type marks struct {
 // late is still known. A power of two, for the ring's index.
 const recentEvents = 32
 
-// recent is a ring of the ids and times of the last events delivered.
-type recent struct {
-	// next and top come first, in the cache line of the marks' lock: an
-	// event newer than any delivered, a line's usual event, is told from
-	// them alone, and the rings, half a kilobyte a kind at hundreds of
-	// pairs, are not read.
+// ringHead is where a kind's ring of a symbol's marks is written next, and
+// the highest id it was given.
+type ringHead struct {
 	next int
-	top  int64 // the highest id added
-	ids  [recentEvents]int64
-	// times are beside the ids, not in pairs with them: a check reads ids
-	// until one is equal, and only then its time.
-	times [recentEvents]int64
+	top  int64
 }
 
-// has reports whether an event of id at time was delivered. An id above
-// every one delivered was not; otherwise the ring is read newest first,
-// where the other line's copy of an event is found, a moment after it.
-func (r *recent) has(id, time int64) bool {
-	if id > r.top {
+// recent is a ring of the ids and times of the last events delivered of a
+// kind. The times are beside the ids, not in pairs with them: a check reads
+// ids until one is equal, and only then its time.
+type recent struct {
+	ids, times [recentEvents]int64
+}
+
+// has reports whether an event of kind with id at time was delivered. An
+// id above every one delivered was not; otherwise the ring is read newest
+// first, where the other line's copy of an event is found, a moment after
+// it. m.mu is held.
+func (m *marks) has(kind snapshot.Stream, id, time int64) bool {
+	h, r := &m.heads[kind], &m.rings[kind]
+	if id > h.top {
 		return false
 	}
 	for k := range recentEvents {
-		i := (r.next - 1 - k) & (recentEvents - 1)
+		i := (h.next - 1 - k) & (recentEvents - 1)
 		if r.ids[i] == id && r.times[i] == time {
 			return true
 		}
@@ -181,12 +188,15 @@ func (r *recent) has(id, time int64) bool {
 	return false
 }
 
-// add records an event of id at time delivered. The marks' mu is held, and
-// has said no since it was taken.
-func (r *recent) add(id, time int64) {
-	r.ids[r.next], r.times[r.next] = id, time
-	r.next = (r.next + 1) & (recentEvents - 1)
-	r.top = max(r.top, id)
+// add records an event of kind with id at time delivered. m.mu is held,
+// and has said no since it was taken. A venue whose ids started again
+// lower leaves top where it was: its events are then all looked for in
+// the ring, as they were before top was kept.
+func (m *marks) add(kind snapshot.Stream, id, time int64) {
+	h, r := &m.heads[kind], &m.rings[kind]
+	r.ids[h.next], r.times[h.next] = id, time
+	h.next = (h.next + 1) & (recentEvents - 1)
+	h.top = max(h.top, id)
 }
 
 // hold is a symbol's marks that a connection's reader keeps locked from the
@@ -291,7 +301,7 @@ func (d *dedup) check(kind snapshot.Stream, symbol string, routed *marks, id, ti
 		return false
 	}
 	m.mu.Lock()
-	if m.rings[kind].has(id, time) {
+	if m.has(kind, id, time) {
 		m.mu.Unlock()
 		return true
 	}
@@ -320,7 +330,7 @@ func (d *dedup) deliver(kind snapshot.Stream, symbol string, routed *marks, id, 
 	if m == nil {
 		if m = d.marksOf(symbol, routed); m != nil {
 			m.mu.Lock()
-			if m.rings[kind].has(id, time) {
+			if m.has(kind, id, time) {
 				m.mu.Unlock()
 				return false
 			}
@@ -328,7 +338,7 @@ func (d *dedup) deliver(kind snapshot.Stream, symbol string, routed *marks, id, 
 	}
 	if m != nil {
 		defer m.mu.Unlock()
-		m.rings[kind].add(id, time)
+		m.add(kind, id, time)
 	}
 	kinds[kind].deliver(sink, symbol, f)
 	return true

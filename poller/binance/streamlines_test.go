@@ -570,3 +570,13 @@ func TestSymbolWatchedAgainBeforeItsConnectionsSyncIsLiveAgain(t *testing.T) {
 		}
 	})
 }
+
+// What tells a line's new event from a copy, every kind's ring head, is in
+// the first cache line of a symbol's marks, the one its lock is in: the
+// check of an event newer than any delivered reads no other.
+func TestMarksHeadsShareTheLocksCacheLine(t *testing.T) {
+	var m marks
+	if end := unsafe.Offsetof(m.heads) + unsafe.Sizeof(m.heads); end > 64 {
+		t.Errorf("the ring heads end %d bytes into the marks, past their first 64", end)
+	}
+}
