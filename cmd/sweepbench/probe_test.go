@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +56,11 @@ func TestProbeBooksCountsRelapsesAndStaleBooks(t *testing.T) {
 	}
 	if got.pending != 0 || got.relapsed != 3 || got.relapses != 3 || got.stale != 1 || !slices.Equal(got.relapsedIDs, []string{"A_USDT", "B_USDT", "D_USDT"}) {
 		t.Fatalf("probe = %+v, want every pair answered, A, B and D relapsed once each, only A's relapse stale", got)
+	}
+	for i, want := range []string{"A_USDT: a book 10", "B_USDT: 502 at ", "D_USDT: 200 with no book at "} {
+		if i >= len(got.relapsedHow) || !strings.HasPrefix(got.relapsedHow[i], want) {
+			t.Fatalf("relapses told as %q, want each to begin %q in turn", got.relapsedHow, want)
+		}
 	}
 	if asked["C_USDT"] != 4 {
 		t.Fatalf("C asked %d times, want 4: the probe ends when the last pair answers", asked["C_USDT"])

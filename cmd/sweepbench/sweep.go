@@ -281,6 +281,9 @@ func sweepOne(ctx context.Context, cfg *config, bins binaries, extra int, mode s
 	res.ColdRelapsed, res.ColdRelapses, res.ColdStale = cold.relapsed, cold.relapses, cold.stale
 	fmt.Fprintf(cfg.stdout, "  cold start %v (%d books pending, %d answered and then did not %v); measuring for %v\n",
 		res.ColdStart.Round(time.Millisecond), cold.pending, cold.relapsed, cold.relapsedIDs, cfg.duration)
+	for _, how := range cold.relapsedHow {
+		fmt.Fprintf(cfg.stdout, "    relapsed: %s after the probe began\n", how)
+	}
 
 	col := newCollector()
 	col.samples = samples
@@ -434,6 +437,10 @@ type coldProbe struct {
 	// answers, stale the 200s among them.
 	relapsed, relapses, stale int
 	relapsedIDs               []string // the pairs that relapsed, in the order they did
+	// relapsedHow says, for each of relapsedIDs, what its first relapse
+	// answered and when, from the probe's start: what to look for in the
+	// feed's log.
+	relapsedHow []string
 }
 
 // probeBooks asks for every pair's book until need of them have answered
@@ -451,6 +458,7 @@ func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, in
 	var res coldProbe
 	var mu sync.Mutex
 	done := 0
+	start := time.Now()
 	for done < need && time.Now().Before(deadline) {
 		round := time.Now()
 		var wg sync.WaitGroup
@@ -469,8 +477,10 @@ func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, in
 				// A 200 that is not a book fails the client as a 502 would;
 				// only a book that decodes can be stale.
 				failed, stale := status != http.StatusOK, false
+				var age time.Duration
 				if again && !failed {
-					age, _, err := bookAge(body, time.Now())
+					var err error
+					age, _, err = bookAge(body, time.Now())
 					failed, stale = err != nil, err == nil && age > recheck
 				}
 				mu.Lock()
@@ -483,6 +493,14 @@ func probeBooks(ctx context.Context, apiURL string, pairs []string, need int, in
 					}
 					if !relapsed[i] {
 						res.relapsedIDs = append(res.relapsedIDs, p)
+						how := fmt.Sprintf("%d", status)
+						switch {
+						case stale:
+							how = "a book " + age.Round(time.Millisecond).String() + " old"
+						case status == http.StatusOK:
+							how = "200 with no book"
+						}
+						res.relapsedHow = append(res.relapsedHow, fmt.Sprintf("%s: %s at %v", p, how, time.Since(start).Round(time.Millisecond)))
 					}
 					relapsed[i] = true
 				case !again && status == http.StatusOK && ok(body):
