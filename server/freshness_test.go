@@ -347,21 +347,41 @@ func TestVenueFailureIsNever500(t *testing.T) {
 
 // TestColdLoadFailureIsLoggedByPair logs a failed cold load under the keys
 // the rest of the service uses for the same things (pair, stream, err), so
-// one log query finds a pair's failures wherever they were written.
+// one log query finds a pair's failures wherever they were written, and
+// says why the pair needed the load: what the store held could not answer.
 func TestColdLoadFailureIsLoggedByPair(t *testing.T) {
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	f := newFixture(t, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	wantError(t, f.get(t, "/api/public/trades?ticker_id=SOL_USDT"), errNoTrades)
-
-	mu.Lock()
-	logged := logs.String()
-	mu.Unlock()
-	for _, want := range []string{"cold load failed", "component=server", "pair=SOL_USDT", "stream=trades", `err="venue said: SECRET-418 teapot"`} {
-		if !strings.Contains(logged, want) {
-			t.Errorf("log lacks %q:\n%s", want, logged)
+	logged := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := logs.String()
+		logs.Reset()
+		return out
+	}
+	for _, c := range []struct {
+		name, uri string
+		advance   time.Duration
+		wantErr   *apiError
+		want      []string
+	}{
+		{"never read", "/api/public/trades?ticker_id=SOL_USDT", 0, errNoTrades,
+			[]string{"cold load failed", "component=server", "pair=SOL_USDT", "stream=trades", "held=nothing", `err="venue said: SECRET-418 teapot"`}},
+		{"short", "/api/public/orderbook?ticker_id=1000PEPE_USDT", 0, errNoBook,
+			[]string{"pair=1000PEPE_USDT", "stream=book", `held="short of the depth asked"`}},
+		{"stale", "/api/public/orderbook?ticker_id=BTC_USDT", time.Hour, errNoBook,
+			[]string{"pair=BTC_USDT", "stream=book", `held="stale, read 1h0m0s before"`}},
+	} {
+		f.clock.Advance(c.advance)
+		wantError(t, f.get(t, c.uri), c.wantErr)
+		got := logged()
+		for _, want := range c.want {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: log lacks %q:\n%s", c.name, want, got)
+			}
 		}
 	}
 }

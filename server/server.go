@@ -660,7 +660,7 @@ func (s *Server) perPair(r *pairRoute, id []byte, n int, now int64) (snapshot.Pa
 	if snap.FreshAt(now, s.maxStale) && snap.Serves(n) {
 		return snap, nil
 	}
-	s.load(id, r.stream, n)
+	s.load(id, r.stream, n, snap, now)
 	if snap, listed = s.store.Pair(r.stream, id, now); !listed {
 		return nil, errUnknownTicker
 	}
@@ -674,8 +674,9 @@ func (s *Server) perPair(r *pairRoute, id []byte, n int, now int64) (snapshot.Pa
 // items, and waits for it, at most ColdTimeout. Whatever it returns, the
 // caller reads the store again: the store, not the error, says whether
 // there is something to serve. The error is the venue's and never reaches
-// a response.
-func (s *Server) load(id []byte, stream snapshot.Stream, n int) {
+// a response. held is what the store held at now, which could not be
+// served: a failed load is logged with why it was needed.
+func (s *Server) load(id []byte, stream snapshot.Stream, n int, held snapshot.PairValue, now int64) {
 	if s.feed == nil {
 		return
 	}
@@ -685,7 +686,22 @@ func (s *Server) load(id []byte, stream snapshot.Stream, n int) {
 	defer cancel()
 	if err := s.feed.Load(ctx, string(id), stream, n); err != nil {
 		s.log.Debug("cold load failed", slog.String(logkey.Pair, string(id)),
-			slog.String(logkey.Stream, stream.String()), slog.Any(logkey.Err, err))
+			slog.String(logkey.Stream, stream.String()), slog.String("held", unservable(held, now, s.maxStale)),
+			slog.Any(logkey.Err, err))
+	}
+}
+
+// unservable says why held, a pair's value in the store at now, could not
+// answer the request that loaded it: nothing read yet, read too long ago,
+// or short of the depth asked (a book the venue may hold more levels of).
+func unservable(held snapshot.PairValue, now int64, maxStale time.Duration) string {
+	switch at := held.ReadAt(); {
+	case at == 0:
+		return "nothing"
+	case !held.FreshAt(now, maxStale):
+		return "stale, read " + time.Duration(now-at).Round(time.Millisecond).String() + " before"
+	default:
+		return "short of the depth asked"
 	}
 }
 

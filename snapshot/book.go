@@ -174,7 +174,12 @@ func (b *Book) TickerID() string { return b.tickerID }
 func (b *Book) Time() int64 { return b.time }
 
 // ReadAt is when the service read this book, in Unix nanoseconds.
-func (b *Book) ReadAt() int64 { return b.readAt }
+func (b *Book) ReadAt() int64 {
+	if b == nil {
+		return 0 // no read yet, as FreshAt says
+	}
+	return b.readAt
+}
 
 // Version identifies this value among every value the process has built.
 func (b *Book) Version() uint64 { return b.version }

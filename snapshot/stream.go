@@ -33,7 +33,8 @@ type PairValue interface {
 	Stream() Stream
 	// TickerID is the pair's ticker_id.
 	TickerID() string
-	// ReadAt is when the value was read, or last confirmed current, Unix ns.
+	// ReadAt is when the value was read, or last confirmed current, Unix ns;
+	// 0 for a kind's nil value, which the store holds before a first read.
 	ReadAt() int64
 	// FreshAt reports whether the value may still be served at now (see
 	// fresh.go).

@@ -539,7 +539,12 @@ func tradeID(tr Trade, n int) [16]byte {
 func (t *Trades) TickerID() string { return t.tickerID }
 
 // ReadAt is when the service read these trades, in Unix nanoseconds.
-func (t *Trades) ReadAt() int64 { return t.readAt }
+func (t *Trades) ReadAt() int64 {
+	if t == nil {
+		return 0 // no read yet, as FreshAt says
+	}
+	return t.readAt
+}
 
 // Version identifies this value among every value the process has built.
 func (t *Trades) Version() uint64 { return t.version }
