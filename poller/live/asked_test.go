@@ -24,8 +24,9 @@ func deepSnapshot(n int) venue.Book {
 // A book in sequence whose top ran towards the edge of its snapshot is
 // published with that side open, serving requests for no more levels than
 // it vouches for; a request for more has it read for the request (at the
-// sync depth, at budget.Requested, ahead of the refresh share) and gets a
-// book that serves every level it asked for.
+// sync depth, at budget.Serving as a served book that stops answering,
+// ahead of the refresh share and of cold loads) and gets a book that
+// serves every level it asked for.
 func TestShortBookIsReadForTheRequestThatWaits(t *testing.T) {
 	s, rest, _ := newTestSource(t)
 	rest.book = deepSnapshot(500)
@@ -84,8 +85,8 @@ func TestShortBookIsReadForTheRequestThatWaits(t *testing.T) {
 	rest.mu.Lock()
 	starts, depths := rest.starts, rest.depths
 	rest.mu.Unlock()
-	if len(starts) != 1 || starts[0] != (startedRead{budget.PurposeDepleted, budget.Requested}) || depths[len(depths)-1] != 500 {
-		t.Fatalf("reads %+v of depths %v; want one at the waiting priority, of the sync depth", starts, depths)
+	if len(starts) != 1 || starts[0] != (startedRead{budget.PurposeDepleted, budget.Serving}) || depths[len(depths)-1] != 500 {
+		t.Fatalf("reads %+v of depths %v; want one at a served book's priority, of the sync depth", starts, depths)
 	}
 	b = s.servedBook(t)
 	if bids, asks := b.Levels(); !b.Serves(snapshot.MaxDepth) || bids != snapshot.MaxDepth || asks != snapshot.MaxDepth {

@@ -70,10 +70,11 @@ var bookRow = kindRow{
 	// A probe proves a book being served current: it goes before the
 	// syncs, within its own share, and may take the serving reserve
 	// when the rest of the minute is spent.
-	// A book read deeper for a request is what that request waits for,
-	// as a cold load is.
+	// A book read deeper for a request that waits is a served book that
+	// stops answering its readers until the read lands, as a depleted
+	// one does (see tierAsked).
 	prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierDry: budget.Serving, tierResync: budget.Serving,
-		tierAsked: budget.Requested, tierProbe: budget.Serving, tierSync: budget.Sync},
+		tierAsked: budget.Serving, tierProbe: budget.Serving, tierSync: budget.Sync},
 	weight: func(s *Source, tier Tier) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 	// The trade backfills wait while books wait for their snapshots.
 	dispatched: func(s *Source) { s.booksBehind.Store(s.booksWaiting(time.Now())) },
