@@ -46,7 +46,8 @@ var parentOf = [NumClasses]Class{
 // the ledger keeps it (SetServingReserve): part of a class's cap, kept from
 // that class's cap and from the window's total; a twenty-fifth of the book
 // class's (47 at Binance's limit and the default budget: two refreshes of
-// 1000 levels, or four syncs). In a cold start's first minute, requests
+// 1000 levels, or four syncs; the reads for requests of served books that
+// ran short of the levels asked may spend half of it). In a cold start's first minute, requests
 // waiting for books not synced yet spent the whole book share within
 // seconds, and the window freed nothing until the minute had passed: a book
 // being served that ran dry or fell out of sequence meanwhile waited for
@@ -183,9 +184,10 @@ const (
 	// of the minute unspent.
 	Requested
 	// Serving reads keep a book that clients are reading from going stale
-	// (the refresh of a depleted book, the resync of a served book out of
-	// sequence): what a Requested read may spend, and the serving reserve
-	// too.
+	// or short (the refresh of a depleted book, the resync of a served book
+	// out of sequence, the read of a served book deeper for a request that
+	// waits, which leaves half of the reserve: see PurposeAsked): what a
+	// Requested read may spend, and the serving reserve too.
 	Serving
 	// NumPriorities is the number of priorities, for tables indexed by
 	// Priority.

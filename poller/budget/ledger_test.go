@@ -152,11 +152,7 @@ func TestRequestedReadsAreHeldToTheLimit(t *testing.T) {
 	b := newLedger(100, Plan{Share: [NumClasses]int{ClassBook: 125, ClassTrades: 10}}) // a serving reserve of 5
 	b.SetServingReserve(true)
 	t0 := time.Unix(1_000_000, 0)
-	for i := range 19 {
-		if !b.Take(t0, Ask{PurposeBackfill, 5, Requested}) {
-			t.Fatalf("requested read %d refused within the limit less the reserve", i+1)
-		}
-	}
+	takeRequested(t, b, t0, 19, 5)
 	if b.Take(t0, Ask{PurposeBackfill, 5, Requested}) {
 		t.Fatal("a requested read took the serving reserve")
 	}
@@ -171,6 +167,40 @@ func TestRequestedReadsAreHeldToTheLimit(t *testing.T) {
 	}
 	if at := b.FreeAt(t0, 101); !at.IsZero() {
 		t.Fatalf("a read heavier than the limit fits at %v", at)
+	}
+}
+
+// takeRequested spends n requested reads of weight at at, each of which
+// must fit: the window up to the limit less the serving reserve.
+func takeRequested(t *testing.T, b *Ledger, at time.Time, n, weight int) {
+	t.Helper()
+	for i := range n {
+		if !b.Take(at, Ask{PurposeBackfill, weight, Requested}) {
+			t.Fatalf("requested read %d refused within the limit less the reserve", i+1)
+		}
+	}
+}
+
+// A served book read deeper for a request that waits (PurposeAsked) may
+// spend half of the serving reserve, at Serving, and no more: the reads
+// the clients' requests bring must leave the other half to the books that
+// run dry or fall out of sequence meanwhile, which find all of it.
+func TestAskedReadsLeaveHalfTheServingReserve(t *testing.T) {
+	b := newLedger(1000, Plan{Share: [NumClasses]int{ClassBook: 1000, ClassTrades: 10}}) // a serving reserve of 40
+	b.SetServingReserve(true)
+	t0 := time.Unix(1_000_000, 0)
+	takeRequested(t, b, t0, 24, 40)
+	if b.Take(t0, Ask{PurposeAsked, 10, Requested}) {
+		t.Fatal("a read for a request took the serving reserve below the serving priority")
+	}
+	if !b.Take(t0, Ask{PurposeAsked, 20, Serving}) {
+		t.Fatal("a served book read for a request did not find half of the serving reserve")
+	}
+	if b.Take(t0, Ask{PurposeAsked, 1, Serving}) {
+		t.Fatal("reads for requests took more than half of the serving reserve")
+	}
+	if !b.Take(t0, Ask{PurposeDepleted, 20, Serving}) {
+		t.Fatal("a depleted book's refresh did not find the half of the serving reserve left to it")
 	}
 }
 

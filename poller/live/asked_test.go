@@ -85,7 +85,7 @@ func TestShortBookIsReadForTheRequestThatWaits(t *testing.T) {
 	rest.mu.Lock()
 	starts, depths := rest.starts, rest.depths
 	rest.mu.Unlock()
-	if len(starts) != 1 || starts[0] != (startedRead{budget.PurposeDepleted, budget.Serving}) || depths[len(depths)-1] != 500 {
+	if len(starts) != 1 || starts[0] != (startedRead{budget.PurposeAsked, budget.Serving}) || depths[len(depths)-1] != 500 {
 		t.Fatalf("reads %+v of depths %v; want one at a served book's priority, of the sync depth", starts, depths)
 	}
 	b = s.servedBook(t)

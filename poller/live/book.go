@@ -59,7 +59,7 @@ var bookRow = kindRow{
 	of:    func(lp *pair) kind { return &lp.bookState },
 	every: func(cfg *Config) time.Duration { return cfg.BookEvery },
 	purpose: [numTiers]budget.Purpose{tierDepleted: budget.PurposeDepleted, tierDry: budget.PurposeDepleted, tierResync: budget.PurposeSnapshot,
-		tierAsked: budget.PurposeDepleted, tierProbe: budget.PurposeProbe, tierSync: budget.PurposeSnapshot,
+		tierAsked: budget.PurposeAsked, tierProbe: budget.PurposeProbe, tierSync: budget.PurposeSnapshot,
 		tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
 	// A book about to stop being served to the clients reading it
 	// goes before even a request that waits, and may spend the part

@@ -48,9 +48,10 @@ var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 
 // Snapshot tiers. The books clients are reading and are about to lose go
 // first: the refreshes of depleted books, then the syncs of books out of
-// sequence whose last publication is still served. Then the books nobody
-// can read yet, to sync; then the refreshes of books that are served
-// meanwhile.
+// sequence whose last publication is still served; after the probes, the
+// books that vouch for fewer levels than a waiting request asks for. Then
+// the books nobody can read yet, to sync; then the refreshes of books that
+// are served meanwhile.
 //
 // A book is depleted when the top has run through every level a side
 // vouched for: the side would be published empty, though the venue has
@@ -94,17 +95,22 @@ const (
 	// being as much as every other read's together).
 	tierDry
 	tierResync
+	tierProbe
 	// tierAsked is the read of a book in sequence that vouches for fewer
 	// levels than a request waits for (see Source.Load): the request is
 	// answered with the full depth or not at all, so its book is read
 	// for it, at the sync depth. The book has been served, and its readers
-	// are refused until the read lands: it is read at budget.Serving, as a
-	// depleted book is, not at a cold load's budget.Requested. In a cold
-	// start of 846 books, books synced in its first minutes ran short of
-	// 100 levels minutes later, while the syncs spent the whole book
-	// share, and their readers' loads timed out waiting at Requested.
+	// are refused until the read lands, so it is read at budget.Serving,
+	// not at a cold load's budget.Requested: in a cold start of 846 books,
+	// books synced in its first minutes ran short of 100 levels minutes
+	// later, and their readers' loads waited at Requested, with the window
+	// spent down to the serving reserve, until the cold start ended. Its
+	// purpose (budget.PurposeAsked) leaves half of that reserve to the
+	// depleted books, the resyncs and the probes: theirs follow the books'
+	// events, these the clients' requests, and an aggregator reading
+	// every book of a member that has just taken over from 100 levels
+	// would spend all of it. It goes after the probes for the same reason.
 	tierAsked
-	tierProbe
 	tierSync
 	tierDeepen
 	tierRefresh
