@@ -255,7 +255,7 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 		}
 		fromOwn = true
 	}
-	if !b.leaves(now, r.leaves, a.Priority, caps, a.Weight) {
+	if !b.leaves(now, r.leaves, a.Priority, caps, a.Weight, kept) {
 		return false
 	}
 	if may&borrowShares == 0 && !b.withinCaps(now, a.Weight, r.class, caps, may) {
@@ -285,12 +285,15 @@ func (b *Ledger) keptFrom(plan Plan, purpose Purpose) int {
 }
 
 // leaves reports whether spending weight at prio at now leaves what l
-// keeps.
-func (b *Ledger) leaves(now time.Time, l leave, prio Priority, caps Caps, weight int) bool {
+// keeps; kept is what the other purposes' own reserves hold unspent.
+func (b *Ledger) leaves(now time.Time, l leave, prio Priority, caps Caps, weight, kept int) bool {
 	if l.from == fromNothing || prio > l.upto {
 		return true
 	}
 	room := b.limit - l.fraction.of(l.of.in(caps, b.limit))
+	if l.from == fromOwnReserves {
+		room -= kept
+	}
 	if b.total+weight > room {
 		return false
 	}

@@ -184,23 +184,39 @@ func takeRequested(t *testing.T, b *Ledger, at time.Time, n, weight int) {
 // A served book read deeper for a request that waits (PurposeAsked) may
 // spend half of the serving reserve, at Serving, and no more: the reads
 // the clients' requests bring must leave the other half to the books that
-// run dry or fall out of sequence meanwhile, which find all of it.
+// run dry or fall out of sequence meanwhile, which find all of it. Half of
+// the reserve is left whatever the other purposes' own reserves hold,
+// which are kept from every read of theirs alike.
 func TestAskedReadsLeaveHalfTheServingReserve(t *testing.T) {
-	b := newLedger(1000, Plan{Share: [NumClasses]int{ClassBook: 1000, ClassTrades: 10}}) // a serving reserve of 40
-	b.SetServingReserve(true)
-	t0 := time.Unix(1_000_000, 0)
-	takeRequested(t, b, t0, 24, 40)
-	if b.Take(t0, Ask{PurposeAsked, 10, Requested}) {
-		t.Fatal("a read for a request took the serving reserve below the serving priority")
-	}
-	if !b.Take(t0, Ask{PurposeAsked, 20, Serving}) {
-		t.Fatal("a served book read for a request did not find half of the serving reserve")
-	}
-	if b.Take(t0, Ask{PurposeAsked, 1, Serving}) {
-		t.Fatal("reads for requests took more than half of the serving reserve")
-	}
-	if !b.Take(t0, Ask{PurposeDepleted, 20, Serving}) {
-		t.Fatal("a depleted book's refresh did not find the half of the serving reserve left to it")
+	for _, c := range []struct {
+		name string
+		own  [NumPurposes]int
+		// n reads of weight at Requested fill the window up to the limit
+		// less the reserves: 1000-40, and 1000-57-40.
+		n, weight int
+	}{
+		{"no own reserves", [NumPurposes]int{}, 24, 40},
+		{"the bulk reads' own reserves", [NumPurposes]int{PurposeCatalog: 2, PurposeTickers: 45, PurposeContracts: 10}, 21, 43},
+	} {
+		b := newLedger(1000, Plan{Share: [NumClasses]int{ClassBook: 1000, ClassTrades: 10}, Own: c.own}) // a serving reserve of 40
+		b.SetServingReserve(true)
+		t0 := time.Unix(1_000_000, 0)
+		takeRequested(t, b, t0, c.n, c.weight)
+		if b.Take(t0, Ask{PurposeAsked, 10, Requested}) {
+			t.Fatalf("%s: a read for a request took the serving reserve below the serving priority", c.name)
+		}
+		if !b.Take(t0, Ask{PurposeAsked, 20, Serving}) {
+			t.Fatalf("%s: a served book read for a request did not find half of the serving reserve", c.name)
+		}
+		if b.Take(t0, Ask{PurposeAsked, 1, Serving}) {
+			t.Fatalf("%s: reads for requests took more than half of the serving reserve", c.name)
+		}
+		if !b.Take(t0, Ask{PurposeDepleted, 20, Serving}) {
+			t.Fatalf("%s: a depleted book's refresh did not find the half of the serving reserve left to it", c.name)
+		}
+		if b.Take(t0, Ask{PurposeDepleted, 1, Serving}) {
+			t.Fatalf("%s: a depleted book's refresh took the other purposes' own reserves", c.name)
+		}
 	}
 }
 

@@ -72,7 +72,8 @@ var bookRow = kindRow{
 	// when the rest of the minute is spent.
 	// A book read deeper for a request that waits is a served book that
 	// stops answering its readers until the read lands, as a depleted
-	// one does (see tierAsked).
+	// one does; its purpose leaves half of the serving reserve to those
+	// (see tierAsked).
 	prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierDry: budget.Serving, tierResync: budget.Serving,
 		tierAsked: budget.Serving, tierProbe: budget.Serving, tierSync: budget.Sync},
 	weight: func(s *Source, tier Tier) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
