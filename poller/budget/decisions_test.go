@@ -84,7 +84,7 @@ func checkLines(t *testing.T, name, got string) {
 
 var priorityNames = [NumPriorities]string{"background", "sync", "waiting", "requested", "serving"}
 
-var purposeNames = [NumPurposes]string{"catalog", "tickers", "snapshot", "depleted", "asked", "deepen", "refresh",
+var purposeNames = [NumPurposes]string{"catalog", "tickers", "snapshot", "depleted", "deepen", "refresh",
 	"probe", "backfill", "poll_book", "poll_trades", "contracts", "open_interest", "standin_book", "standin_trades"}
 
 // gridState is one state of the grid: a ledger of gridLimit whose caps come

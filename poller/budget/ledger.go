@@ -46,8 +46,7 @@ var parentOf = [NumClasses]Class{
 // the ledger keeps it (SetServingReserve): part of a class's cap, kept from
 // that class's cap and from the window's total; a twenty-fifth of the book
 // class's (47 at Binance's limit and the default budget: two refreshes of
-// 1000 levels, or four syncs; the reads for requests of served books that
-// ran short of the levels asked may spend half of it). In a cold start's first minute, requests
+// 1000 levels, or four syncs). In a cold start's first minute, requests
 // waiting for books not synced yet spent the whole book share within
 // seconds, and the window freed nothing until the minute had passed: a book
 // being served that ran dry or fell out of sequence meanwhile waited for
@@ -184,10 +183,9 @@ const (
 	// of the minute unspent.
 	Requested
 	// Serving reads keep a book that clients are reading from going stale
-	// or short (the refresh of a depleted book, the resync of a served book
-	// out of sequence, the read of a served book deeper for a request that
-	// waits, which leaves half of the reserve: see PurposeAsked): what a
-	// Requested read may spend, and the serving reserve too.
+	// (the refresh of a depleted book, the resync of a served book out of
+	// sequence): what a Requested read may spend, and the serving reserve
+	// too.
 	Serving
 	// NumPriorities is the number of priorities, for tables indexed by
 	// Priority.
@@ -255,7 +253,7 @@ func (b *Ledger) Take(now time.Time, a Ask) bool {
 		}
 		fromOwn = true
 	}
-	if !b.leaves(now, r.leaves, a.Priority, caps, a.Weight, kept) {
+	if !b.leaves(now, r.leaves, a.Priority, caps, a.Weight) {
 		return false
 	}
 	if may&borrowShares == 0 && !b.withinCaps(now, a.Weight, r.class, caps, may) {
@@ -285,15 +283,12 @@ func (b *Ledger) keptFrom(plan Plan, purpose Purpose) int {
 }
 
 // leaves reports whether spending weight at prio at now leaves what l
-// keeps; kept is what the other purposes' own reserves hold unspent.
-func (b *Ledger) leaves(now time.Time, l leave, prio Priority, caps Caps, weight, kept int) bool {
+// keeps.
+func (b *Ledger) leaves(now time.Time, l leave, prio Priority, caps Caps, weight int) bool {
 	if l.from == fromNothing || prio > l.upto {
 		return true
 	}
 	room := b.limit - l.fraction.of(l.of.in(caps, b.limit))
-	if l.from == fromOwnReserves {
-		room -= kept
-	}
 	if b.total+weight > room {
 		return false
 	}

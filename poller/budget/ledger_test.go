@@ -152,7 +152,11 @@ func TestRequestedReadsAreHeldToTheLimit(t *testing.T) {
 	b := newLedger(100, Plan{Share: [NumClasses]int{ClassBook: 125, ClassTrades: 10}}) // a serving reserve of 5
 	b.SetServingReserve(true)
 	t0 := time.Unix(1_000_000, 0)
-	takeRequested(t, b, t0, 19, 5)
+	for i := range 19 {
+		if !b.Take(t0, Ask{PurposeBackfill, 5, Requested}) {
+			t.Fatalf("requested read %d refused within the limit less the reserve", i+1)
+		}
+	}
 	if b.Take(t0, Ask{PurposeBackfill, 5, Requested}) {
 		t.Fatal("a requested read took the serving reserve")
 	}
@@ -167,56 +171,6 @@ func TestRequestedReadsAreHeldToTheLimit(t *testing.T) {
 	}
 	if at := b.FreeAt(t0, 101); !at.IsZero() {
 		t.Fatalf("a read heavier than the limit fits at %v", at)
-	}
-}
-
-// takeRequested spends n requested reads of weight at at, each of which
-// must fit: the window up to the limit less the serving reserve.
-func takeRequested(t *testing.T, b *Ledger, at time.Time, n, weight int) {
-	t.Helper()
-	for i := range n {
-		if !b.Take(at, Ask{PurposeBackfill, weight, Requested}) {
-			t.Fatalf("requested read %d refused within the limit less the reserve", i+1)
-		}
-	}
-}
-
-// A served book read deeper for a request that waits (PurposeAsked) may
-// spend half of the serving reserve, at Serving, and no more: the reads
-// the clients' requests bring must leave the other half to the books that
-// run dry or fall out of sequence meanwhile, which find all of it. Half of
-// the reserve is left whatever the other purposes' own reserves hold,
-// which are kept from every read of theirs alike.
-func TestAskedReadsLeaveHalfTheServingReserve(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		own  [NumPurposes]int
-		// n reads of weight at Requested fill the window up to the limit
-		// less the reserves: 1000-40, and 1000-57-40.
-		n, weight int
-	}{
-		{"no own reserves", [NumPurposes]int{}, 24, 40},
-		{"the bulk reads' own reserves", [NumPurposes]int{PurposeCatalog: 2, PurposeTickers: 45, PurposeContracts: 10}, 21, 43},
-	} {
-		b := newLedger(1000, Plan{Share: [NumClasses]int{ClassBook: 1000, ClassTrades: 10}, Own: c.own}) // a serving reserve of 40
-		b.SetServingReserve(true)
-		t0 := time.Unix(1_000_000, 0)
-		takeRequested(t, b, t0, c.n, c.weight)
-		if b.Take(t0, Ask{PurposeAsked, 10, Requested}) {
-			t.Fatalf("%s: a read for a request took the serving reserve below the serving priority", c.name)
-		}
-		if !b.Take(t0, Ask{PurposeAsked, 20, Serving}) {
-			t.Fatalf("%s: a served book read for a request did not find half of the serving reserve", c.name)
-		}
-		if b.Take(t0, Ask{PurposeAsked, 1, Serving}) {
-			t.Fatalf("%s: reads for requests took more than half of the serving reserve", c.name)
-		}
-		if !b.Take(t0, Ask{PurposeDepleted, 20, Serving}) {
-			t.Fatalf("%s: a depleted book's refresh did not find the half of the serving reserve left to it", c.name)
-		}
-		if b.Take(t0, Ask{PurposeDepleted, 1, Serving}) {
-			t.Fatalf("%s: a depleted book's refresh took the other purposes' own reserves", c.name)
-		}
 	}
 }
 

@@ -15,7 +15,6 @@ const (
 	PurposeTickers                      // bulk statistics and quotes
 	PurposeSnapshot                     // order book snapshots that sync local books
 	PurposeDepleted                     // the refresh of a book with a side run dry: from the book share
-	PurposeAsked                        // the read of a served book deeper for a request that waits: from the book share, leaving half the serving reserve
 	PurposeDeepen                       // the refresh of a book started from a seed's or a sync's few levels: from the book share, leaving half the window
 	PurposeRefresh                      // deeper snapshots laid under local books in sequence
 	PurposeProbe                        // a few levels' read proving a quiet stream-fed book current
@@ -39,7 +38,6 @@ var purposes = [NumPurposes]rule{
 	PurposeTickers:       {name: "tickers", class: ClassBulk, borrows: borrowAll},
 	PurposeSnapshot:      {name: "snapshot", class: ClassBook, borrows: borrowAll},
 	PurposeDepleted:      {name: "dry", class: ClassBook, borrows: borrowAll},
-	PurposeAsked:         {name: "dry", class: ClassBook, borrows: borrowAll, leaves: leave{from: fromOwnReserves, fraction: fraction{1, 50}, of: sizeOf(ClassBook), upto: Serving}},
 	PurposeDeepen:        {name: "deepen", class: ClassBook, borrows: borrowAll, leaves: leave{from: fromWindow, fraction: fraction{1, 2}, of: sizeLimit, upto: Sync, paced: true}},
 	PurposeRefresh:       {name: "refresh", class: ClassRefresh, borrows: borrowAll &^ borrowShares},
 	PurposeProbe:         {name: "probe", class: ClassProbe, borrows: borrowAll &^ borrowShares},
@@ -121,13 +119,6 @@ type fromWhat int
 const (
 	fromNothing fromWhat = iota // the zero leave: nothing is left
 	fromWindow                  // the window's limit
-	// fromOwnReserves: the window's limit less the other purposes' own
-	// reserves, as far as they are unspent: what a Serving read may fill.
-	// A part of the serving reserve is left so; a leave from the limit
-	// alone would be within the own reserves, which Take keeps from the
-	// read anyway (about 50 weight at Binance's limit, more than half of
-	// the serving reserve).
-	fromOwnReserves
 )
 
 // fraction is num/den of a size.

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -27,7 +28,22 @@ func deepSnapshot(n int) venue.Book {
 // sync depth, at budget.Serving as a served book that stops answering,
 // ahead of the refresh share and of cold loads) and gets a book that
 // serves every level it asked for.
+//
+// A shallow book (see bookState.shallow: every book of a member that has
+// just taken over) is read for the request at budget.Requested, as a cold
+// load is: such books run short all at once, and the serving reserve is
+// the depleted books'.
 func TestShortBookIsReadForTheRequestThatWaits(t *testing.T) {
+	for _, shallow := range []bool{false, true} {
+		want := startedRead{budget.PurposeDepleted, budget.Serving}
+		if shallow {
+			want.prio = budget.Requested
+		}
+		t.Run(fmt.Sprintf("shallow=%v", shallow), func(t *testing.T) { testShortBookIsReadForTheRequestThatWaits(t, shallow, want) })
+	}
+}
+
+func testShortBookIsReadForTheRequestThatWaits(t *testing.T, shallow bool, want startedRead) {
 	s, rest, _ := newTestSource(t)
 	rest.book = deepSnapshot(500)
 	s.dispatch(snapshot.StreamBook)
@@ -35,6 +51,10 @@ func TestShortBookIsReadForTheRequestThatWaits(t *testing.T) {
 	if !s.Current(testID, snapshot.StreamBook) {
 		t.Fatal("the book is not in sequence after its snapshot")
 	}
+	lp := s.byID(testID)
+	lp.mu.Lock()
+	lp.shallow = shallow
+	lp.mu.Unlock()
 	// The top 430 bids are taken: the bids vouch for 70 levels.
 	taken := venue.DepthUpdate{Symbol: testSymbol, First: 103, Last: 103, Prev: 102}
 	for i := range 430 {
@@ -85,8 +105,8 @@ func TestShortBookIsReadForTheRequestThatWaits(t *testing.T) {
 	rest.mu.Lock()
 	starts, depths := rest.starts, rest.depths
 	rest.mu.Unlock()
-	if len(starts) != 1 || starts[0] != (startedRead{budget.PurposeAsked, budget.Serving}) || depths[len(depths)-1] != 500 {
-		t.Fatalf("reads %+v of depths %v; want one at a served book's priority, of the sync depth", starts, depths)
+	if len(starts) != 1 || starts[0] != want || depths[len(depths)-1] != 500 {
+		t.Fatalf("reads %+v of depths %v; want one %+v, of the sync depth", starts, depths, want)
 	}
 	b = s.servedBook(t)
 	if bids, asks := b.Levels(); !b.Serves(snapshot.MaxDepth) || bids != snapshot.MaxDepth || asks != snapshot.MaxDepth {

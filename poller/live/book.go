@@ -59,7 +59,7 @@ var bookRow = kindRow{
 	of:    func(lp *pair) kind { return &lp.bookState },
 	every: func(cfg *Config) time.Duration { return cfg.BookEvery },
 	purpose: [numTiers]budget.Purpose{tierDepleted: budget.PurposeDepleted, tierDry: budget.PurposeDepleted, tierResync: budget.PurposeSnapshot,
-		tierAsked: budget.PurposeAsked, tierProbe: budget.PurposeProbe, tierSync: budget.PurposeSnapshot,
+		tierAsked: budget.PurposeDepleted, tierAskedShallow: budget.PurposeDepleted, tierProbe: budget.PurposeProbe, tierSync: budget.PurposeSnapshot,
 		tierDeepen: budget.PurposeDeepen, tierRefresh: budget.PurposeRefresh},
 	// A book about to stop being served to the clients reading it
 	// goes before even a request that waits, and may spend the part
@@ -72,10 +72,10 @@ var bookRow = kindRow{
 	// when the rest of the minute is spent.
 	// A book read deeper for a request that waits is a served book that
 	// stops answering its readers until the read lands, as a depleted
-	// one does; its purpose leaves half of the serving reserve to those
-	// (see tierAsked).
+	// one does; a shallow one, which every book of a member that has just
+	// taken over is, waits as a cold load does (see tierAsked).
 	prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierDry: budget.Serving, tierResync: budget.Serving,
-		tierAsked: budget.Serving, tierProbe: budget.Serving, tierSync: budget.Sync},
+		tierAsked: budget.Serving, tierAskedShallow: budget.Requested, tierProbe: budget.Serving, tierSync: budget.Sync},
 	weight: func(s *Source, tier Tier) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
 	// The trade backfills wait while books wait for their snapshots.
 	dispatched: func(s *Source) { s.booksBehind.Store(s.booksWaiting(time.Now())) },
@@ -138,9 +138,11 @@ func (b *bookState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tier,
 			return lp.book.Recording(), tierResync, vouched
 		case vouched == 0:
 			return lp.book.Recording(), tierDepleted, vouched
-		case lp.asked > 0 && vouched < lp.asked:
+		case lp.asked > 0 && vouched < lp.asked && lp.shallow:
 			// A request waits for more levels than the book vouches
 			// for: it is read for the request (see tierAsked).
+			return lp.book.Recording(), tierAskedShallow, vouched
+		case lp.asked > 0 && vouched < lp.asked:
 			return lp.book.Recording(), tierAsked, vouched
 		case s.probeDue(lp, now):
 			// Quiet for long enough that it must be proven

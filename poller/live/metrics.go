@@ -38,7 +38,7 @@ type sourceMetrics struct {
 // a request waits for more levels than it vouches for, its top came near
 // the edge of what it vouches for, a side ran dry, or it was started from
 // few levels. The tiers of books out of sequence and the probes have none.
-var depthReadReasons = [numTiers]string{tierAsked: "request", tierRefresh: "short", tierDepleted: "dry", tierDry: "dry", tierDeepen: "deepen"}
+var depthReadReasons = [numTiers]string{tierAsked: "request", tierAskedShallow: "request", tierRefresh: "short", tierDepleted: "dry", tierDry: "dry", tierDeepen: "deepen"}
 
 // The outcomes of a probe (see Source.fetchProbe).
 const (

@@ -48,10 +48,9 @@ var pairBackoff = backoff.Exponential{Base: time.Second, Max: time.Minute}
 
 // Snapshot tiers. The books clients are reading and are about to lose go
 // first: the refreshes of depleted books, then the syncs of books out of
-// sequence whose last publication is still served; after the probes, the
-// books that vouch for fewer levels than a waiting request asks for. Then
-// the books nobody can read yet, to sync; then the refreshes of books that
-// are served meanwhile.
+// sequence whose last publication is still served. Then the books nobody
+// can read yet, to sync; then the refreshes of books that are served
+// meanwhile.
 //
 // A book is depleted when the top has run through every level a side
 // vouched for: the side would be published empty, though the venue has
@@ -95,22 +94,27 @@ const (
 	// being as much as every other read's together).
 	tierDry
 	tierResync
-	tierProbe
-	// tierAsked is the read of a book in sequence that vouches for fewer
-	// levels than a request waits for (see Source.Load): the request is
-	// answered with the full depth or not at all, so its book is read
-	// for it, at the sync depth. The book has been served, and its readers
-	// are refused until the read lands, so it is read at budget.Serving,
-	// not at a cold load's budget.Requested: in a cold start of 846 books,
-	// books synced in its first minutes ran short of 100 levels minutes
-	// later, and their readers' loads waited at Requested, with the window
-	// spent down to the serving reserve, until the cold start ended. Its
-	// purpose (budget.PurposeAsked) leaves half of that reserve to the
-	// depleted books, the resyncs and the probes: theirs follow the books'
-	// events, these the clients' requests, and an aggregator reading
-	// every book of a member that has just taken over from 100 levels
-	// would spend all of it. It goes after the probes for the same reason.
+	// tierAsked is the read of a book in sequence, synced deeper than the
+	// published levels, that vouches for fewer levels than a request waits
+	// for (see Source.Load): the request is answered with the full depth or
+	// not at all, so its book is read for it, at the sync depth. The book
+	// has been served, and its readers are refused until the read lands:
+	// it is read at budget.Serving, as a depleted book is, and may spend
+	// the serving reserve. At a cold load's budget.Requested, in a cold
+	// start of 846 books, books synced in its first minutes ran short of
+	// 100 levels minutes later, with the window spent by the syncs down to
+	// the reserve, and their readers' loads timed out until the cold start
+	// ended. Such a book has run through hundreds of levels: what these
+	// reads cost follows the markets, few books at a time.
 	tierAsked
+	tierProbe
+	// tierAskedShallow is tierAsked's read of a shallow book (see
+	// bookState.shallow), at a cold load's budget.Requested: every book of
+	// a member that has just taken over from the last leader's 100 levels
+	// may run short of them within minutes, and its readers' reads at
+	// budget.Serving would spend the serving reserve that the depleted
+	// books and the resyncs need.
+	tierAskedShallow
 	tierSync
 	tierDeepen
 	tierRefresh
@@ -125,7 +129,7 @@ type Tier int
 // snapshotDepth is the depth of a snapshot read of a tier.
 func (s *Source) snapshotDepth(tier Tier) int {
 	switch tier {
-	case tierSync, tierResync, tierAsked:
+	case tierSync, tierResync, tierAsked, tierAskedShallow:
 		return s.cfg.SyncDepth
 	case tierDeepen, tierDry:
 		return min(deepenDepth, s.cfg.RefreshDepth)
