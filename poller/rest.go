@@ -208,9 +208,9 @@ var ErrStopped = errors.New("poller stopped")
 // read failed, or ctx is done. For a book, depth is the levels a side must
 // serve (see snapshot.Book.Serves; outside 1..MaxDepth, MaxDepth): a fresh
 // book that vouches for fewer is read deeper: at a served book's priority
-// when streams keep it and it was synced deeper than the published levels
-// (see live.Source.Load), as a cold one is otherwise. Concurrent callers for the same pair and stream share one
-// read, which runs to its end even if they stop waiting; a caller that
+// when streams keep it and it holds more than the published levels (see
+// live.Source.Load), as a cold one is otherwise. Concurrent callers for
+// the same pair and stream share one read, which runs to its end even if they stop waiting; a caller that
 // needs more levels than the read in flight was for waits for it, then
 // reads again if its book is still short. The read keeps the venue's
 // spacing for the pair and the weight budget: it waits for both rather

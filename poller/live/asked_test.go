@@ -29,10 +29,10 @@ func deepSnapshot(n int) venue.Book {
 // ahead of the refresh share and of cold loads) and gets a book that
 // serves every level it asked for.
 //
-// A shallow book (see bookState.shallow: every book of a member that has
-// just taken over) is read for the request at budget.Requested, as a cold
-// load is: such books run short all at once, and the serving reserve is
-// the depleted books'.
+// A shallow book (see bookState.shallow: synced from 100 levels, or
+// started from the last leader's 100) is read for the request at
+// budget.Requested, as a cold load is: such books run short all at once,
+// and the serving reserve is the depleted books'.
 func TestShortBookIsReadForTheRequestThatWaits(t *testing.T) {
 	for _, shallow := range []bool{false, true} {
 		want := startedRead{budget.PurposeDepleted, budget.Serving}

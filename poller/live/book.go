@@ -72,8 +72,8 @@ var bookRow = kindRow{
 	// when the rest of the minute is spent.
 	// A book read deeper for a request that waits is a served book that
 	// stops answering its readers until the read lands, as a depleted
-	// one does; a shallow one, which every book of a member that has just
-	// taken over is, waits as a cold load does (see tierAsked).
+	// one does; a shallow one, which runs short with all the others,
+	// waits as a cold load does (see tierAsked).
 	prio: [numTiers]budget.Priority{tierDepleted: budget.Serving, tierDry: budget.Serving, tierResync: budget.Serving,
 		tierAsked: budget.Serving, tierAskedShallow: budget.Requested, tierProbe: budget.Serving, tierSync: budget.Sync},
 	weight: func(s *Source, tier Tier) int { return s.cfg.REST.BookWeight(s.snapshotDepth(tier)) },
