@@ -210,11 +210,11 @@ var ErrStopped = errors.New("poller stopped")
 // book that vouches for fewer is read deeper: at a served book's priority
 // when streams keep it and it holds more than the published levels (see
 // live.Source.Load), as a cold one is otherwise. Concurrent callers for
-// the same pair and stream share one read, which runs to its end even if they stop waiting; a caller that
-// needs more levels than the read in flight was for waits for it, then
-// reads again if its book is still short. The read keeps the venue's
-// spacing for the pair and the weight budget: it waits for both rather
-// than calling early.
+// the same pair and stream share one read, which runs to its end even if
+// they stop waiting; a caller that needs more levels than the read in
+// flight was for waits for it, then reads again if its book is still
+// short. The read keeps the venue's spacing for the pair and the weight
+// budget: it waits for both rather than calling early.
 func (p *Poller) Load(ctx context.Context, id string, s snapshot.Stream, depth int) error {
 	start := time.Now()
 	defer func() { p.metrics.coldWait[s].Observe(time.Since(start)) }()

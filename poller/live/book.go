@@ -138,11 +138,12 @@ func (b *bookState) due(s *Source, lp *pair, now time.Time) (ok bool, tier Tier,
 			return lp.book.Recording(), tierResync, vouched
 		case vouched == 0:
 			return lp.book.Recording(), tierDepleted, vouched
-		case lp.asked > 0 && vouched < lp.asked && lp.shallow:
+		case lp.asked > 0 && vouched < lp.asked:
 			// A request waits for more levels than the book vouches
 			// for: it is read for the request (see tierAsked).
-			return lp.book.Recording(), tierAskedShallow, vouched
-		case lp.asked > 0 && vouched < lp.asked:
+			if lp.shallow {
+				return lp.book.Recording(), tierAskedShallow, vouched
+			}
 			return lp.book.Recording(), tierAsked, vouched
 		case s.probeDue(lp, now):
 			// Quiet for long enough that it must be proven

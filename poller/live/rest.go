@@ -94,9 +94,9 @@ const (
 	// being as much as every other read's together).
 	tierDry
 	tierResync
-	// tierAsked is the read of a book in sequence, synced deeper than the
-	// published levels, that vouches for fewer levels than a request waits
-	// for (see Source.Load): the request is answered with the full depth or
+	// tierAsked is the read of a book in sequence, not shallow (see
+	// bookState.shallow), that vouches for fewer levels than a request
+	// waits for (see Source.Load): the request is answered with the full depth or
 	// not at all, so its book is read for it, at the sync depth. The book
 	// has been served, and its readers are refused until the read lands:
 	// it is read at budget.Serving, as a depleted book is, and may spend
