@@ -231,7 +231,7 @@ func (c *campaign) begin(ctx context.Context) (leaseState, bool) {
 		return stateCutOff, false
 	}
 	m := c.m
-	_, err := within(ctx, c.period, func(ctx context.Context) (uint64, error) {
+	_, err := within(ctx, m.link, c.period, func(ctx context.Context) (uint64, error) {
 		return m.members.Put(ctx, memberKey(m.cfg.Member), appendMember(nil, m.cfg.Member, m.appliedRev.Load()))
 	})
 	c.engine(err)
@@ -266,7 +266,7 @@ func (c *campaign) stand(ctx context.Context) {
 		c.engine(err)
 		return
 	}
-	rev, err := within(ctx, c.period, func(ctx context.Context) (uint64, error) {
+	rev, err := within(ctx, m.link, c.period, func(ctx context.Context) (uint64, error) {
 		return m.lease.Create(ctx, leaseKey, lease)
 	})
 	c.engine(err)
@@ -299,7 +299,7 @@ func (c *campaign) win(ctx context.Context, t *term) {
 // still the same value) for a member to take.
 func (c *campaign) readHolder(ctx context.Context) {
 	m := c.m
-	e, err := within(ctx, c.period, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+	e, err := within(ctx, m.link, c.period, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 		return m.lease.Get(ctx, leaseKey)
 	})
 	switch {
@@ -330,7 +330,7 @@ func (c *campaign) readHolder(ctx context.Context) {
 // steps down and follows.
 func (c *campaign) renew(ctx context.Context) leaseState {
 	m, t := c.m, c.term
-	next, err := within(ctx, c.period, func(ctx context.Context) (uint64, error) {
+	next, err := within(ctx, m.link, c.period, func(ctx context.Context) (uint64, error) {
 		return m.lease.Update(ctx, leaseKey, t.lease, t.rev)
 	})
 	c.engine(err)
@@ -341,7 +341,7 @@ func (c *campaign) renew(ctx context.Context) leaseState {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		// A renewal that timed out may have landed after all: the lease is
 		// still this member's if it holds its value.
-		e, err := within(ctx, c.period, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+		e, err := within(ctx, m.link, c.period, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 			return m.lease.Get(ctx, leaseKey)
 		})
 		if err != nil || !bytes.Equal(e.Value(), t.lease) {
@@ -396,15 +396,6 @@ func signal(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
-}
-
-// within runs one call to NATS with d to answer: a call it does not
-// answer in time fails, rather than waiting out the client's default
-// timeout, so that a lost engine is noticed within the lease's TTL.
-func within[T any](ctx context.Context, d time.Duration, call func(ctx context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return call(ctx)
 }
 
 // periodsPerTTL is how many renewal periods a lease's TTL holds.

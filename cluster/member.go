@@ -105,6 +105,9 @@ type Member struct {
 	// alone is set while NATS is away and this member reads the venue
 	// itself (see Run).
 	alone atomic.Bool
+	// link ends the calls of the lease's campaign when the connection
+	// goes down (see within).
+	link *link
 
 	// appliedRev is the snapshot bucket's revision this member's watch
 	// has applied; firstPut, while it leads, the revision of each key's
@@ -173,7 +176,8 @@ func newMember(cfg Config) *Member {
 		cfg.Now = time.Now
 	}
 	m := &Member{cfg: cfg, log: cfg.Logger.With("component", "cluster", "member", cfg.Member), logs: logthrottle.New(time.Minute),
-		seen: map[string]sighting{}, firstPut: map[string]uint64{}, termChanged: make(chan struct{}, 1), rewatch: make(chan struct{}, 1)}
+		seen: map[string]sighting{}, firstPut: map[string]uint64{}, termChanged: make(chan struct{}, 1), rewatch: make(chan struct{}, 1),
+		link: newLink()}
 	m.queue.init()
 	m.metrics = newMemberMetrics(cfg.Metrics, m)
 	return m

@@ -92,7 +92,7 @@ func (m *Member) gone(ctx context.Context, h *holder) bool {
 // vacate removes the lease if it still names term, and reports whether it
 // did.
 func (m *Member) vacate(ctx context.Context, term uint64) bool {
-	e, err := within(ctx, pingTimeout, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+	e, err := within(ctx, m.link, pingTimeout, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 		return m.lease.Get(ctx, leaseKey)
 	})
 	if err != nil {
@@ -102,7 +102,7 @@ func (m *Member) vacate(ctx context.Context, term uint64) bool {
 	if !ok || held != term {
 		return false
 	}
-	if _, err := within(ctx, pingTimeout, func(ctx context.Context) (struct{}, error) {
+	if _, err := within(ctx, m.link, pingTimeout, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.lease.Delete(ctx, leaseKey, jetstream.LastRevision(e.Revision()))
 	}); err != nil {
 		return false

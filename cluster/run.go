@@ -41,6 +41,9 @@ var errDisconnected = errors.New("disconnected from NATS")
 // returns that much later.
 func (m *Member) Run(ctx context.Context, r Roles) error {
 	var wg sync.WaitGroup
+	statuses := m.cfg.Conn.StatusChanged()
+	m.link.set(m.cfg.Conn.IsConnected())
+	wg.Go(func() { m.link.follow(ctx, m.cfg.Conn, statuses) })
 	wg.Go(func() { m.publish(ctx) })
 	wg.Go(func() { m.sendWants(ctx) })
 	defer wg.Wait()
@@ -101,7 +104,7 @@ func (m *Member) reopen(ctx context.Context) error {
 	if !m.cfg.Conn.IsConnected() {
 		return errDisconnected
 	}
-	_, err := within(ctx, m.cfg.LeaseTTL, func(ctx context.Context) (struct{}, error) {
+	_, err := within(ctx, m.link, m.cfg.LeaseTTL, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.open(ctx)
 	})
 	return err
