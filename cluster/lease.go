@@ -80,7 +80,7 @@ type term struct {
 type campaign struct {
 	m          *Member
 	roles      Roles
-	connected  func() bool // whether the connection to NATS is up
+	connected  func() bool // whether the connection to NATS is up, as the calls see it (see link)
 	period     time.Duration
 	tick, ping <-chan time.Time
 	term       *term    // the term this member leads in; nil while it does not
@@ -95,7 +95,7 @@ type campaign struct {
 }
 
 func newCampaign(m *Member, r Roles) *campaign {
-	return &campaign{m: m, roles: r, connected: m.cfg.Conn.IsConnected, period: m.cfg.LeaseTTL / periodsPerTTL}
+	return &campaign{m: m, roles: r, connected: m.link.up, period: m.cfg.LeaseTTL / periodsPerTTL}
 }
 
 // run campaigns until ctx is done or the session is lost, and then steps
@@ -313,7 +313,9 @@ func (c *campaign) readHolder(ctx context.Context) {
 		if !ok || c.foreign > 1 {
 			m.drop(dropForeign, leaseKey, fmt.Errorf("lease %q", e.Value()))
 			m.leader.Store(nil)
-			_ = m.lease.Delete(ctx, leaseKey, jetstream.LastRevision(e.Revision()))
+			_, _ = within(ctx, m.link, c.period, func(ctx context.Context) (struct{}, error) {
+				return struct{}{}, m.lease.Delete(ctx, leaseKey, jetstream.LastRevision(e.Revision()))
+			})
 			c.foreign = 0
 			return
 		}

@@ -38,6 +38,11 @@ func (l *link) current() context.Context {
 	return l.ctx
 }
 
+// up reports whether the connection is up, as the calls see it: the
+// campaign asks this rather than the client, so that it never finds the
+// connection up and then its calls failing for a link not yet told.
+func (l *link) up() bool { return l.current().Err() == nil }
+
 // set records whether the connection is up: down ends the current
 // context; up after down begins a new one.
 func (l *link) set(up bool) {
@@ -70,13 +75,20 @@ func (l *link) follow(ctx context.Context, conn *nats.Conn, statuses chan nats.S
 
 // within runs one call to NATS with d to answer: a call it does not answer
 // in time fails, rather than waiting out the client's default timeout, so
-// that a lost engine is noticed within the lease's TTL; and a call the
-// connection's loss leaves hanging, or one begun while it is down, fails at
-// once (see link).
+// that a lost engine is noticed within the lease's TTL; a call the
+// connection's loss leaves hanging fails then (see link). A call is not
+// made while the link is down: the client would keep its request and send
+// it once it reconnects, when the campaign has moved on (a lease created
+// for a member that no longer answers its pings).
 func within[T any](ctx context.Context, l *link, d time.Duration, call func(ctx context.Context) (T, error)) (T, error) {
+	conn := l.current()
+	if conn.Err() != nil {
+		var zero T
+		return zero, errDisconnected
+	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	stop := context.AfterFunc(l.current(), cancel)
+	stop := context.AfterFunc(conn, cancel)
 	defer stop()
 	return call(ctx)
 }

@@ -19,9 +19,10 @@ func hang(ctx context.Context) (struct{}, error) {
 }
 
 // A call the connection's loss leaves hanging ends when the link goes
-// down, not at its timeout; one begun while the link is down fails at
-// once; once the link is back, calls are answered, and one that is not
-// still ends at its timeout.
+// down, not at its timeout; a call is not made while the link is down;
+// once the link is back, calls are made and answered, one in flight ends
+// with the next loss however often the link was told it is up, and one
+// NATS does not answer still ends at its timeout.
 func TestLinkEndsTheCallsOfALostConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLink()
@@ -29,30 +30,43 @@ func TestLinkEndsTheCallsOfALostConnection(t *testing.T) {
 			err  error
 			took time.Duration
 		}
-		done := make(chan result, 1)
-		start := time.Now()
-		go func() {
-			_, err := within(t.Context(), l, time.Minute, hang)
-			done <- result{err, time.Since(start)}
-		}()
+		hangFor := func(start time.Time) <-chan result {
+			done := make(chan result, 1)
+			go func() {
+				_, err := within(t.Context(), l, time.Minute, hang)
+				done <- result{err, time.Since(start)}
+			}()
+			return done
+		}
+		done := hangFor(time.Now())
 		time.Sleep(3 * time.Second)
 		l.set(false)
 		if r := <-done; !errors.Is(r.err, context.Canceled) || r.took != 3*time.Second {
 			t.Errorf("a call in flight when the link went down: %v after %v, want canceled after 3s", r.err, r.took)
 		}
 
-		start = time.Now()
-		if _, err := within(t.Context(), l, time.Minute, hang); !errors.Is(err, context.Canceled) || time.Since(start) != 0 {
-			t.Errorf("a call begun while the link is down: %v after %v, want canceled at once", err, time.Since(start))
+		made := false
+		_, err := within(t.Context(), l, time.Minute, func(ctx context.Context) (struct{}, error) { made = true; return hang(ctx) })
+		if made || !errors.Is(err, errDisconnected) || l.up() {
+			t.Errorf("a call begun while the link is down: made %v, %v, link up %v; want not made, %v", made, err, l.up(), errDisconnected)
 		}
 
 		l.set(true)
-		l.set(true) // a second "up" keeps the context the first began
 		answered, err := within(t.Context(), l, time.Second, func(context.Context) (int, error) { return 7, nil })
-		if answered != 7 || err != nil {
-			t.Errorf("a call once the link is back: %d, %v, want 7", answered, err)
+		if answered != 7 || err != nil || !l.up() {
+			t.Errorf("a call once the link is back: %d, %v, link up %v; want 7", answered, err, l.up())
 		}
-		start = time.Now()
+		done = hangFor(time.Now())
+		time.Sleep(time.Second / 2)
+		l.set(true) // told again, as every status change tells it
+		time.Sleep(time.Second / 2)
+		l.set(false)
+		if r := <-done; !errors.Is(r.err, context.Canceled) || r.took != time.Second {
+			t.Errorf("a call in flight across a second \"up\" when the link went down: %v after %v, want canceled after 1s", r.err, r.took)
+		}
+
+		l.set(true)
+		start := time.Now()
 		if _, err := within(t.Context(), l, time.Second, hang); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
 			t.Errorf("an unanswered call on a link that is up: %v after %v, want its timeout after 1s", err, time.Since(start))
 		}
@@ -71,7 +85,8 @@ func TestLinkFollowsTheConnection(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	// One subject is heard and never answered, the other answered.
-	if _, err := nc.Subscribe("silent", func(*nats.Msg) {}); err != nil {
+	heard := make(chan struct{}, 1)
+	if _, err := nc.Subscribe("silent", func(*nats.Msg) { heard <- struct{}{} }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nc.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
@@ -102,6 +117,7 @@ func TestLinkFollowsTheConnection(t *testing.T) {
 	}
 	held := make(chan error, 1)
 	go func() { held <- request("silent") }()
+	<-heard // the request reached the server, which holds it unanswered
 	restart := natstest.Stop(t, s)
 	select {
 	case err := <-held:
@@ -111,18 +127,12 @@ func TestLinkFollowsTheConnection(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the request held when the server went still waits 30s later: it waits out its minute")
 	}
-	if err := request("echo"); !errors.Is(err, context.Canceled) {
-		t.Errorf("a request while the server is away: %v, want canceled at once", err)
+	if err := request("echo"); !errors.Is(err, errDisconnected) {
+		t.Errorf("a request while the server is away: %v, want %v at once", err, errDisconnected)
 	}
 
 	restart()
-	deadline := time.Now().Add(10 * time.Second)
-	for !nc.IsConnected() || l.current().Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("10s after the server came back: connected %v, link down %v", nc.IsConnected(), l.current().Err() != nil)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a real connection, not synchronising test logic
-	}
+	eventually(t, 10*time.Second, "the link is up again with the connection", l.up)
 	if err := request("echo"); err != nil {
 		t.Errorf("a request once the server is back: %v", err)
 	}

@@ -101,9 +101,6 @@ func (m *Member) endAlone(alone *roleRun) {
 // reopen binds the member to the cluster's buckets again, if NATS answers
 // within the lease's TTL.
 func (m *Member) reopen(ctx context.Context) error {
-	if !m.cfg.Conn.IsConnected() {
-		return errDisconnected
-	}
 	_, err := within(ctx, m.link, m.cfg.LeaseTTL, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.open(ctx)
 	})
