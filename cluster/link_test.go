@@ -117,7 +117,13 @@ func TestLinkFollowsTheConnection(t *testing.T) {
 	}
 	held := make(chan error, 1)
 	go func() { held <- request("silent") }()
-	<-heard // the request reached the server, which holds it unanswered
+	select { // the request reaches the server, which holds it unanswered
+	case <-heard:
+	case err := <-held:
+		t.Fatalf("the silent request ended before the server heard it: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the silent request has not reached the server 10s later")
+	}
 	restart := natstest.Stop(t, s)
 	select {
 	case err := <-held:
