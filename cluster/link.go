@@ -12,11 +12,11 @@ import (
 // that ends when the connection goes down, and a new one once it is back
 // up. The client holds a request made while it reconnects until the
 // request's own timeout, and a server that shuts down stops answering
-// JetStream's calls before it closes its connections: without the link, a
-// follower in its period's calls when NATS went waited out one call's
-// timeout (a period) after another before it found itself cut off, and
-// served its leader's last values seconds longer than the period it
-// allows itself (see campaign.runCutOff).
+// JetStream's calls before it closes its connections: a follower in its
+// period's calls when NATS went would wait out one call's timeout (a
+// period) after another before it found itself cut off, and serve its
+// leader's last values seconds longer than the period it allows itself
+// (see campaign.runCutOff).
 type link struct {
 	mu     sync.Mutex
 	ctx    context.Context
